@@ -1,0 +1,17 @@
+/* pl_lua_front: the Lua front end. STUB: being written. */
+#include "pl_parse.h"
+
+pl_status pl_lua_load_file(const char *path, pl_spec **out, pl_error *err)
+{
+    *out = NULL;
+    return pl_error_set(err, PL_ERUNTIME, "error: Lua front end not built yet (%s)", path);
+}
+
+pl_status pl_lua_load_string(const char *name, const char *text, size_t len, pl_spec **out,
+                             pl_error *err)
+{
+    (void)text;
+    (void)len;
+    *out = NULL;
+    return pl_error_set(err, PL_ERUNTIME, "error: Lua front end not built yet (%s)", name);
+}

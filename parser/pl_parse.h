@@ -1,0 +1,23 @@
+/* pl_parse: the front ends. Each turns a pipeline file into a pl_spec (unchecked: call
+ * pl_spec_check next). Errors are "file:line:col: error: ..." with status PL_EINPUT. */
+#ifndef PL_PARSE_H
+#define PL_PARSE_H
+
+#include "pl_spec.h"
+
+/* YAML front end (parser/pl_yaml.c, libyaml). `name` is used as the file name in positions. */
+pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err);
+pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl_spec **out,
+                              pl_error *err);
+
+/* Lua front end (parser/pl_lua_front.c): runs the script sandboxed; it returns the pipeline. */
+pl_status pl_lua_load_file(const char *path, pl_spec **out, pl_error *err);
+pl_status pl_lua_load_string(const char *name, const char *text, size_t len, pl_spec **out,
+                             pl_error *err);
+
+/* By extension: .lua goes to the Lua front end, anything else to YAML. */
+pl_status pl_load_file(const char *path, pl_spec **out, pl_error *err);
+/* pl_load_file, then pl_spec_check: what every command that takes a pipeline does. */
+pl_status pl_load_checked(const char *path, pl_spec **out, pl_error *err);
+
+#endif

@@ -1,0 +1,61 @@
+/* pl_exec: running a plan. One entry point, two executors (host: pl_exec_host.c; gpu:
+ * runtime/gpu/pl_exec_gpu.c), one result record that the report, the trace and bundles read. */
+#ifndef PL_EXEC_H
+#define PL_EXEC_H
+
+#include <signal.h>
+
+#include "pl_plan.h"
+
+typedef enum pl_exec_kind { PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU } pl_exec_kind;
+
+typedef struct pl_run_cfg {
+    pl_exec_kind executor;
+    bool use_graphs; /* gpu: CUDA Graph per slot (default) or plain stream launches (--no-graph) */
+    int workers;     /* host workers for host-engine stages; 0 = default */
+    /* Set (to nonzero) by a signal handler: stop issuing batches, finish or abandon those in
+     * flight, close stages so completed outputs are kept. Borrowed; may be NULL. */
+    volatile sig_atomic_t *stop;
+    /* Called after each batch completes, in batch order (progress bar). May be NULL. */
+    void (*on_batch)(void *user, int64_t done, int64_t total);
+    void *user;
+    /* Testing: make stage `fail_stage` fail on batch `fail_batch` (-1: never). */
+    int fail_stage;
+    int64_t fail_batch;
+} pl_run_cfg;
+
+void pl_run_cfg_init(pl_run_cfg *cfg);
+
+/* Timing of one stage on one batch, nanoseconds on the run's clock (0 = run start). Device stages
+ * on the GPU executor are timed with events and placed on the same clock. */
+typedef struct pl_span {
+    int64_t start_ns, end_ns;
+} pl_span;
+
+typedef struct pl_run_result {
+    const char *executor; /* "host" or "gpu" (static string) */
+    bool graphs;
+    int64_t batches_issued;
+    int64_t batches_done; /* completed in order, outputs written */
+    int64_t wall_ns;
+    int n_stages;
+    pl_span *spans; /* [batch * n_stages + stage], for batches < batches_done; owned */
+    char device_name[128];
+} pl_run_result;
+
+void pl_run_result_fini(pl_run_result *res); /* frees spans; safe on a zeroed result */
+
+/* Runs the plan's batches. On error or stop, completed batches' outputs are kept (stages are
+ * closed with the count), res describes what completed, and the status says why it ended
+ * (PL_EINTR when cfg->stop was raised). */
+pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res, pl_error *err);
+
+pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
+                           pl_error *err);
+/* Returns PL_ENODEV with a clear message when built without CUDA or no device is present. */
+pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
+                          pl_error *err);
+/* True when a CUDA device is usable (cheap; caches the answer). */
+bool pl_gpu_available(void);
+
+#endif

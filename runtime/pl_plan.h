@@ -1,0 +1,88 @@
+/* pl_plan: the compiled DAG both executors run. Plain data; `pipectl plan` prints it and tests
+ * read it.
+ *
+ * Semantics (docs/architecture.md):
+ * - Intra-batch edges come from buffer access: every writer of a buffer precedes every reader of
+ *   it, unless the reader is ordered before that writer by `after:` (then the writer waits, WAR).
+ *   `after:` adds edges data does not show.
+ * - Streams: one H2D stream, one D2H stream; compute and host stages get one stream per
+ *   independent branch (a stage continues the stream of a same-engine predecessor that is that
+ *   stream's last stage; otherwise it opens a new one). Stages on one stream run in plan order,
+ *   batch after batch, like a CUDA stream.
+ * - Events: only on edges that cross streams and are not implied by other edges and stream order
+ *   (transitive reduction). One event per source stage; waits say who waits on it.
+ * - Cross-batch dependencies (`xdeps`): stage `to` of batch i+distance waits for stage `from` of
+ *   batch i. They make slot reuse safe (distance = depth: a slot's buffer is rewritten only after
+ *   every access of the batch that last used it) and order writes of persistent buffers and
+ *   ordered (sink) stages (distance 1). Redundant ones are removed. */
+#ifndef PL_PLAN_H
+#define PL_PLAN_H
+
+#include <stdio.h>
+
+#include "pl_spec.h"
+#include "pl_stage.h"
+
+typedef struct pl_plan_stage {
+    int stage;  /* index into spec->stages */
+    int order;  /* position in plan->order (topological, deterministic) */
+    pl_engine engine;
+    int stream;   /* index into plan->streams */
+    int *preds;   /* intra-batch predecessors after transitive reduction (stage indices) */
+    int n_preds;
+    int *waits;   /* events this stage's stream waits on before it runs (event indices) */
+    int n_waits;
+    int event;    /* event recorded after this stage, or -1 */
+} pl_plan_stage;
+
+typedef struct pl_stream {
+    char name[32]; /* "h2d", "d2h", "compute0", "host0", ... */
+    pl_engine engine;
+    int *stages; /* stage indices, in run order */
+    int n_stages;
+} pl_stream;
+
+typedef struct pl_event {
+    int src;      /* stage whose completion it marks */
+    int *dsts;    /* stages that wait on it */
+    int n_dsts;
+} pl_event;
+
+typedef enum pl_xdep_why { PL_XDEP_SLOT_REUSE, PL_XDEP_PERSISTENT, PL_XDEP_ORDERED } pl_xdep_why;
+
+typedef struct pl_xdep {
+    int from, to;   /* stage indices */
+    int distance;   /* in batches, >= 1 */
+    int buffer;     /* the buffer that causes it, -1 for ordered stages */
+    pl_xdep_why why;
+} pl_xdep;
+
+typedef struct pl_plan {
+    const pl_spec *spec; /* borrowed: must outlive the plan */
+    int depth;
+    int64_t batches;
+    int n_stages;
+    int *order;              /* stage indices, topological */
+    pl_plan_stage *stages;   /* indexed by stage index */
+    pl_stream *streams;
+    int n_streams;
+    pl_event *events;
+    int n_events;
+    int n_waits;             /* total waits (cross-stream edges kept) */
+    pl_xdep *xdeps;
+    int n_xdeps;
+    /* Memory: bytes for one slot of all per-batch buffers, and for persistent buffers. */
+    uint64_t host_per_slot, device_per_slot;
+    uint64_t host_persistent, device_persistent;
+} pl_plan;
+
+/* Compiles a checked spec (pl_spec_check must have succeeded). depth/batches come from
+ * spec->run. Deterministic: the same spec gives the same plan. */
+pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err);
+void pl_plan_free(pl_plan *plan);
+/* Human-readable listing (`pipectl plan`). Byte-identical for identical specs. */
+void pl_plan_dump(const pl_plan *plan, FILE *out);
+/* Graphviz DOT (`pipectl plan --dot`). */
+void pl_plan_dump_dot(const pl_plan *plan, FILE *out);
+
+#endif

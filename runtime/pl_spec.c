@@ -1,0 +1,295 @@
+/* pl_spec: the spec's arena, builders used by the front ends, lookups and dtype tables. */
+#include "pl_spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A simple bump arena: blocks chained, freed all at once with the spec. */
+typedef struct pl_block {
+    struct pl_block *next;
+    size_t used, cap;
+    max_align_t data[];
+} pl_block;
+
+struct pl_arena {
+    pl_block *head;
+};
+
+void *pl_spec_alloc(pl_spec *spec, size_t bytes)
+{
+    pl_arena *a = spec->arena;
+    size_t need = (bytes + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (need < bytes) return NULL;
+    if (!a->head || a->head->cap - a->head->used < need) {
+        size_t cap = need > 65536 ? need : 65536;
+        pl_block *b = malloc(sizeof *b + cap);
+        if (!b) return NULL;
+        b->next = a->head;
+        b->used = 0;
+        b->cap = cap;
+        a->head = b;
+    }
+    void *p = (char *)a->head->data + a->head->used;
+    a->head->used += need;
+    memset(p, 0, bytes);
+    return p;
+}
+
+const char *pl_spec_strndup(pl_spec *spec, const char *s, size_t n)
+{
+    char *p = pl_spec_alloc(spec, n + 1);
+    if (!p) return NULL;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+const char *pl_spec_strdup(pl_spec *spec, const char *s)
+{
+    return s ? pl_spec_strndup(spec, s, strlen(s)) : NULL;
+}
+
+/* Grows an arena array: old contents are copied, the old block is simply abandoned in the arena
+ * (specs are small next to the buffers they describe). */
+static void *pl__grow(pl_spec *spec, void *arr, int n, int *cap, size_t elem)
+{
+    if (n < *cap) return arr;
+    int ncap = *cap ? *cap * 2 : 8;
+    void *p = pl_spec_alloc(spec, (size_t)ncap * elem);
+    if (!p) return NULL;
+    if (arr) memcpy(p, arr, (size_t)n * elem);
+    *cap = ncap;
+    return p;
+}
+
+pl_status pl_spec_new(const char *file, pl_spec **out, pl_error *err)
+{
+    *out = NULL;
+    pl_spec *s = calloc(1, sizeof *s);
+    pl_arena *a = calloc(1, sizeof *a);
+    if (!s || !a) {
+        free(s);
+        free(a);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory creating the pipeline spec");
+    }
+    s->arena = a;
+    s->run.batches = 16;
+    s->run.depth = 3;
+    s->run.device = 0;
+    s->run.seed = 0;
+    const char *f = file ? file : "<input>";
+    s->file = pl_spec_strdup(s, f);
+    const char *slash = strrchr(f, '/');
+    s->dir = slash ? pl_spec_strndup(s, f, (size_t)(slash - f)) : pl_spec_strdup(s, ".");
+    const char *base = slash ? slash + 1 : f;
+    const char *dot = strrchr(base, '.');
+    s->name = dot && dot != base ? pl_spec_strndup(s, base, (size_t)(dot - base))
+                                 : pl_spec_strdup(s, base);
+    if (!s->file || !s->dir || !s->name) {
+        pl_spec_free(s);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory creating the pipeline spec");
+    }
+    *out = s;
+    return PL_OK;
+}
+
+void pl_spec_free(pl_spec *spec)
+{
+    if (!spec) return;
+    pl_block *b = spec->arena ? spec->arena->head : NULL;
+    while (b) {
+        pl_block *n = b->next;
+        free(b);
+        b = n;
+    }
+    free(spec->arena);
+    free(spec);
+}
+
+pl_buffer *pl_spec_add_buffer(pl_spec *spec, const char *name, pl_pos pos)
+{
+    pl_buffer *arr = pl__grow(spec, spec->buffers, spec->n_buffers, &spec->cap_buffers,
+                              sizeof *arr);
+    if (!arr) return NULL;
+    spec->buffers = arr;
+    pl_buffer *b = &arr[spec->n_buffers];
+    memset(b, 0, sizeof *b);
+    b->name = pl_spec_strdup(spec, name);
+    if (!b->name) return NULL;
+    b->pos = pos;
+    b->index = spec->n_buffers++;
+    b->where = PL_HOST;
+    b->dtype = PL_F32;
+    return b;
+}
+
+pl_stage *pl_spec_add_stage(pl_spec *spec, const char *name, pl_pos pos)
+{
+    pl_stage *arr = pl__grow(spec, spec->stages, spec->n_stages, &spec->cap_stages, sizeof *arr);
+    if (!arr) return NULL;
+    spec->stages = arr;
+    pl_stage *st = &arr[spec->n_stages];
+    memset(st, 0, sizeof *st);
+    st->name = name ? pl_spec_strdup(spec, name) : NULL;
+    if (name && !st->name) return NULL;
+    st->pos = pos;
+    st->index = spec->n_stages++;
+    st->kind = PL_KIND_COUNT; /* "not given" until the front end sets it */
+    return st;
+}
+
+pl_opt *pl_stage_add_opt(pl_spec *spec, pl_stage *st, const char *key, pl_pos pos)
+{
+    pl_opt *arr = pl__grow(spec, st->opts, st->n_opts, &st->cap_opts, sizeof *arr);
+    if (!arr) return NULL;
+    st->opts = arr;
+    pl_opt *o = &arr[st->n_opts++];
+    memset(o, 0, sizeof *o);
+    o->key = pl_spec_strdup(spec, key);
+    o->pos = pos;
+    return o->key ? o : NULL;
+}
+
+pl_status pl_opt_add_item(pl_spec *spec, pl_opt *opt, const char *text, pl_pos pos)
+{
+    if ((opt->n_items & (opt->n_items - 1)) == 0) { /* powers of two: grow */
+        int cap = opt->n_items ? opt->n_items * 2 : 4;
+        const char **items = pl_spec_alloc(spec, (size_t)cap * sizeof *items);
+        pl_pos *ipos = pl_spec_alloc(spec, (size_t)cap * sizeof *ipos);
+        if (!items || !ipos) return PL_ENOMEM;
+        if (opt->n_items) {
+            memcpy(items, opt->items, (size_t)opt->n_items * sizeof *items);
+            memcpy(ipos, opt->item_pos, (size_t)opt->n_items * sizeof *ipos);
+        }
+        opt->items = items;
+        opt->item_pos = ipos;
+    }
+    const char *t = pl_spec_strdup(spec, text);
+    if (!t) return PL_ENOMEM;
+    opt->items[opt->n_items] = t;
+    opt->item_pos[opt->n_items] = pos;
+    opt->n_items++;
+    return PL_OK;
+}
+
+static pl_ref *pl__add_ref(pl_spec *spec, pl_ref **arr, int *n, int *cap, const char *name,
+                           pl_pos pos)
+{
+    pl_ref *a = pl__grow(spec, *arr, *n, cap, sizeof *a);
+    if (!a) return NULL;
+    *arr = a;
+    pl_ref *r = &a[(*n)++];
+    r->name = pl_spec_strdup(spec, name);
+    r->pos = pos;
+    r->index = -1;
+    return r->name ? r : NULL;
+}
+
+pl_ref *pl_stage_add_read(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos)
+{
+    return pl__add_ref(spec, &st->reads, &st->n_reads, &st->cap_reads, name, pos);
+}
+
+pl_ref *pl_stage_add_write(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos)
+{
+    return pl__add_ref(spec, &st->writes, &st->n_writes, &st->cap_writes, name, pos);
+}
+
+pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos)
+{
+    return pl__add_ref(spec, &st->after, &st->n_after, &st->cap_after, name, pos);
+}
+
+int pl_spec_find_buffer(const pl_spec *spec, const char *name)
+{
+    for (int i = 0; i < spec->n_buffers; i++)
+        if (strcmp(spec->buffers[i].name, name) == 0) return i;
+    return -1;
+}
+
+int pl_spec_find_stage(const pl_spec *spec, const char *name)
+{
+    for (int i = 0; i < spec->n_stages; i++)
+        if (spec->stages[i].name && strcmp(spec->stages[i].name, name) == 0) return i;
+    return -1;
+}
+
+const pl_opt *pl_stage_opt(const pl_stage *st, const char *key)
+{
+    for (int i = 0; i < st->n_opts; i++)
+        if (strcmp(st->opts[i].key, key) == 0) return &st->opts[i];
+    return NULL;
+}
+
+static const struct {
+    const char *name;
+    size_t size;
+    bool is_float;
+} pl__dtypes[PL_DTYPE_COUNT] = {
+    [PL_U8] = {"u8", 1, false},   [PL_I32] = {"i32", 4, false}, [PL_I64] = {"i64", 8, false},
+    [PL_F16] = {"f16", 2, true},  [PL_BF16] = {"bf16", 2, true}, [PL_F32] = {"f32", 4, true},
+    [PL_F64] = {"f64", 8, true},
+};
+
+size_t pl_dtype_size(pl_dtype t)
+{
+    return (unsigned)t < PL_DTYPE_COUNT ? pl__dtypes[t].size : 0;
+}
+
+const char *pl_dtype_name(pl_dtype t)
+{
+    return (unsigned)t < PL_DTYPE_COUNT ? pl__dtypes[t].name : "?";
+}
+
+bool pl_dtype_is_float(pl_dtype t)
+{
+    return (unsigned)t < PL_DTYPE_COUNT && pl__dtypes[t].is_float;
+}
+
+bool pl_dtype_parse(const char *s, pl_dtype *out)
+{
+    for (int i = 0; i < PL_DTYPE_COUNT; i++)
+        if (strcmp(s, pl__dtypes[i].name) == 0) {
+            *out = (pl_dtype)i;
+            return true;
+        }
+    return false;
+}
+
+const char *pl_where_name(pl_where w)
+{
+    return w == PL_DEVICE ? "device" : "host";
+}
+
+static int pl__edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 1000;
+    int prev[65], cur[65];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb];
+}
+
+const char *pl_closest(const char *word, const char *const *candidates, int n)
+{
+    const char *best = NULL;
+    int best_d = 3;
+    int len = (int)strlen(word);
+    for (int i = 0; i < n; i++) {
+        int d = pl__edit_distance(word, candidates[i]);
+        if (d < best_d && d * 2 < (len > 1 ? len : 2)) {
+            best = candidates[i];
+            best_d = d;
+        }
+    }
+    return best;
+}

@@ -1,0 +1,178 @@
+/* pl_spec: the pipeline as written, resolved: buffers, stages, run options. Both front ends
+ * (parser/pl_yaml.c, parser/pl_lua_front.c) build it through the functions below; check
+ * (pl_check.c) resolves names and validates; the plan compiler (pl_plan.c) reads it.
+ *
+ * Ownership: a pl_spec owns everything reachable from it, allocated in its arena. Strings stored
+ * in a spec (names, file names, option values) are interned copies; pointers into a spec stay
+ * valid until pl_spec_free. */
+#ifndef PL_SPEC_H
+#define PL_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl_status.h"
+
+/* Documented limits (docs/pipeline-yaml.md). */
+#define PL_MAX_RANK 8
+#define PL_MAX_BUFFER_BYTES (UINT64_C(1) << 36) /* 64 GiB per buffer (per slot) */
+#define PL_MAX_NAME 64                          /* bytes in a buffer or stage name */
+#define PL_MAX_STAGES 100000
+#define PL_MAX_BUFFERS 100000
+#define PL_MAX_DEPTH 64      /* slots in flight */
+#define PL_MAX_NESTING 16    /* YAML/Lua nesting depth */
+#define PL_MAX_BATCHES (INT64_C(1) << 40)
+
+typedef enum pl_where { PL_HOST, PL_DEVICE } pl_where;
+
+typedef enum pl_dtype { PL_U8, PL_I32, PL_I64, PL_F16, PL_BF16, PL_F32, PL_F64, PL_DTYPE_COUNT } pl_dtype;
+
+size_t pl_dtype_size(pl_dtype t);
+const char *pl_dtype_name(pl_dtype t);
+/* Returns true and sets *out when `s` names a dtype ("u8", "i32", "i64", "f16", "bf16", "f32",
+ * "f64"). */
+bool pl_dtype_parse(const char *s, pl_dtype *out);
+bool pl_dtype_is_float(pl_dtype t);
+const char *pl_where_name(pl_where w);
+
+/* How a buffer starts out. Per-batch buffers with PL_INIT_NONE must be written by a stage of the
+ * batch before anything reads them (checked). */
+typedef enum pl_init {
+    PL_INIT_NONE,
+    PL_INIT_ZEROS,
+    PL_INIT_RANDOM, /* seeded: run seed, buffer index: see pl_rng.h */
+    PL_INIT_FILE,   /* raw bytes or .npy, exactly the buffer's size */
+} pl_init;
+
+typedef struct pl_buffer {
+    const char *name;
+    pl_pos pos; /* of the name */
+    int index;  /* position in spec->buffers */
+    pl_where where;
+    pl_pos where_pos;
+    pl_dtype dtype;
+    pl_pos dtype_pos;
+    int rank;
+    int64_t shape[PL_MAX_RANK];
+    pl_pos shape_pos;
+    bool persistent; /* one copy for the whole run; otherwise one per slot */
+    pl_pos persistent_pos;
+    pl_init init;
+    const char *init_file; /* PL_INIT_FILE */
+    pl_pos init_pos;
+    /* Filled by pl_spec_check: */
+    int64_t count; /* elements */
+    uint64_t bytes;
+} pl_buffer;
+
+/* A stage option as written: a scalar (text) or a list of scalars. Typing happens against the
+ * stage kind's key table (stages/pl_stage.h), so YAML and Lua give identical options. */
+typedef struct pl_opt {
+    const char *key;
+    pl_pos pos; /* of the key */
+    bool is_list;
+    const char *str; /* scalar text (NULL for a list) */
+    pl_pos val_pos;
+    int n_items;
+    const char **items;
+    pl_pos *item_pos;
+} pl_opt;
+
+/* A reference by name to a buffer or stage; `index` is -1 until pl_spec_check resolves it. */
+typedef struct pl_ref {
+    const char *name;
+    pl_pos pos;
+    int index;
+} pl_ref;
+
+typedef enum pl_kind_id {
+    PL_KIND_SOURCE,
+    PL_KIND_SEARCH,
+    PL_KIND_H2D,
+    PL_KIND_KERNEL,
+    PL_KIND_D2H,
+    PL_KIND_LUA,
+    PL_KIND_SINK,
+    PL_KIND_COUNT
+} pl_kind_id;
+
+typedef struct pl_stage {
+    const char *name;
+    pl_pos pos; /* of the stage (its name) */
+    int index;
+    pl_kind_id kind;
+    pl_pos kind_pos;
+    pl_opt *opts; /* kind-specific options, in the order written */
+    int n_opts, cap_opts;
+    /* reads/writes as written, plus those the kind derives from its options (h2d `from`/`to`,
+     * search `corpus`, ...): filled by pl_spec_check through the kind's bind hook. */
+    pl_ref *reads;
+    int n_reads, cap_reads;
+    pl_ref *writes;
+    int n_writes, cap_writes;
+    pl_ref *after;
+    int n_after, cap_after;
+    void *priv; /* the kind's parsed options, owned by the spec (allocated in its arena) */
+} pl_stage;
+
+typedef struct pl_run_opts {
+    int64_t batches; /* default 16 */
+    pl_pos batches_pos;
+    int depth; /* slots in flight; default 3 */
+    pl_pos depth_pos;
+    int device; /* CUDA device ordinal; default 0 */
+    pl_pos device_pos;
+    uint64_t seed; /* default 0 */
+    pl_pos seed_pos;
+} pl_run_opts;
+
+typedef struct pl_arena pl_arena;
+
+typedef struct pl_spec {
+    const char *name; /* pipeline name; default: file's base name */
+    const char *file; /* path of the pipeline file, as given */
+    const char *dir;  /* its directory: relative paths in options resolve against it */
+    pl_buffer *buffers;
+    int n_buffers, cap_buffers;
+    pl_stage *stages;
+    int n_stages, cap_stages;
+    pl_run_opts run;
+    bool checked;
+    pl_arena *arena;
+} pl_spec;
+
+/* Lifecycle. pl_spec_new sets run-option defaults and file/dir/name from `file` (may be NULL). */
+pl_status pl_spec_new(const char *file, pl_spec **out, pl_error *err);
+void pl_spec_free(pl_spec *spec); /* NULL is fine */
+
+/* Arena allocation, zeroed; freed with the spec. Abort-free: returns NULL on OOM. */
+void *pl_spec_alloc(pl_spec *spec, size_t bytes);
+const char *pl_spec_strdup(pl_spec *spec, const char *s);
+const char *pl_spec_strndup(pl_spec *spec, const char *s, size_t n);
+
+/* Builders used by the front ends. Returned pointers stay valid only until the next add of the
+ * same kind (arrays grow): finish filling one element before adding the next. NULL on OOM. */
+pl_buffer *pl_spec_add_buffer(pl_spec *spec, const char *name, pl_pos pos);
+pl_stage *pl_spec_add_stage(pl_spec *spec, const char *name, pl_pos pos);
+pl_opt *pl_stage_add_opt(pl_spec *spec, pl_stage *st, const char *key, pl_pos pos);
+pl_status pl_opt_add_item(pl_spec *spec, pl_opt *opt, const char *text, pl_pos pos);
+pl_ref *pl_stage_add_read(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
+pl_ref *pl_stage_add_write(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
+pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
+
+/* Lookups (linear or hashed; -1 when absent). */
+int pl_spec_find_buffer(const pl_spec *spec, const char *name);
+int pl_spec_find_stage(const pl_spec *spec, const char *name);
+const pl_opt *pl_stage_opt(const pl_stage *st, const char *key); /* NULL when not given */
+
+/* Resolves and validates the whole spec (pl_check.c): duplicate names, buffer sizes and caps,
+ * each kind's options (bind hook), names in reads/writes/after, copy endpoints, cycles, hazards,
+ * reads of never-written per-batch buffers, run options. The first error wins. */
+pl_status pl_spec_check(pl_spec *spec, pl_error *err);
+
+/* "did you mean" helper: the candidate closest to `word` by edit distance (<= 2 edits and less
+ * than half its length), or NULL. */
+const char *pl_closest(const char *word, const char *const *candidates, int n);
+
+#endif

@@ -1,0 +1,70 @@
+/* pl_status: one status table for all of pipectl, and the error record that carries a message. */
+#ifndef PL_STATUS_H
+#define PL_STATUS_H
+
+#include <stdarg.h>
+
+/* X(name, exit code, short text). Exit codes: 2 bad input, 1 runtime failure, 130 interrupted. */
+#define PL_STATUS_MAP(X)                                                                           \
+    X(OK, 0, "ok")                                                                                 \
+    X(EINPUT, 2, "bad input")                                                                      \
+    X(ERUNTIME, 1, "runtime failure")                                                              \
+    X(ENOMEM, 1, "out of memory")                                                                  \
+    X(EIO, 1, "I/O error")                                                                         \
+    X(ECUDA, 1, "CUDA error")                                                                      \
+    X(ENODEV, 1, "no GPU")                                                                         \
+    X(ELUA, 1, "Lua error")                                                                        \
+    X(EINTR, 130, "interrupted")
+
+typedef enum pl_status {
+#define PL__STATUS_ENUM(name, code, text) PL_##name,
+    PL_STATUS_MAP(PL__STATUS_ENUM)
+#undef PL__STATUS_ENUM
+        PL_STATUS_COUNT
+} pl_status;
+
+const char *pl_status_name(pl_status st); /* "EINPUT" */
+const char *pl_status_text(pl_status st); /* "bad input" */
+int pl_status_exit_code(pl_status st);
+
+/* A position in a pipeline file, 1-based. `file` is borrowed: it lives as long as the spec that
+ * produced it (strings are interned in the spec's arena). line == 0 means "no position". */
+typedef struct pl_pos {
+    const char *file;
+    int line;
+    int col;
+} pl_pos;
+
+#define PL_ERROR_MSG_MAX 2048
+
+/* The last error: a status and a complete, user-facing message (no trailing newline). Lives on the
+ * caller's stack; functions that fail fill it and return the same status. */
+typedef struct pl_error {
+    pl_status status;
+    char msg[PL_ERROR_MSG_MAX];
+} pl_error;
+
+/* Formats msg and returns st. err may be NULL (the status still propagates). */
+pl_status pl_error_set(pl_error *err, pl_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+pl_status pl_error_vset(pl_error *err, pl_status st, const char *fmt, va_list ap);
+/* "file:line:col: error: <fmt>"; with pos.line == 0 it is just "error: <fmt>". */
+pl_status pl_error_at(pl_error *err, pl_status st, pl_pos pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Prefixes the existing message: "<prefix>: <old message>". Returns err->status. */
+pl_status pl_error_prefix(pl_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pl_error_clear(pl_error *err);
+
+/* Propagate a non-OK status. PL_CHECK returns it; PL_CHECK_GOTO stores it in `st` and jumps. */
+#define PL_CHECK(expr)                                                                             \
+    do {                                                                                           \
+        pl_status pl__s = (expr);                                                                  \
+        if (pl__s != PL_OK) return pl__s;                                                          \
+    } while (0)
+#define PL_CHECK_GOTO(expr, st, label)                                                             \
+    do {                                                                                           \
+        (st) = (expr);                                                                             \
+        if ((st) != PL_OK) goto label;                                                             \
+    } while (0)
+
+#endif

@@ -1,0 +1,112 @@
+/* pl_stage: the one small interface every stage kind implements, and the table of kinds.
+ * Adding a kind: one file under stages/ defining a `const pl_kind pl_kind_<name>`, plus one line
+ * in pl_kinds.c. */
+#ifndef PL_STAGE_H
+#define PL_STAGE_H
+
+#include "pl_spec.h"
+
+/* Which engine runs a stage: it decides the stream family in the plan. */
+typedef enum pl_engine {
+    PL_ENGINE_HOST,    /* CPU worker */
+    PL_ENGINE_H2D,     /* host-to-device copy engine */
+    PL_ENGINE_COMPUTE, /* SMs */
+    PL_ENGINE_D2H,     /* device-to-host copy engine */
+    PL_ENGINE_COUNT
+} pl_engine;
+
+const char *pl_engine_name(pl_engine e); /* "host", "h2d", "compute", "d2h" */
+
+/* Option types. Scalars are written as YAML scalars / Lua strings, numbers or booleans; lists as
+ * YAML sequences / Lua arrays. */
+typedef enum pl_key_type {
+    PL_KEY_STR,   /* any text */
+    PL_KEY_PATH,  /* a file path, relative to the pipeline file's directory */
+    PL_KEY_INT,   /* 64-bit integer */
+    PL_KEY_NUM,   /* floating point */
+    PL_KEY_BOOL,  /* true/false */
+    PL_KEY_ENUM,  /* one of `values` ("a|b|c") */
+    PL_KEY_NAME,  /* one buffer name */
+    PL_KEY_NAMES, /* list of buffer names */
+    PL_KEY_INTS,  /* list of integers */
+} pl_key_type;
+
+typedef struct pl_key {
+    const char *name;
+    pl_key_type type;
+    const char *values; /* PL_KEY_ENUM: "a|b|c" */
+    const char *def;    /* default as text, NULL = required-or-none (documented in `doc`) */
+    const char *doc;    /* one line for docs/pipeline-yaml.md and `--help` */
+} pl_key;
+
+/* The keys every stage has, whatever its kind: name, kind, reads, writes, after. */
+extern const pl_key pl_common_stage_keys[];
+
+/* Per-run state of one stage, created by `open`, destroyed by `close`. */
+typedef struct pl_run_env {
+    const struct pl_spec *spec;
+    int64_t batches; /* batches this run will issue */
+    int depth;       /* slots */
+    int workers;     /* host workers (lua states, search threads) */
+    uint64_t seed;
+    bool on_gpu; /* the GPU executor runs it (host buffers are pinned) */
+} pl_run_env;
+
+/* What a stage sees when it runs one batch on the host. */
+typedef struct pl_stage_ctx {
+    const pl_spec *spec;
+    const pl_stage *stage;
+    const pl_run_env *env;
+    int64_t batch;
+    int slot;   /* batch % depth */
+    int worker; /* 0..env->workers-1: which host worker runs it (selects a lua_State) */
+    /* bufs[i]: this slot's memory for buffer i (persistent buffers: their only copy). On the host
+     * executor, device buffers are host memory too; on the GPU executor only host buffers are
+     * valid here (device entries are NULL). Borrowed from the executor. */
+    void *const *bufs;
+    void *state; /* from the kind's open(), or NULL */
+} pl_stage_ctx;
+
+typedef struct pl_kind {
+    const char *name;
+    pl_engine engine;
+    const pl_key *keys; /* kind-specific keys, terminated by {NULL} */
+    const char *doc;    /* one line */
+    /* Called by pl_spec_check after option types are checked and before names resolve: parse
+     * options into st->priv (arena memory) and add the reads/writes the options imply. */
+    pl_status (*bind)(pl_spec *spec, pl_stage *st, pl_error *err);
+    /* Called after names resolve and buffer sizes are known: shapes, dtypes, where. */
+    pl_status (*validate)(const pl_spec *spec, const pl_stage *st, pl_error *err);
+    /* Optional per-run state (files, corpora, Lua states). close() is always called once open()
+     * succeeded, also after an error; `completed` is how many batches finished in order. */
+    pl_status (*open)(const pl_run_env *env, const pl_stage *st, void **state, pl_error *err);
+    pl_status (*close)(const pl_run_env *env, const pl_stage *st, void *state, int64_t completed,
+                       bool failed, pl_error *err);
+    /* Runs one batch on the host. Device-engine kinds implement it too: it is the host executor's
+     * reference (memcpy, the C version of a kernel op). */
+    pl_status (*run_host)(pl_stage_ctx *ctx, pl_error *err);
+    /* Stages whose batches must run in batch order (sinks writing one file). */
+    bool ordered;
+} pl_kind;
+
+const pl_kind *pl_kind_get(pl_kind_id id);
+/* Returns true and sets *out when `name` is a kind. */
+bool pl_kind_parse(const char *name, pl_kind_id *out);
+const char *const *pl_kind_names(int *n);
+/* The key definition for `key` in kind `id` (common keys included), or NULL. */
+const pl_key *pl_kind_key(pl_kind_id id, const char *key);
+
+/* Typed option access for bind hooks. Errors point at the value's position. */
+pl_status pl_opt_get_int(const pl_stage *st, const char *key, int64_t def, int64_t min,
+                         int64_t max, int64_t *out, pl_error *err);
+pl_status pl_opt_get_num(const pl_stage *st, const char *key, double def, double *out,
+                         pl_error *err);
+pl_status pl_opt_get_bool(const pl_stage *st, const char *key, bool def, bool *out, pl_error *err);
+/* Index of the option's value in the key's `values` list, or `def` when absent. */
+pl_status pl_opt_get_enum(const pl_stage *st, const char *key, int def, int *out, pl_error *err);
+const char *pl_opt_get_str(const pl_stage *st, const char *key, const char *def);
+/* Checks every option of `st` against its kind's key table: unknown keys (with "did you mean"),
+ * scalars where lists belong and back, and values that do not parse as the key's type. */
+pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error *err);
+
+#endif
