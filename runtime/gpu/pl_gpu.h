@@ -1,6 +1,6 @@
 /* pl_gpu: what the GPU executor, the ops, `doctor` and `bench` share. cudaError_t and CUDA types
- * stay inside runtime/gpu/ and stages/*.cu: this header speaks in pl_status and void pointers so
- * C code elsewhere never includes CUDA headers. Built only with PL_WITH_CUDA. */
+ * stay inside runtime/gpu/ and the .cu files under stages/: this header speaks in pl_status and
+ * void pointers so C code elsewhere never includes CUDA headers. Built only with PL_WITH_CUDA. */
 #ifndef PL_GPU_H
 #define PL_GPU_H
 
