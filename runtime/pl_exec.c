@@ -1,6 +1,8 @@
-/* pl_exec: picks the executor. STUB: being written. */
+/* pl_exec: run configuration defaults, results, and pl_run: picking the executor. Without CUDA it
+ * also defines the GPU entry points as "not built" (with CUDA, runtime/gpu/ defines them). */
 #include "pl_exec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,12 +20,64 @@ void pl_run_result_fini(pl_run_result *res)
     if (!res) return;
     free(res->spans);
     res->spans = NULL;
+    for (int i = 0; i < res->n_outputs; i++) {
+        free(res->outputs[i].path);
+        free(res->outputs[i].batch_checksums);
+    }
+    free(res->outputs);
+    res->outputs = NULL;
+    res->n_outputs = 0;
 }
 
-pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res, pl_error *err)
+#ifndef PL_WITH_CUDA
+bool pl_gpu_available(void)
+{
+    return false;
+}
+
+pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
+                          pl_error *err)
 {
     (void)plan;
     (void)cfg;
     (void)res;
-    return pl_error_set(err, PL_ERUNTIME, "error: executors not built yet");
+    return pl_error_set(err, PL_ENODEV,
+                        "error: the gpu executor is not available: pipectl was built without CUDA "
+                        "(PL_WITH_CUDA=OFF); use --executor host, or rebuild with the CUDA "
+                        "toolkit");
+}
+#endif
+
+pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res, pl_error *err)
+{
+    pl_run_cfg def;
+    if (!cfg) {
+        pl_run_cfg_init(&def);
+        cfg = &def;
+    }
+    memset(res, 0, sizeof *res);
+    switch (cfg->executor) {
+    case PL_EXEC_HOST: return pl_exec_host_run(plan, cfg, res, err);
+    case PL_EXEC_GPU:
+#ifndef PL_WITH_CUDA
+        return pl_exec_gpu_run(plan, cfg, res, err); /* says "built without CUDA" */
+#else
+        if (!pl_gpu_available())
+            return pl_error_set(err, PL_ENODEV,
+                                "error: --executor gpu: no usable CUDA device found (see 'pipectl "
+                                "doctor'); use --executor host or auto to run on the CPU");
+        return pl_exec_gpu_run(plan, cfg, res, err);
+#endif
+    case PL_EXEC_AUTO: break;
+    }
+    if (pl_gpu_available()) {
+        fprintf(stderr, "executor: gpu (device %d)\n", plan->spec->run.device);
+        return pl_exec_gpu_run(plan, cfg, res, err);
+    }
+#ifdef PL_WITH_CUDA
+    fprintf(stderr, "executor: host (no GPU found)\n");
+#else
+    fprintf(stderr, "executor: host (built without CUDA)\n");
+#endif
+    return pl_exec_host_run(plan, cfg, res, err);
 }

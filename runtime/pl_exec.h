@@ -32,6 +32,18 @@ typedef struct pl_span {
     int64_t start_ns, end_ns;
 } pl_span;
 
+/* One file a sink wrote (or, without `to`, the checksums it computed). Added by helper C: the
+ * report and bundles list outputs; pl_stage_rt_close fills them from the sinks. */
+typedef struct pl_output {
+    char stage[PL_MAX_NAME + 1];
+    char *path;                /* final file name as opened (NULL: checksums only); owned */
+    int64_t batches;           /* batches written, in order */
+    uint64_t batch_bytes;      /* bytes per batch */
+    uint64_t checksum;         /* pl_hash of all data bytes written (headers excluded) */
+    uint64_t *batch_checksums; /* [batches]: pl_hash of each batch's bytes; owned */
+    bool finalized;            /* the file is complete under its final name */
+} pl_output;
+
 typedef struct pl_run_result {
     const char *executor; /* "host" or "gpu" (static string) */
     bool graphs;
@@ -41,9 +53,14 @@ typedef struct pl_run_result {
     int n_stages;
     pl_span *spans; /* [batch * n_stages + stage], for batches < batches_done; owned */
     char device_name[128];
+    /* Added by helper C: */
+    int64_t batches_planned; /* batches the run was asked for */
+    int workers;             /* host workers used */
+    pl_output *outputs;      /* one per sink stage, in stage order; owned */
+    int n_outputs;
 } pl_run_result;
 
-void pl_run_result_fini(pl_run_result *res); /* frees spans; safe on a zeroed result */
+void pl_run_result_fini(pl_run_result *res); /* frees spans and outputs; safe on a zeroed result */
 
 /* Runs the plan's batches. On error or stop, completed batches' outputs are kept (stages are
  * closed with the count), res describes what completed, and the status says why it ended

@@ -1,5 +1,9 @@
-/* h2d: copies a pinned host buffer to a device buffer on the host-to-device copy engine. */
-#include "pl_stage.h"
+/* h2d: copies a pinned host buffer to a device buffer on the host-to-device copy engine. On the
+ * host executor it is a memcpy. `from` becomes the stage's read, `to` its write; pl_check.c checks
+ * direction, dtype and size for both copy kinds. */
+#include <string.h>
+
+#include "pl_kind_util.h"
 
 static const pl_key pl__h2d_keys[] = {
     {"from", PL_KEY_NAME, NULL, NULL, "host buffer (required)"},
@@ -7,9 +11,29 @@ static const pl_key pl__h2d_keys[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static pl_status pl__h2d_bind(pl_spec *spec, pl_stage *st, pl_error *err)
+{
+    int r, w;
+    PL_CHECK(pl_kind_bind_ref(spec, st, "from", false, true, "the host buffer to copy", &r, err));
+    return pl_kind_bind_ref(spec, st, "to", true, true, "the device buffer to fill", &w, err);
+}
+
+/* Shared with d2h: a copy is one read and one write of equal size (checked). */
+pl_status pl_copy_run_host(pl_stage_ctx *ctx, pl_error *err);
+pl_status pl_copy_run_host(pl_stage_ctx *ctx, pl_error *err)
+{
+    (void)err;
+    const pl_stage *st = ctx->stage;
+    const pl_buffer *src = pl_kind_rbuf(ctx->spec, st, 0);
+    memcpy(ctx->bufs[st->writes[0].index], ctx->bufs[src->index], (size_t)src->bytes);
+    return PL_OK;
+}
+
 const pl_kind pl_kind_h2d = {
     .name = "h2d",
     .engine = PL_ENGINE_H2D,
     .keys = pl__h2d_keys,
     .doc = "host-to-device copy (pinned host buffer to device buffer)",
+    .bind = pl__h2d_bind,
+    .run_host = pl_copy_run_host,
 };

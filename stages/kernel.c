@@ -1,6 +1,7 @@
-/* kernel: a built-in op (stages/pl_ops.h) on device buffers; operands are reads then writes. */
+/* kernel: a built-in op (stages/pl_ops.h) on device buffers; operands are reads then writes. On
+ * the host executor each op runs its C reference (ops_ref.c); `busy` sleeps for duration_us. */
+#include "pl_kind_util.h"
 #include "pl_ops.h"
-#include "pl_stage.h"
 
 static const pl_key pl__kernel_keys[] = {
     {"op", PL_KEY_ENUM, "fill|scale|saxpy|add|sum|checksum|argmax|gemm|busy", NULL,
@@ -12,10 +13,177 @@ static const pl_key pl__kernel_keys[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const int pl__op_reads[PL_OP_COUNT] = {
+#define PL__OP_R(id, name, r, w, doc) r,
+    PL_OPS_MAP(PL__OP_R)
+#undef PL__OP_R
+};
+static const int pl__op_writes[PL_OP_COUNT] = {
+#define PL__OP_W(id, name, r, w, doc) w,
+    PL_OPS_MAP(PL__OP_W)
+#undef PL__OP_W
+};
+
+static pl_status pl__kernel_bind(pl_spec *spec, pl_stage *st, pl_error *err)
+{
+    pl_kernel_opts *o = pl_spec_alloc(spec, sizeof *o);
+    if (!o) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    const pl_opt *op = pl_stage_opt(st, "op");
+    if (!op)
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "kernel stage '%s' needs 'op:' (one of fill, scale, saxpy, add, sum, "
+                           "checksum, argmax, gemm, busy)",
+                           st->name);
+    int idx;
+    PL_CHECK(pl_opt_get_enum(st, "op", 0, &idx, err));
+    o->op = (pl_op_id)idx;
+    PL_CHECK(pl_opt_get_num(st, "value", 0, &o->value, err));
+    PL_CHECK(pl_opt_get_num(st, "alpha", 1, &o->alpha, err));
+    PL_CHECK(pl_opt_get_num(st, "beta", 0, &o->beta, err));
+    PL_CHECK(pl_opt_get_num(st, "duration_us", 0, &o->duration_us, err));
+    if (o->op == PL_OP_BUSY && !(o->duration_us > 0)) {
+        const pl_opt *d = pl_stage_opt(st, "duration_us");
+        return pl_error_at(err, PL_EINPUT, d ? d->val_pos : op->val_pos,
+                           "kernel stage '%s': op busy needs 'duration_us:' greater than 0 (how "
+                           "long to spin, microseconds)",
+                           st->name);
+    }
+    st->priv = o;
+    return PL_OK;
+}
+
+static pl_pos pl__wpos(const pl_stage *st, int i)
+{
+    return i < st->n_writes ? st->writes[i].pos : st->pos;
+}
+
+static pl_status pl__kernel_validate(const pl_spec *spec, const pl_stage *st, pl_error *err)
+{
+    const pl_kernel_opts *o = st->priv;
+    const char *op = pl_op_name(o->op);
+    char s1[96], s2[96];
+    if (o->op != PL_OP_BUSY &&
+        (st->n_reads != pl__op_reads[o->op] || st->n_writes != pl__op_writes[o->op])) {
+        static const char *const usage[PL_OP_COUNT] = {
+            "writes: [y]",         "reads: [x], writes: [y]", "reads: [x, y], writes: [z]",
+            "reads: [x, y], writes: [z]", "reads: [x], writes: [s]", "reads: [x], writes: [s]",
+            "reads: [x], writes: [y]", "reads: [A, B], writes: [C]", "",
+        };
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "kernel stage '%s': op %s takes %d read(s) and %d write(s), got %d and "
+                           "%d; write it as %s",
+                           st->name, op, pl__op_reads[o->op], pl__op_writes[o->op], st->n_reads,
+                           st->n_writes, usage[o->op]);
+    }
+    switch (o->op) {
+    case PL_OP_FILL: return PL_OK;
+    case PL_OP_SCALE:
+    case PL_OP_SAXPY:
+    case PL_OP_ADD: {
+        const pl_buffer *z = pl_kind_wbuf(spec, st, 0);
+        for (int i = 0; i < st->n_reads; i++) {
+            const pl_buffer *x = pl_kind_rbuf(spec, st, i);
+            if (x->dtype != z->dtype || !pl_kind_same_shape(x, z))
+                return pl_error_at(err, PL_EINPUT, st->reads[i].pos,
+                                   "kernel stage '%s': op %s is elementwise: '%s' is %s %s but "
+                                   "'%s' is %s %s; give all operands one dtype and shape",
+                                   st->name, op, x->name, pl_dtype_name(x->dtype),
+                                   pl_kind_shape(x, s1, sizeof s1), z->name,
+                                   pl_dtype_name(z->dtype), pl_kind_shape(z, s2, sizeof s2));
+        }
+        return PL_OK;
+    }
+    case PL_OP_SUM:
+    case PL_OP_CHECKSUM: {
+        const pl_buffer *s = pl_kind_wbuf(spec, st, 0);
+        bool ok_type = o->op == PL_OP_SUM ? (s->dtype == PL_F32 || s->dtype == PL_F64)
+                                          : s->dtype == PL_I64;
+        if (!ok_type || s->count != 1 || s->rank != 1)
+            return pl_error_at(err, PL_EINPUT, pl__wpos(st, 0),
+                               "kernel stage '%s': op %s writes one value: '%s' must be %s with "
+                               "shape [1], not %s %s",
+                               st->name, op, s->name,
+                               o->op == PL_OP_SUM ? "f32 or f64" : "i64", pl_dtype_name(s->dtype),
+                               pl_kind_shape(s, s1, sizeof s1));
+        return PL_OK;
+    }
+    case PL_OP_ARGMAX: {
+        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *y = pl_kind_wbuf(spec, st, 0);
+        bool ok = y->dtype == PL_I32;
+        if (x->rank == 1) ok = ok && y->rank == 1 && y->shape[0] == 1;
+        else {
+            ok = ok && y->rank == x->rank - 1;
+            for (int i = 0; ok && i < y->rank; i++) ok = y->shape[i] == x->shape[i];
+        }
+        if (!ok) {
+            char want[96];
+            pl_buffer tmp = *x;
+            tmp.rank = x->rank > 1 ? x->rank - 1 : 1;
+            if (x->rank == 1) tmp.shape[0] = 1;
+            return pl_error_at(err, PL_EINPUT, pl__wpos(st, 0),
+                               "kernel stage '%s': argmax of '%s' %s gives one index per row: "
+                               "'%s' must be i32 %s, not %s %s",
+                               st->name, x->name, pl_kind_shape(x, s1, sizeof s1), y->name,
+                               pl_kind_shape(&tmp, want, sizeof want), pl_dtype_name(y->dtype),
+                               pl_kind_shape(y, s2, sizeof s2));
+        }
+        if (x->shape[x->rank - 1] > INT32_MAX)
+            return pl_error_at(err, PL_EINPUT, st->reads[0].pos,
+                               "kernel stage '%s': argmax rows of '%s' are longer than an i32 "
+                               "index can count",
+                               st->name, x->name);
+        return PL_OK;
+    }
+    case PL_OP_GEMM: {
+        const pl_buffer *a = pl_kind_rbuf(spec, st, 0), *b = pl_kind_rbuf(spec, st, 1);
+        const pl_buffer *c = pl_kind_wbuf(spec, st, 0);
+        if (c->dtype != PL_F32 && c->dtype != PL_F16 && c->dtype != PL_BF16)
+            return pl_error_at(err, PL_EINPUT, pl__wpos(st, 0),
+                               "kernel stage '%s': gemm works on f32, f16 or bf16; '%s' is %s",
+                               st->name, c->name, pl_dtype_name(c->dtype));
+        if (a->dtype != c->dtype || b->dtype != c->dtype)
+            return pl_error_at(err, PL_EINPUT, st->pos,
+                               "kernel stage '%s': gemm operands must share one dtype: A '%s' "
+                               "is %s, B '%s' is %s, C '%s' is %s",
+                               st->name, a->name, pl_dtype_name(a->dtype), b->name,
+                               pl_dtype_name(b->dtype), c->name, pl_dtype_name(c->dtype));
+        char s3[96];
+        if (a->rank != 2 || b->rank != 2 || c->rank != 2 || a->shape[1] != b->shape[0] ||
+            c->shape[0] != a->shape[0] || c->shape[1] != b->shape[1])
+            return pl_error_at(err, PL_EINPUT, st->pos,
+                               "kernel stage '%s': gemm needs A [m, k], B [k, n] and C [m, n]; "
+                               "got A '%s' %s, B '%s' %s, C '%s' %s",
+                               st->name, a->name, pl_kind_shape(a, s1, sizeof s1), b->name,
+                               pl_kind_shape(b, s2, sizeof s2), c->name,
+                               pl_kind_shape(c, s3, sizeof s3));
+        if (o->beta != 0 && !c->persistent) {
+            const pl_opt *bo = pl_stage_opt(st, "beta");
+            return pl_error_at(err, PL_EINPUT, bo ? bo->val_pos : st->pos,
+                               "kernel stage '%s': beta %g reads C's previous contents, but '%s' "
+                               "is per-batch (one copy per slot, so the result would depend on "
+                               "depth); make '%s' persistent, or set beta: 0",
+                               st->name, o->beta, c->name, c->name);
+        }
+        return PL_OK;
+    }
+    case PL_OP_BUSY:
+    case PL_OP_COUNT: return PL_OK;
+    }
+    return PL_OK;
+}
+
+static pl_status pl__kernel_run(pl_stage_ctx *ctx, pl_error *err)
+{
+    return pl_op_run_ref(ctx->spec, ctx->stage, ctx->bufs, err);
+}
+
 const pl_kind pl_kind_kernel = {
     .name = "kernel",
     .engine = PL_ENGINE_COMPUTE,
     .keys = pl__kernel_keys,
     .doc = "a built-in op on device buffers: fill, scale, saxpy, add, sum, checksum, argmax, "
            "gemm, busy",
+    .bind = pl__kernel_bind,
+    .validate = pl__kernel_validate,
+    .run_host = pl__kernel_run,
 };

@@ -39,4 +39,21 @@ typedef struct pl_kernel_opts {
     double duration_us; /* busy */
 } pl_kernel_opts;
 
+/* Runs kernel stage `st` (its op and options from st->priv) on host memory: bufs[i] is buffer i
+ * (stages/ops_ref.c). The C reference of every op, used by the host executor and as the GPU
+ * tests' reference. Semantics:
+ * - fill, scale, saxpy, add work on every dtype, operands of one dtype and shape. f32/f16/bf16
+ *   compute in f32 and round to the dtype (nearest even); f64 in double; saxpy is one fused
+ *   multiply-add (fmaf / fma). Integers: add wraps (two's complement); fill/scale/saxpy compute in
+ *   double, round to nearest even and saturate to the dtype's range.
+ * - sum: x of any dtype, each element converted to double and added in index order; s is f32
+ *   (rounded once at the end) or f64.
+ * - checksum: s[0] = pl_hash(x's bytes) (runtime/pl_hash.h) as i64 bits.
+ * - argmax: x [..., cols] -> y i32 [...] (x rank 1: y [1]); first index on ties; NaN never wins.
+ * - gemm: row-major A [m,k], B [k,n], C [m,n], one float dtype; f32 accumulation in k order;
+ *   C = alpha * acc + beta * C computed in f32. beta != 0 reads C (C must be persistent).
+ * - busy: sleeps (nanosleep) duration_us on the host; operands are not touched.
+ * Added by helper C (the spec parameter gives buffer dtypes and shapes). */
+pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bufs, pl_error *err);
+
 #endif

@@ -1,0 +1,167 @@
+/* pl_buffers: allocation of per-slot and persistent buffers and their initial contents. */
+#include "pl_buffers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_npy.h"
+#include "pl_rng.h"
+
+static void *pl__calloc(void *user, const pl_buffer *b, uint64_t bytes, pl_error *err)
+{
+    (void)user;
+    void *p = bytes <= SIZE_MAX ? calloc(1, (size_t)bytes) : NULL;
+    if (!p)
+        pl_error_set(err, PL_ENOMEM,
+                     "error: out of memory allocating buffer '%s' (%llu bytes); make it smaller "
+                     "or lower the depth",
+                     b->name, (unsigned long long)bytes);
+    return p;
+}
+
+static void pl__free(void *user, const pl_buffer *b, void *p)
+{
+    (void)user;
+    (void)b;
+    free(p);
+}
+
+const char *pl_spec_path(const pl_spec *spec, const char *path, char *buf, size_t cap)
+{
+    if (path[0] == '/' || !spec->dir || !*spec->dir || strcmp(spec->dir, ".") == 0)
+        snprintf(buf, cap, "%s", path);
+    else
+        snprintf(buf, cap, "%s/%s", spec->dir, path);
+    return buf;
+}
+
+void pl_buffers_free(pl_buffers *bufs)
+{
+    if (!bufs) return;
+    if (bufs->ptr) {
+        /* Persistent buffers appear in every slot: free them from slot 0 only. */
+        for (int s = 0; s < bufs->depth; s++)
+            for (int b = 0; b < bufs->n_buffers; b++) {
+                void *p = bufs->ptr[(size_t)s * bufs->n_buffers + b];
+                if (!p) continue;
+                bool dup = false;
+                for (int s2 = 0; s2 < s && !dup; s2++)
+                    dup = bufs->ptr[(size_t)s2 * bufs->n_buffers + b] == p;
+                if (!dup) bufs->alloc.free(bufs->alloc.user, &bufs->spec->buffers[b], p);
+            }
+    }
+    free(bufs->ptr);
+    free(bufs);
+}
+
+static pl_status pl__init_file(const pl_spec *spec, const pl_buffer *b, void *dst, pl_error *err)
+{
+    char path[4096];
+    pl_spec_path(spec, b->init_file, path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pl_error_at(err, PL_EINPUT, b->init_pos,
+                           "buffer '%s': cannot open init file '%s': %s", b->name, path,
+                           strerror(errno));
+    pl_status st = PL_OK;
+    uint64_t off = 0, avail;
+    size_t n = strlen(path);
+    if (n >= 4 && strcmp(path + n - 4, ".npy") == 0) {
+        pl_npy_info info;
+        PL_CHECK_GOTO(pl_npy_read_header(f, path, &info, err), st, done);
+        if (!pl_npy_descr_matches(info.descr, b->dtype) || info.fortran_order) {
+            st = pl_error_at(err, PL_EINPUT, b->init_pos,
+                             "buffer '%s' is %s but '%s' holds '%s'%s; save the array as %s "
+                             "(numpy dtype '%s', C order)",
+                             b->name, pl_dtype_name(b->dtype), path, info.descr,
+                             info.fortran_order ? " in Fortran order" : "", pl_dtype_name(b->dtype),
+                             pl_npy_descr(b->dtype));
+            goto done;
+        }
+        off = info.data_offset;
+        avail = info.data_bytes;
+    } else {
+        if (fseek(f, 0, SEEK_END) != 0) {
+            st = pl_error_set(err, PL_EIO, "error: cannot seek in '%s': %s", path, strerror(errno));
+            goto done;
+        }
+        long end = ftell(f);
+        avail = end > 0 ? (uint64_t)end : 0;
+    }
+    if (avail != b->bytes) {
+        st = pl_error_at(err, PL_EINPUT, b->init_pos,
+                         "buffer '%s' needs %llu bytes but '%s' holds %llu bytes of data; give a "
+                         "file of exactly the buffer's size",
+                         b->name, (unsigned long long)b->bytes, path, (unsigned long long)avail);
+        goto done;
+    }
+    if (fseek(f, (long)off, SEEK_SET) != 0 || fread(dst, 1, (size_t)b->bytes, f) != b->bytes)
+        st = pl_error_set(err, PL_EIO, "error: buffer '%s': reading '%s' failed: %s", b->name,
+                          path, ferror(f) ? strerror(errno) : "file shorter than its header says");
+done:
+    fclose(f);
+    return st;
+}
+
+pl_status pl_buffer_init_contents(const pl_spec *spec, const pl_buffer *b, uint64_t seed, void *dst,
+                                  pl_error *err)
+{
+    switch (b->init) {
+    case PL_INIT_NONE:
+    case PL_INIT_ZEROS: memset(dst, 0, (size_t)b->bytes); return PL_OK;
+    case PL_INIT_RANDOM: {
+        double lo, hi;
+        pl_rng_default_range(b->dtype, &lo, &hi);
+        pl_rng_fill(dst, b->dtype, b->count, pl_rng_key(seed, PL_RNG_INIT, (uint64_t)b->index, 0),
+                    0, lo, hi);
+        return PL_OK;
+    }
+    case PL_INIT_FILE: return pl__init_file(spec, b, dst, err);
+    }
+    return PL_OK;
+}
+
+pl_status pl_buffers_new(const pl_spec *spec, int depth, const pl_allocator *alloc, bool init,
+                         uint64_t seed, pl_buffers **out, pl_error *err)
+{
+    *out = NULL;
+    pl_status st = PL_OK;
+    pl_buffers *bufs = calloc(1, sizeof *bufs);
+    if (!bufs) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    bufs->spec = spec;
+    bufs->depth = depth;
+    bufs->n_buffers = spec->n_buffers;
+    bufs->alloc = alloc ? *alloc : (pl_allocator){pl__calloc, pl__free, NULL};
+    bufs->ptr = calloc((size_t)depth * (size_t)(spec->n_buffers ? spec->n_buffers : 1),
+                       sizeof *bufs->ptr);
+    if (!bufs->ptr) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        goto fail;
+    }
+    for (int b = 0; b < spec->n_buffers; b++) {
+        const pl_buffer *buf = &spec->buffers[b];
+        int copies = buf->persistent ? 1 : depth;
+        for (int s = 0; s < copies; s++) {
+            void *p = bufs->alloc.alloc(bufs->alloc.user, buf, buf->bytes, err);
+            if (!p) {
+                st = err ? err->status : PL_ENOMEM;
+                if (st == PL_OK) st = PL_ENOMEM;
+                goto fail;
+            }
+            bufs->bytes_allocated += buf->bytes;
+            bufs->ptr[(size_t)s * spec->n_buffers + b] = p;
+            /* calloc'd memory is zero already; other allocators' is not. */
+            if (init && (buf->init != PL_INIT_NONE || alloc))
+                PL_CHECK_GOTO(pl_buffer_init_contents(spec, buf, seed, p, err), st, fail);
+        }
+        if (buf->persistent)
+            for (int s = 1; s < depth; s++) bufs->ptr[(size_t)s * spec->n_buffers + b] = bufs->ptr[b];
+    }
+    *out = bufs;
+    return PL_OK;
+fail:
+    pl_buffers_free(bufs);
+    return st;
+}

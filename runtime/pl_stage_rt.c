@@ -1,0 +1,139 @@
+/* pl_stage_rt: open/run/close of every stage's per-run state, for both executors. */
+#include "pl_stage_rt.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pl_nvtx.h"
+#include "pl_sink.h"
+
+int pl_default_workers(const pl_plan *plan)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int w = cpus > 0 ? (int)cpus : 1;
+    if (plan && plan->n_streams > w) w = plan->n_streams;
+    return w > 64 ? 64 : w;
+}
+
+pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers, bool on_gpu,
+                           pl_error *err)
+{
+    memset(rt, 0, sizeof *rt);
+    const pl_spec *spec = plan->spec;
+    rt->plan = plan;
+    rt->env.spec = spec;
+    rt->env.batches = plan->batches;
+    rt->env.depth = plan->depth;
+    rt->env.workers = workers > 0 ? workers : 1;
+    rt->env.seed = spec->run.seed;
+    rt->env.on_gpu = on_gpu;
+    rt->n_stages = spec->n_stages;
+    rt->state = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->state);
+    rt->opened = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->opened);
+    if (!rt->state || !rt->opened) {
+        pl_stage_rt_close(rt, NULL, true, NULL, NULL);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory opening stages");
+    }
+    for (int i = 0; i < plan->n_stages; i++) {
+        int s = plan->order[i];
+        const pl_stage *st = &spec->stages[s];
+        const pl_kind *kind = pl_kind_get(st->kind);
+        if (!kind->open) {
+            rt->opened[s] = kind->close != NULL;
+            continue;
+        }
+        pl_status ps = kind->open(&rt->env, st, &rt->state[s], err);
+        if (ps != PL_OK) {
+            pl_stage_rt_close(rt, NULL, true, NULL, NULL);
+            return ps;
+        }
+        rt->opened[s] = true;
+    }
+    return PL_OK;
+}
+
+pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
+                               int64_t batch, int worker, void *const *bufs, pl_error *err)
+{
+    const pl_spec *spec = rt->plan->spec;
+    const pl_stage *st = &spec->stages[stage];
+    const pl_kind *kind = pl_kind_get(st->kind);
+    if (cfg && cfg->fail_stage == stage && cfg->fail_batch == batch)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: stage '%s', batch %lld: injected failure (test hook "
+                            "fail_stage/fail_batch)",
+                            st->name, (long long)batch);
+    if (!kind->run_host)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: stage '%s': kind '%s' cannot run on the host executor yet; "
+                            "use --executor gpu",
+                            st->name, kind->name);
+    pl_stage_ctx ctx = {
+        .spec = spec,
+        .stage = st,
+        .env = &rt->env,
+        .batch = batch,
+        .slot = (int)(batch % rt->plan->depth),
+        .worker = worker,
+        .bufs = bufs,
+        .state = rt->state[stage],
+    };
+    pl_nvtx_push(st->name, batch);
+    pl_status ps = kind->run_host(&ctx, err);
+    pl_nvtx_pop();
+    return ps;
+}
+
+pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool failed,
+                            pl_run_result *res, pl_error *err)
+{
+    pl_status first = PL_OK;
+    if (rt->plan && rt->opened) {
+        const pl_spec *spec = rt->plan->spec;
+        int n_sinks = 0;
+        for (int s = 0; s < rt->n_stages; s++)
+            n_sinks += rt->opened[s] && spec->stages[s].kind == PL_KIND_SINK;
+        int *out_of = calloc((size_t)(rt->n_stages > 0 ? rt->n_stages : 1), sizeof *out_of);
+        if (res && n_sinks && out_of) {
+            free(res->outputs);
+            res->outputs = calloc((size_t)n_sinks, sizeof *res->outputs);
+            res->n_outputs = 0;
+        }
+        /* Describe the sinks (in stage order) while their states are still open. */
+        for (int s = 0; s < rt->n_stages && out_of; s++) {
+            out_of[s] = -1;
+            if (!rt->opened[s] || spec->stages[s].kind != PL_KIND_SINK || !res || !res->outputs)
+                continue;
+            out_of[s] = res->n_outputs;
+            if (pl_sink_describe(&spec->stages[s], rt->state[s], &res->outputs[res->n_outputs++]) !=
+                    PL_OK &&
+                first == PL_OK)
+                first = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        }
+        /* Close in reverse plan order: consumers before producers. */
+        for (int i = rt->plan->n_stages - 1; i >= 0; i--) {
+            int s = rt->plan->order[i];
+            if (!rt->opened[s]) continue;
+            const pl_stage *st = &spec->stages[s];
+            const pl_kind *kind = pl_kind_get(st->kind);
+            pl_error cerr;
+            pl_error_clear(&cerr);
+            pl_status cs = kind->close ? kind->close(&rt->env, st, rt->state[s],
+                                                     completed ? completed[s] : 0, failed, &cerr)
+                                       : PL_OK;
+            if (cs != PL_OK && first == PL_OK) {
+                first = cs;
+                if (err) *err = cerr;
+            }
+            if (out_of && out_of[s] >= 0) res->outputs[out_of[s]].finalized = cs == PL_OK;
+            rt->opened[s] = false;
+        }
+        free(out_of);
+    }
+    free(rt->state);
+    free(rt->opened);
+    rt->state = NULL;
+    rt->opened = NULL;
+    return first;
+}

@@ -1,0 +1,276 @@
+/* ops_ref: C reference implementations of the kernel ops (semantics in pl_ops.h). Plain loops in a
+ * fixed order, so results are deterministic and the GPU tests can compare against them. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pl_half.h"
+#include "pl_hash.h"
+#include "pl_kind_util.h"
+#include "pl_ops.h"
+
+static const char *const pl__op_names[PL_OP_COUNT] = {
+#define PL__OP_NAME(id, name, r, w, doc) name,
+    PL_OPS_MAP(PL__OP_NAME)
+#undef PL__OP_NAME
+};
+
+const char *pl_op_name(pl_op_id op)
+{
+    return (unsigned)op < PL_OP_COUNT ? pl__op_names[op] : "?";
+}
+
+bool pl_op_parse(const char *name, pl_op_id *out)
+{
+    for (int i = 0; i < PL_OP_COUNT; i++)
+        if (strcmp(name, pl__op_names[i]) == 0) {
+            *out = (pl_op_id)i;
+            return true;
+        }
+    return false;
+}
+
+/* f32-family element access (f32, f16, bf16). */
+static inline float pl__ldf(const void *p, pl_dtype t, int64_t i)
+{
+    switch (t) {
+    case PL_F16: return pl_f16_to_f32(((const uint16_t *)p)[i]);
+    case PL_BF16: return pl_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+static inline void pl__stf(void *p, pl_dtype t, int64_t i, float v)
+{
+    switch (t) {
+    case PL_F16: ((uint16_t *)p)[i] = pl_f32_to_f16(v); break;
+    case PL_BF16: ((uint16_t *)p)[i] = pl_f32_to_bf16(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+
+/* Any dtype as double (for sum, argmax). */
+static inline double pl__ldd(const void *p, pl_dtype t, int64_t i)
+{
+    switch (t) {
+    case PL_U8: return ((const uint8_t *)p)[i];
+    case PL_I32: return ((const int32_t *)p)[i];
+    case PL_I64: return (double)((const int64_t *)p)[i];
+    case PL_F64: return ((const double *)p)[i];
+    default: return pl__ldf(p, t, i);
+    }
+}
+
+static inline int64_t pl__ldi(const void *p, pl_dtype t, int64_t i)
+{
+    switch (t) {
+    case PL_U8: return ((const uint8_t *)p)[i];
+    case PL_I32: return ((const int32_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+    }
+}
+
+/* Round to nearest even and saturate into an integer dtype. */
+static inline void pl__sti_sat(void *p, pl_dtype t, int64_t i, double v)
+{
+    double lo = t == PL_U8 ? 0 : t == PL_I32 ? -2147483648.0 : -9223372036854775808.0;
+    double hi = t == PL_U8 ? 255 : t == PL_I32 ? 2147483647.0 : 9223372036854775807.0;
+    v = nearbyint(v);
+    if (isnan(v)) v = 0;
+    int64_t r;
+    if (v <= lo) r = (int64_t)lo;
+    else if (v >= hi) r = t == PL_I64 ? INT64_MAX : (int64_t)hi;
+    else r = (int64_t)v;
+    switch (t) {
+    case PL_U8: ((uint8_t *)p)[i] = (uint8_t)r; break;
+    case PL_I32: ((int32_t *)p)[i] = (int32_t)r; break;
+    default: ((int64_t *)p)[i] = r; break;
+    }
+}
+
+static inline void pl__sti_wrap(void *p, pl_dtype t, int64_t i, uint64_t v)
+{
+    switch (t) {
+    case PL_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case PL_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)v; break;
+    default: ((int64_t *)p)[i] = (int64_t)v; break;
+    }
+}
+
+static bool pl__is_f32ish(pl_dtype t)
+{
+    return t == PL_F32 || t == PL_F16 || t == PL_BF16;
+}
+
+/* y = f(x, y') elementwise for fill/scale/saxpy/add. */
+static void pl__elementwise(pl_op_id op, const pl_kernel_opts *o, pl_dtype t, int64_t n,
+                            const void *x, const void *y, void *z)
+{
+    if (pl__is_f32ish(t)) {
+        float a = (float)o->alpha, v = (float)o->value;
+        for (int64_t i = 0; i < n; i++) {
+            float r;
+            switch (op) {
+            case PL_OP_FILL: r = v; break;
+            case PL_OP_SCALE: r = a * pl__ldf(x, t, i); break;
+            case PL_OP_SAXPY: r = fmaf(a, pl__ldf(x, t, i), pl__ldf(y, t, i)); break;
+            default: r = pl__ldf(x, t, i) + pl__ldf(y, t, i); break;
+            }
+            pl__stf(z, t, i, r);
+        }
+    } else if (t == PL_F64) {
+        const double *xd = x, *yd = y;
+        double *zd = z;
+        for (int64_t i = 0; i < n; i++) {
+            switch (op) {
+            case PL_OP_FILL: zd[i] = o->value; break;
+            case PL_OP_SCALE: zd[i] = o->alpha * xd[i]; break;
+            case PL_OP_SAXPY: zd[i] = fma(o->alpha, xd[i], yd[i]); break;
+            default: zd[i] = xd[i] + yd[i]; break;
+            }
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            switch (op) {
+            case PL_OP_FILL: pl__sti_sat(z, t, i, o->value); break;
+            case PL_OP_SCALE: pl__sti_sat(z, t, i, o->alpha * (double)pl__ldi(x, t, i)); break;
+            case PL_OP_SAXPY:
+                pl__sti_sat(z, t, i, fma(o->alpha, (double)pl__ldi(x, t, i), (double)pl__ldi(y, t, i)));
+                break;
+            default:
+                pl__sti_wrap(z, t, i, (uint64_t)pl__ldi(x, t, i) + (uint64_t)pl__ldi(y, t, i));
+                break;
+            }
+        }
+    }
+}
+
+static void pl__argmax(const void *x, pl_dtype t, int64_t rows, int64_t cols, int32_t *y)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t best = 0, base = r * cols;
+        if (t == PL_I64 || t == PL_I32 || t == PL_U8) {
+            int64_t bv = pl__ldi(x, t, base);
+            for (int64_t c = 1; c < cols; c++) {
+                int64_t v = pl__ldi(x, t, base + c);
+                if (v > bv) bv = v, best = c;
+            }
+        } else {
+            double bv = pl__ldd(x, t, base);
+            for (int64_t c = 1; c < cols; c++) {
+                double v = pl__ldd(x, t, base + c);
+                if (v > bv || (isnan(bv) && !isnan(v))) bv = v, best = c;
+            }
+        }
+        y[r] = (int32_t)best;
+    }
+}
+
+/* C = alpha * A B + beta * C, row-major, f32 accumulation in k order; blocked over k and n so a
+ * panel of B stays in cache. */
+static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_t k, int64_t n,
+                          const void *A, const void *B, void *C, pl_error *err, const char *name)
+{
+    enum { KB = 128, NB = 512 };
+    float *acc = malloc((size_t)n * sizeof *acc);
+    float *bp = NULL;
+    if (t != PL_F32) bp = malloc((size_t)k * (size_t)n * sizeof *bp);
+    if (!acc || (t != PL_F32 && !bp)) {
+        free(acc);
+        free(bp);
+        return pl_error_set(err, PL_ENOMEM, "error: stage '%s': out of memory in gemm", name);
+    }
+    const float *Bf = B;
+    if (bp) {
+        for (int64_t i = 0; i < k * n; i++) bp[i] = pl__ldf(B, t, i);
+        Bf = bp;
+    }
+    float alpha = (float)o->alpha, beta = (float)o->beta;
+    for (int64_t i = 0; i < m; i++) {
+        memset(acc, 0, (size_t)n * sizeof *acc);
+        for (int64_t p0 = 0; p0 < k; p0 += KB) {
+            int64_t p1 = p0 + KB < k ? p0 + KB : k;
+            for (int64_t j0 = 0; j0 < n; j0 += NB) {
+                int64_t j1 = j0 + NB < n ? j0 + NB : n;
+                for (int64_t p = p0; p < p1; p++) {
+                    float a = pl__ldf(A, t, i * k + p);
+                    const float *brow = Bf + p * n;
+                    for (int64_t j = j0; j < j1; j++) acc[j] += a * brow[j];
+                }
+            }
+        }
+        for (int64_t j = 0; j < n; j++) {
+            float c = alpha * acc[j];
+            if (beta != 0.0f) c += beta * pl__ldf(C, t, i * n + j);
+            pl__stf(C, t, i * n + j, c);
+        }
+    }
+    free(acc);
+    free(bp);
+    return PL_OK;
+}
+
+static void pl__sleep_us(double us)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(us / 1e6);
+    ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bufs, pl_error *err)
+{
+    const pl_kernel_opts *o = st->priv;
+    switch (o->op) {
+    case PL_OP_FILL: {
+        const pl_buffer *z = pl_kind_wbuf(spec, st, 0);
+        pl__elementwise(o->op, o, z->dtype, z->count, NULL, NULL, bufs[z->index]);
+        return PL_OK;
+    }
+    case PL_OP_SCALE: {
+        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *z = pl_kind_wbuf(spec, st, 0);
+        pl__elementwise(o->op, o, z->dtype, z->count, bufs[x->index], NULL, bufs[z->index]);
+        return PL_OK;
+    }
+    case PL_OP_SAXPY:
+    case PL_OP_ADD: {
+        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *y = pl_kind_rbuf(spec, st, 1);
+        const pl_buffer *z = pl_kind_wbuf(spec, st, 0);
+        pl__elementwise(o->op, o, z->dtype, z->count, bufs[x->index], bufs[y->index],
+                        bufs[z->index]);
+        return PL_OK;
+    }
+    case PL_OP_SUM: {
+        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *s = pl_kind_wbuf(spec, st, 0);
+        const void *xp = bufs[x->index];
+        double acc = 0;
+        for (int64_t i = 0; i < x->count; i++) acc += pl__ldd(xp, x->dtype, i);
+        if (s->dtype == PL_F64) ((double *)bufs[s->index])[0] = acc;
+        else ((float *)bufs[s->index])[0] = (float)acc;
+        return PL_OK;
+    }
+    case PL_OP_CHECKSUM: {
+        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *s = pl_kind_wbuf(spec, st, 0);
+        ((int64_t *)bufs[s->index])[0] = (int64_t)pl_hash(bufs[x->index], (size_t)x->bytes);
+        return PL_OK;
+    }
+    case PL_OP_ARGMAX: {
+        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *y = pl_kind_wbuf(spec, st, 0);
+        int64_t cols = x->shape[x->rank - 1];
+        pl__argmax(bufs[x->index], x->dtype, x->count / cols, cols, bufs[y->index]);
+        return PL_OK;
+    }
+    case PL_OP_GEMM: {
+        const pl_buffer *a = pl_kind_rbuf(spec, st, 0), *b = pl_kind_rbuf(spec, st, 1);
+        const pl_buffer *c = pl_kind_wbuf(spec, st, 0);
+        return pl__gemm(o, c->dtype, a->shape[0], a->shape[1], b->shape[1], bufs[a->index],
+                        bufs[b->index], bufs[c->index], err, st->name);
+    }
+    case PL_OP_BUSY: pl__sleep_us(o->duration_us); return PL_OK;
+    case PL_OP_COUNT: break;
+    }
+    return pl_error_set(err, PL_ERUNTIME, "error: stage '%s': unknown op", st->name);
+}

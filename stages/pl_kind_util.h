@@ -1,0 +1,58 @@
+/* pl_kind_util: small helpers the built-in kinds share (operand buffers, shape text, option refs). */
+#ifndef PL_KIND_UTIL_H
+#define PL_KIND_UTIL_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "pl_stage.h"
+
+/* The buffer behind read/write ref i of a checked stage. */
+static inline const pl_buffer *pl_kind_rbuf(const pl_spec *spec, const pl_stage *st, int i)
+{
+    return &spec->buffers[st->reads[i].index];
+}
+static inline const pl_buffer *pl_kind_wbuf(const pl_spec *spec, const pl_stage *st, int i)
+{
+    return &spec->buffers[st->writes[i].index];
+}
+
+/* "[4, 1024]" into buf. */
+static inline const char *pl_kind_shape(const pl_buffer *b, char *buf, size_t cap)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, cap - n, "[");
+    for (int i = 0; i < b->rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld", (long long)b->shape[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+    return buf;
+}
+
+static inline bool pl_kind_same_shape(const pl_buffer *a, const pl_buffer *b)
+{
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* Adds the buffer named by option `key` as a read (or write) and returns its index in the stage's
+ * reads (writes), -1 when the option is absent. Required options missing fail with a message. */
+static inline pl_status pl_kind_bind_ref(pl_spec *spec, pl_stage *st, const char *key, bool write,
+                                         bool required, const char *what, int *out, pl_error *err)
+{
+    *out = -1;
+    const pl_opt *o = pl_stage_opt(st, key);
+    if (!o) {
+        if (!required) return PL_OK;
+        return pl_error_at(err, PL_EINPUT, st->pos, "%s stage '%s' needs '%s:' (%s)",
+                           pl_kind_get(st->kind)->name, st->name, key, what);
+    }
+    pl_ref *r = write ? pl_stage_add_write(spec, st, o->str, o->val_pos)
+                      : pl_stage_add_read(spec, st, o->str, o->val_pos);
+    if (!r) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    *out = write ? st->n_writes - 1 : st->n_reads - 1;
+    return PL_OK;
+}
+
+#endif
