@@ -1,8 +1,423 @@
-/* pl_check: resolves and validates a spec. STUB: being written. */
+/* pl_check: resolves and validates a spec: run options, buffers, stages (options, binds, names,
+ * engines, copy endpoints), then the dependency graph (cycles, hazards, reads of unwritten
+ * buffers). The first error wins; every message says where, what and how to fix it. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_graph.h"
 #include "pl_spec.h"
+#include "pl_stage.h"
+
+/* "file:line:col" of pos, for the second position in a message about two places. */
+static const char *pl__pos_str(pl_pos pos, char *buf, size_t n)
+{
+    if (pos.line > 0)
+        snprintf(buf, n, "%s:%d:%d", pos.file ? pos.file : "<input>", pos.line, pos.col);
+    else
+        snprintf(buf, n, "an unknown position");
+    return buf;
+}
+
+/* "[4, 1024]" */
+static const char *pl__shape_str(const pl_buffer *b, char *buf, size_t n)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (int i = 0; i < b->rank && i < PL_MAX_RANK && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, i ? ", " : "", b->shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+static pl_status pl__check_run(const pl_spec *spec, pl_error *err)
+{
+    const pl_run_opts *r = &spec->run;
+    if (r->batches < 1 || r->batches > PL_MAX_BATCHES)
+        return pl_error_at(err, PL_EINPUT, r->batches_pos,
+                           "run.batches is %" PRId64 "; set it to a number of batches from 1 to "
+                           "%" PRId64,
+                           r->batches, (int64_t)PL_MAX_BATCHES);
+    if (r->depth < 1 || r->depth > PL_MAX_DEPTH)
+        return pl_error_at(err, PL_EINPUT, r->depth_pos,
+                           "run.depth is %d; set it to a number of slots in flight from 1 to %d",
+                           r->depth, PL_MAX_DEPTH);
+    if (r->device < 0)
+        return pl_error_at(err, PL_EINPUT, r->device_pos,
+                           "run.device is %d; set it to a CUDA device ordinal (0 is the first GPU)",
+                           r->device);
+    return PL_OK;
+}
+
+static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *spec,
+                                  pl_error *err)
+{
+    char p[512], sh[256];
+    if (!pl_name_valid(b->name))
+        return pl_error_at(err, PL_EINPUT, b->pos,
+                           "buffer name '%.*s' is not valid: use letters, digits and '_', "
+                           "starting with a letter or '_', at most %d bytes",
+                           PL_MAX_NAME + 8, b->name ? b->name : "", PL_MAX_NAME);
+    int first = pl_names_put(names, b->name, b->index);
+    if (first >= 0)
+        return pl_error_at(err, PL_EINPUT, b->pos,
+                           "duplicate buffer name '%s' (first declared at %s); rename one of them",
+                           b->name, pl__pos_str(spec->buffers[first].pos, p, sizeof p));
+    if (b->rank < 1 || b->rank > PL_MAX_RANK)
+        return pl_error_at(err, PL_EINPUT, b->rank < 1 ? b->pos : b->shape_pos,
+                           "buffer '%s': shape has %d dimensions; give a list of 1 to %d sizes, "
+                           "e.g. shape: [1024]",
+                           b->name, b->rank, PL_MAX_RANK);
+    for (int i = 0; i < b->rank; i++)
+        if (b->shape[i] < 1)
+            return pl_error_at(err, PL_EINPUT, b->shape_pos,
+                               "buffer '%s': dimension %d of shape %s is %" PRId64
+                               "; every dimension must be at least 1",
+                               b->name, i + 1, pl__shape_str(b, sh, sizeof sh), b->shape[i]);
+    size_t esize = pl_dtype_size(b->dtype);
+    uint64_t count = 1;
+    bool over = false;
+    for (int i = 0; i < b->rank && !over; i++) {
+        uint64_t d = (uint64_t)b->shape[i];
+        if (count > (uint64_t)INT64_MAX / d) over = true;
+        else count *= d;
+    }
+    if (!over && count > UINT64_MAX / esize) over = true;
+    if (over)
+        return pl_error_at(err, PL_EINPUT, b->shape_pos,
+                           "buffer '%s': shape %s of %s is larger than the cap of 64 GiB (%" PRIu64
+                           " bytes) per buffer; use a smaller shape or split the buffer",
+                           b->name, pl__shape_str(b, sh, sizeof sh), pl_dtype_name(b->dtype),
+                           (uint64_t)PL_MAX_BUFFER_BYTES);
+    uint64_t bytes = count * esize;
+    if (bytes > PL_MAX_BUFFER_BYTES)
+        return pl_error_at(err, PL_EINPUT, b->shape_pos,
+                           "buffer '%s': shape %s of %s needs %" PRIu64
+                           " bytes, more than the cap of 64 GiB (%" PRIu64
+                           " bytes) per buffer; use a smaller shape or split the buffer",
+                           b->name, pl__shape_str(b, sh, sizeof sh), pl_dtype_name(b->dtype),
+                           bytes, (uint64_t)PL_MAX_BUFFER_BYTES);
+    b->count = (int64_t)count;
+    b->bytes = bytes;
+    if (b->init == PL_INIT_FILE && (!b->init_file || !*b->init_file))
+        return pl_error_at(err, PL_EINPUT, b->init_pos,
+                           "buffer '%s': init: file needs file: <path> (raw or .npy, exactly %" PRIu64
+                           " bytes)",
+                           b->name, bytes);
+    return PL_OK;
+}
+
+static pl_status pl__check_stage_decl(pl_spec *spec, pl_stage *st, pl_names *names, pl_error *err)
+{
+    char p[512];
+    if (!st->name || !*st->name)
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "stage %d has no name; add name: with a name unique in the pipeline",
+                           st->index + 1);
+    if (!pl_name_valid(st->name))
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "stage name '%.*s' is not valid: use letters, digits and '_', starting "
+                           "with a letter or '_', at most %d bytes",
+                           PL_MAX_NAME + 8, st->name, PL_MAX_NAME);
+    int first = pl_names_put(names, st->name, st->index);
+    if (first >= 0)
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "duplicate stage name '%s' (first declared at %s); rename one of them",
+                           st->name, pl__pos_str(spec->stages[first].pos, p, sizeof p));
+    const pl_kind *kind = pl_kind_get(st->kind);
+    if (!kind)
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "stage '%s' has no kind; add kind: one of source, search, h2d, kernel, "
+                           "d2h, lua, sink",
+                           st->name);
+    PL_CHECK(pl_stage_check_opts(spec, st, err));
+    if (kind->bind) PL_CHECK(kind->bind(spec, st, err));
+    return PL_OK;
+}
+
+/* Resolves every ref of one list; `what` is "reads" or "writes". */
+static pl_status pl__resolve_buffers(const pl_spec *spec, const pl_stage *st, pl_ref *refs, int n,
+                                     const char *what, const pl_names *bufs,
+                                     const char *const *bnames, pl_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        pl_ref *r = &refs[i];
+        r->index = pl_names_get(bufs, r->name);
+        if (r->index >= 0) continue;
+        const char *best = pl_closest(r->name, bnames, spec->n_buffers);
+        if (best)
+            return pl_error_at(err, PL_EINPUT, r->pos,
+                               "stage '%s' %s unknown buffer '%s' (did you mean '%s'?)", st->name,
+                               what, r->name, best);
+        return pl_error_at(err, PL_EINPUT, r->pos,
+                           "stage '%s' %s unknown buffer '%s'; declare it under buffers: or fix "
+                           "the name",
+                           st->name, what, r->name);
+    }
+    return PL_OK;
+}
+
+static pl_status pl__resolve_stage(const pl_spec *spec, pl_stage *st, const pl_names *bufs,
+                                   const char *const *bnames, const pl_names *stages,
+                                   const char *const *snames, pl_error *err)
+{
+    PL_CHECK(pl__resolve_buffers(spec, st, st->reads, st->n_reads, "reads", bufs, bnames, err));
+    PL_CHECK(pl__resolve_buffers(spec, st, st->writes, st->n_writes, "writes", bufs, bnames, err));
+    for (int i = 0; i < st->n_after; i++) {
+        pl_ref *r = &st->after[i];
+        r->index = pl_names_get(stages, r->name);
+        if (r->index < 0) {
+            const char *best = pl_closest(r->name, snames, spec->n_stages);
+            if (best)
+                return pl_error_at(err, PL_EINPUT, r->pos,
+                                   "stage '%s': after: names unknown stage '%s' (did you mean "
+                                   "'%s'?)",
+                                   st->name, r->name, best);
+            return pl_error_at(err, PL_EINPUT, r->pos,
+                               "stage '%s': after: names unknown stage '%s'; it must name a stage "
+                               "of this pipeline",
+                               st->name, r->name);
+        }
+        if (r->index == st->index)
+            return pl_error_at(err, PL_EINPUT, r->pos,
+                               "stage '%s' names itself in after:; remove it (after: lists the "
+                               "stages that must finish before this one)",
+                               st->name);
+    }
+    return PL_OK;
+}
+
+/* Rules that hold whatever the kind: engines touch the memory they can reach, copies go the
+ * right way between ends of one dtype and size. */
+static pl_status pl__check_engine(const pl_spec *spec, const pl_stage *st, pl_error *err)
+{
+    const pl_kind *kind = pl_kind_get(st->kind);
+    pl_engine e = kind->engine;
+    if (e == PL_ENGINE_HOST || e == PL_ENGINE_COMPUTE) {
+        pl_where want = e == PL_ENGINE_HOST ? PL_HOST : PL_DEVICE;
+        for (int k = 0; k < 2; k++) {
+            const pl_ref *refs = k ? st->writes : st->reads;
+            int n = k ? st->n_writes : st->n_reads;
+            for (int i = 0; i < n; i++) {
+                const pl_buffer *b = &spec->buffers[refs[i].index];
+                if (b->where == want) continue;
+                if (e == PL_ENGINE_HOST)
+                    return pl_error_at(
+                        err, PL_EINPUT, refs[i].pos,
+                        "stage '%s' (%s, runs on the host) %s device buffer '%s'; host stages "
+                        "touch only host buffers: %s, or declare '%s' with where: host",
+                        st->name, kind->name, k ? "writes" : "reads", b->name,
+                        k ? "write a host buffer and copy it to the device with an h2d stage"
+                          : "copy it to a host buffer with a d2h stage and read that",
+                        b->name);
+                return pl_error_at(
+                    err, PL_EINPUT, refs[i].pos,
+                    "stage '%s' (%s, runs on the GPU) %s host buffer '%s'; compute stages touch "
+                    "only device buffers: %s, or declare '%s' with where: device",
+                    st->name, kind->name, k ? "writes" : "reads", b->name,
+                    k ? "write a device buffer and copy it back with a d2h stage"
+                      : "copy it to a device buffer with an h2d stage and read that",
+                    b->name);
+            }
+        }
+        return PL_OK;
+    }
+    /* Copies. */
+    bool h2d = e == PL_ENGINE_H2D;
+    if (st->n_reads != 1 || st->n_writes != 1)
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "%s stage '%s' must read exactly one buffer and write exactly one "
+                           "(from: and to:), but it reads %d and writes %d",
+                           kind->name, st->name, st->n_reads, st->n_writes);
+    const pl_buffer *src = &spec->buffers[st->reads[0].index];
+    const pl_buffer *dst = &spec->buffers[st->writes[0].index];
+    pl_where want_src = h2d ? PL_HOST : PL_DEVICE, want_dst = h2d ? PL_DEVICE : PL_HOST;
+    if (src->where != want_src)
+        return pl_error_at(err, PL_EINPUT, st->reads[0].pos,
+                           "%s stage '%s' copies %s, but its source '%s' is a %s buffer; for %s "
+                           "use kind: %s",
+                           kind->name, st->name, h2d ? "host -> device" : "device -> host",
+                           src->name, pl_where_name(src->where),
+                           h2d ? "device -> host" : "host -> device", h2d ? "d2h" : "h2d");
+    if (dst->where != want_dst)
+        return pl_error_at(err, PL_EINPUT, st->writes[0].pos,
+                           "%s stage '%s' copies %s, but its destination '%s' is a %s buffer; "
+                           "for %s use kind: %s",
+                           kind->name, st->name, h2d ? "host -> device" : "device -> host",
+                           dst->name, pl_where_name(dst->where),
+                           h2d ? "device -> host" : "host -> device", h2d ? "d2h" : "h2d");
+    if (src->dtype != dst->dtype || src->bytes != dst->bytes)
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "%s stage '%s' copies '%s' (%s, %" PRIu64 " bytes) to '%s' (%s, %" PRIu64
+                           " bytes); both ends need the same dtype and byte size",
+                           kind->name, st->name, src->name, pl_dtype_name(src->dtype), src->bytes,
+                           dst->name, pl_dtype_name(dst->dtype), dst->bytes);
+    return PL_OK;
+}
+
+/* The position where stage s touches buffer b (a write if `write`, else a read; falls back to
+ * the stage's position). */
+static pl_pos pl__access_pos(const pl_stage *st, int b, bool write)
+{
+    const pl_ref *refs = write ? st->writes : st->reads;
+    int n = write ? st->n_writes : st->n_reads;
+    for (int i = 0; i < n; i++)
+        if (refs[i].index == b) return refs[i].pos;
+    return st->pos;
+}
+
+static pl_status pl__report_cycle(const pl_spec *spec, const pl_graph *g, pl_error *err)
+{
+    int *cyc = malloc(((size_t)g->n + 1) * sizeof *cyc);
+    if (!cyc) return pl_error_set(err, PL_ENOMEM, "error: out of memory reporting a cycle");
+    int len = pl_graph_cycle(g, cyc);
+    char path[1024], why[1024];
+    size_t pk = 0, wk = 0;
+    path[0] = why[0] = '\0';
+    for (int i = 0; i <= len && pk < sizeof path; i++)
+        pk += (size_t)snprintf(path + pk, sizeof path - pk, "%s%s", i ? " -> " : "",
+                               spec->stages[cyc[i % len]].name);
+    for (int i = 0; i < len && wk < sizeof why; i++) {
+        int u = cyc[i], v = cyc[(i + 1) % len];
+        const pl_edge *e = pl_graph_edge(g, u, v);
+        if (e && e->why == PL_EDGE_DATA)
+            wk += (size_t)snprintf(why + wk, sizeof why - wk, "%s'%s' reads '%s' written by '%s'",
+                                   i ? "; " : "", spec->stages[v].name,
+                                   spec->buffers[e->buffer].name, spec->stages[u].name);
+        else
+            wk += (size_t)snprintf(why + wk, sizeof why - wk, "%s'%s' is after '%s'",
+                                   i ? "; " : "", spec->stages[v].name, spec->stages[u].name);
+    }
+    pl_pos pos = len ? spec->stages[cyc[0]].pos : (pl_pos){0};
+    free(cyc);
+    return pl_error_at(err, PL_EINPUT, pos,
+                       "dependency cycle: %s (%s); break it: use separate buffers, drop an "
+                       "after: entry, or add after: to order a reader before the writer it "
+                       "must not wait for",
+                       path, why);
+}
+
+static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_error *err)
+{
+    char p[512];
+    if (g->n_order < g->n) return pl__report_cycle(spec, g, err);
+
+    /* Hazards: two accessors of one buffer, one writing, with no path either way. */
+    for (int b = 0; b < g->n_buffers; b++) {
+        for (int j = g->acc_off[b]; j < g->acc_off[b + 1]; j++) {
+            for (int i = g->acc_off[b]; i < j; i++) {
+                bool wi = g->acc_mode[i] & PL_ACC_WRITE, wj = g->acc_mode[j] & PL_ACC_WRITE;
+                if (!wi && !wj) continue;
+                int a = g->acc[i], c = g->acc[j];
+                if (pl_reach_has(&g->reach, a, c) || pl_reach_has(&g->reach, c, a)) continue;
+                const pl_stage *sa = &spec->stages[a], *sc = &spec->stages[c];
+                return pl_error_at(err, PL_EINPUT, pl__access_pos(sc, b, wj),
+                                   "hazard on buffer '%s': stage '%s' %s it and stage '%s' (at %s) "
+                                   "%s it, and nothing orders them; add after: [%s] to stage '%s' "
+                                   "(or the reverse) so one runs first",
+                                   spec->buffers[b].name, sc->name, wj ? "writes" : "reads",
+                                   sa->name, pl__pos_str(pl__access_pos(sa, b, wi), p, sizeof p),
+                                   wi ? "writes" : "reads", sa->name, sc->name);
+            }
+        }
+    }
+
+    /* A per-batch buffer without init must be written in the batch before anything reads it. */
+    for (int b = 0; b < g->n_buffers; b++) {
+        const pl_buffer *buf = &spec->buffers[b];
+        if (buf->persistent || buf->init != PL_INIT_NONE) continue;
+        for (int j = g->acc_off[b]; j < g->acc_off[b + 1]; j++) {
+            if (!(g->acc_mode[j] & PL_ACC_READ)) continue;
+            int r = g->acc[j];
+            bool written = false;
+            for (int i = g->acc_off[b]; i < g->acc_off[b + 1] && !written; i++)
+                if ((g->acc_mode[i] & PL_ACC_WRITE) && g->acc[i] != r &&
+                    pl_reach_has(&g->reach, g->acc[i], r))
+                    written = true;
+            if (written) continue;
+            const pl_stage *sr = &spec->stages[r];
+            return pl_error_at(err, PL_EINPUT, pl__access_pos(sr, b, false),
+                               "stage '%s' reads per-batch buffer '%s', but no stage writes it "
+                               "before that in the batch; write it first (a stage ordered before "
+                               "'%s' that writes '%s'), or give '%s' an init: (zeros, random or "
+                               "file)",
+                               sr->name, buf->name, sr->name, buf->name, buf->name);
+        }
+    }
+
+    /* A per-batch buffer with init that a stage writes: slots would leak writes across batches. */
+    static const char *const init_names[] = {"none", "zeros", "random", "file"};
+    for (int b = 0; b < g->n_buffers; b++) {
+        const pl_buffer *buf = &spec->buffers[b];
+        if (buf->persistent || buf->init == PL_INIT_NONE) continue;
+        for (int j = g->acc_off[b]; j < g->acc_off[b + 1]; j++) {
+            if (!(g->acc_mode[j] & PL_ACC_WRITE)) continue;
+            const pl_stage *sw = &spec->stages[g->acc[j]];
+            return pl_error_at(err, PL_EINPUT, pl__access_pos(sw, b, true),
+                               "stage '%s' writes per-batch buffer '%s', which has init: %s (at "
+                               "%s); its slots would carry one batch's writes into a later batch, "
+                               "so results would depend on depth: make it persistent, or drop "
+                               "init and write it in every batch",
+                               sw->name, buf->name, init_names[buf->init],
+                               pl__pos_str(buf->init_pos, p, sizeof p));
+        }
+    }
+    return PL_OK;
+}
 
 pl_status pl_spec_check(pl_spec *spec, pl_error *err)
 {
-    (void)spec;
-    return pl_error_set(err, PL_ERUNTIME, "error: checks not built yet");
+    pl_status st = PL_OK;
+    pl_names bufs = {0}, stages = {0};
+    const char **bnames = NULL, **snames = NULL;
+    pl_graph g = {0};
+    /* Binds add refs, so a second check would double them: checking a checked spec is a no-op. */
+    if (spec->checked) return PL_OK;
+
+    PL_CHECK_GOTO(pl__check_run(spec, err), st, done);
+    if (spec->n_buffers > PL_MAX_BUFFERS || spec->n_stages > PL_MAX_STAGES) {
+        st = pl_error_set(err, PL_EINPUT,
+                          "error: %d buffers and %d stages; a pipeline may have at most %d of "
+                          "each kind",
+                          spec->n_buffers, spec->n_stages, PL_MAX_STAGES);
+        goto done;
+    }
+    if (pl_names_init(&bufs, spec->n_buffers) || pl_names_init(&stages, spec->n_stages)) goto oom;
+    bnames = malloc(((size_t)spec->n_buffers + 1) * sizeof *bnames);
+    snames = malloc(((size_t)spec->n_stages + 1) * sizeof *snames);
+    if (!bnames || !snames) goto oom;
+
+    for (int i = 0; i < spec->n_buffers; i++) {
+        PL_CHECK_GOTO(pl__check_buffer(&spec->buffers[i], &bufs, spec, err), st, done);
+        bnames[i] = spec->buffers[i].name;
+    }
+    /* Names and binds first: after: may name a stage declared further down. */
+    for (int i = 0; i < spec->n_stages; i++) {
+        PL_CHECK_GOTO(pl__check_stage_decl(spec, &spec->stages[i], &stages, err), st, done);
+        snames[i] = spec->stages[i].name;
+    }
+    for (int i = 0; i < spec->n_stages; i++) {
+        pl_stage *s = &spec->stages[i];
+        PL_CHECK_GOTO(pl__resolve_stage(spec, s, &bufs, bnames, &stages, snames, err), st, done);
+        /* The generic rules run before the kind's validate, so validators may rely on them
+         * (a copy has exactly one read and one write, a kernel's operands are on the device). */
+        PL_CHECK_GOTO(pl__check_engine(spec, s, err), st, done);
+        const pl_kind *kind = pl_kind_get(s->kind);
+        if (kind->validate) PL_CHECK_GOTO(kind->validate(spec, s, err), st, done);
+    }
+
+    PL_CHECK_GOTO(pl_graph_build(spec, &g, err), st, done);
+    PL_CHECK_GOTO(pl__check_graph(spec, &g, err), st, done);
+    spec->checked = true;
+    goto done;
+oom:
+    st = pl_error_set(err, PL_ENOMEM, "error: out of memory checking the pipeline");
+done:
+    pl_graph_fini(&g);
+    pl_names_fini(&bufs);
+    pl_names_fini(&stages);
+    free(bnames);
+    free(snames);
+    return st;
 }

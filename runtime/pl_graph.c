@@ -1,0 +1,439 @@
+/* pl_graph: the intra-batch dependency graph shared by the checks and the plan compiler. */
+#include "pl_graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- name table ---------------------------------------------------------------------------- */
+
+static uint32_t pl__hash_str(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+pl_status pl_names_init(pl_names *t, int expected)
+{
+    uint32_t cap = 16;
+    while (cap < (uint32_t)expected * 2u + 1u) cap <<= 1;
+    t->keys = calloc(cap, sizeof *t->keys);
+    t->vals = calloc(cap, sizeof *t->vals);
+    t->cap = cap;
+    if (!t->keys || !t->vals) {
+        pl_names_fini(t);
+        return PL_ENOMEM;
+    }
+    return PL_OK;
+}
+
+void pl_names_fini(pl_names *t)
+{
+    free(t->keys);
+    free(t->vals);
+    memset(t, 0, sizeof *t);
+}
+
+/* The table never fills: pl_names_init sized it for at least twice the expected entries. */
+int pl_names_put(pl_names *t, const char *name, int val)
+{
+    uint32_t mask = t->cap - 1;
+    for (uint32_t i = pl__hash_str(name) & mask;; i = (i + 1) & mask) {
+        if (!t->keys[i]) {
+            t->keys[i] = name;
+            t->vals[i] = val;
+            return -1;
+        }
+        if (strcmp(t->keys[i], name) == 0) return t->vals[i];
+    }
+}
+
+int pl_names_get(const pl_names *t, const char *name)
+{
+    if (!t->cap) return -1;
+    uint32_t mask = t->cap - 1;
+    for (uint32_t i = pl__hash_str(name) & mask; t->keys[i]; i = (i + 1) & mask)
+        if (strcmp(t->keys[i], name) == 0) return t->vals[i];
+    return -1;
+}
+
+bool pl_name_valid(const char *s)
+{
+    if (!s || !*s) return false;
+    size_t n = 0;
+    for (const char *p = s; *p; p++, n++) {
+        char c = *p;
+        bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+        bool digit = c >= '0' && c <= '9';
+        if (!alpha && !(digit && p != s)) return false;
+    }
+    return n <= PL_MAX_NAME;
+}
+
+/* ---- reachability -------------------------------------------------------------------------- */
+
+pl_status pl_reach_compute(pl_reach *r, int n, const int *order, const int *off, const int *adj,
+                           pl_error *err)
+{
+    r->n = n;
+    r->words = (n + 63) / 64;
+    r->bits = calloc((size_t)n * (size_t)r->words + 1, sizeof *r->bits);
+    if (!r->bits)
+        return pl_error_set(err, PL_ENOMEM,
+                            "error: out of memory for the reachability table of %d stages "
+                            "(%zu bytes)",
+                            n, (size_t)n * (size_t)r->words * sizeof *r->bits);
+    /* Reverse topological order: a node's row is the union of its successors' rows and bits. */
+    for (int k = n - 1; k >= 0; k--) {
+        int u = order[k];
+        uint64_t *row = r->bits + (size_t)u * (size_t)r->words;
+        for (int e = off[u]; e < off[u + 1]; e++) {
+            int v = adj[e];
+            const uint64_t *vrow = r->bits + (size_t)v * (size_t)r->words;
+            for (int w = 0; w < r->words; w++) row[w] |= vrow[w];
+            row[v >> 6] |= UINT64_C(1) << (v & 63);
+        }
+    }
+    return PL_OK;
+}
+
+void pl_reach_fini(pl_reach *r)
+{
+    free(r->bits);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- graph --------------------------------------------------------------------------------- */
+
+static int pl__edge_cmp(const void *a, const void *b)
+{
+    const pl_edge *x = a, *y = b;
+    if (x->from != y->from) return x->from < y->from ? -1 : 1;
+    if (x->to != y->to) return x->to < y->to ? -1 : 1;
+    /* Data edges first, then by buffer: the reason kept for a pair is deterministic. */
+    if (x->why != y->why) return x->why < y->why ? -1 : 1;
+    return x->buffer < y->buffer ? -1 : x->buffer > y->buffer;
+}
+
+typedef struct pl__edges {
+    pl_edge *a;
+    int n, cap;
+} pl__edges;
+
+static int pl__edges_add(pl__edges *v, int from, int to, pl_edge_why why, int buffer)
+{
+    if (v->n == v->cap) {
+        int cap = v->cap ? v->cap * 2 : 64;
+        pl_edge *a = realloc(v->a, (size_t)cap * sizeof *a);
+        if (!a) return -1;
+        v->a = a;
+        v->cap = cap;
+    }
+    v->a[v->n++] = (pl_edge){from, to, why, buffer};
+    return 0;
+}
+
+/* Binary min-heap of stage indices: Kahn's algorithm picks the ready stage declared first. */
+static void pl__heap_push(int *h, int *n, int v)
+{
+    int i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static int pl__heap_pop(int *h, int *n)
+{
+    int top = h[0], last = h[--(*n)], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1] < h[c]) c++;
+        if (h[c] >= last) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = last;
+    return top;
+}
+
+/* True when `to` is reachable from `from` through after: edges alone (BFS; `seen` holds stamps,
+ * `queue` has room for n). After: graphs are small next to data edges, so no table is kept. */
+static bool pl__after_path(const int *aoff, const int *aadj, int from, int to, int *seen,
+                           int stamp, int *queue)
+{
+    int head = 0, tail = 0;
+    queue[tail++] = from;
+    seen[from] = stamp;
+    while (head < tail) {
+        int u = queue[head++];
+        for (int e = aoff[u]; e < aoff[u + 1]; e++) {
+            int v = aadj[e];
+            if (v == to) return true;
+            if (seen[v] != stamp) {
+                seen[v] = stamp;
+                queue[tail++] = v;
+            }
+        }
+    }
+    return false;
+}
+
+pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
+{
+    pl_status st = PL_OK;
+    int n = spec->n_stages, nb = spec->n_buffers;
+    pl__edges ev = {0};
+    int *aoff = NULL, *aadj = NULL, *seen = NULL, *queue = NULL, *indeg = NULL, *heap = NULL;
+    memset(g, 0, sizeof *g);
+    g->n = n;
+    g->n_buffers = nb;
+
+    /* Accessors per buffer: count, then fill (stage order keeps each list ascending). */
+    g->acc_off = calloc((size_t)nb + 1, sizeof *g->acc_off);
+    if (!g->acc_off) goto oom;
+    for (int s = 0; s < n; s++) {
+        const pl_stage *stg = &spec->stages[s];
+        for (int i = 0; i < stg->n_reads; i++) g->acc_off[stg->reads[i].index + 1]++;
+        for (int i = 0; i < stg->n_writes; i++) g->acc_off[stg->writes[i].index + 1]++;
+    }
+    for (int b = 0; b < nb; b++) g->acc_off[b + 1] += g->acc_off[b];
+    int total = g->acc_off[nb];
+    g->acc = malloc(((size_t)total + 1) * sizeof *g->acc);
+    g->acc_mode = calloc((size_t)total + 1, 1);
+    int *fill = calloc((size_t)nb + 1, sizeof *fill);
+    if (!g->acc || !g->acc_mode || !fill) {
+        free(fill);
+        goto oom;
+    }
+    for (int s = 0; s < n; s++) {
+        const pl_stage *stg = &spec->stages[s];
+        for (int k = 0; k < 2; k++) {
+            const pl_ref *refs = k ? stg->writes : stg->reads;
+            int nr = k ? stg->n_writes : stg->n_reads;
+            for (int i = 0; i < nr; i++) {
+                int b = refs[i].index, base = g->acc_off[b];
+                int *cnt = &fill[b];
+                /* The same stage may name a buffer twice (reads and writes): merge the modes. */
+                if (*cnt > 0 && g->acc[base + *cnt - 1] == s) {
+                    g->acc_mode[base + *cnt - 1] |= k ? PL_ACC_WRITE : PL_ACC_READ;
+                    continue;
+                }
+                g->acc[base + *cnt] = s;
+                g->acc_mode[base + *cnt] = k ? PL_ACC_WRITE : PL_ACC_READ;
+                (*cnt)++;
+            }
+        }
+    }
+    /* Compact the lists (merged duplicates left holes at their ends). */
+    {
+        int w = 0;
+        for (int b = 0; b < nb; b++) {
+            int start = g->acc_off[b];
+            g->acc_off[b] = w;
+            for (int i = 0; i < fill[b]; i++, w++) {
+                g->acc[w] = g->acc[start + i];
+                g->acc_mode[w] = g->acc_mode[start + i];
+            }
+        }
+        g->acc_off[nb] = w;
+    }
+    free(fill);
+
+    /* After edges: a -> s for every a in s.after; CSR of after successors for the WAR test. */
+    aoff = calloc((size_t)n + 1, sizeof *aoff);
+    if (!aoff) goto oom;
+    int n_after = 0;
+    for (int s = 0; s < n; s++) {
+        const pl_stage *stg = &spec->stages[s];
+        for (int i = 0; i < stg->n_after; i++) {
+            aoff[stg->after[i].index + 1]++;
+            n_after++;
+        }
+    }
+    for (int s = 0; s < n; s++) aoff[s + 1] += aoff[s];
+    aadj = malloc(((size_t)n_after + 1) * sizeof *aadj);
+    int *afill = calloc((size_t)n + 1, sizeof *afill);
+    if (!aadj || !afill) {
+        free(afill);
+        goto oom;
+    }
+    for (int s = 0; s < n; s++) {
+        const pl_stage *stg = &spec->stages[s];
+        for (int i = 0; i < stg->n_after; i++) {
+            int a = stg->after[i].index;
+            aadj[aoff[a] + afill[a]++] = s;
+            if (a != s && pl__edges_add(&ev, a, s, PL_EDGE_AFTER, -1)) {
+                free(afill);
+                goto oom;
+            }
+        }
+    }
+    free(afill);
+
+    /* Data edges: writer -> reader, unless after: chains put the reader before the writer. */
+    seen = calloc((size_t)n + 1, sizeof *seen);
+    queue = malloc(((size_t)n + 1) * sizeof *queue);
+    if (!seen || !queue) goto oom;
+    int stamp = 0;
+    for (int b = 0; b < nb; b++) {
+        for (int i = g->acc_off[b]; i < g->acc_off[b + 1]; i++) {
+            if (!(g->acc_mode[i] & PL_ACC_WRITE)) continue;
+            int w = g->acc[i];
+            for (int j = g->acc_off[b]; j < g->acc_off[b + 1]; j++) {
+                int r = g->acc[j];
+                if (r == w || !(g->acc_mode[j] & PL_ACC_READ)) continue;
+                if (n_after && aoff[r + 1] > aoff[r] &&
+                    pl__after_path(aoff, aadj, r, w, seen, ++stamp, queue))
+                    continue;
+                if (pl__edges_add(&ev, w, r, PL_EDGE_DATA, b)) goto oom;
+            }
+        }
+    }
+
+    /* Sort, keep one edge per pair, build CSR both ways. */
+    if (ev.n) qsort(ev.a, (size_t)ev.n, sizeof *ev.a, pl__edge_cmp);
+    int m = 0;
+    for (int i = 0; i < ev.n; i++)
+        if (m == 0 || ev.a[m - 1].from != ev.a[i].from || ev.a[m - 1].to != ev.a[i].to)
+            ev.a[m++] = ev.a[i];
+    g->edges = ev.a;
+    ev.a = NULL;
+    g->n_edges = m;
+    g->succ_off = calloc((size_t)n + 1, sizeof *g->succ_off);
+    g->pred_off = calloc((size_t)n + 1, sizeof *g->pred_off);
+    g->succ = malloc(((size_t)m + 1) * sizeof *g->succ);
+    g->pred = malloc(((size_t)m + 1) * sizeof *g->pred);
+    indeg = calloc((size_t)n + 1, sizeof *indeg);
+    if (!g->succ_off || !g->pred_off || !g->succ || !g->pred || !indeg) goto oom;
+    for (int i = 0; i < m; i++) {
+        g->succ_off[g->edges[i].from + 1]++;
+        g->pred_off[g->edges[i].to + 1]++;
+        g->succ[i] = g->edges[i].to;
+    }
+    for (int s = 0; s < n; s++) {
+        g->succ_off[s + 1] += g->succ_off[s];
+        g->pred_off[s + 1] += g->pred_off[s];
+    }
+    /* Edges are sorted by `from`, so each pred list comes out ascending. */
+    for (int i = 0; i < m; i++) {
+        int v = g->edges[i].to;
+        g->pred[g->pred_off[v] + indeg[v]++] = g->edges[i].from;
+    }
+
+    /* Kahn's algorithm, ties broken by declaration order. */
+    g->order = malloc(((size_t)n + 1) * sizeof *g->order);
+    heap = malloc(((size_t)n + 1) * sizeof *heap);
+    if (!g->order || !heap) goto oom;
+    int hn = 0;
+    for (int s = 0; s < n; s++)
+        if (indeg[s] == 0) pl__heap_push(heap, &hn, s);
+    while (hn > 0) {
+        int u = pl__heap_pop(heap, &hn);
+        g->order[g->n_order++] = u;
+        for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
+            if (--indeg[g->succ[e]] == 0) pl__heap_push(heap, &hn, g->succ[e]);
+    }
+    if (g->n_order == n)
+        PL_CHECK_GOTO(pl_reach_compute(&g->reach, n, g->order, g->succ_off, g->succ, err), st,
+                      done);
+    goto done;
+oom:
+    st = pl_error_set(err, PL_ENOMEM, "error: out of memory building the dependency graph");
+done:
+    free(ev.a);
+    free(aoff);
+    free(aadj);
+    free(seen);
+    free(queue);
+    free(indeg);
+    free(heap);
+    if (st != PL_OK) pl_graph_fini(g);
+    return st;
+}
+
+void pl_graph_fini(pl_graph *g)
+{
+    if (!g) return;
+    free(g->edges);
+    free(g->succ_off);
+    free(g->succ);
+    free(g->pred_off);
+    free(g->pred);
+    free(g->order);
+    free(g->acc_off);
+    free(g->acc);
+    free(g->acc_mode);
+    pl_reach_fini(&g->reach);
+    memset(g, 0, sizeof *g);
+}
+
+const pl_edge *pl_graph_edge(const pl_graph *g, int u, int v)
+{
+    int lo = g->succ_off[u], hi = g->succ_off[u + 1];
+    while (lo < hi) { /* successors of u are sorted by `to` */
+        int mid = (lo + hi) / 2;
+        if (g->edges[mid].to == v) return &g->edges[mid];
+        if (g->edges[mid].to < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+int pl_graph_cycle(const pl_graph *g, int *cyc)
+{
+    int n = g->n;
+    /* Stages left over by Kahn each have a leftover predecessor: walking predecessors from one
+     * of them must revisit a stage, and the walk from that stage on is a cycle (reversed). */
+    char *left = calloc((size_t)n + 1, 1);
+    int *pos = malloc(((size_t)n + 1) * sizeof *pos);
+    if (!left || !pos) {
+        free(left);
+        free(pos);
+        return 0;
+    }
+    for (int s = 0; s < n; s++) left[s] = 1;
+    for (int k = 0; k < g->n_order; k++) left[g->order[k]] = 0;
+    /* Stages downstream of a cycle are left over too; only those with a leftover predecessor
+     * matter, and every leftover stage has one. */
+    int start = -1;
+    for (int s = 0; s < n && start < 0; s++)
+        if (left[s]) start = s;
+    for (int s = 0; s < n; s++) pos[s] = -1;
+    int len = 0, u = start;
+    while (u >= 0 && pos[u] < 0) {
+        pos[u] = len;
+        cyc[len++] = u;
+        int next = -1;
+        for (int e = g->pred_off[u]; e < g->pred_off[u + 1]; e++)
+            if (left[g->pred[e]]) {
+                next = g->pred[e];
+                break;
+            }
+        u = next;
+    }
+    int clen = 0;
+    if (u >= 0) {
+        /* cyc[pos[u] .. len) walks predecessors: reverse it to follow edges. */
+        int first = pos[u];
+        clen = len - first;
+        for (int i = 0; i < clen / 2; i++) {
+            int t = cyc[first + i];
+            cyc[first + i] = cyc[len - 1 - i];
+            cyc[len - 1 - i] = t;
+        }
+        memmove(cyc, cyc + first, (size_t)clen * sizeof *cyc);
+        /* Rotate so the cycle starts at its lowest stage index (declared first). */
+        int lo = 0;
+        for (int i = 1; i < clen; i++)
+            if (cyc[i] < cyc[lo]) lo = i;
+        int *tmp = pos; /* reuse as scratch */
+        for (int i = 0; i < clen; i++) tmp[i] = cyc[(lo + i) % clen];
+        memcpy(cyc, tmp, (size_t)clen * sizeof *cyc);
+    }
+    free(left);
+    free(pos);
+    return clen;
+}

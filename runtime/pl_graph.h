@@ -1,0 +1,89 @@
+/* pl_graph: the intra-batch dependency graph of a spec and its helpers (name tables, topological
+ * order, cycles, bitset reachability), shared by the checks (pl_check.c) and the plan compiler
+ * (pl_plan.c) so both see exactly the same edges. Internal: not part of the public API. */
+#ifndef PL_GRAPH_H
+#define PL_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pl_spec.h"
+
+/* A name -> index table (open addressing). Names are borrowed: they must outlive the table. */
+typedef struct pl_names {
+    const char **keys;
+    int *vals;
+    uint32_t cap; /* power of two, 0 when empty */
+} pl_names;
+
+pl_status pl_names_init(pl_names *t, int expected);
+void pl_names_fini(pl_names *t); /* zeroed or initialised; idempotent */
+/* Inserts name -> val unless present; returns the index already stored, or -1 after inserting. */
+int pl_names_put(pl_names *t, const char *name, int val);
+int pl_names_get(const pl_names *t, const char *name); /* -1 when absent */
+
+/* Why an edge exists (for messages): a buffer written by `from` and read by `to`, or an after:. */
+typedef enum pl_edge_why { PL_EDGE_DATA, PL_EDGE_AFTER } pl_edge_why;
+
+typedef struct pl_edge {
+    int from, to;
+    pl_edge_why why;
+    int buffer; /* PL_EDGE_DATA: the buffer; else -1 */
+} pl_edge;
+
+/* Access of one stage to one buffer. */
+enum { PL_ACC_READ = 1, PL_ACC_WRITE = 2 };
+
+/* Reachability as an n x n bitset: row u holds v when a path u -> ... -> v of length >= 1 exists.
+ * Memory: n * ceil(n/64) * 8 bytes (1,000 stages: 125 KB; 10,000: 12.5 MB). */
+typedef struct pl_reach {
+    int n, words;
+    uint64_t *bits;
+} pl_reach;
+
+/* Computes reachability over a DAG given in CSR form (successors of u: adj[off[u] .. off[u+1]))
+ * and a topological order of all n nodes. */
+pl_status pl_reach_compute(pl_reach *r, int n, const int *order, const int *off, const int *adj,
+                           pl_error *err);
+void pl_reach_fini(pl_reach *r);
+static inline bool pl_reach_has(const pl_reach *r, int u, int v)
+{
+    return (r->bits[(size_t)u * (size_t)r->words + (size_t)(v >> 6)] >> (v & 63)) & 1u;
+}
+
+typedef struct pl_graph {
+    int n;             /* stages */
+    int n_edges;
+    pl_edge *edges;    /* sorted by (from, to), unique pairs */
+    int *succ_off;     /* n+1: successors of u are edges[succ_off[u] .. succ_off[u+1]) */
+    int *succ;         /* n_edges: edges[i].to, same order */
+    int *pred_off;     /* n+1 */
+    int *pred;         /* n_edges: predecessors, ascending */
+    int *order;        /* topological (Kahn, ties by declaration order); n_order entries */
+    int n_order;       /* == n unless there is a cycle */
+    /* Per buffer: the stages that touch it (ascending, unique) and how (PL_ACC_* bits). */
+    int n_buffers;
+    int *acc_off;      /* n_buffers+1 */
+    int *acc;
+    unsigned char *acc_mode;
+    pl_reach reach;    /* filled by pl_graph_build when acyclic */
+} pl_graph;
+
+/* Builds the dependency graph of a spec whose refs are resolved (every pl_ref.index >= 0):
+ * edges writer -> reader of each buffer unless `after:` chains already order the reader before
+ * the writer (write-after-read: the after chain is the path), plus after edges; then the
+ * topological order and, when acyclic, reachability. A cycle is not an error here: check
+ * g->n_order < g->n and call pl_graph_cycle. Errors: PL_ENOMEM only. */
+pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err);
+void pl_graph_fini(pl_graph *g); /* zeroed or built; idempotent */
+
+/* When g has a cycle: writes its stages, in edge order, starting at the lowest stage index of the
+ * cycle, into cyc (capacity n) and returns its length. */
+int pl_graph_cycle(const pl_graph *g, int *cyc);
+/* The edge u -> v, or NULL. */
+const pl_edge *pl_graph_edge(const pl_graph *g, int u, int v);
+
+/* Valid buffer/stage name: [A-Za-z_][A-Za-z0-9_]*, 1..PL_MAX_NAME bytes. */
+bool pl_name_valid(const char *s);
+
+#endif
