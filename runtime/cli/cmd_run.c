@@ -1,10 +1,177 @@
-/* cmd_run: `pipectl run`. STUB: being written. */
+/* cmd_run: `pipectl run`: load and check a pipeline, compile the plan, run it on the chosen
+ * executor with a progress bar, print the summary (or JSON). Ctrl-C stops cleanly (completed
+ * batches are kept; a second Ctrl-C kills). */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "pl_cli.h"
+#include "pl_exec.h"
+#include "pl_parse.h"
+#include "pl_plan.h"
+#include "pl_report.h"
+
+static volatile sig_atomic_t pl__stop;
+
+static void pl__on_sigint(int sig)
+{
+    (void)sig;
+    pl__stop = 1; /* SA_RESETHAND: the next Ctrl-C gets the default action and kills */
+}
+
+typedef struct pl__progress {
+    bool on;
+    int width;
+} pl__progress;
+
+static void pl__progress_cb(void *user, int64_t done, int64_t total)
+{
+    pl__progress *p = user;
+    if (!p->on || total <= 0) return;
+    int fill = (int)(done * p->width / total);
+    char bar[64];
+    for (int i = 0; i < p->width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[p->width] = '\0';
+    fprintf(stderr, "\r[%s] %lld/%lld batches", bar, (long long)done, (long long)total);
+    fflush(stderr);
+}
+
+static bool pl__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!s || !*s) return false;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static int pl__usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "; see 'pipectl run --help'\n");
+    return 2;
+}
 
 int pl_cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "error: 'pipectl run' is not built yet\n");
-    return 1;
+    const pl_cmd *cmd = pl_cmd_find("run", NULL);
+    if (pl_cmd_wants_help(cmd, argc, argv)) return 0;
+    const char *file = NULL, *fail_at = NULL;
+    int64_t batches = -1, depth = -1, workers = 0;
+    bool json = false, quiet = false, graphs = true;
+    pl_exec_kind exec = PL_EXEC_AUTO;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--batches") == 0) {
+            if (!pl__parse_i64(v, 1, PL_MAX_BATCHES, &batches))
+                return pl__usage_error("--batches needs a whole number from 1 to 2^40, got '%s'",
+                                       v ? v : "");
+            i++;
+        } else if (strcmp(a, "--depth") == 0) {
+            if (!pl__parse_i64(v, 1, PL_MAX_DEPTH, &depth))
+                return pl__usage_error("--depth needs a whole number from 1 to 64, got '%s'",
+                                       v ? v : "");
+            i++;
+        } else if (strcmp(a, "--workers") == 0) {
+            if (!pl__parse_i64(v, 1, 64, &workers))
+                return pl__usage_error("--workers needs a whole number from 1 to 64, got '%s'",
+                                       v ? v : "");
+            i++;
+        } else if (strcmp(a, "--executor") == 0) {
+            if (v && strcmp(v, "auto") == 0) exec = PL_EXEC_AUTO;
+            else if (v && strcmp(v, "host") == 0) exec = PL_EXEC_HOST;
+            else if (v && strcmp(v, "gpu") == 0) exec = PL_EXEC_GPU;
+            else
+                return pl__usage_error("--executor must be auto, host or gpu, got '%s'", v ? v : "");
+            i++;
+        } else if (strcmp(a, "--fail-at") == 0) {
+            if (!v) return pl__usage_error("--fail-at needs STAGE:BATCH%s", "");
+            fail_at = v;
+            i++;
+        } else if (strcmp(a, "--no-graph") == 0) {
+            graphs = false;
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            quiet = true;
+        } else if (a[0] == '-' && a[1]) {
+            return pl__usage_error("unknown option '%s' for 'pipectl run'", a);
+        } else if (file) {
+            return pl__usage_error("'pipectl run' takes one pipeline file; '%s' is a second one", a);
+        } else {
+            file = a;
+        }
+    }
+    if (!file) return pl__usage_error("'pipectl run' needs a pipeline file%s", "");
+
+    pl_error err;
+    pl_error_clear(&err);
+    pl_spec *spec = NULL;
+    pl_plan *plan = NULL;
+    pl_run_result res;
+    memset(&res, 0, sizeof res);
+    pl_status st = pl_load_checked(file, &spec, &err);
+    if (st != PL_OK) return pl_cli_fail(&err);
+    if (batches > 0) spec->run.batches = batches;
+    if (depth > 0) spec->run.depth = (int)depth;
+    int rc = 0;
+    PL_CHECK_GOTO(pl_plan_compile(spec, &plan, &err), st, fail);
+
+    pl_run_cfg cfg;
+    pl_run_cfg_init(&cfg);
+    cfg.executor = exec;
+    cfg.use_graphs = graphs;
+    cfg.workers = (int)workers;
+    cfg.stop = &pl__stop;
+    pl__progress prog = {.on = !quiet && !json && isatty(2), .width = 30};
+    cfg.on_batch = pl__progress_cb;
+    cfg.user = &prog;
+    if (fail_at) {
+        const char *colon = strrchr(fail_at, ':');
+        char name[PL_MAX_NAME + 1];
+        int64_t fb;
+        size_t n = colon ? (size_t)(colon - fail_at) : 0;
+        if (!colon || n == 0 || n > PL_MAX_NAME || !pl__parse_i64(colon + 1, 0, INT64_MAX, &fb)) {
+            rc = pl__usage_error("--fail-at needs STAGE:BATCH, got '%s'", fail_at);
+            goto out;
+        }
+        memcpy(name, fail_at, n);
+        name[n] = '\0';
+        cfg.fail_stage = pl_spec_find_stage(spec, name);
+        cfg.fail_batch = fb;
+        if (cfg.fail_stage < 0) {
+            rc = pl__usage_error("--fail-at: no stage named '%s'", name);
+            goto out;
+        }
+    }
+
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pl__on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    st = pl_run(plan, &cfg, &res, &err);
+    sigaction(SIGINT, &old, NULL);
+    if (prog.on) fprintf(stderr, "\r%*s\r", prog.width + 32, "");
+
+    if (json) pl_report_json(stdout, plan, &res, st, &err);
+    else if (!quiet) pl_report_print(stdout, plan, &res, st);
+    fflush(stdout);
+    if (st != PL_OK) {
+        pl_report_stopped(stderr, &res);
+        goto fail;
+    }
+    goto out;
+fail:
+    rc = pl_cli_fail(&err);
+out:
+    pl_run_result_fini(&res);
+    pl_plan_free(plan);
+    pl_spec_free(spec);
+    return rc;
 }

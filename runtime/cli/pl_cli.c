@@ -10,7 +10,9 @@ const pl_cmd pl_cmds[] = {
      "  --executor E         auto (default) | host | gpu\n"
      "  --no-graph           gpu: plain stream launches instead of CUDA Graphs\n"
      "  --json               print the summary as one JSON object on stdout\n"
-     "  --quiet              no progress bar, no summary table\n",
+     "  --quiet              no progress bar, no summary table\n"
+     "  --workers N          host worker threads (default: max(CPUs, streams))\n"
+     "  --fail-at STAGE:B    testing: make STAGE fail on batch B (exit 1, outputs kept)\n",
      pl_cmd_run},
     {"check", "pipectl check FILE...", "check pipelines for errors without running them", "",
      pl_cmd_check},

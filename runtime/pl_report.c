@@ -1,0 +1,248 @@
+/* pl_report: the run summary (table or JSON) from a plan and a run result. */
+#include "pl_report.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int pl__cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_stats *stats,
+                       int *bound_stage)
+{
+    int n = plan->n_stages;
+    int64_t nb = res->spans ? res->batches_done : 0;
+    double wall = res->wall_ns > 0 ? (double)res->wall_ns * 1e-9 : 0;
+    int64_t *d = nb ? malloc((size_t)nb * sizeof *d) : NULL;
+    double bound = 0;
+    *bound_stage = -1;
+    for (int s = 0; s < n; s++) {
+        pl_stage_stats *x = &stats[s];
+        memset(x, 0, sizeof *x);
+        if (!d) continue;
+        for (int64_t b = 0; b < nb; b++) {
+            const pl_span *sp = &res->spans[b * res->n_stages + s];
+            d[b] = sp->end_ns - sp->start_ns;
+            x->total_s += (double)d[b] * 1e-9;
+        }
+        qsort(d, (size_t)nb, sizeof *d, pl__cmp_i64);
+        x->count = nb;
+        x->mean_s = x->total_s / (double)nb;
+        x->p50_s = (double)d[(nb - 1) / 2] * 1e-9;
+        int64_t i99 = (int64_t)((double)nb * 0.99 + 0.999999) - 1;
+        x->p99_s = (double)d[i99 < 0 ? 0 : i99 >= nb ? nb - 1 : i99] * 1e-9;
+        x->busy = wall > 0 ? x->total_s / wall : 0;
+        if (x->mean_s > bound) {
+            bound = x->mean_s;
+            *bound_stage = s;
+        }
+    }
+    free(d);
+    return bound;
+}
+
+/* Bytes per batch that enter (buffers written by sources) and leave (buffers sinks read). */
+static void pl__flow(const pl_spec *spec, uint64_t *in, uint64_t *out)
+{
+    *in = *out = 0;
+    for (int s = 0; s < spec->n_stages; s++) {
+        const pl_stage *st = &spec->stages[s];
+        if (st->kind == PL_KIND_SOURCE)
+            for (int i = 0; i < st->n_writes; i++) *in += spec->buffers[st->writes[i].index].bytes;
+        if (st->kind == PL_KIND_SINK)
+            for (int i = 0; i < st->n_reads; i++) *out += spec->buffers[st->reads[i].index].bytes;
+    }
+}
+
+static const char *pl__bytes(uint64_t b, char *buf, size_t cap)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int i = 0;
+    while (v >= 1024 && i < 4) v /= 1024, i++;
+    if (i == 0) snprintf(buf, cap, "%llu B", (unsigned long long)b);
+    else snprintf(buf, cap, "%.1f %s", v, u[i]);
+    return buf;
+}
+
+static const char *pl__time(double s, char *buf, size_t cap)
+{
+    if (s >= 1) snprintf(buf, cap, "%.3f s", s);
+    else if (s >= 1e-3) snprintf(buf, cap, "%.2f ms", s * 1e3);
+    else snprintf(buf, cap, "%.1f us", s * 1e6);
+    return buf;
+}
+
+void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, pl_status status)
+{
+    const pl_spec *spec = plan->spec;
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    uint64_t in, outb;
+    pl__flow(spec, &in, &outb);
+    double wall = (double)res->wall_ns * 1e-9;
+    fprintf(out, "pipeline '%s': %lld of %lld batches, depth %d, executor %s%s", spec->name,
+            (long long)res->batches_done, (long long)res->batches_planned, plan->depth,
+            res->executor ? res->executor : "?",
+            res->executor && strcmp(res->executor, "gpu") == 0
+                ? (res->graphs ? " (CUDA Graphs)" : " (stream launches)")
+                : "");
+    if (res->device_name[0]) fprintf(out, " on %s", res->device_name);
+    if (res->workers) fprintf(out, ", %d host workers", res->workers);
+    fprintf(out, "\n");
+    fprintf(out, "  each batch: %s in (sources), %s out (sinks); memory %s per slot + %s persistent\n",
+            pl__bytes(in, b1, sizeof b1), pl__bytes(outb, b2, sizeof b2),
+            pl__bytes(plan->host_per_slot + plan->device_per_slot, b3, sizeof b3),
+            pl__bytes(plan->host_persistent + plan->device_persistent, b4, sizeof b4));
+    if (res->batches_done > 0 && wall > 0) {
+        double per = wall / (double)res->batches_done;
+        fprintf(out, "  wall %s: %.1f batches/s, %s/s in, %s per batch\n", pl__time(wall, b1, sizeof b1),
+                1.0 / per, pl__bytes((uint64_t)((double)in / per), b2, sizeof b2),
+                pl__time(per, b3, sizeof b3));
+    } else {
+        fprintf(out, "  wall %s\n", pl__time(wall, b1, sizeof b1));
+    }
+    pl_stage_stats *st = calloc((size_t)(plan->n_stages > 0 ? plan->n_stages : 1), sizeof *st);
+    if (st && res->batches_done > 0) {
+        int bs;
+        double bound = pl_report_stats(plan, res, st, &bs);
+        int w = 5;
+        for (int s = 0; s < spec->n_stages; s++) {
+            int l = (int)strlen(spec->stages[s].name);
+            if (l > w) w = l;
+        }
+        fprintf(out, "\n  %-*s  %-7s %-8s %6s %10s %10s %10s %6s\n", w, "stage", "kind", "engine",
+                "count", "mean", "p50", "p99", "busy");
+        for (int i = 0; i < plan->n_stages; i++) {
+            int s = plan->order[i];
+            const pl_stage *sg = &spec->stages[s];
+            fprintf(out, "  %-*s  %-7s %-8s %6lld %10s %10s %10s %5.1f%%\n", w, sg->name,
+                    pl_kind_get(sg->kind)->name, pl_engine_name(plan->stages[s].engine),
+                    (long long)st[s].count, pl__time(st[s].mean_s, b1, sizeof b1),
+                    pl__time(st[s].p50_s, b2, sizeof b2), pl__time(st[s].p99_s, b3, sizeof b3),
+                    100 * st[s].busy);
+        }
+        double per = wall / (double)res->batches_done;
+        if (bs >= 0 && per > 0)
+            fprintf(out,
+                    "\n  per batch %s against the bound %s (the slowest stage's mean, '%s'): "
+                    "achieved %.1f%% of the bound\n",
+                    pl__time(per, b4, sizeof b4), pl__time(bound, b5, sizeof b5),
+                    spec->stages[bs].name, 100 * bound / per);
+    }
+    free(st);
+    if (res->n_outputs) fprintf(out, "\n  outputs:\n");
+    for (int i = 0; i < res->n_outputs; i++) {
+        const pl_output *o = &res->outputs[i];
+        if (o->path && o->batches == 0 && status != PL_OK)
+            fprintf(out, "    %s: nothing written; %s left as it was\n", o->stage, o->path);
+        else if (o->path)
+            fprintf(out, "    %s: %lld batches written to %s%s, checksum 0x%016" PRIx64 "\n",
+                    o->stage, (long long)o->batches, o->path,
+                    o->finalized ? "" : " (NOT finalized: see the error)", o->checksum);
+        else
+            fprintf(out, "    %s: %lld batches checksummed (no file), checksum 0x%016" PRIx64 "\n",
+                    o->stage, (long long)o->batches, o->checksum);
+    }
+}
+
+void pl_report_stopped(FILE *out, const pl_run_result *res)
+{
+    fprintf(out, "stopped after %lld of %lld batches", (long long)res->batches_done,
+            (long long)res->batches_planned);
+    const char *sep = "; ";
+    for (int i = 0; i < res->n_outputs; i++) {
+        const pl_output *o = &res->outputs[i];
+        if (!o->path) continue;
+        if (o->batches == 0) fprintf(out, "%snothing written to %s (left as it was)", sep, o->path);
+        else
+            fprintf(out, "%s%lld batch%s written to %s%s", sep, (long long)o->batches,
+                    o->batches == 1 ? "" : "es", o->path, o->finalized ? "" : " (not finalized)");
+        sep = ", ";
+    }
+    fputc('\n', out);
+}
+
+static void pl__json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c == '\n') fputs("\\n", out);
+        else if (c == '\t') fputs("\\t", out);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl_status status,
+                    const pl_error *err)
+{
+    const pl_spec *spec = plan->spec;
+    uint64_t in, outb;
+    pl__flow(spec, &in, &outb);
+    double wall = (double)res->wall_ns * 1e-9;
+    double per = res->batches_done > 0 ? wall / (double)res->batches_done : 0;
+    fprintf(out, "{\"pipeline\": ");
+    pl__json_str(out, spec->name);
+    fprintf(out, ", \"status\": ");
+    pl__json_str(out, status == PL_OK ? "ok" : pl_status_name(status));
+    fprintf(out, ", \"exit_code\": %d, \"error\": ", pl_status_exit_code(status));
+    if (status != PL_OK && err) pl__json_str(out, err->msg);
+    else fputs("null", out);
+    fprintf(out, ", \"executor\": ");
+    pl__json_str(out, res->executor ? res->executor : "");
+    fprintf(out, ", \"graphs\": %s, \"device\": ", res->graphs ? "true" : "false");
+    pl__json_str(out, res->device_name);
+    fprintf(out,
+            ", \"depth\": %d, \"workers\": %d, \"batches_planned\": %lld, \"batches_done\": %lld, "
+            "\"batches_issued\": %lld, \"bytes_in_per_batch\": %llu, \"bytes_out_per_batch\": %llu, "
+            "\"wall_s\": %.9f, \"per_batch_s\": %.9f, \"batches_per_s\": %.3f",
+            plan->depth, res->workers, (long long)res->batches_planned,
+            (long long)res->batches_done, (long long)res->batches_issued, (unsigned long long)in,
+            (unsigned long long)outb, wall, per, per > 0 ? 1.0 / per : 0.0);
+    pl_stage_stats *st = calloc((size_t)(plan->n_stages > 0 ? plan->n_stages : 1), sizeof *st);
+    int bs = -1;
+    double bound = st ? pl_report_stats(plan, res, st, &bs) : 0;
+    fprintf(out, ", \"bound_s\": %.9f, \"bound_stage\": ", bound);
+    if (bs >= 0) pl__json_str(out, spec->stages[bs].name);
+    else fputs("null", out);
+    fprintf(out, ", \"achieved\": %.4f, \"stages\": [", per > 0 ? bound / per : 0.0);
+    for (int i = 0; st && i < plan->n_stages; i++) {
+        int s = plan->order[i];
+        const pl_stage *sg = &spec->stages[s];
+        fprintf(out, "%s{\"name\": ", i ? ", " : "");
+        pl__json_str(out, sg->name);
+        fprintf(out, ", \"kind\": \"%s\", \"engine\": \"%s\", \"stream\": ", pl_kind_get(sg->kind)->name,
+                pl_engine_name(plan->stages[s].engine));
+        pl__json_str(out, plan->streams[plan->stages[s].stream].name);
+        fprintf(out,
+                ", \"count\": %lld, \"mean_s\": %.9f, \"p50_s\": %.9f, \"p99_s\": %.9f, "
+                "\"busy\": %.4f}",
+                (long long)st[s].count, st[s].mean_s, st[s].p50_s, st[s].p99_s, st[s].busy);
+    }
+    free(st);
+    fprintf(out, "], \"outputs\": [");
+    for (int i = 0; i < res->n_outputs; i++) {
+        const pl_output *o = &res->outputs[i];
+        fprintf(out, "%s{\"stage\": ", i ? ", " : "");
+        pl__json_str(out, o->stage);
+        fprintf(out, ", \"path\": ");
+        if (o->path) pl__json_str(out, o->path);
+        else fputs("null", out);
+        fprintf(out,
+                ", \"batches\": %lld, \"bytes_per_batch\": %llu, \"checksum\": \"0x%016" PRIx64
+                "\", \"finalized\": %s, \"batch_checksums\": [",
+                (long long)o->batches, (unsigned long long)o->batch_bytes, o->checksum,
+                o->finalized ? "true" : "false");
+        for (int64_t b = 0; o->batch_checksums && b < o->batches; b++)
+            fprintf(out, "%s\"0x%016" PRIx64 "\"", b ? ", " : "", o->batch_checksums[b]);
+        fprintf(out, "]}");
+    }
+    fprintf(out, "]}\n");
+}
