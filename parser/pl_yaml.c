@@ -382,22 +382,53 @@ static bool pl__parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
-/* A mapping's keys must be single values, given once. Reports the first problem. O(n^2) in the
- * number of keys: used on mappings with a handful of keys, never on `buffers`. */
+typedef struct pl__keyref {
+    const pl__node *key;
+    int ordinal; /* position in the mapping */
+} pl__keyref;
+
+static int pl__keyref_cmp(const void *a, const void *b)
+{
+    const pl__keyref *x = a, *y = b;
+    int c = strcmp(x->key->text, y->key->text);
+    return c ? c : (x->ordinal > y->ordinal) - (x->ordinal < y->ordinal);
+}
+
+/* A mapping's keys must be single values, given once. Reports the first problem in document
+ * order: the earliest key that repeats an earlier one. Sorting keeps a mapping with a million keys
+ * from taking quadratic time. */
 static pl_status pl__check_keys(pl__yaml *y, const pl__node *map, const char *where)
 {
     char cb[72];
-    for (const pl__node *k = map->child; k && k->next; k = k->next->next) {
+    int n = 0;
+    for (const pl__node *k = map->child; k && k->next; k = k->next->next, n++)
         if (k->type != PL__SCALAR)
             return pl__fail(y, k->pos, "%sa key must be a single word, not %s; write 'key: value'",
                             where, pl__what(k));
-        for (const pl__node *j = map->child; j != k; j = j->next->next)
-            if (j->type == PL__SCALAR && strcmp(j->text, k->text) == 0)
-                return pl__fail(y, k->pos,
-                                "%sduplicate key '%s' (first given at line %d, column %d); keep "
-                                "only one",
-                                where, pl__clip(k->text, cb), j->pos.line, j->pos.col);
+    if (n < 2) return PL_OK;
+    pl__keyref *refs = malloc((size_t)n * sizeof *refs);
+    if (!refs) return pl__oom(y);
+    int i = 0;
+    for (const pl__node *k = map->child; k && k->next; k = k->next->next, i++)
+        refs[i] = (pl__keyref){k, i};
+    qsort(refs, (size_t)n, sizeof *refs, pl__keyref_cmp);
+    const pl__node *dup = NULL, *first = NULL;
+    int dup_ordinal = n;
+    for (int g = 0; g < n;) { /* groups of equal keys, in ordinal order inside each group */
+        int e = g + 1;
+        while (e < n && strcmp(refs[e].key->text, refs[g].key->text) == 0) e++;
+        if (e - g > 1 && refs[g + 1].ordinal < dup_ordinal) {
+            dup = refs[g + 1].key;
+            first = refs[g].key;
+            dup_ordinal = refs[g + 1].ordinal;
+        }
+        g = e;
     }
+    free(refs);
+    if (dup)
+        return pl__fail(y, dup->pos,
+                        "%sduplicate key '%s' (first given at line %d, column %d); keep only one",
+                        where, pl__clip(dup->text, cb), first->pos.line, first->pos.col);
     return PL_OK;
 }
 

@@ -37,8 +37,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         st = pl_plan_compile(spec, &plan, &err);
         pl_plan_free(plan);
     }
-    /* check and plan are other helpers' code; while they are stubs they return ERUNTIME. */
-    if (st != PL_OK && st != PL_ERUNTIME) pl__check_error(&err, st, "check/plan");
+    /* A stub (check or plan not written yet) says so and is not a finding. */
+    if (st != PL_OK && !(st == PL_ERUNTIME && strstr(err.msg, "not built yet")))
+        pl__check_error(&err, st, "check/plan");
     pl_spec_free(spec);
     return 0;
 }

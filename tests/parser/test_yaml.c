@@ -1,6 +1,7 @@
 /* test_yaml: the YAML front end on its own (no check, no plan): a full example lands in the spec
  * field by field with 1-based positions, and every parse-level case of the bad corpus
- * (tests/parser/bad/, not check_*) fails with exactly the message in its .expected file. */
+ * (tests/parser/bad/, not check_*) fails with exactly the message in its .expected file. Also keeps
+ * docs/pipeline-yaml.md true to the key tables: every key of every kind, and every op, is listed. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pl_ops.h"
 #include "pl_parse.h"
 #include "pl_stage.h"
 #include "pl_test.h"
@@ -329,6 +331,22 @@ static void test_strings(void)
         CHECK_STR(pl_stage_opt(&s->stages[0], "code")->str, "x = 1\n");
         pl_spec_free(s);
     }
+    /* The first repeat in document order is reported, with the first occurrence. */
+    CHECK_STR(P("stages: [{name: s, kind: lua, a: 1, b: 2, b: 3, a: 4}]\n"),
+              "t.yaml:1:43: error: stage 's': duplicate key 'b' (first given at line 1, column 37); "
+              "keep only one");
+    /* Many keys in one mapping: sorted, not compared pairwise (this would take minutes). */
+    {
+        size_t cap = 200000 * 16 + 64, n = 0;
+        char *big = malloc(cap);
+        n += (size_t)sprintf(big + n, "stages:\n  - name: s\n    kind: lua\n");
+        for (int i = 0; i < 200000; i++) n += (size_t)sprintf(big + n, "    k%d: 1\n", i);
+        n += (size_t)sprintf(big + n, "    k7: 2\n");
+        CHECK_STR(parse("t.yaml", big, n, NULL),
+                  "t.yaml:200004:5: error: stage 's': duplicate key 'k7' (first given at line 11, "
+                  "column 5); keep only one");
+        free(big);
+    }
     /* A key that is a mapping; an empty key. */
     CHECK_STR(P("{a: 1}: 2\nstages: []\n"),
               "t.yaml:1:1: error: a key must be a single word, not a mapping; write 'key: value'");
@@ -413,8 +431,65 @@ static void test_bad_corpus(void)
     CHECK(chdir("../../..") == 0);
 }
 
+/* The text of `doc` between "### <kind> (" and the next "### ", or NULL. */
+static char *doc_section(const char *doc, const char *kind)
+{
+    char head[64];
+    snprintf(head, sizeof head, "### %s (", kind);
+    const char *a = strstr(doc, head);
+    if (!a) return NULL;
+    const char *b = strstr(a + 4, "\n#");
+    size_t n = b ? (size_t)(b - a) : strlen(a);
+    char *s = malloc(n + 1);
+    memcpy(s, a, n);
+    s[n] = '\0';
+    return s;
+}
+
+static void test_docs(void)
+{
+    size_t len = 0;
+    char *doc = slurp("docs/pipeline-yaml.md", &len);
+    CHECK(doc != NULL);
+    if (!doc) return;
+    char row[96];
+    for (const pl_key *k = pl_common_stage_keys; k->name; k++) {
+        snprintf(row, sizeof row, "| `%s` |", k->name);
+        if (!strstr(doc, row)) fprintf(stderr, "docs/pipeline-yaml.md: no row for common key %s\n", k->name);
+        CHECK(strstr(doc, row) != NULL);
+    }
+    int n;
+    const char *const *kinds = pl_kind_names(&n);
+    for (int i = 0; i < n; i++) {
+        char *sec = doc_section(doc, kinds[i]);
+        if (!sec) fprintf(stderr, "docs/pipeline-yaml.md: no section '### %s ('\n", kinds[i]);
+        CHECK(sec != NULL);
+        for (const pl_key *k = pl_kind_get((pl_kind_id)i)->keys; sec && k->name; k++) {
+            snprintf(row, sizeof row, "| `%s` |", k->name);
+            if (!strstr(sec, row))
+                fprintf(stderr, "docs/pipeline-yaml.md: %s has no row for key %s\n", kinds[i],
+                        k->name);
+            CHECK(strstr(sec, row) != NULL);
+        }
+        free(sec);
+    }
+    char *kernel = doc_section(doc, "kernel");
+    for (int i = 0; kernel && i < PL_OP_COUNT; i++) {
+        snprintf(row, sizeof row, "| `%s` |", pl_op_name((pl_op_id)i));
+        if (!strstr(kernel, row)) fprintf(stderr, "docs/pipeline-yaml.md: no row for op %s\n", row);
+        CHECK(strstr(kernel, row) != NULL);
+    }
+    free(kernel);
+    for (int i = 0; i < PL_DTYPE_COUNT; i++) {
+        snprintf(row, sizeof row, "`%s`", pl_dtype_name((pl_dtype)i));
+        CHECK(strstr(doc, row) != NULL);
+    }
+    free(doc);
+}
+
 int main(void)
 {
+    test_docs();
     test_full_example();
     test_strings();
     test_files();
