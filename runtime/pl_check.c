@@ -20,40 +20,30 @@ static const char *pl__pos_str(pl_pos pos, char *buf, size_t n)
     return buf;
 }
 
-/* "[4, 1024]" */
-static const char *pl__shape_str(const pl_buffer *b, char *buf, size_t n)
-{
-    size_t k = 0;
-    k += (size_t)snprintf(buf + k, n - k, "[");
-    for (int i = 0; i < b->rank && i < PL_MAX_RANK && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, i ? ", " : "", b->shape[i]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-    return buf;
-}
-
+/* The messages for run options and shapes match the YAML front end's word for word (it checks
+ * them at parse time with the value's position), so Lua and builder specs read the same. */
 static pl_status pl__check_run(const pl_spec *spec, pl_error *err)
 {
     const pl_run_opts *r = &spec->run;
     if (r->batches < 1 || r->batches > PL_MAX_BATCHES)
         return pl_error_at(err, PL_EINPUT, r->batches_pos,
-                           "run.batches is %" PRId64 "; set it to a number of batches from 1 to "
-                           "%" PRId64,
+                           "run: 'batches' is %" PRId64 "; it must be between 1 and %" PRId64
+                           " (PL_MAX_BATCHES)",
                            r->batches, (int64_t)PL_MAX_BATCHES);
     if (r->depth < 1 || r->depth > PL_MAX_DEPTH)
         return pl_error_at(err, PL_EINPUT, r->depth_pos,
-                           "run.depth is %d; set it to a number of slots in flight from 1 to %d",
+                           "run: 'depth' is %d; it must be between 1 and %d (PL_MAX_DEPTH)",
                            r->depth, PL_MAX_DEPTH);
     if (r->device < 0)
         return pl_error_at(err, PL_EINPUT, r->device_pos,
-                           "run.device is %d; set it to a CUDA device ordinal (0 is the first GPU)",
-                           r->device);
+                           "run: 'device' is %d; it must be between 0 and 2147483647", r->device);
     return PL_OK;
 }
 
 static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *spec,
                                   pl_error *err)
 {
-    char p[512], sh[256];
+    char p[512];
     if (!pl_name_valid(b->name))
         return pl_error_at(err, PL_EINPUT, b->pos,
                            "buffer name '%.*s' is not valid: use letters, digits and '_', "
@@ -64,47 +54,44 @@ static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *
         return pl_error_at(err, PL_EINPUT, b->pos,
                            "duplicate buffer name '%s' (first declared at %s); rename one of them",
                            b->name, pl__pos_str(spec->buffers[first].pos, p, sizeof p));
-    if (b->rank < 1 || b->rank > PL_MAX_RANK)
-        return pl_error_at(err, PL_EINPUT, b->rank < 1 ? b->pos : b->shape_pos,
-                           "buffer '%s': shape has %d dimensions; give a list of 1 to %d sizes, "
+    if (b->rank < 1)
+        return pl_error_at(err, PL_EINPUT, b->pos,
+                           "buffer '%s': 'shape' has no dimensions; give a list of 1 to %d sizes, "
                            "e.g. shape: [1024]",
+                           b->name, PL_MAX_RANK);
+    if (b->rank > PL_MAX_RANK)
+        return pl_error_at(err, PL_EINPUT, b->shape_pos,
+                           "buffer '%s': 'shape' has %d dimensions; at most %d (PL_MAX_RANK) are "
+                           "allowed: merge some of them",
                            b->name, b->rank, PL_MAX_RANK);
     for (int i = 0; i < b->rank; i++)
         if (b->shape[i] < 1)
             return pl_error_at(err, PL_EINPUT, b->shape_pos,
-                               "buffer '%s': dimension %d of shape %s is %" PRId64
-                               "; every dimension must be at least 1",
-                               b->name, i + 1, pl__shape_str(b, sh, sizeof sh), b->shape[i]);
-    size_t esize = pl_dtype_size(b->dtype);
-    uint64_t count = 1;
-    bool over = false;
-    for (int i = 0; i < b->rank && !over; i++) {
+                               "buffer '%s': shape dimension %d must be a positive integer, got "
+                               "'%" PRId64 "'",
+                               b->name, i + 1, b->shape[i]);
+    uint64_t esize = pl_dtype_size(b->dtype), count = 1;
+    for (int i = 0; i < b->rank; i++) {
         uint64_t d = (uint64_t)b->shape[i];
-        if (count > (uint64_t)INT64_MAX / d) over = true;
-        else count *= d;
+        if (count > (uint64_t)INT64_MAX / d)
+            return pl_error_at(err, PL_EINPUT, b->shape_pos,
+                               "buffer '%s': the shape has more than 2^63-1 elements; a buffer "
+                               "holds at most %" PRIu64 " bytes (64 GiB, PL_MAX_BUFFER_BYTES): "
+                               "make it smaller",
+                               b->name, (uint64_t)PL_MAX_BUFFER_BYTES);
+        count *= d;
     }
-    if (!over && count > UINT64_MAX / esize) over = true;
-    if (over)
+    if (count > PL_MAX_BUFFER_BYTES / esize)
         return pl_error_at(err, PL_EINPUT, b->shape_pos,
-                           "buffer '%s': shape %s of %s is larger than the cap of 64 GiB (%" PRIu64
-                           " bytes) per buffer; use a smaller shape or split the buffer",
-                           b->name, pl__shape_str(b, sh, sizeof sh), pl_dtype_name(b->dtype),
+                           "buffer '%s': %" PRIu64 " elements of %s is more than %" PRIu64
+                           " bytes (64 GiB, PL_MAX_BUFFER_BYTES) per buffer: make the shape smaller",
+                           b->name, count, pl_dtype_name(b->dtype),
                            (uint64_t)PL_MAX_BUFFER_BYTES);
-    uint64_t bytes = count * esize;
-    if (bytes > PL_MAX_BUFFER_BYTES)
-        return pl_error_at(err, PL_EINPUT, b->shape_pos,
-                           "buffer '%s': shape %s of %s needs %" PRIu64
-                           " bytes, more than the cap of 64 GiB (%" PRIu64
-                           " bytes) per buffer; use a smaller shape or split the buffer",
-                           b->name, pl__shape_str(b, sh, sizeof sh), pl_dtype_name(b->dtype),
-                           bytes, (uint64_t)PL_MAX_BUFFER_BYTES);
     b->count = (int64_t)count;
-    b->bytes = bytes;
+    b->bytes = count * esize;
     if (b->init == PL_INIT_FILE && (!b->init_file || !*b->init_file))
         return pl_error_at(err, PL_EINPUT, b->init_pos,
-                           "buffer '%s': init: file needs file: <path> (raw or .npy, exactly %" PRIu64
-                           " bytes)",
-                           b->name, bytes);
+                           "buffer '%s': init: file needs 'file: PATH' (raw or .npy)", b->name);
     return PL_OK;
 }
 

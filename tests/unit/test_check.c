@@ -42,28 +42,28 @@ static void test_run_options(void)
     s->run.batches = 0;
     s->run.batches_pos = (pl_pos){"t.yaml", 2, 20};
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "t.yaml:2:20: error: run.batches is 0; set it to a number of batches from 1 to "
-                   "1099511627776");
+    CHECK_STR(msg, "t.yaml:2:20: error: run: 'batches' is 0; it must be between 1 and "
+                   "1099511627776 (PL_MAX_BATCHES)");
     pl_spec_free(s);
 
     s = chain();
     s->run.depth = 0;
     s->run.depth_pos = (pl_pos){"t.yaml", 2, 32};
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "t.yaml:2:32: error: run.depth is 0; set it to a number of slots in flight from "
-                   "1 to 64");
+    CHECK_STR(msg, "t.yaml:2:32: error: run: 'depth' is 0; it must be between 1 and 64 "
+                   "(PL_MAX_DEPTH)");
     pl_spec_free(s);
 
     s = chain();
     s->run.depth = 65;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "error: run.depth is 65; set it to a number of slots in flight from 1 to 64");
+    CHECK_STR(msg, "error: run: 'depth' is 65; it must be between 1 and 64 (PL_MAX_DEPTH)");
     pl_spec_free(s);
 
     s = chain();
     s->run.device = -1;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "error: run.device is -1; set it to a CUDA device ordinal (0 is the first GPU)");
+    CHECK_STR(msg, "error: run: 'device' is -1; it must be between 0 and 2147483647");
     pl_spec_free(s);
 
     /* run options come first, even when other things are wrong too */
@@ -71,7 +71,7 @@ static void test_run_options(void)
     s->run.depth = 0;
     t_host(s, "x_host", 4);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK(strstr(msg, "run.depth is 0") != NULL);
+    CHECK(strstr(msg, "run: 'depth' is 0") != NULL);
     pl_spec_free(s);
 }
 
@@ -96,16 +96,16 @@ static void test_buffers(void)
     t_host(s, "z", 4);
     s->buffers[4].shape[0] = 0;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "t.yaml:20:20: error: buffer 'z': dimension 1 of shape [0] is 0; every "
-                   "dimension must be at least 1");
+    CHECK_STR(msg, "t.yaml:20:20: error: buffer 'z': shape dimension 1 must be a positive integer, "
+                   "got '0'");
     pl_spec_free(s);
 
     s = chain();
     t_host(s, "z", 4);
     s->buffers[4].rank = 0;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "t.yaml:20:3: error: buffer 'z': shape has 0 dimensions; give a list of 1 to 8 "
-                   "sizes, e.g. shape: [1024]");
+    CHECK_STR(msg, "t.yaml:20:3: error: buffer 'z': 'shape' has no dimensions; give a list of 1 to "
+                   "8 sizes, e.g. shape: [1024]");
     pl_spec_free(s);
 
     /* element count overflows int64 */
@@ -116,18 +116,18 @@ static void test_buffers(void)
     s->buffers[4].shape[1] = INT64_C(1) << 30;
     s->buffers[4].shape[2] = 2;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "t.yaml:20:20: error: buffer 'big': shape [1099511627776, 1073741824, 2] of f32 "
-                   "is larger than the cap of 64 GiB (68719476736 bytes) per buffer; use a smaller "
-                   "shape or split the buffer");
+    CHECK_STR(msg, "t.yaml:20:20: error: buffer 'big': the shape has more than 2^63-1 elements; a "
+                   "buffer holds at most 68719476736 bytes (64 GiB, PL_MAX_BUFFER_BYTES): make it "
+                   "smaller");
     pl_spec_free(s);
 
     /* no overflow, but over the cap */
     s = chain();
     t_buf(s, "big", PL_DEVICE, PL_F64, INT64_C(1) << 34, true, PL_INIT_ZEROS);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "t.yaml:20:20: error: buffer 'big': shape [17179869184] of f64 needs "
-                   "137438953472 bytes, more than the cap of 64 GiB (68719476736 bytes) per "
-                   "buffer; use a smaller shape or split the buffer");
+    CHECK_STR(msg, "t.yaml:20:20: error: buffer 'big': 17179869184 elements of f64 is more than "
+                   "68719476736 bytes (64 GiB, PL_MAX_BUFFER_BYTES) per buffer: make the shape "
+                   "smaller");
     pl_spec_free(s);
 
     /* exactly the cap is fine */
@@ -140,8 +140,7 @@ static void test_buffers(void)
     s = chain();
     t_buf(s, "tab", PL_HOST, PL_I32, 16, true, PL_INIT_FILE);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "t.yaml:20:40: error: buffer 'tab': init: file needs file: <path> (raw or .npy, "
-                   "exactly 64 bytes)");
+    CHECK_STR(msg, "t.yaml:20:40: error: buffer 'tab': init: file needs 'file: PATH' (raw or .npy)");
     pl_spec_free(s);
 }
 
