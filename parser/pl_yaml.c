@@ -685,8 +685,15 @@ static pl_status pl__load_buffers(pl__yaml *y, const pl__node *bufs)
                         "'x: {where: host, dtype: f32, shape: [1024]}' on the next line, not %s",
                         pl__what(bufs));
     /* Duplicate buffer names are left to pl_spec_check (one message for YAML and Lua). */
-    for (const pl__node *k = bufs->child; k && k->next; k = k->next->next)
+    int n = 0;
+    for (const pl__node *k = bufs->child; k && k->next; k = k->next->next) {
+        if (++n > PL_MAX_BUFFERS)
+            return pl__fail(y, k->pos,
+                            "more than %d buffers (PL_MAX_BUFFERS); split the pipeline into "
+                            "several",
+                            PL_MAX_BUFFERS);
         PL_CHECK(pl__load_buffer(y, k, k->next));
+    }
     return PL_OK;
 }
 
@@ -828,7 +835,13 @@ static pl_status pl__load_stages(pl__yaml *y, const pl__node *stages)
                         "'- {name: up, kind: h2d, from: x_host, to: x_dev}', not %s",
                         pl__what(stages));
     int i = 1;
-    for (const pl__node *s = stages->child; s; s = s->next, i++) PL_CHECK(pl__load_stage(y, s, i));
+    for (const pl__node *s = stages->child; s; s = s->next, i++) {
+        if (i > PL_MAX_STAGES)
+            return pl__fail(y, s->pos,
+                            "more than %d stages (PL_MAX_STAGES); split the pipeline into several",
+                            PL_MAX_STAGES);
+        PL_CHECK(pl__load_stage(y, s, i));
+    }
     return PL_OK;
 }
 
@@ -854,6 +867,10 @@ static pl_status pl__load_root(pl__yaml *y, const pl__node *root)
     }
     if (v[0]) {
         PL_CHECK(pl__want_scalar(y, "", "pipeline", v[0], "my_pipeline"));
+        if (v[0]->len == 0)
+            return pl__fail(y, v[0]->pos,
+                            "'pipeline' is empty; write pipeline: my_pipeline, or remove the key "
+                            "to use the file's base name");
         y->spec->name = pl_spec_strdup(y->spec, v[0]->text);
         if (!y->spec->name) return pl__oom(y);
     }

@@ -347,6 +347,23 @@ static void test_strings(void)
                   "column 5); keep only one");
         free(big);
     }
+    CHECK_STR(P("pipeline: ''\nstages: []\n"),
+              "t.yaml:1:11: error: 'pipeline' is empty; write pipeline: my_pipeline, or remove the "
+              "key to use the file's base name");
+    /* PL_MAX_STAGES stages are fine; one more is refused at its position. */
+    {
+        size_t cap = (size_t)(PL_MAX_STAGES + 1) * 32 + 64, n = 0;
+        char *big = malloc(cap);
+        n += (size_t)sprintf(big + n, "stages:\n");
+        for (int i = 0; i < PL_MAX_STAGES; i++)
+            n += (size_t)sprintf(big + n, "- {name: s%d, kind: lua}\n", i);
+        CHECK_STR(parse("t.yaml", big, n, NULL), "OK");
+        n += (size_t)sprintf(big + n, "- {name: t, kind: lua}\n");
+        CHECK_STR(parse("t.yaml", big, n, NULL),
+                  "t.yaml:100002:3: error: more than 100000 stages (PL_MAX_STAGES); split the "
+                  "pipeline into several");
+        free(big);
+    }
     /* A key that is a mapping; an empty key. */
     CHECK_STR(P("{a: 1}: 2\nstages: []\n"),
               "t.yaml:1:1: error: a key must be a single word, not a mapping; write 'key: value'");
