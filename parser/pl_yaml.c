@@ -116,13 +116,23 @@ static pl_status pl__check_text(pl__yaml *y, const unsigned char *s, size_t len)
                 cp = (cp << 6) | (s[i + k] & 0x3f);
             }
             if (!bad && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) bad = true;
-            if (bad) {
-                pl_pos p = {y->spec->file, line, col};
+            pl_pos p = {y->spec->file, line, col};
+            if (bad)
                 return pl__fail(y, p,
                                 "the file is not UTF-8 text (byte 0x%02x at offset %zu); a "
                                 "pipeline file is YAML in UTF-8: re-save it as UTF-8 or pass "
                                 "the right file",
                                 c, i);
+            /* What libyaml's reader refuses as non-printable: C1 controls but NEL, U+FFFE/F. */
+            if ((cp >= 0x80 && cp < 0xa0 && cp != 0x85) || cp == 0xfffe || cp == 0xffff)
+                return pl__fail(y, p,
+                                "control character U+%04X is not allowed in YAML; remove it (only "
+                                "tab, newline and carriage return may appear)",
+                                (unsigned)cp);
+            if (cp == 0x85 || cp == 0x2028 || cp == 0x2029) { /* YAML 1.1 line breaks */
+                line++, col = 1;
+                i += n;
+                continue;
             }
         }
         if (c == '\n' || (c == '\r' && (i + 1 >= len || s[i + 1] != '\n'))) line++, col = 1;

@@ -258,6 +258,16 @@ static void test_strings(void)
     /* Overlong encoding and UTF-16 surrogates are not UTF-8. */
     CHECK(strstr(P("stages: []\n# \xc0\xaf\n"), "not UTF-8 text (byte 0xc0") != NULL);
     CHECK(strstr(P("stages: []\n# \xed\xa0\x80\n"), "not UTF-8 text (byte 0xed") != NULL);
+    /* C1 controls and U+FFFE are refused before libyaml sees them; NEL counts as a line break. */
+    CHECK_STR(P("stages: []\n# \xc2\x80\n"),
+              "t.yaml:2:3: error: control character U+0080 is not allowed in YAML; remove it (only "
+              "tab, newline and carriage return may appear)");
+    CHECK_STR(P("stages: []\n# \xef\xbf\xbe\n"),
+              "t.yaml:2:3: error: control character U+FFFE is not allowed in YAML; remove it (only "
+              "tab, newline and carriage return may appear)");
+    CHECK_STR(P("# a\xc2\x85\x01"),
+              "t.yaml:2:1: error: control character 0x01 is not allowed in YAML; remove it (only "
+              "tab, newline and carriage return may appear)");
     /* Long values are clipped in messages. */
     CHECK_STR(P("run: {batches: "
                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
