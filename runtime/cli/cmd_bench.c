@@ -1,10 +1,388 @@
-/* cmd_bench: `pipectl bench`. STUB: being written. */
+/* cmd_bench: `pipectl bench`: measures the copy engines and the busy kernel alone, then runs a
+ * balanced pipeline (upload, busy kernel as long as the upload, download) sequentially, with
+ * --no-graph and with graphs at several depths against the physical bound and the hand-written
+ * baseline (bench_baseline, found next to pipectl), then small batches (graphs vs plain launches
+ * vs a bare cudaGraphLaunch loop). One table per part; docs/perf.md explains the columns. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "pl_cli.h"
+#include "pl_exec.h"
+#include "pl_plan.h"
+
+#ifdef PL_WITH_CUDA
+#include "pl_exec_gpu_int.h"
+
+typedef struct pl__bench_opts {
+    int device;
+    int64_t batches;       /* balanced pipeline */
+    int64_t small_batches; /* small-batch pipeline */
+    int reps;
+    const char *baseline; /* path of bench_baseline, NULL: next to pipectl */
+} pl__bench_opts;
+
+static pl_status pl__buf(pl_spec *spec, const char *name, pl_where where, int64_t count,
+                         pl_init init, pl_error *err)
+{
+    pl_pos nopos = {0};
+    pl_buffer *b = pl_spec_add_buffer(spec, name, nopos);
+    if (!b) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    b->where = where;
+    b->dtype = PL_F32;
+    b->rank = 1;
+    b->shape[0] = count;
+    b->init = init;
+    return PL_OK;
+}
+
+static pl_status pl__opt(pl_spec *spec, pl_stage *st, const char *key, const char *val,
+                         pl_error *err)
+{
+    pl_pos nopos = {0};
+    pl_opt *o = pl_stage_add_opt(spec, st, key, nopos);
+    if (!o || !(o->str = pl_spec_strdup(spec, val)))
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    return PL_OK;
+}
+
+static pl_status pl__copy_stage(pl_spec *spec, const char *name, pl_kind_id kind, const char *from,
+                                const char *to, pl_error *err)
+{
+    pl_pos nopos = {0};
+    pl_stage *st = pl_spec_add_stage(spec, name, nopos);
+    if (!st) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    st->kind = kind;
+    PL_CHECK(pl__opt(spec, st, "from", from, err));
+    return pl__opt(spec, st, "to", to, err);
+}
+
+static pl_status pl__kernel_stage(pl_spec *spec, const char *name, const char *op, const char *key,
+                                  const char *val, const char *in, const char *out, pl_error *err)
+{
+    pl_pos nopos = {0};
+    pl_stage *st = pl_spec_add_stage(spec, name, nopos);
+    if (!st) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    st->kind = PL_KIND_KERNEL;
+    PL_CHECK(pl__opt(spec, st, "op", op, err));
+    if (key) PL_CHECK(pl__opt(spec, st, key, val, err));
+    if (!pl_stage_add_read(spec, st, in, nopos) || !pl_stage_add_write(spec, st, out, nopos))
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    return PL_OK;
+}
+
+/* The balanced pipeline (n_scale == 0: up -> busy(busy_us) -> down) or the small-batch one
+ * (up -> n_scale chained scale kernels -> down), `bytes` per batch, built through the builder API
+ * so bench needs no pipeline file. */
+static pl_status pl__bench_plan(uint64_t bytes, int n_scale, double busy_us, int64_t batches,
+                                int depth, int device, pl_spec **spec_out, pl_plan **plan_out,
+                                pl_error *err)
+{
+    pl_spec *spec = NULL;
+    pl_status st;
+    int64_t n = (int64_t)(bytes / 4);
+    char name[32], prev[32], val[64];
+    *spec_out = NULL;
+    *plan_out = NULL;
+    PL_CHECK(pl_spec_new(NULL, &spec, err));
+    spec->name = pl_spec_strdup(spec, n_scale ? "bench-small" : "bench-balanced");
+    spec->run.batches = batches;
+    spec->run.depth = depth;
+    spec->run.device = device;
+    spec->run.seed = 1;
+    PL_CHECK_GOTO(pl__buf(spec, "x_host", PL_HOST, n, PL_INIT_RANDOM, err), st, fail);
+    PL_CHECK_GOTO(pl__buf(spec, "x_dev", PL_DEVICE, n, PL_INIT_NONE, err), st, fail);
+    for (int i = 0; i < n_scale - 1; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        PL_CHECK_GOTO(pl__buf(spec, name, PL_DEVICE, n, PL_INIT_NONE, err), st, fail);
+    }
+    PL_CHECK_GOTO(pl__buf(spec, "y_dev", PL_DEVICE, n, PL_INIT_NONE, err), st, fail);
+    PL_CHECK_GOTO(pl__buf(spec, "y_host", PL_HOST, n, PL_INIT_NONE, err), st, fail);
+    PL_CHECK_GOTO(pl__copy_stage(spec, "up", PL_KIND_H2D, "x_host", "x_dev", err), st, fail);
+    if (n_scale == 0) {
+        snprintf(val, sizeof val, "%.3f", busy_us);
+        PL_CHECK_GOTO(
+            pl__kernel_stage(spec, "busy", "busy", "duration_us", val, "x_dev", "y_dev", err), st,
+            fail);
+    } else {
+        snprintf(prev, sizeof prev, "x_dev");
+        for (int i = 0; i < n_scale; i++) {
+            char stage[32];
+            snprintf(stage, sizeof stage, "scale%d", i);
+            if (i == n_scale - 1) snprintf(name, sizeof name, "y_dev");
+            else snprintf(name, sizeof name, "t%d", i);
+            PL_CHECK_GOTO(
+                pl__kernel_stage(spec, stage, "scale", "alpha", "1.0001", prev, name, err), st,
+                fail);
+            snprintf(prev, sizeof prev, "%s", name);
+        }
+    }
+    PL_CHECK_GOTO(pl__copy_stage(spec, "down", PL_KIND_D2H, "y_dev", "y_host", err), st, fail);
+    PL_CHECK_GOTO(pl_spec_check(spec, err), st, fail);
+    PL_CHECK_GOTO(pl_plan_compile(spec, plan_out, err), st, fail);
+    *spec_out = spec;
+    return PL_OK;
+fail:
+    pl_spec_free(spec);
+    return st;
+}
+
+typedef struct pl__bench_run {
+    double steady_ns; /* first start of batch 0 to last end of the last batch */
+    double wall_ns;
+} pl__bench_run;
+
+static pl_status pl__bench_once(uint64_t bytes, int n_scale, double busy_us, int64_t batches,
+                                int depth, bool graphs, int device, pl__bench_run *out,
+                                pl_error *err)
+{
+    pl_spec *spec = NULL;
+    pl_plan *plan = NULL;
+    PL_CHECK(pl__bench_plan(bytes, n_scale, busy_us, batches, depth, device, &spec, &plan, err));
+    pl_run_cfg cfg;
+    pl_run_cfg_init(&cfg);
+    cfg.executor = PL_EXEC_GPU;
+    cfg.use_graphs = graphs;
+    pl_run_result res;
+    pl_status st = pl_exec_gpu_run(plan, &cfg, &res, err);
+    if (st == PL_OK) {
+        int64_t lo = INT64_MAX, hi = 0;
+        int last = (int)(res.batches_done - 1);
+        for (int s = 0; s < res.n_stages; s++) {
+            const pl_span *a = &res.spans[s], *z = &res.spans[(size_t)last * res.n_stages + s];
+            if (a->start_ns < lo) lo = a->start_ns;
+            if (z->end_ns > hi) hi = z->end_ns;
+        }
+        out->steady_ns = (double)(hi - lo);
+        out->wall_ns = (double)res.wall_ns;
+    }
+    pl_run_result_fini(&res);
+    pl_plan_free(plan);
+    pl_spec_free(spec);
+    return st;
+}
+
+static pl_status pl__bench_best(uint64_t bytes, int n_scale, double busy_us, int64_t batches,
+                                int depth, bool graphs, const pl__bench_opts *o, double *best,
+                                pl_error *err)
+{
+    *best = 1e300;
+    for (int r = 0; r < o->reps; r++) {
+        pl__bench_run run;
+        PL_CHECK(pl__bench_once(bytes, n_scale, busy_us, batches, depth, graphs, o->device, &run,
+                                err));
+        if (run.steady_ns < *best) *best = run.steady_ns;
+    }
+    return PL_OK;
+}
+
+/* Runs bench_baseline; returns its total_ms in ns, or a negative value when it is not there. */
+static double pl__run_baseline(const pl__bench_opts *o, uint64_t bytes, int64_t batches, int bufs,
+                               double busy_us)
+{
+    char exe[PATH_MAX], cmd[PATH_MAX + 128], line[512];
+    if (o->baseline) {
+        snprintf(exe, sizeof exe, "%s", o->baseline);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+        if (n <= 0) return -1;
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (!slash) return -1;
+        strcpy(slash + 1, "bench_baseline");
+    }
+    if (access(exe, X_OK) != 0) return -1;
+    snprintf(cmd, sizeof cmd, "'%s' %llu %lld %d %.3f", exe, (unsigned long long)bytes,
+             (long long)batches, bufs, busy_us);
+    double best = -1;
+    for (int r = 0; r < o->reps; r++) {
+        FILE *f = popen(cmd, "r");
+        if (!f) return -1;
+        double ms = -1;
+        while (fgets(line, sizeof line, f)) {
+            const char *t = strstr(line, "total_ms=");
+            if (t) ms = atof(t + 9);
+        }
+        if (pclose(f) != 0 || ms < 0) return -1;
+        if (best < 0 || ms * 1e6 < best) best = ms * 1e6;
+    }
+    return best;
+}
+
+static int pl__bench_main(const pl__bench_opts *o)
+{
+    pl_error err = {0};
+    pl_status st;
+    const uint64_t sizes[2] = {UINT64_C(64) << 20, UINT64_C(4) << 20};
+    printf("pipectl bench: device %d, %lld batches per balanced run, %lld small batches, best of "
+           "%d\n\n",
+           o->device, (long long)o->batches, (long long)o->small_batches, o->reps);
+
+    printf("== stages alone (pinned memory, best of %d) ==\n", 10);
+    printf("%-10s %10s %10s %10s %10s %12s %12s\n", "size", "h2d_us", "d2h_us", "both_us",
+           "busy_us", "h2d_GB/s", "both_GB/s");
+    pl_gpu_copy_times ct[2];
+    double busy_ns[2];
+    for (int i = 0; i < 2; i++) {
+        PL_CHECK_GOTO(pl_gpu_measure_copies(o->device, sizes[i], 10, &ct[i], &err), st, fail);
+        PL_CHECK_GOTO(pl_gpu_measure_busy(o->device, ct[i].h2d_ns / 1e3, 10, &busy_ns[i], &err),
+                      st, fail);
+        printf("%-10s %10.1f %10.1f %10.1f %10.1f %12.2f %12.2f\n",
+               i == 0 ? "64 MiB" : "4 MiB", ct[i].h2d_ns / 1e3, ct[i].d2h_ns / 1e3,
+               ct[i].both_ns / 1e3, busy_ns[i] / 1e3, (double)sizes[i] / ct[i].h2d_ns,
+               2.0 * (double)sizes[i] / ct[i].both_ns);
+    }
+    printf("\n");
+
+    for (int i = 0; i < 2; i++) {
+        uint64_t bytes = sizes[i];
+        double U = ct[i].h2d_ns, D = ct[i].d2h_ns, UD = ct[i].both_ns, K = busy_ns[i];
+        double busy_us = U / 1e3;
+        double per = U;
+        if (K > per) per = K;
+        if (D > per) per = D;
+        if (UD > per) per = UD;
+        double bound = U + K + D + (double)(o->batches - 1) * per;
+        double seq_bound = (double)o->batches * (U + K + D);
+        printf("== balanced pipeline, %s per batch, %lld batches, busy %.1f us ==\n",
+               i == 0 ? "64 MiB" : "4 MiB", (long long)o->batches, busy_us);
+        printf("bound: first batch %.1f us, then %.1f us per batch = %.3f ms\n", (U + K + D) / 1e3,
+               per / 1e3, bound / 1e6);
+        printf("%-18s %10s %12s %9s %9s %12s %9s\n", "config", "total_ms", "per_batch_us",
+               "of_bound", "speedup", "baseline_ms", "vs_base");
+        struct {
+            const char *name;
+            int depth;
+            bool graphs;
+        } cfgs[] = {{"sequential d1", 1, true}, {"no-graph d2", 2, false}, {"no-graph d3", 3, false},
+                    {"no-graph d4", 4, false},  {"graphs d2", 2, true},    {"graphs d3", 3, true},
+                    {"graphs d4", 4, true}};
+        double seq = 0, best_pct = 0;
+        int best_depth = 0;
+        for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+            double t;
+            PL_CHECK_GOTO(pl__bench_best(bytes, 0, busy_us, o->batches, cfgs[c].depth,
+                                         cfgs[c].graphs, o, &t, &err),
+                          st, fail);
+            if (c == 0) seq = t;
+            double base = pl__run_baseline(o, bytes, o->batches, cfgs[c].depth, busy_us);
+            char bs[32] = "n/a", vs[32] = "n/a";
+            if (base > 0) {
+                snprintf(bs, sizeof bs, "%.3f", base / 1e6);
+                snprintf(vs, sizeof vs, "%.3f", base / t);
+            }
+            double pct = 100.0 * bound / t;
+            printf("%-18s %10.3f %12.1f %8.1f%% %8.2fx %12s %9s\n", cfgs[c].name, t / 1e6,
+                   t / 1e3 / (double)o->batches, pct, seq / t, bs, vs);
+            if (cfgs[c].graphs && cfgs[c].depth > 1 && pct > best_pct) {
+                best_pct = pct;
+                best_depth = cfgs[c].depth;
+            }
+        }
+        printf("sequential bound %.3f ms; best graphs depth %d at %.1f%% of the bound "
+               "(vs_base = baseline time / pipectl time, >= 1 means pipectl is not slower)\n\n",
+               seq_bound / 1e6, best_depth, best_pct);
+    }
+
+    {
+        const uint64_t bytes = 64 << 10;
+        const int kernels = 10, depth = 3;
+        printf("== small batches: 64 KiB, upload -> %d scale kernels -> download, depth %d, %lld "
+               "batches ==\n",
+               kernels, depth, (long long)o->small_batches);
+        double tg, tn, tr = 0;
+        PL_CHECK_GOTO(pl__bench_best(bytes, kernels, 0, o->small_batches, depth, true, o, &tg, &err),
+                      st, fail);
+        PL_CHECK_GOTO(
+            pl__bench_best(bytes, kernels, 0, o->small_batches, depth, false, o, &tn, &err), st,
+            fail);
+        {
+            pl_spec *spec = NULL;
+            pl_plan *plan = NULL;
+            PL_CHECK_GOTO(pl__bench_plan(bytes, kernels, 0, o->small_batches, depth, o->device,
+                                         &spec, &plan, &err),
+                          st, fail);
+            double best = 1e300;
+            for (int r = 0; r < o->reps && st == PL_OK; r++) {
+                double ns = 0;
+                st = pl_gpu_replay_loop(plan, 64, o->small_batches, &ns, &err);
+                if (st == PL_OK && ns < best) best = ns;
+            }
+            pl_plan_free(plan);
+            pl_spec_free(spec);
+            if (st != PL_OK) goto fail;
+            tr = best * (double)o->small_batches;
+        }
+        double n = (double)o->small_batches;
+        printf("%-26s %12s\n", "config", "per_batch_us");
+        printf("%-26s %12.2f\n", "graphs (pipectl)", tg / n / 1e3);
+        printf("%-26s %12.2f\n", "no-graph (pipectl)", tn / n / 1e3);
+        printf("%-26s %12.2f\n", "cudaGraphLaunch loop", tr / n / 1e3);
+        printf("graphs vs no-graph: %.2fx faster; graphs per-batch time / plain replay loop: "
+               "%.3f\n",
+               tn / tg, tg / tr);
+    }
+    return 0;
+fail:
+    fflush(stdout);
+    fprintf(stderr, "%s\n", err.msg);
+    return pl_status_exit_code(st);
+}
+#endif
+
+static int pl__bench_arg(const char *opt, const char *val, int64_t min, int64_t *out)
+{
+    char *end;
+    if (!val) {
+        fprintf(stderr, "error: %s needs a value; see 'pipectl bench --help'\n", opt);
+        return 2;
+    }
+    long long v = strtoll(val, &end, 10);
+    if (*end || v < min) {
+        fprintf(stderr, "error: %s must be an integer >= %lld (got '%s')\n", opt, (long long)min,
+                val);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
 
 int pl_cmd_bench(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "error: 'pipectl bench' is not built yet\n");
+    /* --help is answered by main() from the command table (runtime/cli/pl_cli.c). */
+    int64_t batches = 64, small = 2000, reps = 3, device = 0;
+    const char *baseline = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = -1;
+        if (strcmp(a, "--batches") == 0) rc = pl__bench_arg(a, v, 2, &batches);
+        else if (strcmp(a, "--small-batches") == 0) rc = pl__bench_arg(a, v, 1, &small);
+        else if (strcmp(a, "--reps") == 0) rc = pl__bench_arg(a, v, 1, &reps);
+        else if (strcmp(a, "--device") == 0) rc = pl__bench_arg(a, v, 0, &device);
+        else if (strcmp(a, "--baseline") == 0) {
+            if (!v) {
+                fprintf(stderr, "error: --baseline needs a path; see 'pipectl bench --help'\n");
+                return 2;
+            }
+            baseline = v;
+            rc = 0;
+        } else {
+            fprintf(stderr, "error: unknown option '%s' for 'pipectl bench'; see 'pipectl bench "
+                            "--help'\n",
+                    a);
+            return 2;
+        }
+        if (rc != 0) return rc;
+        i++;
+    }
+#ifdef PL_WITH_CUDA
+    pl__bench_opts o = {(int)device, batches, small, (int)reps, baseline};
+    return pl__bench_main(&o);
+#else
+    (void)baseline;
+    fprintf(stderr, "pipectl was built without CUDA: rebuild with -DPL_WITH_CUDA=ON (needs the CUDA "
+                    "toolkit) to use 'pipectl bench'\n");
     return 1;
+#endif
 }

@@ -1,0 +1,1177 @@
+/* pl_exec_gpu: the GPU executor. One CUDA graph per slot, captured across one stream per device
+ * stream of the plan, instantiated and uploaded once, replayed batch after batch; host stages
+ * before and after the device region run on worker threads; a monitor thread learns from events
+ * recorded inside the graphs when a batch's upload consumed its input and when its output is
+ * ready. `--no-graph` issues the same plan with plain stream launches. */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pl_buffers.h"
+#include "pl_exec.h"
+#include "pl_exec_gpu_int.h"
+#include "pl_gpu.h"
+#include "pl_nvtx.h"
+#include "pl_stage_rt.h"
+
+/* Where a stage runs relative to the device region of a batch. */
+enum { PL__DEV, PL__PRE, PL__POST, PL__FREE };
+
+typedef CUresult (*pl__write_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+typedef struct pl__xd {
+    int from, distance;
+} pl__xd;
+
+typedef struct pl__gx {
+    const pl_plan *plan;
+    const pl_spec *spec;
+    const pl_run_cfg *cfg;
+    int depth, ring, nst, nbuf;
+    int64_t batches;
+    bool graphs;
+    int device;
+
+    int *cls;  /* [stage]: PL__DEV/PRE/POST/FREE */
+    int *dev;  /* device stages in plan order */
+    int n_dev;
+    int *launch_deps; /* host stages that batch b's device work needs done (done >= b + 1) */
+    int n_launch_deps;
+    pl__xd **xin; /* [stage]: cross-batch deps whose `to` is this stage */
+    int *n_xin;
+    int *host_streams; /* plan streams run by host worker threads */
+    int n_host_streams;
+
+    pl_buffers *hbufs;  /* host buffers (pinned); device entries NULL */
+    pl_buffers *dbufs;  /* device buffers (cudaMalloc); host entries NULL */
+    pl_stage_rt rt;
+    bool rt_open;
+    pl_gpu_ctx *gctx;
+
+    cudaStream_t *streams;    /* [plan stream]: capture streams (graphs) or issue streams */
+    cudaStream_t *launch;     /* [slot]: each slot's graph launches on its own stream */
+    cudaGraphExec_t *exec;    /* [slot] */
+    cudaEvent_t *ev_start;    /* [ring * nst + stage]: timing, recorded before the stage */
+    cudaEvent_t *ev_end;      /* [ring * nst + stage]: timing and completion, after it */
+    cudaEvent_t *ev_cap;      /* [stage]: cross-stream edges inside a capture */
+    cudaEvent_t *ev_join;     /* [plan stream] */
+    cudaEvent_t ev_fork, ev_t0;
+    bool created_t0, created_fork;
+    uint32_t *marks;          /* host-mapped [ring * nst]: 1 once the stage finished its batch */
+    CUdeviceptr marks_dev;
+    pl__write_value_fn write_value; /* cuStreamWriteValue32, NULL when unavailable */
+    uint32_t *trigger;        /* host-mapped fault-injection word */
+    void *trigger_dev;
+    int fail_dev_stage;       /* device stage with injected fault, -1 if none */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool sync_init;
+    int64_t *done;       /* [stage]: batches < done finished, in order */
+    int64_t launched;    /* batches whose device work is issued */
+    int64_t monitored;   /* batches whose device completion and timings are read */
+    int64_t limit;       /* batches that will be issued (lowered on stop / launch error) */
+    int64_t reported;    /* batches passed to cfg->on_batch */
+    int running;         /* worker + monitor threads still running */
+    bool abort;          /* stop everything now (host-stage error, thread failure) */
+    bool failed;         /* an error is recorded (first wins); nothing more is issued */
+    pl_status status;
+    pl_error err;        /* first error */
+    bool has_late_err;
+    pl_status late_status;
+    pl_error late_err;   /* an issue-side error, used when the monitor finds nothing better */
+
+    pl_span *spans;       /* [batch * nst + stage] */
+    int64_t t_start;      /* CLOCK_MONOTONIC at run start */
+    int64_t t0_ns;        /* run-clock time of ev_t0 */
+} pl__gx;
+
+static int64_t pl__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *pl__sname(const pl__gx *gx, int st)
+{
+    return gx->spec->stages[st].name;
+}
+
+bool pl_gpu_available(void)
+{
+    static int cached = -1; /* benign race: every thread computes the same answer */
+    if (cached < 0) {
+        int n = 0;
+        cached = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    }
+    return cached == 1;
+}
+
+/* --- the device region and who waits for what ------------------------------------------------ */
+
+static bool pl__is_dev_engine(pl_engine e)
+{
+    return e == PL_ENGINE_H2D || e == PL_ENGINE_COMPUTE || e == PL_ENGINE_D2H;
+}
+
+/* Classifies stages. The order edges are the plan's preds plus host stream order (a host thread
+ * runs its stream's stages in order, so a host stage after another on its stream waits for it). A
+ * host stage with a device stage before it and another after it in one batch would need the
+ * graph split around it: not supported yet. */
+static pl_status pl__classify(pl__gx *gx, pl_error *err)
+{
+    const pl_plan *p = gx->plan;
+    int n = gx->nst;
+    pl_status st = PL_OK;
+    bool *anc = calloc((size_t)n, 1), *desc = calloc((size_t)n, 1);
+    int *prev = malloc(sizeof(int) * (size_t)n);
+    int *anc_dev = malloc(sizeof(int) * (size_t)n), *desc_dev = malloc(sizeof(int) * (size_t)n);
+    gx->cls = calloc((size_t)n, sizeof(int));
+    gx->dev = calloc((size_t)n, sizeof(int));
+    gx->launch_deps = calloc((size_t)n, sizeof(int));
+    if (!anc || !desc || !prev || !anc_dev || !desc_dev || !gx->cls || !gx->dev ||
+        !gx->launch_deps) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory planning the gpu run");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) prev[i] = anc_dev[i] = desc_dev[i] = -1;
+    for (int k = 0; k < p->n_streams; k++)
+        if (p->streams[k].engine == PL_ENGINE_HOST)
+            for (int j = 1; j < p->streams[k].n_stages; j++)
+                prev[p->streams[k].stages[j]] = p->streams[k].stages[j - 1];
+    /* Forward: does a device stage precede s (anc), and which one (for the message)? */
+    for (int oi = 0; oi < n; oi++) {
+        int s = p->order[oi];
+        const pl_plan_stage *ps = &p->stages[s];
+        for (int j = 0; j <= ps->n_preds; j++) {
+            int q = j < ps->n_preds ? ps->preds[j] : prev[s];
+            if (q < 0) continue;
+            if (pl__is_dev_engine(p->stages[q].engine)) {
+                anc[s] = true;
+                anc_dev[s] = q;
+            } else if (anc[q]) {
+                anc[s] = true;
+                anc_dev[s] = anc_dev[q];
+            }
+        }
+    }
+    /* Backward: does a device stage follow s? */
+    for (int oi = n - 1; oi >= 0; oi--) {
+        int s = p->order[oi];
+        const pl_plan_stage *ps = &p->stages[s];
+        bool s_dev = pl__is_dev_engine(ps->engine);
+        for (int j = 0; j <= ps->n_preds; j++) {
+            int q = j < ps->n_preds ? ps->preds[j] : prev[s];
+            if (q < 0) continue;
+            if (s_dev) {
+                desc[q] = true;
+                desc_dev[q] = s;
+            } else if (desc[s]) {
+                desc[q] = true;
+                desc_dev[q] = desc_dev[s];
+            }
+        }
+    }
+    for (int oi = 0; oi < n; oi++) {
+        int s = p->order[oi];
+        if (pl__is_dev_engine(p->stages[s].engine)) {
+            gx->cls[s] = PL__DEV;
+            gx->dev[gx->n_dev++] = s;
+        } else if (anc[s] && desc[s]) {
+            st = pl_error_at(err, PL_EINPUT, gx->spec->stages[s].pos,
+                             "stage '%s' runs on the host between device stages '%s' and '%s' of "
+                             "one batch; the gpu executor does not support a host stage inside "
+                             "the device region yet; run it with --executor host, or move the "
+                             "stage before the first or after the last device stage",
+                             pl__sname(gx, s), pl__sname(gx, anc_dev[s]),
+                             pl__sname(gx, desc_dev[s]));
+            goto done;
+        } else if (desc[s]) {
+            gx->cls[s] = PL__PRE;
+        } else if (anc[s]) {
+            gx->cls[s] = PL__POST;
+        } else {
+            gx->cls[s] = PL__FREE;
+        }
+    }
+    /* Host predecessors of device stages: batch b's device work waits for them. */
+    for (int i = 0; i < gx->n_dev; i++) {
+        const pl_plan_stage *ps = &p->stages[gx->dev[i]];
+        for (int j = 0; j < ps->n_preds; j++) {
+            int q = ps->preds[j];
+            if (gx->cls[q] == PL__DEV) continue;
+            bool seen = false;
+            for (int k = 0; k < gx->n_launch_deps; k++) seen |= gx->launch_deps[k] == q;
+            if (!seen) gx->launch_deps[gx->n_launch_deps++] = q;
+        }
+    }
+done:
+    free(anc);
+    free(desc);
+    free(prev);
+    free(anc_dev);
+    free(desc_dev);
+    return st;
+}
+
+static pl_status pl__index_xdeps(pl__gx *gx, pl_error *err)
+{
+    const pl_plan *p = gx->plan;
+    gx->xin = calloc((size_t)gx->nst, sizeof *gx->xin);
+    gx->n_xin = calloc((size_t)gx->nst, sizeof *gx->n_xin);
+    if (!gx->xin || !gx->n_xin) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    for (int i = 0; i < p->n_xdeps; i++) {
+        int to = p->xdeps[i].to;
+        pl__xd *grown = realloc(gx->xin[to], sizeof(pl__xd) * (size_t)(gx->n_xin[to] + 1));
+        if (!grown) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        gx->xin[to] = grown;
+        grown[gx->n_xin[to]++] = (pl__xd){p->xdeps[i].from, p->xdeps[i].distance};
+    }
+    return PL_OK;
+}
+
+/* --- memory ------------------------------------------------------------------------------------ */
+
+static void *pl__pinned_alloc(void *user, const pl_buffer *b, uint64_t bytes, pl_error *err)
+{
+    (void)user;
+    if (b->where != PL_HOST) return (void *)1; /* placeholder, replaced by NULL below */
+    void *p = NULL;
+    if (PL_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), NULL, -1, err) != PL_OK) {
+        pl_error_prefix(err, "buffer '%s' (%llu bytes of pinned host memory)", b->name,
+                        (unsigned long long)bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void pl__pinned_free(void *user, const pl_buffer *b, void *p)
+{
+    (void)user;
+    if (b->where == PL_HOST && p) cudaFreeHost(p);
+}
+
+static void *pl__device_alloc(void *user, const pl_buffer *b, uint64_t bytes, pl_error *err)
+{
+    (void)user;
+    if (b->where != PL_DEVICE) return (void *)1;
+    void *p = NULL;
+    if (PL_CUDA(cudaMalloc(&p, bytes), NULL, -1, err) != PL_OK) {
+        pl_error_prefix(err, "buffer '%s' (%llu bytes of device memory)", b->name,
+                        (unsigned long long)bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void pl__device_free(void *user, const pl_buffer *b, void *p)
+{
+    (void)user;
+    if (b->where == PL_DEVICE && p) cudaFree(p);
+}
+
+/* Allocates every buffer once for the whole run (captured copy nodes bake addresses in, so
+ * buffers never move) and writes their initial contents; pageable memory is used only here, for
+ * the staging copy of device buffers' initial contents. */
+static pl_status pl__alloc_buffers(pl__gx *gx, pl_error *err)
+{
+    const pl_spec *spec = gx->spec;
+    pl_allocator ha = {pl__pinned_alloc, pl__pinned_free, NULL};
+    pl_allocator da = {pl__device_alloc, pl__device_free, NULL};
+    pl_status st = pl_buffers_new(spec, gx->depth, &ha, false, 0, &gx->hbufs, err);
+    if (st != PL_OK) return st;
+    st = pl_buffers_new(spec, gx->depth, &da, false, 0, &gx->dbufs, err);
+    if (st != PL_OK) return st;
+    /* The allocators return a placeholder for buffers of the other side: make those NULL, so
+     * stages see NULL for device buffers (pl_stage_ctx contract) and frees skip them. */
+    for (int s = 0; s < gx->depth; s++)
+        for (int i = 0; i < gx->nbuf; i++) {
+            size_t k = (size_t)s * (size_t)gx->nbuf + (size_t)i;
+            if (spec->buffers[i].where == PL_HOST) gx->dbufs->ptr[k] = NULL;
+            else gx->hbufs->ptr[k] = NULL;
+        }
+    void *staging = NULL;
+    uint64_t staging_bytes = 0;
+    for (int i = 0; i < gx->nbuf && st == PL_OK; i++) {
+        const pl_buffer *b = &spec->buffers[i];
+        int slots = b->persistent ? 1 : gx->depth;
+        if (b->where == PL_HOST) {
+            for (int s = 0; s < slots && st == PL_OK; s++)
+                st = pl_buffer_init_contents(spec, b, spec->run.seed,
+                                             gx->hbufs->ptr[(size_t)s * gx->nbuf + i], err);
+            continue;
+        }
+        if (b->init == PL_INIT_NONE || b->init == PL_INIT_ZEROS) {
+            for (int s = 0; s < slots && st == PL_OK; s++)
+                st = PL_CUDA(cudaMemset(gx->dbufs->ptr[(size_t)s * gx->nbuf + i], 0, b->bytes),
+                             NULL, -1, err);
+            continue;
+        }
+        if (b->bytes > staging_bytes) {
+            free(staging);
+            staging = malloc(b->bytes);
+            staging_bytes = staging ? b->bytes : 0;
+            if (!staging) {
+                st = pl_error_set(err, PL_ENOMEM, "error: out of memory initialising buffer '%s'",
+                                  b->name);
+                break;
+            }
+        }
+        st = pl_buffer_init_contents(spec, b, spec->run.seed, staging, err);
+        for (int s = 0; s < slots && st == PL_OK; s++)
+            st = PL_CUDA(cudaMemcpy(gx->dbufs->ptr[(size_t)s * gx->nbuf + i], staging, b->bytes,
+                                    cudaMemcpyHostToDevice),
+                         NULL, -1, err);
+    }
+    free(staging);
+    if (st == PL_OK) st = PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err); /* setup only */
+    return st;
+}
+
+/* --- CUDA objects -------------------------------------------------------------------------------- */
+
+static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
+{
+    const pl_plan *p = gx->plan;
+    size_t nev = (size_t)gx->ring * (size_t)gx->nst;
+    gx->streams = calloc((size_t)p->n_streams, sizeof *gx->streams);
+    gx->launch = calloc((size_t)gx->depth, sizeof *gx->launch);
+    gx->exec = calloc((size_t)gx->depth, sizeof *gx->exec);
+    gx->ev_start = calloc(nev, sizeof *gx->ev_start);
+    gx->ev_end = calloc(nev, sizeof *gx->ev_end);
+    gx->ev_cap = calloc((size_t)gx->nst, sizeof *gx->ev_cap);
+    gx->ev_join = calloc((size_t)p->n_streams, sizeof *gx->ev_join);
+    if (!gx->streams || !gx->launch || !gx->exec || !gx->ev_start || !gx->ev_end || !gx->ev_cap ||
+        !gx->ev_join)
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory creating CUDA objects");
+    for (int k = 0; k < p->n_streams; k++) {
+        if (!pl__is_dev_engine(p->streams[k].engine)) continue;
+        PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->streams[k], cudaStreamNonBlocking), NULL,
+                         -1, err));
+        PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_join[k], cudaEventDisableTiming), NULL,
+                         -1, err));
+    }
+    for (int s = 0; s < gx->depth; s++)
+        PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->launch[s], cudaStreamNonBlocking), NULL,
+                         -1, err));
+    for (int i = 0; i < gx->n_dev; i++) {
+        int st = gx->dev[i];
+        PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_cap[st], cudaEventDisableTiming), NULL,
+                         -1, err));
+        for (int r = 0; r < gx->ring; r++) {
+            size_t k = (size_t)r * gx->nst + st;
+            /* Timing enabled: these give the device stages' spans. */
+            PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_start[k]), NULL, -1, err));
+            PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_end[k]), NULL, -1, err));
+        }
+    }
+    PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_fork, cudaEventDisableTiming), NULL, -1, err));
+    gx->created_fork = true;
+    PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_t0), NULL, -1, err));
+    gx->created_t0 = true;
+
+    /* Fault marks and trigger: pinned, mapped host words the device writes and the host reads
+     * after a fault (they stay readable when the context is lost). */
+    void *m = NULL;
+    PL_CHECK(PL_CUDA(cudaHostAlloc(&m, sizeof(uint32_t) * (nev + 1), cudaHostAllocMapped), NULL, -1,
+                     err));
+    memset(m, 0, sizeof(uint32_t) * (nev + 1));
+    gx->marks = m;
+    void *md = NULL;
+    PL_CHECK(PL_CUDA(cudaHostGetDevicePointer(&md, m, 0), NULL, -1, err));
+    gx->marks_dev = (CUdeviceptr)(uintptr_t)md;
+    gx->trigger = gx->marks + nev;
+    gx->trigger_dev = (char *)md + sizeof(uint32_t) * nev;
+    return PL_OK;
+}
+
+/* Per-stage completion marks, written by the stream front end (cuStreamWriteValue32: no kernel,
+ * next to free) after each device stage. After a kernel fault every CUDA call returns the sticky
+ * error, so events cannot say which stage of which batch was running; the marks can. Switched off
+ * (the error then names the batch only) when the driver cannot capture stream memory operations
+ * or PIPECTL_FAULT_MARKS=0. */
+static void pl__probe_marks(pl__gx *gx)
+{
+    const char *env = getenv("PIPECTL_FAULT_MARKS");
+    if (env && strcmp(env, "0") == 0) return;
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn)
+        return;
+    pl__write_value_fn wv = (pl__write_value_fn)fn;
+    cudaStream_t s = gx->launch[0];
+    /* Can it be captured? Try on a throwaway graph. */
+    cudaGraph_t g = NULL;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return;
+    CUresult r = wv((CUstream)s, gx->marks_dev, 0, 0);
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    if (g) cudaGraphDestroy(g);
+    if (r != CUDA_SUCCESS || e != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    gx->write_value = wv;
+}
+
+/* --- recording the device stages of one batch ------------------------------------------------- */
+
+static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t batch,
+                                  cudaStream_t s, bool capturing, pl_error *err)
+{
+    const pl_spec *spec = gx->spec;
+    const pl_stage *stg = &spec->stages[st];
+    const char *name = stg->name;
+    size_t k = (size_t)r * gx->nst + st;
+    /* Inside a capture, External makes these real event-record nodes that the host can wait on
+     * (and that keep their timestamps); outside, it is a plain record. */
+    unsigned fl = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
+    PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
+    void *const *hb = pl_buffers_slot(gx->hbufs, slot);
+    void *const *db = pl_buffers_slot(gx->dbufs, slot);
+    switch (stg->kind) {
+    case PL_KIND_H2D: {
+        int from = stg->reads[0].index, to = stg->writes[0].index;
+        PL_CHECK(PL_CUDA(cudaMemcpyAsync(db[to], hb[from], spec->buffers[to].bytes,
+                                         cudaMemcpyHostToDevice, s),
+                         name, batch, err));
+        break;
+    }
+    case PL_KIND_D2H: {
+        int from = stg->reads[0].index, to = stg->writes[0].index;
+        PL_CHECK(PL_CUDA(cudaMemcpyAsync(hb[to], db[from], spec->buffers[to].bytes,
+                                         cudaMemcpyDeviceToHost, s),
+                         name, batch, err));
+        break;
+    }
+    case PL_KIND_KERNEL:
+        PL_CHECK(pl_gpu_op_record(gx->gctx, spec, stg, db, (void *)s, batch, err));
+        break;
+    default:
+        return pl_error_set(err, PL_ERUNTIME,
+                            "stage '%s': kind %d has no GPU recording (internal error)", name,
+                            (int)stg->kind);
+    }
+    if (st == gx->fail_dev_stage &&
+        (capturing ? slot == (int)(gx->cfg->fail_batch % gx->depth) : batch == gx->cfg->fail_batch))
+        PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
+    PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_end[k], s, fl), name, batch, err));
+    if (gx->write_value) {
+        CUresult cr = gx->write_value((CUstream)s, gx->marks_dev + sizeof(uint32_t) * k, 1, 0);
+        if (cr != CUDA_SUCCESS)
+            return pl_error_set(err, PL_ECUDA,
+                                "stage '%s': cuStreamWriteValue32 failed (CUresult %d); set "
+                                "PIPECTL_FAULT_MARKS=0 to run without fault marks",
+                                name, (int)cr);
+    }
+    return PL_OK;
+}
+
+/* Stream of stage st, and the device stages its stream must wait for inside the batch. */
+static pl_status pl__record_waits(pl__gx *gx, int st, cudaStream_t s, int r, bool capturing,
+                                  int64_t batch, pl_error *err)
+{
+    const pl_plan_stage *ps = &gx->plan->stages[st];
+    for (int j = 0; j < ps->n_waits; j++) {
+        int src = gx->plan->events[ps->waits[j]].src;
+        if (gx->cls[src] != PL__DEV) continue; /* host stages finished before the launch */
+        cudaEvent_t e = capturing ? gx->ev_cap[src] : gx->ev_end[(size_t)r * gx->nst + src];
+        PL_CHECK(PL_CUDA(cudaStreamWaitEvent(s, e, 0), pl__sname(gx, st), batch, err));
+    }
+    return PL_OK;
+}
+
+static bool pl__stage_has_event(const pl__gx *gx, int st)
+{
+    return gx->plan->stages[st].event >= 0;
+}
+
+/* Captures slot `slot`'s graph. ThreadLocal capture mode: while this thread captures, other
+ * threads of the process (a bench harness, an embedding application, CUDA libraries' helper
+ * threads) may make CUDA calls that are illegal during a Global capture (cudaMalloc,
+ * synchronous copies, event queries); ThreadLocal only forbids them on the capturing thread,
+ * which makes none. Relaxed would also allow them here, but would hide our own mistakes. */
+static pl_status pl__capture_slot(pl__gx *gx, int slot, pl_error *err)
+{
+    const pl_plan *p = gx->plan;
+    cudaStream_t origin = gx->launch[slot];
+    cudaGraph_t graph = NULL;
+    pl_status st = PL_OK;
+    int cur = -1; /* stage being recorded, for the message */
+    PL_CHECK(PL_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal), NULL, -1,
+                     err));
+    PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_fork, origin), NULL, -1, err), st, fail);
+    for (int k = 0; k < p->n_streams; k++)
+        if (gx->streams[k])
+            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(gx->streams[k], gx->ev_fork, 0), NULL, -1,
+                                  err),
+                          st, fail);
+    for (int i = 0; i < gx->n_dev; i++) {
+        cur = gx->dev[i];
+        cudaStream_t s = gx->streams[p->stages[cur].stream];
+        PL_CHECK_GOTO(pl__record_waits(gx, cur, s, slot, true, -1, err), st, fail);
+        PL_CHECK_GOTO(pl__record_stage(gx, cur, slot, slot, -1, s, true, err), st, fail);
+        if (pl__stage_has_event(gx, cur))
+            PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_cap[cur], s), pl__sname(gx, cur), -1, err),
+                          st, fail);
+        enum cudaStreamCaptureStatus cs;
+        PL_CHECK_GOTO(PL_CUDA(cudaStreamIsCapturing(origin, &cs), pl__sname(gx, cur), -1, err), st,
+                      fail);
+        if (cs != cudaStreamCaptureStatusActive) {
+            st = pl_error_set(err, PL_ECUDA,
+                              "stage '%s': recording it broke the CUDA graph capture of slot %d "
+                              "(capture status %d); run with --no-graph to see the failing call",
+                              pl__sname(gx, cur), slot, (int)cs);
+            goto fail;
+        }
+    }
+    cur = -1;
+    for (int k = 0; k < p->n_streams; k++)
+        if (gx->streams[k]) {
+            PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_join[k], gx->streams[k]), NULL, -1, err),
+                          st, fail);
+            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(origin, gx->ev_join[k], 0), NULL, -1, err), st,
+                          fail);
+        }
+    st = PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err);
+    if (st != PL_OK) return pl_error_prefix(err, "capturing the graph of slot %d", slot);
+    st = PL_CUDA(cudaGraphInstantiate(&gx->exec[slot], graph, 0), NULL, -1, err);
+    cudaGraphDestroy(graph);
+    if (st != PL_OK) return pl_error_prefix(err, "instantiating the graph of slot %d", slot);
+    return PL_CUDA(cudaGraphUpload(gx->exec[slot], origin), NULL, -1, err);
+fail:
+    if (cur >= 0 && err && strstr(err->msg, "stage '") != err->msg)
+        pl_error_prefix(err, "stage '%s' (capturing slot %d)", pl__sname(gx, cur), slot);
+    cudaStreamEndCapture(origin, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    return st;
+}
+
+/* --no-graph: batch b issued on the shared streams, plain launches. */
+static pl_status pl__issue_plain(pl__gx *gx, int64_t b, pl_error *err)
+{
+    const pl_plan *p = gx->plan;
+    int slot = (int)(b % gx->depth), r = (int)(b % gx->ring);
+    for (int i = 0; i < gx->n_dev; i++) {
+        int st = gx->dev[i];
+        cudaStream_t s = gx->streams[p->stages[st].stream];
+        /* Cross-batch deps between device stages: the streams are shared by all batches, so
+         * every distance needs its wait (the event ring is longer than any distance). */
+        for (int j = 0; j < gx->n_xin[st]; j++) {
+            const pl__xd *x = &gx->xin[st][j];
+            if (gx->cls[x->from] != PL__DEV || b - x->distance < 0) continue;
+            size_t k = (size_t)((b - x->distance) % gx->ring) * gx->nst + x->from;
+            PL_CHECK(PL_CUDA(cudaStreamWaitEvent(s, gx->ev_end[k], 0), pl__sname(gx, st), b, err));
+        }
+        PL_CHECK(pl__record_waits(gx, st, s, r, false, b, err));
+        PL_CHECK(pl__record_stage(gx, st, slot, r, b, s, false, err));
+    }
+    return PL_OK;
+}
+
+static pl_status pl__launch_graph(pl__gx *gx, int64_t b, pl_error *err)
+{
+    int slot = (int)(b % gx->depth);
+    cudaStream_t ls = gx->launch[slot];
+    /* Cross-batch deps between device stages closer than a slot cycle (persistent buffers): the
+     * whole graph waits for that stage of the earlier batch (its event's latest record is that
+     * batch's: later batches of that slot are not launched yet). Distance == depth is the same
+     * slot, ordered by its launch stream. */
+    for (int i = 0; i < gx->n_dev; i++) {
+        int st = gx->dev[i];
+        for (int j = 0; j < gx->n_xin[st]; j++) {
+            const pl__xd *x = &gx->xin[st][j];
+            if (gx->cls[x->from] != PL__DEV || b - x->distance < 0 ||
+                x->distance % gx->depth == 0)
+                continue;
+            size_t k = (size_t)((b - x->distance) % gx->depth) * gx->nst + x->from;
+            PL_CHECK(PL_CUDA(cudaStreamWaitEvent(ls, gx->ev_end[k], 0), pl__sname(gx, st), b, err));
+        }
+    }
+    pl_nvtx_push("launch", b);
+    pl_status st = PL_CUDA(cudaGraphLaunch(gx->exec[slot], ls), NULL, b, err);
+    pl_nvtx_pop();
+    return st;
+}
+
+/* --- threads ---------------------------------------------------------------------------------- */
+
+static void pl__fail(pl__gx *gx, pl_status st, const pl_error *e)
+{
+    /* Caller holds mu. First error wins. */
+    if (!gx->failed) {
+        gx->status = st;
+        gx->err = *e;
+    }
+    gx->failed = true;
+    gx->abort = true;
+    pthread_cond_broadcast(&gx->cv);
+}
+
+/* A device error at batch `upto`: record it, but let host stages finish the batches before
+ * `upto` (their device work is done), so their outputs are written. Caller holds mu. */
+static void pl__fail_from(pl__gx *gx, int64_t upto, pl_status st, const pl_error *e)
+{
+    if (!gx->failed) {
+        gx->status = st;
+        gx->err = *e;
+    }
+    gx->failed = true;
+    if (upto < gx->limit) gx->limit = upto;
+    pthread_cond_broadcast(&gx->cv);
+}
+
+static bool pl__xdeps_ready(const pl__gx *gx, int st, int64_t b)
+{
+    for (int j = 0; j < gx->n_xin[st]; j++) {
+        const pl__xd *x = &gx->xin[st][j];
+        if (b - x->distance >= 0 && gx->done[x->from] < b - x->distance + 1) return false;
+    }
+    return true;
+}
+
+static bool pl__host_ready(const pl__gx *gx, int st, int64_t b)
+{
+    const pl_plan_stage *ps = &gx->plan->stages[st];
+    for (int j = 0; j < ps->n_preds; j++)
+        if (gx->done[ps->preds[j]] < b + 1) return false;
+    return pl__xdeps_ready(gx, st, b);
+}
+
+typedef struct pl__worker {
+    pl__gx *gx;
+    int stream; /* plan stream */
+    int worker; /* 0..workers-1 */
+    pthread_t th;
+    bool started;
+} pl__worker;
+
+static void *pl__host_thread(void *arg)
+{
+    pl__worker *w = arg;
+    pl__gx *gx = w->gx;
+    const pl_stream *ps = &gx->plan->streams[w->stream];
+    pthread_mutex_lock(&gx->mu);
+    for (int64_t b = 0;; b++) {
+        for (int j = 0; j < ps->n_stages; j++) {
+            int st = ps->stages[j];
+            while (!gx->abort && b < gx->limit && !pl__host_ready(gx, st, b))
+                pthread_cond_wait(&gx->cv, &gx->mu);
+            if (gx->abort || b >= gx->limit) goto out;
+            pthread_mutex_unlock(&gx->mu);
+            pl_error e;
+            int64_t t0 = pl__now_ns() - gx->t_start;
+            pl_status s = pl_stage_rt_run_host(&gx->rt, gx->cfg, st, b, w->worker,
+                                               pl_buffers_slot(gx->hbufs, (int)(b % gx->depth)),
+                                               &e);
+            int64_t t1 = pl__now_ns() - gx->t_start;
+            pthread_mutex_lock(&gx->mu);
+            if (s != PL_OK) {
+                pl__fail(gx, s, &e);
+                goto out;
+            }
+            gx->spans[b * gx->nst + st] = (pl_span){t0, t1};
+            gx->done[st] = b + 1;
+            pthread_cond_broadcast(&gx->cv);
+        }
+    }
+out:
+    gx->running--;
+    pthread_cond_broadcast(&gx->cv);
+    pthread_mutex_unlock(&gx->mu);
+    return NULL;
+}
+
+/* After a fault: which stage of which batch was running? A stage is a candidate when its mark is
+ * still 0 while every device predecessor in its batch has its mark. Compute stages first (copies
+ * between valid buffers do not fault), then the earliest batch. */
+static void pl__locate_fault(pl__gx *gx, int64_t b, int64_t launched, cudaError_t ce, pl_error *e)
+{
+    const volatile uint32_t *marks = gx->marks;
+    int best_st = -1, other_st = -1;
+    int64_t best_b = -1, other_b = -1;
+    for (int64_t bb = b; gx->write_value && bb < launched && bb < b + gx->ring; bb++) {
+        size_t base = (size_t)(bb % gx->ring) * gx->nst;
+        for (int i = 0; i < gx->n_dev; i++) {
+            int st = gx->dev[i];
+            if (marks[base + st]) continue;
+            const pl_plan_stage *ps = &gx->plan->stages[st];
+            bool ready = true;
+            for (int j = 0; j < ps->n_preds; j++)
+                if (gx->cls[ps->preds[j]] == PL__DEV && !marks[base + ps->preds[j]]) ready = false;
+            if (!ready) continue;
+            bool compute = ps->engine == PL_ENGINE_COMPUTE;
+            if (best_st < 0 || (compute && gx->plan->stages[best_st].engine != PL_ENGINE_COMPUTE)) {
+                if (best_st >= 0 && other_st < 0) other_st = best_st, other_b = best_b;
+                best_st = st;
+                best_b = bb;
+            } else if (other_st < 0 && compute) {
+                other_st = st;
+                other_b = bb;
+            }
+        }
+    }
+    char also[PL_MAX_NAME + 96] = "";
+    if (other_st >= 0)
+        snprintf(also, sizeof also, " ('%s' of batch %lld was also running)",
+                 pl__sname(gx, other_st), (long long)other_b);
+    if (best_st >= 0)
+        pl_error_set(e, PL_ECUDA,
+                     "stage '%s', batch %lld: the device faulted: %s (%s)%s; batches before %lld "
+                     "completed and their outputs are kept; run the pipeline under "
+                     "compute-sanitizer, or with --executor host, to find the bad access",
+                     pl__sname(gx, best_st), (long long)best_b, cudaGetErrorString(ce),
+                     cudaGetErrorName(ce), also, (long long)b);
+    else
+        pl_error_set(e, PL_ECUDA,
+                     "batch %lld: the device faulted: %s (%s) (no fault marks: cannot tell the "
+                     "stage); batches before %lld completed and their outputs are kept",
+                     (long long)b, cudaGetErrorString(ce), cudaGetErrorName(ce), (long long)b);
+}
+
+/* The monitor's cudaEventSynchronize failed at batch b. After a fault the context is lost and
+ * every call returns the error, also for work that had finished; the marks (host memory) still
+ * say which batches completed: those are handed to the host stages (sinks write them), the rest
+ * is abandoned, and the error names the faulting stage and batch. */
+static void pl__device_failed(pl__gx *gx, int64_t b, int st, cudaError_t ce)
+{
+    pl_error e;
+    pthread_mutex_lock(&gx->mu);
+    int64_t launched = gx->launched, ok = b;
+    pthread_mutex_unlock(&gx->mu);
+    bool fault = ce == cudaErrorIllegalAddress || ce == cudaErrorLaunchFailure ||
+                 ce == cudaErrorIllegalInstruction || ce == cudaErrorMisalignedAddress ||
+                 ce == cudaErrorHardwareStackError || ce == cudaErrorAssert;
+    if (!fault) {
+        pl_cuda_check((int)ce, "cudaEventSynchronize", pl__sname(gx, st), b, &e);
+        pthread_mutex_lock(&gx->mu);
+        pl__fail_from(gx, b, PL_ECUDA, &e);
+        pthread_mutex_unlock(&gx->mu);
+        return;
+    }
+    const volatile uint32_t *marks = gx->marks;
+    for (; gx->write_value && ok < launched; ok++) {
+        size_t base = (size_t)(ok % gx->ring) * gx->nst;
+        bool all = true;
+        for (int i = 0; i < gx->n_dev; i++) all = all && marks[base + gx->dev[i]];
+        if (!all) break;
+        pthread_mutex_lock(&gx->mu);
+        for (int i = 0; i < gx->n_dev; i++) gx->done[gx->dev[i]] = ok + 1;
+        pthread_cond_broadcast(&gx->cv);
+        pthread_mutex_unlock(&gx->mu);
+    }
+    pl__locate_fault(gx, ok, launched, ce, &e);
+    pthread_mutex_lock(&gx->mu);
+    pl__fail_from(gx, ok, PL_ECUDA, &e);
+    pthread_mutex_unlock(&gx->mu);
+}
+
+static void *pl__monitor_thread(void *arg)
+{
+    pl__gx *gx = arg;
+    cudaSetDevice(gx->device);
+    pthread_mutex_lock(&gx->mu);
+    for (int64_t b = 0;; b++) {
+        /* On a stop, batches already launched still finish (their outputs are kept). */
+        while (!gx->abort && b < gx->limit && gx->launched <= b) pthread_cond_wait(&gx->cv, &gx->mu);
+        if (gx->abort || b >= gx->limit || gx->launched <= b) break;
+        pthread_mutex_unlock(&gx->mu);
+        size_t base = (size_t)(b % gx->ring) * gx->nst;
+        for (int i = 0; i < gx->n_dev; i++) {
+            int st = gx->dev[i];
+            cudaError_t ce = cudaEventSynchronize(gx->ev_end[base + st]);
+            if (ce != cudaSuccess) {
+                pl__device_failed(gx, b, st, ce);
+                pthread_mutex_lock(&gx->mu);
+                goto out;
+            }
+            pthread_mutex_lock(&gx->mu);
+            gx->done[st] = b + 1;
+            pthread_cond_broadcast(&gx->cv);
+            pthread_mutex_unlock(&gx->mu);
+        }
+        /* Spans on the run clock: elapsed time from ev_t0, whose run-clock time is known. */
+        for (int i = 0; i < gx->n_dev; i++) {
+            int st = gx->dev[i];
+            float a = 0, z = 0;
+            if (cudaEventElapsedTime(&a, gx->ev_t0, gx->ev_start[base + st]) != cudaSuccess ||
+                cudaEventElapsedTime(&z, gx->ev_t0, gx->ev_end[base + st]) != cudaSuccess) {
+                /* No timestamps (should not happen: the events are created with timing): fall
+                 * back to when the host saw the stage complete. */
+                cudaGetLastError();
+                a = z = (float)((double)(pl__now_ns() - gx->t_start - gx->t0_ns) / 1e6);
+            }
+            gx->spans[b * gx->nst + st] =
+                (pl_span){gx->t0_ns + (int64_t)(a * 1e6), gx->t0_ns + (int64_t)(z * 1e6)};
+        }
+        pthread_mutex_lock(&gx->mu);
+        gx->monitored = b + 1;
+        pthread_cond_broadcast(&gx->cv);
+    }
+out:
+    gx->running--;
+    pthread_cond_broadcast(&gx->cv);
+    pthread_mutex_unlock(&gx->mu);
+    return NULL;
+}
+
+static bool pl__launch_ready(const pl__gx *gx, int64_t b)
+{
+    for (int i = 0; i < gx->n_launch_deps; i++)
+        if (gx->done[gx->launch_deps[i]] < b + 1) return false;
+    for (int i = 0; i < gx->n_dev; i++) {
+        int st = gx->dev[i];
+        for (int j = 0; j < gx->n_xin[st]; j++) {
+            const pl__xd *x = &gx->xin[st][j];
+            if (gx->cls[x->from] == PL__DEV) continue; /* ordered on the device */
+            if (b - x->distance >= 0 && gx->done[x->from] < b - x->distance + 1) return false;
+        }
+    }
+    /* The slot's events, marks (and graph) are reused: its previous batch must be read back. */
+    return gx->monitored >= b - gx->ring + 1;
+}
+
+static int64_t pl__batches_done(const pl__gx *gx)
+{
+    int64_t m = gx->batches;
+    for (int s = 0; s < gx->nst; s++)
+        if (gx->done[s] < m) m = gx->done[s];
+    return m;
+}
+
+static void pl__report_progress(pl__gx *gx)
+{
+    /* Caller holds mu; the callback runs without it. */
+    int64_t d = pl__batches_done(gx);
+    if (!gx->cfg->on_batch || d <= gx->reported) return;
+    int64_t from = gx->reported;
+    gx->reported = d;
+    pthread_mutex_unlock(&gx->mu);
+    for (int64_t k = from + 1; k <= d; k++) gx->cfg->on_batch(gx->cfg->user, k, gx->batches);
+    pthread_mutex_lock(&gx->mu);
+}
+
+static void pl__timed_wait(pl__gx *gx, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_nsec -= 1000000000L;
+        ts.tv_sec++;
+    }
+    pthread_cond_timedwait(&gx->cv, &gx->mu, &ts);
+}
+
+static bool pl__stopped(const pl__gx *gx)
+{
+    return gx->cfg->stop && *gx->cfg->stop;
+}
+
+/* The issuing loop, on the calling thread. */
+static void pl__issue_loop(pl__gx *gx)
+{
+    pthread_mutex_lock(&gx->mu);
+    for (int64_t b = 0; b < gx->batches; b++) {
+        while (!gx->failed && !pl__stopped(gx) && !pl__launch_ready(gx, b)) {
+            pl__timed_wait(gx, 20); /* polls cfg->stop, set by a signal handler */
+            pl__report_progress(gx);
+        }
+        if (gx->failed) break;
+        if (pl__stopped(gx)) {
+            gx->limit = gx->launched;
+            pthread_cond_broadcast(&gx->cv);
+            break;
+        }
+        pthread_mutex_unlock(&gx->mu);
+        pl_error e;
+        pl_status s;
+        size_t base = (size_t)(b % gx->ring) * gx->nst;
+        /* The previous batch of this ring entry is read back (launch_ready): reset its marks. */
+        for (int i = 0; i < gx->n_dev; i++) gx->marks[base + gx->dev[i]] = 0;
+        /* Fault injection (tests): the trigger is read by the fault node of the failing slot's
+         * graph; rewrite it only when that slot is relaunched (its previous batch is done). With
+         * plain launches the fault kernel is issued for the failing batch only: trigger stays 1. */
+        if (gx->fail_dev_stage >= 0 &&
+            (!gx->graphs || b % gx->depth == gx->cfg->fail_batch % gx->depth))
+            *(volatile uint32_t *)gx->trigger = !gx->graphs || b == gx->cfg->fail_batch;
+        s = gx->graphs ? pl__launch_graph(gx, b, &e) : pl__issue_plain(gx, b, &e);
+        pthread_mutex_lock(&gx->mu);
+        if (s != PL_OK) {
+            /* A sticky device error shows here too; the monitor, which drains the batches
+             * already launched, can say which stage faulted: prefer its message. */
+            gx->has_late_err = true;
+            gx->late_status = s;
+            gx->late_err = e;
+            gx->limit = gx->launched;
+            pthread_cond_broadcast(&gx->cv);
+            break;
+        }
+        gx->launched = b + 1;
+        pthread_cond_broadcast(&gx->cv);
+        pl__report_progress(gx);
+    }
+    while (gx->running > 0) {
+        pl__timed_wait(gx, 20);
+        if (pl__stopped(gx) && gx->limit > gx->launched) {
+            gx->limit = gx->launched;
+            pthread_cond_broadcast(&gx->cv);
+        }
+        pl__report_progress(gx);
+    }
+    pl__report_progress(gx);
+    pthread_mutex_unlock(&gx->mu);
+}
+
+/* --- setup and teardown ------------------------------------------------------------------------ */
+
+static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cfg, bool graphs,
+                           bool open_stages, pl_error *err)
+{
+    memset(gx, 0, sizeof *gx);
+    gx->plan = plan;
+    gx->spec = plan->spec;
+    gx->cfg = cfg;
+    gx->depth = plan->depth;
+    gx->batches = plan->batches;
+    gx->nst = plan->n_stages;
+    gx->nbuf = plan->spec->n_buffers;
+    gx->graphs = graphs;
+    /* Graphs bake one set of events per slot; plain launches use a ring one longer than any
+     * cross-batch distance, so a wait always names the exact batch. */
+    gx->ring = graphs ? gx->depth : gx->depth + 1;
+    gx->device = plan->spec->run.device;
+    gx->limit = gx->batches;
+    gx->fail_dev_stage = -1;
+    gx->t_start = pl__now_ns();
+    int ndev = 0;
+    cudaError_t ce = cudaGetDeviceCount(&ndev);
+    if (ce != cudaSuccess || ndev == 0)
+        return pl_error_set(err, PL_ENODEV,
+                            "error: no CUDA device (%s); run with --executor host",
+                            ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
+    if (gx->device >= ndev)
+        return pl_error_at(err, PL_EINPUT, plan->spec->run.device_pos,
+                           "run.device is %d but this machine has %d CUDA device(s); use 0..%d",
+                           gx->device, ndev, ndev - 1);
+    PL_CHECK(PL_CUDA(cudaSetDevice(gx->device), NULL, -1, err));
+    PL_CHECK(pl__classify(gx, err));
+    PL_CHECK(pl__index_xdeps(gx, err));
+    if (cfg && cfg->fail_stage >= 0 && cfg->fail_stage < gx->nst && cfg->fail_batch >= 0 &&
+        gx->cls[cfg->fail_stage] == PL__DEV)
+        gx->fail_dev_stage = cfg->fail_stage;
+    gx->done = calloc((size_t)gx->nst, sizeof *gx->done);
+    gx->host_streams = calloc((size_t)plan->n_streams + 1, sizeof(int));
+    if (!gx->done || !gx->host_streams) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    for (int k = 0; k < plan->n_streams; k++)
+        if (plan->streams[k].engine == PL_ENGINE_HOST) gx->host_streams[gx->n_host_streams++] = k;
+    PL_CHECK(pl__alloc_buffers(gx, err));
+    PL_CHECK(pl_gpu_ctx_new(gx->device, &gx->gctx, err));
+    PL_CHECK(pl__create_objects(gx, err));
+    pl__probe_marks(gx);
+    if (open_stages) {
+        int workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
+        if (workers < gx->n_host_streams) workers = gx->n_host_streams;
+        PL_CHECK(pl_stage_rt_open(&gx->rt, plan, workers, true, err));
+        gx->rt_open = true;
+    }
+    if (graphs)
+        for (int s = 0; s < gx->depth; s++) PL_CHECK(pl__capture_slot(gx, s, err));
+    return PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err); /* uploads done before the clock */
+}
+
+static void pl__teardown(pl__gx *gx)
+{
+    /* Errors are ignored here: after a device fault every call fails, and nothing is left to do
+     * about it. The object that created a resource frees it, in reverse order. */
+    const pl_plan *p = gx->plan;
+    if (gx->streams || gx->launch) cudaDeviceSynchronize();
+    if (gx->exec)
+        for (int s = 0; s < gx->depth; s++)
+            if (gx->exec[s]) cudaGraphExecDestroy(gx->exec[s]);
+    if (gx->marks) cudaFreeHost(gx->marks);
+    if (gx->created_t0) cudaEventDestroy(gx->ev_t0);
+    if (gx->created_fork) cudaEventDestroy(gx->ev_fork);
+    size_t nev = (size_t)gx->ring * (size_t)gx->nst;
+    for (size_t k = 0; gx->ev_start && k < nev; k++) {
+        if (gx->ev_start[k]) cudaEventDestroy(gx->ev_start[k]);
+        if (gx->ev_end[k]) cudaEventDestroy(gx->ev_end[k]);
+    }
+    for (int s = 0; gx->ev_cap && s < gx->nst; s++)
+        if (gx->ev_cap[s]) cudaEventDestroy(gx->ev_cap[s]);
+    for (int k = 0; p && k < p->n_streams; k++) {
+        if (gx->ev_join && gx->ev_join[k]) cudaEventDestroy(gx->ev_join[k]);
+        if (gx->streams && gx->streams[k]) cudaStreamDestroy(gx->streams[k]);
+    }
+    for (int s = 0; gx->launch && s < gx->depth; s++)
+        if (gx->launch[s]) cudaStreamDestroy(gx->launch[s]);
+    pl_gpu_ctx_free(gx->gctx);
+    pl_buffers_free(gx->dbufs);
+    pl_buffers_free(gx->hbufs);
+    cudaGetLastError();
+    free(gx->streams);
+    free(gx->launch);
+    free(gx->exec);
+    free(gx->ev_start);
+    free(gx->ev_end);
+    free(gx->ev_cap);
+    free(gx->ev_join);
+    free(gx->cls);
+    free(gx->dev);
+    free(gx->launch_deps);
+    for (int s = 0; gx->xin && s < gx->nst; s++) free(gx->xin[s]);
+    free(gx->xin);
+    free(gx->n_xin);
+    free(gx->host_streams);
+    free(gx->done);
+    if (gx->sync_init) {
+        pthread_mutex_destroy(&gx->mu);
+        pthread_cond_destroy(&gx->cv);
+    }
+}
+
+static pl_status pl__sync_init(pl__gx *gx, pl_error *err)
+{
+    pthread_condattr_t ca;
+    if (pthread_mutex_init(&gx->mu, NULL) != 0 || pthread_condattr_init(&ca) != 0)
+        return pl_error_set(err, PL_ERUNTIME, "error: cannot create a mutex");
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&gx->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) {
+        pthread_mutex_destroy(&gx->mu);
+        return pl_error_set(err, PL_ERUNTIME, "error: cannot create a condition variable");
+    }
+    gx->sync_init = true;
+    return PL_OK;
+}
+
+pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
+                          pl_error *err)
+{
+    pl_run_cfg def;
+    if (!cfg) {
+        pl_run_cfg_init(&def);
+        cfg = &def;
+    }
+    pl__gx gxs, *gx = &gxs;
+    pl__worker *workers = NULL;
+    pthread_t monitor;
+    bool monitor_started = false;
+    pl_status st = pl__setup(gx, plan, cfg, cfg->use_graphs, true, err);
+    memset(res, 0, sizeof *res);
+    res->executor = "gpu";
+    res->graphs = cfg->use_graphs;
+    res->n_stages = plan->n_stages;
+    res->batches_planned = plan->batches;
+    res->workers = gx->rt_open ? gx->rt.env.workers : 0;
+    {
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, gx->device) == cudaSuccess)
+            snprintf(res->device_name, sizeof res->device_name, "%.127s", prop.name);
+    }
+    if (st != PL_OK) goto close;
+    gx->spans = calloc((size_t)gx->batches * (size_t)gx->nst, sizeof *gx->spans);
+    workers = calloc((size_t)gx->n_host_streams + 1, sizeof *workers);
+    if (!gx->spans || !workers) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory for %lld batches' timings",
+                          (long long)gx->batches);
+        goto close;
+    }
+    PL_CHECK_GOTO(pl__sync_init(gx, err), st, close);
+    /* The run clock: ev_t0 completes at (about) t0_ns; device spans are measured from it. */
+    PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_t0, gx->launch[0]), NULL, -1, err), st, close);
+    PL_CHECK_GOTO(PL_CUDA(cudaEventSynchronize(gx->ev_t0), NULL, -1, err), st, close);
+    gx->t_start = pl__now_ns();
+    gx->t0_ns = 0;
+
+    pthread_mutex_lock(&gx->mu);
+    gx->running = 0;
+    for (int i = 0; i < gx->n_host_streams; i++) {
+        workers[i] = (pl__worker){.gx = gx, .stream = gx->host_streams[i], .worker = i};
+        if (pthread_create(&workers[i].th, NULL, pl__host_thread, &workers[i]) != 0) {
+            pl_error e;
+            pl_error_set(&e, PL_ERUNTIME, "error: cannot start a host worker thread");
+            pl__fail(gx, PL_ERUNTIME, &e);
+            break;
+        }
+        workers[i].started = true;
+        gx->running++;
+    }
+    if (pthread_create(&monitor, NULL, pl__monitor_thread, gx) == 0) {
+        monitor_started = true;
+        gx->running++;
+    } else {
+        pl_error e;
+        pl_error_set(&e, PL_ERUNTIME, "error: cannot start the gpu monitor thread");
+        pl__fail(gx, PL_ERUNTIME, &e);
+    }
+    pthread_mutex_unlock(&gx->mu);
+
+    pl__issue_loop(gx);
+
+    for (int i = 0; i < gx->n_host_streams; i++)
+        if (workers[i].started) pthread_join(workers[i].th, NULL);
+    if (monitor_started) pthread_join(monitor, NULL);
+
+    if (gx->failed) {
+        st = gx->status;
+        if (err) *err = gx->err;
+    } else if (gx->has_late_err) {
+        st = gx->late_status;
+        if (err) *err = gx->late_err;
+    } else if (pl__stopped(gx) && pl__batches_done(gx) < gx->batches) {
+        st = pl_error_set(err, PL_EINTR, "interrupted after %lld of %lld batches",
+                          (long long)pl__batches_done(gx), (long long)gx->batches);
+    }
+    res->batches_issued = gx->launched;
+    res->batches_done = pl__batches_done(gx);
+    res->wall_ns = pl__now_ns() - gx->t_start;
+    res->spans = gx->spans;
+    gx->spans = NULL;
+close:
+    if (gx->rt_open) {
+        pl_error ce;
+        pl_status cs = pl_stage_rt_close(&gx->rt, gx->done, st != PL_OK, res, &ce);
+        if (st == PL_OK && cs != PL_OK) {
+            st = cs;
+            if (err) *err = ce;
+        }
+    }
+    free(gx->spans);
+    free(workers);
+    pl__teardown(gx);
+    return st;
+}
+
+/* --- bench helpers ------------------------------------------------------------------------------- */
+
+pl_status pl_gpu_replay_loop(const pl_plan *plan, int64_t warmup, int64_t launches,
+                             double *ns_per_launch, pl_error *err)
+{
+    pl_run_cfg cfg;
+    pl_run_cfg_init(&cfg);
+    pl__gx gxs, *gx = &gxs;
+    pl_status st = pl__setup(gx, plan, &cfg, true, false, err);
+    int64_t t0 = 0;
+    for (int64_t i = 0; st == PL_OK && i < warmup + launches; i++) {
+        if (i == warmup) {
+            st = PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err);
+            t0 = pl__now_ns();
+        }
+        int s = (int)(i % gx->depth);
+        if (st == PL_OK) st = PL_CUDA(cudaGraphLaunch(gx->exec[s], gx->launch[s]), NULL, i, err);
+    }
+    if (st == PL_OK) st = PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err);
+    if (st == PL_OK) *ns_per_launch = (double)(pl__now_ns() - t0) / (double)launches;
+    pl__teardown(gx);
+    return st;
+}

@@ -1,0 +1,276 @@
+/* test_exec_gpu: the GPU executor gives the host executor's sink outputs, with graphs and with
+ * --no-graph, at depths 1 and 3: for small pipelines built here (a chain, a fork-join across
+ * compute streams, a persistent accumulator with cross-batch device deps) and for every pipeline
+ * in pipelines/. Also: a host stage inside the device region is refused with exit-2 status and a
+ * hint, and device spans respect the dependencies. Skipped (77) without a CUDA device.
+ * PL_GT_SELFTEST=1 runs the same comparisons host against host (checks the test itself). */
+#include <dirent.h>
+
+#include "pl_gpu_test.h"
+
+static bool gt_selftest;
+static int gt_compared, gt_exact, gt_tolerant;
+
+static pl_exec_kind gt_gpu(void)
+{
+    return gt_selftest ? PL_EXEC_HOST : PL_EXEC_GPU;
+}
+
+/* source -> up -> scale -> down -> sink */
+static void build_chain(pl_spec *s)
+{
+    s->run.batches = 10;
+    gt_buf(s, "x_host", PL_HOST, PL_F32, 100003, false, PL_INIT_NONE);
+    gt_buf(s, "x_dev", PL_DEVICE, PL_F32, 100003, false, PL_INIT_NONE);
+    gt_buf(s, "y_dev", PL_DEVICE, PL_F32, 100003, false, PL_INIT_NONE);
+    gt_buf(s, "y_host", PL_HOST, PL_F32, 100003, false, PL_INIT_NONE);
+    pl_stage *src = gt_stage(s, "gen", PL_KIND_SOURCE);
+    gt_opt(s, src, "to", "x_host");
+    gt_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    const char *in[] = {"x_dev", NULL};
+    gt_kernel(s, "scale", "scale", in, "y_dev", "alpha", "3");
+    gt_copy(s, "down", PL_KIND_D2H, "y_dev", "y_host");
+    pl_stage *sink = gt_stage(s, "save", PL_KIND_SINK);
+    gt_opt(s, sink, "from", "y_host");
+    gt_opt(s, sink, "to", "y.npy");
+}
+
+/* source -> up -> {scale a, scale b} -> add -> down -> sink, plus the input downloaded again on
+ * its own branch and a checksum of it: two compute streams and cross-stream events in the graph. */
+static void build_forkjoin(pl_spec *s)
+{
+    const int64_t n = 65536;
+    s->run.batches = 9;
+    gt_buf(s, "x_host", PL_HOST, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "x_dev", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "a_dev", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "b_dev", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "c_dev", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "h_dev", PL_DEVICE, PL_I64, 1, false, PL_INIT_NONE);
+    gt_buf(s, "c_host", PL_HOST, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "h_host", PL_HOST, PL_I64, 1, false, PL_INIT_NONE);
+    pl_stage *src = gt_stage(s, "gen", PL_KIND_SOURCE);
+    gt_opt(s, src, "to", "x_host");
+    gt_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    const char *x[] = {"x_dev", NULL}, *ab[] = {"a_dev", "b_dev", NULL};
+    gt_kernel(s, "twice", "scale", x, "a_dev", "alpha", "2");
+    gt_kernel(s, "half", "scale", x, "b_dev", "alpha", "0.5");
+    gt_kernel(s, "hash", "checksum", x, "h_dev", NULL, NULL);
+    gt_kernel(s, "sum2", "add", ab, "c_dev", NULL, NULL);
+    gt_copy(s, "down", PL_KIND_D2H, "c_dev", "c_host");
+    gt_copy(s, "down_hash", PL_KIND_D2H, "h_dev", "h_host");
+    pl_stage *k1 = gt_stage(s, "save", PL_KIND_SINK);
+    gt_opt(s, k1, "from", "c_host");
+    gt_opt(s, k1, "to", "c.npy");
+    pl_stage *k2 = gt_stage(s, "save_hash", PL_KIND_SINK);
+    gt_opt(s, k2, "from", "h_host");
+    gt_opt(s, k2, "to", "h.npy");
+}
+
+/* A persistent device accumulator: acc = 0.5 * acc + x per batch, downloaded every batch. The
+ * result of batch b depends on every earlier batch, so cross-batch deps between device stages
+ * (distance 1, shorter than the slot cycle) must hold for it to match. */
+static void build_accum(pl_spec *s)
+{
+    const int64_t n = 4099;
+    s->run.batches = 12;
+    gt_buf(s, "x_host", PL_HOST, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "x_dev", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "acc", PL_DEVICE, PL_F32, n, true, PL_INIT_ZEROS);
+    gt_buf(s, "tmp", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
+    gt_buf(s, "acc_host", PL_HOST, PL_F32, n, false, PL_INIT_NONE);
+    pl_stage *src = gt_stage(s, "gen", PL_KIND_SOURCE);
+    gt_opt(s, src, "to", "x_host");
+    gt_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    const char *a[] = {"acc", NULL}, *tx[] = {"tmp", "x_dev", NULL};
+    gt_kernel(s, "decay", "scale", a, "tmp", "alpha", "0.5");
+    pl_stage *acc = gt_kernel(s, "accumulate", "add", tx, "acc", NULL, NULL);
+    pl_stage_add_after(s, acc, "decay", gt_nopos);
+    gt_copy(s, "down", PL_KIND_D2H, "acc", "acc_host");
+    pl_stage *k = gt_stage(s, "save", PL_KIND_SINK);
+    gt_opt(s, k, "from", "acc_host");
+    gt_opt(s, k, "to", "acc.npy");
+}
+
+typedef void (*gt_builder)(pl_spec *s);
+
+/* Loads (file) or builds (builder) a fresh spec with depth and sinks set. */
+static pl_spec *gt_make(const char *file, gt_builder build, int depth, const char *dir)
+{
+    pl_spec *s = NULL;
+    pl_error e;
+    if (file) {
+        if (pl_load_file(file, &s, &e) != PL_OK) {
+            fprintf(stderr, "%s: %s\n", file, e.msg);
+            return NULL;
+        }
+    } else {
+        pl_spec_new(NULL, &s, &e);
+        build(s);
+    }
+    s->run.depth = depth;
+    if (s->run.batches > 12) s->run.batches = 12; /* enough batches to cycle every slot */
+    gt_redirect_sinks(s, dir);
+    return s;
+}
+
+/* Runs on the host (reference) once, then on the GPU with graphs/--no-graph at depths 1 and 3,
+ * comparing every sink file. */
+static void gt_compare_pipeline(const char *label, const char *file, gt_builder build)
+{
+    char ref_dir[600];
+    snprintf(ref_dir, sizeof ref_dir, "%s", gt_scratch("ref"));
+    pl_spec *ref = gt_make(file, build, 3, ref_dir);
+    CHECK(ref != NULL);
+    if (!ref) return;
+    gt_run hr;
+    gt_run_spec(ref, PL_EXEC_HOST, false, NULL, &hr);
+    if (hr.st != PL_OK) {
+        fprintf(stderr, "%s: host reference failed: %s\n", label, hr.err.msg);
+        CHECK(hr.st == PL_OK);
+        pl_run_result_fini(&hr.res);
+        pl_spec_free(ref);
+        return;
+    }
+    double tol = gt_tolerance(ref);
+    const int depths[2] = {1, 3};
+    for (int g = 0; g < 2; g++)
+        for (int di = 0; di < 2; di++) {
+            char dir[600], tag[96];
+            snprintf(dir, sizeof dir, "%s", gt_scratch("gpu"));
+            snprintf(tag, sizeof tag, "%s [%s, depth %d]", label, g ? "graphs" : "no-graph",
+                     depths[di]);
+            pl_spec *s = gt_make(file, build, depths[di], dir);
+            gt_run r;
+            gt_run_spec(s, gt_gpu(), g == 1, NULL, &r);
+            if (r.st == PL_EINPUT && strstr(r.err.msg, "--executor host")) {
+                printf("%-44s not supported on the gpu executor: %s\n", tag, r.err.msg);
+                pl_run_result_fini(&r.res);
+                pl_spec_free(s);
+                goto out;
+            }
+            if (r.st != PL_OK) fprintf(stderr, "%s: %s\n", tag, r.err.msg);
+            CHECK(r.st == PL_OK);
+            CHECK_EQ_INT(r.res.batches_done, hr.res.batches_done);
+            CHECK_EQ_INT(r.res.n_outputs, hr.res.n_outputs);
+            for (int o = 0; r.st == PL_OK && o < hr.res.n_outputs && o < r.res.n_outputs; o++) {
+                const pl_output *want = &hr.res.outputs[o], *got = &r.res.outputs[o];
+                char why[256];
+                bool ok;
+                if (want->path && got->path) {
+                    int si = pl_spec_find_stage(s, want->stage);
+                    pl_dtype t = si >= 0 ? s->buffers[s->stages[si].reads[0].index].dtype : PL_U8;
+                    ok = gt_compare_files(want->path, got->path, t, tol, why, sizeof why);
+                } else {
+                    ok = want->checksum == got->checksum;
+                    snprintf(why, sizeof why, "checksums %s", ok ? "equal" : "differ");
+                }
+                printf("%-44s sink '%s': %s\n", tag, want->stage, why);
+                if (!ok) fprintf(stderr, "%s: sink '%s' differs: %s\n", tag, want->stage, why);
+                CHECK(ok);
+                gt_compared++;
+                if (strstr(why, "identical") || strstr(why, "equal")) gt_exact++;
+                else if (ok) gt_tolerant++;
+            }
+            pl_run_result_fini(&r.res);
+            pl_spec_free(s);
+        }
+out:
+    pl_run_result_fini(&hr.res);
+    pl_spec_free(ref);
+}
+
+/* A host stage between device stages of one batch is refused before anything runs. */
+static void test_host_between(void)
+{
+    pl_spec *s = NULL;
+    pl_error e;
+    pl_spec_new(NULL, &s, &e);
+    build_chain(s);
+    gt_buf(s, "z_host", PL_HOST, PL_F32, 100003, false, PL_INIT_NONE);
+    gt_buf(s, "z_dev", PL_DEVICE, PL_F32, 100003, false, PL_INIT_NONE);
+    pl_stage *g2 = gt_stage(s, "gen2", PL_KIND_SOURCE);
+    gt_opt(s, g2, "to", "z_host");
+    pl_stage_add_after(s, g2, "down", gt_nopos);
+    gt_copy(s, "up2", PL_KIND_H2D, "z_host", "z_dev");
+    gt_redirect_sinks(s, gt_scratch("between"));
+    gt_run r;
+    gt_run_spec(s, PL_EXEC_GPU, true, NULL, &r);
+    printf("host stage between device stages: %s\n", r.err.msg);
+    CHECK_EQ_INT(r.st, PL_EINPUT);
+    CHECK(strstr(r.err.msg, "stage 'gen2'") != NULL);
+    CHECK(strstr(r.err.msg, "--executor host") != NULL);
+    CHECK_EQ_INT(pl_status_exit_code(r.st), 2);
+    pl_run_result_fini(&r.res);
+    pl_spec_free(s);
+}
+
+/* Device spans come from events inside the graph: within a batch, the kernel starts after the
+ * upload ends and the download after the kernel; the sink (host clock) after the download. */
+static void test_spans(bool graphs)
+{
+    pl_spec *s = NULL;
+    pl_error e;
+    pl_spec_new(NULL, &s, &e);
+    build_chain(s);
+    gt_redirect_sinks(s, gt_scratch("spans"));
+    gt_run r;
+    gt_run_spec(s, PL_EXEC_GPU, graphs, NULL, &r);
+    CHECK(r.st == PL_OK);
+    CHECK_STR(r.res.executor, "gpu");
+    CHECK(r.res.graphs == graphs);
+    CHECK_EQ_INT(r.res.batches_done, 10);
+    int up = pl_spec_find_stage(s, "up"), k = pl_spec_find_stage(s, "scale"),
+        dn = pl_spec_find_stage(s, "down"), sk = pl_spec_find_stage(s, "save");
+    const int64_t slack = 1000, host_slack = 500000; /* float ms rounding; clock mapping */
+    for (int64_t b = 0; r.st == PL_OK && b < r.res.batches_done; b++) {
+        const pl_span *sp = &r.res.spans[b * r.res.n_stages];
+        CHECK(sp[up].start_ns > 0 && sp[up].end_ns >= sp[up].start_ns);
+        CHECK(sp[k].start_ns + slack >= sp[up].end_ns);
+        CHECK(sp[dn].start_ns + slack >= sp[k].end_ns);
+        CHECK(sp[sk].start_ns + host_slack >= sp[dn].end_ns);
+    }
+    pl_run_result_fini(&r.res);
+    pl_spec_free(s);
+}
+
+static int gt_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int main(void)
+{
+    gt_selftest = getenv("PL_GT_SELFTEST") && strcmp(getenv("PL_GT_SELFTEST"), "1") == 0;
+    if (!gt_selftest) gt_skip_without_device();
+    gt_compare_pipeline("builtin:chain", NULL, build_chain);
+    gt_compare_pipeline("builtin:forkjoin", NULL, build_forkjoin);
+    gt_compare_pipeline("builtin:accum", NULL, build_accum);
+    if (!gt_selftest) {
+        test_host_between();
+        test_spans(true);
+        test_spans(false);
+    }
+    /* Every pipeline shipped in pipelines/. */
+    const char *pdir = PL_SOURCE_DIR "/pipelines";
+    DIR *d = opendir(pdir);
+    char *names[256];
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d)) && n < 256;) {
+        size_t l = strlen(de->d_name);
+        if ((l > 5 && strcmp(de->d_name + l - 5, ".yaml") == 0) ||
+            (l > 4 && strcmp(de->d_name + l - 4, ".lua") == 0))
+            names[n++] = strdup(de->d_name);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], gt_cmp_str);
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", pdir, names[i]);
+        gt_compare_pipeline(names[i], path, NULL);
+        free(names[i]);
+    }
+    printf("%d pipeline files; %d sink outputs compared: %d bit-identical, %d within tolerance\n", n,
+           gt_compared, gt_exact, gt_tolerant);
+    PL_TEST_DONE();
+}
