@@ -60,16 +60,39 @@ struct t_f64 {
     static __device__ S store(C c) { return c; }
 };
 
-/* Round-to-nearest arithmetic with no contraction into FMA: the host reference computes
- * alpha * x + y as a product then a sum, and the GPU must round the same way to give the same
- * bits. */
+/* Round-to-nearest arithmetic with no contraction into FMA where the reference has none (scale,
+ * add), and one fused multiply-add where it has one (saxpy: fmaf / fma on the host), so the GPU
+ * rounds exactly as the host does and gives the same bits. */
 __device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ inline double fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
 
-/* The elementwise ops, per element. Integer types wrap on overflow (unsigned arithmetic) and
- * scale/saxpy compute alpha * x in f64 then convert toward zero, as the reference does. */
+/* Integers: a double result rounded to nearest even and saturated to the type's range (NaN
+ * becomes 0), as the reference does for fill, scale and saxpy. */
+template <typename S> struct int_range;
+template <> struct int_range<uint8_t> {
+    static constexpr uint8_t lo = 0, hi = UINT8_MAX;
+};
+template <> struct int_range<int32_t> {
+    static constexpr int32_t lo = INT32_MIN, hi = INT32_MAX;
+};
+template <> struct int_range<int64_t> {
+    static constexpr int64_t lo = INT64_MIN, hi = INT64_MAX;
+};
+
+template <typename S> __host__ __device__ inline S sat_round(double v)
+{
+    if (v != v) return 0;
+    double r = rint(v);
+    if (r <= (double)int_range<S>::lo) return int_range<S>::lo;
+    if (r >= (double)int_range<S>::hi) return int_range<S>::hi; /* (double)INT64_MAX is 2^63 */
+    return (S)r;
+}
+
+/* The elementwise ops, per element. */
 template <typename T> struct op_fill {
     typename T::S v;
     __device__ typename T::S operator()(typename T::S, typename T::S) const { return v; }
@@ -85,7 +108,7 @@ template <typename T> struct op_saxpy {
     typename T::C alpha;
     __device__ typename T::S operator()(typename T::S x, typename T::S y) const
     {
-        return T::store(add_rn(mul_rn(alpha, T::load(x)), T::load(y)));
+        return T::store(fma_rn(alpha, T::load(x), T::load(y)));
     }
 };
 template <typename T> struct op_add {
@@ -95,31 +118,25 @@ template <typename T> struct op_add {
     }
 };
 
-template <typename I> struct int_ops {
-    using S = typename I::S;
-    using U = typename std::conditional<sizeof(S) == 8, uint64_t,
-                                        typename std::conditional<sizeof(S) == 4, uint32_t,
-                                                                  uint8_t>::type>::type;
-};
+/* Integer scale and saxpy compute in double (saxpy as one fma), then sat_round; add wraps. */
 template <typename I> struct op_scale_int {
     double alpha;
     __device__ typename I::S operator()(typename I::S x, typename I::S) const
     {
-        return (typename I::S)__dmul_rn(alpha, (double)x);
+        return sat_round<typename I::S>(__dmul_rn(alpha, (double)x));
     }
 };
 template <typename I> struct op_saxpy_int {
     double alpha;
     __device__ typename I::S operator()(typename I::S x, typename I::S y) const
     {
-        using U = typename int_ops<I>::U;
-        return (typename I::S)((U)(typename I::S)__dmul_rn(alpha, (double)x) + (U)y);
+        return sat_round<typename I::S>(__fma_rn(alpha, (double)x, (double)y));
     }
 };
 template <typename I> struct op_add_int {
     __device__ typename I::S operator()(typename I::S x, typename I::S y) const
     {
-        using U = typename int_ops<I>::U;
+        using U = typename std::make_unsigned<typename I::S>::type;
         return (typename I::S)((U)x + (U)y);
     }
 };
@@ -263,7 +280,15 @@ __global__ void checksum_kernel(const uint8_t *x, uint64_t nbytes, unsigned long
         ulonglong2 v = reinterpret_cast<const ulonglong2 *>(x)[p];
         local += hash_word(v.x, 2 * p) + hash_word(v.y, 2 * p + 1);
     }
-    for (uint64_t i = 2 * pairs + tid; i < nwords; i += stride) local += hash_word(w[i], i);
+    if (((uintptr_t)x & 7u) == 0) {
+        for (uint64_t i = 2 * pairs + tid; i < nwords; i += stride) local += hash_word(w[i], i);
+    } else { /* an unaligned view: assemble each little-endian word from bytes */
+        for (uint64_t i = tid; i < nwords; i += stride) {
+            uint64_t t = 0;
+            for (int b = 0; b < 8; b++) t |= (uint64_t)x[8 * i + b] << (8 * b);
+            local += hash_word(t, i);
+        }
+    }
     if (tid == 0 && (nbytes & 7u)) { /* zero-padded tail word */
         uint64_t t = 0;
         for (uint64_t b = nwords * 8; b < nbytes; b++) t |= (uint64_t)x[b] << (8 * (b - nwords * 8));
@@ -281,8 +306,7 @@ __global__ void checksum_final_kernel(unsigned long long *acc, uint64_t nbytes)
 /* ---- argmax: first index of the largest value per row ---- */
 
 /* Candidate (v, i) beats (bv, bi) when larger, or equal with a smaller index; NaN never wins
- * (the reference scans `if (x[j] > best)` from x[0], so a NaN is never picked unless it is x[0],
- * which the final step handles). bi < 0 means "no candidate yet". */
+ * (a row of NaN only gives 0). bi < 0 means "no candidate yet". */
 template <typename C> __device__ inline bool argmax_better(C v, int64_t i, C bv, int64_t bi)
 {
     if (v != v) return false;
@@ -349,10 +373,7 @@ __global__ void argmax_kernel(const typename T::S *x, int64_t rows, int64_t cols
             }
             __syncthreads(); /* sv/si are reused by the next row */
         }
-        if (tid == 0) {
-            C first = T::load(xr[0]);
-            y[r] = (bi < 0 || first != first) ? 0 : (int32_t)bi;
-        }
+        if (tid == 0) y[r] = bi < 0 ? 0 : (int32_t)bi;
     }
 }
 
@@ -389,15 +410,15 @@ extern "C" int pl_gpu_launch_fill(int dtype, void *y, int64_t n, double value, i
                                   void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    /* The value is converted once, on the host-visible path the reference uses: f64 -> the
-     * element type (through f32 for f16/bf16), integers toward zero. */
+    /* The value is converted once, here, as the reference converts it: through f32 for f16/bf16,
+     * integers rounded to nearest even and saturated. */
     switch (dtype) {
     case PL_U8: return ew_launch((uint8_t *)y, (const uint8_t *)0, (const uint8_t *)0, n,
-                                 op_fill<t_u8>{(uint8_t)value}, sms, s);
+                                 op_fill<t_u8>{sat_round<uint8_t>(value)}, sms, s);
     case PL_I32: return ew_launch((int32_t *)y, (const int32_t *)0, (const int32_t *)0, n,
-                                  op_fill<t_i32>{(int32_t)value}, sms, s);
+                                  op_fill<t_i32>{sat_round<int32_t>(value)}, sms, s);
     case PL_I64: return ew_launch((int64_t *)y, (const int64_t *)0, (const int64_t *)0, n,
-                                  op_fill<t_i64>{(int64_t)value}, sms, s);
+                                  op_fill<t_i64>{sat_round<int64_t>(value)}, sms, s);
     case PL_F16: return ew_launch((uint16_t *)y, (const uint16_t *)0, (const uint16_t *)0, n,
                                   op_fill<t_f16>{__half_as_ushort(__float2half_rn((float)value))},
                                   sms, s);

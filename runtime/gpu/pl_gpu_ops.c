@@ -64,6 +64,31 @@ static pl_status pl__cublas_check(cublasStatus_t s, const char *call, const char
     return pl_error_set(err, PL_ECUDA, "%s failed: %s", call, pl__cublas_text(s));
 }
 
+/* One tiny gemm per dtype, outside any capture, so cuBLAS's one-time setup (its internal
+ * handles, device queries, first module loads) is done before the executor captures. */
+static pl_status pl__gemm_warm_up(pl_gpu_ctx *ctx, pl_error *err)
+{
+    static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF};
+    pl_status st = PL_OK;
+    void *m = NULL;
+    float one = 1, zero = 0;
+    PL_CHECK(PL_CUDA(cudaMalloc(&m, 3 * 64 * sizeof(float)), NULL, -1, err));
+    PL_CHECK_GOTO(PL_CUDA(cudaMemset(m, 0, 3 * 64 * sizeof(float)), NULL, -1, err), st, done);
+    for (int i = 0; i < 3; i++) {
+        char *p = m;
+        PL_CHECK_GOTO(pl__cublas_check(cublasGemmEx(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8,
+                                                    &one, p, types[i], 8, p + 256, types[i], 8,
+                                                    &zero, p + 512, types[i], 8,
+                                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                       "cublasGemmEx (warm-up)", NULL, -1, err),
+                      st, done);
+    }
+    PL_CHECK_GOTO(PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err), st, done);
+done:
+    cudaFree(m);
+    return st;
+}
+
 pl_status pl_gpu_ctx_new(int device, pl_gpu_ctx **out, pl_error *err)
 {
     pl_status st = PL_OK;
@@ -78,6 +103,7 @@ pl_status pl_gpu_ctx_new(int device, pl_gpu_ctx **out, pl_error *err)
                   st, fail);
     PL_CHECK_GOTO(pl__cublas_check(cublasCreate(&ctx->blas), "cublasCreate", NULL, -1, err), st,
                   fail);
+    PL_CHECK_GOTO(pl__gemm_warm_up(ctx, err), st, fail);
     *out = ctx;
     return PL_OK;
 fail:
