@@ -290,40 +290,56 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
     char p[512];
     if (g->n_order < g->n) return pl__report_cycle(spec, g, err);
 
-    /* Hazards: two accessors of one buffer, one writing, with no path either way. */
+    /* Writers of each buffer, as positions in its accessor list: the loops below pair writers
+     * with accessors (a buffer read by thousands of stages has few writers). */
+    int *wpos = malloc(((size_t)g->n + 1) * sizeof *wpos);
+    if (!wpos) return pl_error_set(err, PL_ENOMEM, "error: out of memory checking hazards");
+
+    /* Hazards: two accessors of one buffer, one writing, with no path either way. The one
+     * reported is the first by (later accessor, earlier accessor) in declaration order. */
     for (int b = 0; b < g->n_buffers; b++) {
-        for (int j = g->acc_off[b]; j < g->acc_off[b + 1]; j++) {
-            for (int i = g->acc_off[b]; i < j; i++) {
-                bool wi = g->acc_mode[i] & PL_ACC_WRITE, wj = g->acc_mode[j] & PL_ACC_WRITE;
-                if (!wi && !wj) continue;
+        int lo = g->acc_off[b], hi = g->acc_off[b + 1], nw = 0, bj = -1, bi = -1;
+        for (int k = lo; k < hi; k++)
+            if (g->acc_mode[k] & PL_ACC_WRITE) wpos[nw++] = k;
+        for (int x = 0; x < nw; x++) {
+            for (int k = lo; k < hi; k++) {
+                int i = k < wpos[x] ? k : wpos[x], j = k < wpos[x] ? wpos[x] : k;
+                if (i == j || (bj >= 0 && (j > bj || (j == bj && i >= bi)))) continue;
                 int a = g->acc[i], c = g->acc[j];
                 if (pl_reach_has(&g->reach, a, c) || pl_reach_has(&g->reach, c, a)) continue;
-                const pl_stage *sa = &spec->stages[a], *sc = &spec->stages[c];
-                return pl_error_at(err, PL_EINPUT, pl__access_pos(sc, b, wj),
-                                   "hazard on buffer '%s': stage '%s' %s it and stage '%s' (at %s) "
-                                   "%s it, and nothing orders them; add after: [%s] to stage '%s' "
-                                   "(or the reverse) so one runs first",
-                                   spec->buffers[b].name, sc->name, wj ? "writes" : "reads",
-                                   sa->name, pl__pos_str(pl__access_pos(sa, b, wi), p, sizeof p),
-                                   wi ? "writes" : "reads", sa->name, sc->name);
+                bj = j;
+                bi = i;
             }
         }
+        if (bj < 0) continue;
+        bool wi = g->acc_mode[bi] & PL_ACC_WRITE, wj = g->acc_mode[bj] & PL_ACC_WRITE;
+        const pl_stage *sa = &spec->stages[g->acc[bi]], *sc = &spec->stages[g->acc[bj]];
+        free(wpos);
+        return pl_error_at(err, PL_EINPUT, pl__access_pos(sc, b, wj),
+                           "hazard on buffer '%s': stage '%s' %s it and stage '%s' (at %s) %s it, "
+                           "and nothing orders them; add after: [%s] to stage '%s' (or the "
+                           "reverse) so one runs first",
+                           spec->buffers[b].name, sc->name, wj ? "writes" : "reads", sa->name,
+                           pl__pos_str(pl__access_pos(sa, b, wi), p, sizeof p),
+                           wi ? "writes" : "reads", sa->name, sc->name);
     }
 
     /* A per-batch buffer without init must be written in the batch before anything reads it. */
     for (int b = 0; b < g->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
         if (buf->persistent || buf->init != PL_INIT_NONE) continue;
-        for (int j = g->acc_off[b]; j < g->acc_off[b + 1]; j++) {
+        int lo = g->acc_off[b], hi = g->acc_off[b + 1], nw = 0;
+        for (int k = lo; k < hi; k++)
+            if (g->acc_mode[k] & PL_ACC_WRITE) wpos[nw++] = k;
+        for (int j = lo; j < hi; j++) {
             if (!(g->acc_mode[j] & PL_ACC_READ)) continue;
             int r = g->acc[j];
             bool written = false;
-            for (int i = g->acc_off[b]; i < g->acc_off[b + 1] && !written; i++)
-                if ((g->acc_mode[i] & PL_ACC_WRITE) && g->acc[i] != r &&
-                    pl_reach_has(&g->reach, g->acc[i], r))
-                    written = true;
+            for (int x = 0; x < nw && !written; x++)
+                written = g->acc[wpos[x]] != r && pl_reach_has(&g->reach, g->acc[wpos[x]], r);
             if (written) continue;
             const pl_stage *sr = &spec->stages[r];
+            free(wpos);
             return pl_error_at(err, PL_EINPUT, pl__access_pos(sr, b, false),
                                "stage '%s' reads per-batch buffer '%s', but no stage writes it "
                                "before that in the batch; write it first (a stage ordered before "
@@ -332,6 +348,7 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
                                sr->name, buf->name, sr->name, buf->name, buf->name);
         }
     }
+    free(wpos);
 
     /* A per-batch buffer with init that a stage writes: slots would leak writes across batches. */
     static const char *const init_names[] = {"none", "zeros", "random", "file"};

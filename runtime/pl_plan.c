@@ -67,14 +67,24 @@ static pl_status pl__reduce_preds(pl_plan *plan, const pl_graph *g)
     return PL_OK;
 }
 
-static int pl__stream_new(pl_plan *plan, pl_engine e, const char *name, int cap)
+static int pl__stream_new(pl_plan *plan, pl_engine e, const char *name)
 {
     pl_stream *s = &plan->streams[plan->n_streams];
     snprintf(s->name, sizeof s->name, "%s", name);
     s->engine = e;
-    s->stages = malloc(((size_t)cap + 1) * sizeof *s->stages);
-    if (!s->stages) return -1;
     return plan->n_streams++;
+}
+
+/* Appends a stage; capacities are powers of two (a stream is filled once, in plan order). */
+static int pl__stream_push(pl_stream *s, int v)
+{
+    if ((s->n_stages & (s->n_stages - 1)) == 0) {
+        int *a = realloc(s->stages, (size_t)(s->n_stages ? s->n_stages * 2 : 4) * sizeof *a);
+        if (!a) return -1;
+        s->stages = a;
+    }
+    s->stages[s->n_stages++] = v;
+    return 0;
 }
 
 /* One h2d and one d2h stream; a compute or host stage continues the stream of a same-engine
@@ -92,12 +102,10 @@ static pl_status pl__assign_streams(pl_plan *plan)
         int sid = -1;
         char name[32];
         if (ps->engine == PL_ENGINE_H2D) {
-            if (h2d < 0 && (h2d = pl__stream_new(plan, PL_ENGINE_H2D, "h2d", n)) < 0)
-                return PL_ENOMEM;
+            if (h2d < 0) h2d = pl__stream_new(plan, PL_ENGINE_H2D, "h2d");
             sid = h2d;
         } else if (ps->engine == PL_ENGINE_D2H) {
-            if (d2h < 0 && (d2h = pl__stream_new(plan, PL_ENGINE_D2H, "d2h", n)) < 0)
-                return PL_ENOMEM;
+            if (d2h < 0) d2h = pl__stream_new(plan, PL_ENGINE_D2H, "d2h");
             sid = d2h;
         } else {
             for (int i = 0; i < ps->n_preds && sid < 0; i++) {
@@ -110,11 +118,10 @@ static pl_status pl__assign_streams(pl_plan *plan)
                 bool comp = ps->engine == PL_ENGINE_COMPUTE;
                 snprintf(name, sizeof name, "%s%d", comp ? "compute" : "host",
                          comp ? n_compute++ : n_host++);
-                if ((sid = pl__stream_new(plan, ps->engine, name, n)) < 0) return PL_ENOMEM;
+                sid = pl__stream_new(plan, ps->engine, name);
             }
         }
-        pl_stream *s = &plan->streams[sid];
-        s->stages[s->n_stages++] = v;
+        if (pl__stream_push(&plan->streams[sid], v)) return PL_ENOMEM;
         ps->stream = sid;
     }
     return PL_OK;
@@ -277,31 +284,43 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
 {
     pl__xvec v = {0};
     char *keep = NULL;
+    int words = g->reach.words;
+    /* acc: the buffer's accessors as a bitset; below: the stages some accessor reaches. Then
+     * l is last when its row misses acc, and t is first when `below` misses t. */
+    uint64_t *acc = calloc((size_t)words + 1, sizeof *acc);
+    uint64_t *below = calloc((size_t)words + 1, sizeof *below);
+    int *lasts = malloc(((size_t)g->n + 1) * sizeof *lasts);
+    if (!acc || !below || !lasts) goto oom;
     for (int b = 0; b < g->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
         int lo = g->acc_off[b], hi = g->acc_off[b + 1];
         bool written = false;
         for (int i = lo; i < hi; i++) written |= (g->acc_mode[i] & PL_ACC_WRITE) != 0;
         if (!written) continue;
+        memset(acc, 0, (size_t)words * sizeof *acc);
+        memset(below, 0, (size_t)words * sizeof *below);
         for (int i = lo; i < hi; i++) {
-            int l = g->acc[i];
+            int a = g->acc[i];
+            acc[a >> 6] |= UINT64_C(1) << (a & 63);
+            const uint64_t *row = g->reach.bits + (size_t)a * (size_t)words;
+            for (int w = 0; w < words; w++) below[w] |= row[w];
+        }
+        int nl = 0;
+        for (int i = lo; i < hi; i++) {
+            const uint64_t *row = g->reach.bits + (size_t)g->acc[i] * (size_t)words;
             bool last = true;
-            for (int j = lo; j < hi && last; j++)
-                if (j != i && pl_reach_has(&g->reach, l, g->acc[j])) last = false;
-            if (!last) continue;
-            for (int j = lo; j < hi; j++) {
-                int t = g->acc[j];
-                if (!buf->persistent) {
-                    if ((g->acc_mode[j] & PL_ACC_WRITE) &&
-                        pl__xadd(&v, l, t, plan->depth, b, PL_XDEP_SLOT_REUSE))
-                        goto oom;
-                    continue;
-                }
-                bool first = true;
-                for (int k = lo; k < hi && first; k++)
-                    if (k != j && pl_reach_has(&g->reach, g->acc[k], t)) first = false;
-                if (first && pl__xadd(&v, l, t, 1, b, PL_XDEP_PERSISTENT)) goto oom;
-            }
+            for (int w = 0; w < words && last; w++) last = (row[w] & acc[w]) == 0;
+            if (last) lasts[nl++] = g->acc[i];
+        }
+        for (int j = lo; j < hi; j++) {
+            int t = g->acc[j];
+            bool target = buf->persistent ? !((below[t >> 6] >> (t & 63)) & 1u)
+                                          : (g->acc_mode[j] & PL_ACC_WRITE) != 0;
+            if (!target) continue;
+            for (int i = 0; i < nl; i++)
+                if (pl__xadd(&v, lasts[i], t, buf->persistent ? 1 : plan->depth, b,
+                             buf->persistent ? PL_XDEP_PERSISTENT : PL_XDEP_SLOT_REUSE))
+                    goto oom;
         }
     }
     for (int s = 0; s < spec->n_stages; s++) {
@@ -340,10 +359,16 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         if (keep[i]) plan->xdeps[plan->n_xdeps++] = v.a[i];
     free(keep);
     free(v.a);
+    free(acc);
+    free(below);
+    free(lasts);
     return PL_OK;
 oom:
     free(keep);
     free(v.a);
+    free(acc);
+    free(below);
+    free(lasts);
     return PL_ENOMEM;
 }
 
@@ -512,8 +537,13 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
 void pl_plan_dump_dot(const pl_plan *plan, FILE *out)
 {
     const pl_spec *spec = plan->spec;
-    /* Names are identifiers (checked), so they need no escaping inside quotes. */
-    fprintf(out, "digraph \"%s\" {\n", spec->name);
+    /* Stage names are identifiers (checked); the pipeline's name is free text: escape it. */
+    fputs("digraph \"", out);
+    for (const char *c = spec->name; c && *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', out);
+        fputc(*c == '\n' ? ' ' : *c, out);
+    }
+    fputs("\" {\n", out);
     fprintf(out, "  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n");
     for (int i = 0; i < plan->n_streams; i++) {
         const pl_stream *s = &plan->streams[i];
