@@ -56,6 +56,7 @@ pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
         cfg = &def;
     }
     memset(res, 0, sizeof *res);
+    res->batches_planned = plan->batches;
     switch (cfg->executor) {
     case PL_EXEC_HOST: return pl_exec_host_run(plan, cfg, res, err);
     case PL_EXEC_GPU:

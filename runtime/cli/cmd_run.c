@@ -159,11 +159,12 @@ int pl_cmd_run(int argc, char **argv)
     sigaction(SIGINT, &old, NULL);
     if (prog.on) fprintf(stderr, "\r%*s\r", prog.width + 32, "");
 
+    /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report. */
     if (json) pl_report_json(stdout, plan, &res, st, &err);
-    else if (!quiet) pl_report_print(stdout, plan, &res, st);
+    else if (!quiet && res.executor) pl_report_print(stdout, plan, &res, st);
     fflush(stdout);
     if (st != PL_OK) {
-        pl_report_stopped(stderr, &res);
+        if (res.executor) pl_report_stopped(stderr, &res);
         goto fail;
     }
     goto out;
