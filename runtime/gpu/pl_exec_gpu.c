@@ -68,6 +68,8 @@ typedef struct pl__gx {
     uint32_t *trigger;        /* host-mapped fault-injection word */
     void *trigger_dev;
     int fail_dev_stage;       /* device stage with injected fault, -1 if none */
+    bool spans_on;            /* per-stage timing events (PIPECTL_GPU_SPANS=0: off) */
+    bool *need_end;           /* [stage]: graphs record its end event (always with spans) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -236,6 +238,33 @@ static pl_status pl__index_xdeps(pl__gx *gx, pl_error *err)
     return PL_OK;
 }
 
+/* Which device stages' end events the graphs must record: all of them with spans; without
+ * spans only those the host or a later launch waits for (host successors, cross-batch deps) and
+ * the leaves of the device region (their completion implies the whole batch's). */
+static pl_status pl__mark_needed_ends(pl__gx *gx, pl_error *err)
+{
+    const pl_plan *p = gx->plan;
+    bool *has_dev_succ = calloc((size_t)gx->nst, 1);
+    gx->need_end = calloc((size_t)gx->nst, 1);
+    if (!has_dev_succ || !gx->need_end) {
+        free(has_dev_succ);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    }
+    for (int s = 0; s < gx->nst; s++) {
+        const pl_plan_stage *ps = &p->stages[s];
+        for (int j = 0; j < ps->n_preds; j++) {
+            int q = ps->preds[j];
+            if (gx->cls[s] == PL__DEV) has_dev_succ[q] = true;
+            else gx->need_end[q] = true;
+        }
+    }
+    for (int i = 0; i < p->n_xdeps; i++) gx->need_end[p->xdeps[i].from] = true;
+    for (int s = 0; s < gx->nst; s++)
+        if (gx->spans_on || !has_dev_succ[s]) gx->need_end[s] = true;
+    free(has_dev_succ);
+    return PL_OK;
+}
+
 /* --- memory ------------------------------------------------------------------------------------ */
 
 static void *pl__pinned_alloc(void *user, const pl_buffer *b, uint64_t bytes, pl_error *err)
@@ -367,8 +396,9 @@ static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
         for (int r = 0; r < gx->ring; r++) {
             size_t k = (size_t)r * gx->nst + st;
             /* Timing enabled: these give the device stages' spans. */
-            PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_start[k]), NULL, -1, err));
-            PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_end[k]), NULL, -1, err));
+            unsigned fl = gx->spans_on ? cudaEventDefault : cudaEventDisableTiming;
+            PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_start[k], fl), NULL, -1, err));
+            PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_end[k], fl), NULL, -1, err));
         }
     }
     PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_fork, cudaEventDisableTiming), NULL, -1, err));
@@ -433,7 +463,8 @@ static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t b
     /* Inside a capture, External makes these real event-record nodes that the host can wait on
      * (and that keep their timestamps); outside, it is a plain record. */
     unsigned fl = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
-    PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
+    if (gx->spans_on)
+        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
     void *const *hb = pl_buffers_slot(gx->hbufs, slot);
     void *const *db = pl_buffers_slot(gx->dbufs, slot);
     switch (stg->kind) {
@@ -462,7 +493,8 @@ static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t b
     if (st == gx->fail_dev_stage &&
         (capturing ? slot == (int)(gx->cfg->fail_batch % gx->depth) : batch == gx->cfg->fail_batch))
         PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
-    PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_end[k], s, fl), name, batch, err));
+    if (!capturing || gx->need_end[st])
+        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_end[k], s, fl), name, batch, err));
     if (gx->write_value) {
         CUresult cr = gx->write_value((CUstream)s, gx->marks_dev + sizeof(uint32_t) * k, 1, 0);
         if (cr != CUDA_SUCCESS)
@@ -787,6 +819,7 @@ static void *pl__monitor_thread(void *arg)
         size_t base = (size_t)(b % gx->ring) * gx->nst;
         for (int i = 0; i < gx->n_dev; i++) {
             int st = gx->dev[i];
+            if (gx->graphs && !gx->need_end[st]) continue; /* implied by a later stage's end */
             cudaError_t ce = cudaEventSynchronize(gx->ev_end[base + st]);
             if (ce != cudaSuccess) {
                 pl__device_failed(gx, b, st, ce);
@@ -798,8 +831,12 @@ static void *pl__monitor_thread(void *arg)
             pthread_cond_broadcast(&gx->cv);
             pthread_mutex_unlock(&gx->mu);
         }
+        pthread_mutex_lock(&gx->mu);
+        for (int i = 0; i < gx->n_dev; i++) gx->done[gx->dev[i]] = b + 1;
+        pthread_cond_broadcast(&gx->cv);
+        pthread_mutex_unlock(&gx->mu);
         /* Spans on the run clock: elapsed time from ev_t0, whose run-clock time is known. */
-        for (int i = 0; i < gx->n_dev; i++) {
+        for (int i = 0; gx->spans_on && i < gx->n_dev; i++) {
             int st = gx->dev[i];
             float a = 0, z = 0;
             if (cudaEventElapsedTime(&a, gx->ev_t0, gx->ev_start[base + st]) != cudaSuccess ||
@@ -965,6 +1002,9 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
     PL_CHECK(PL_CUDA(cudaSetDevice(gx->device), NULL, -1, err));
     PL_CHECK(pl__classify(gx, err));
     PL_CHECK(pl__index_xdeps(gx, err));
+    const char *spans_env = getenv("PIPECTL_GPU_SPANS");
+    gx->spans_on = !(spans_env && strcmp(spans_env, "0") == 0);
+    PL_CHECK(pl__mark_needed_ends(gx, err));
     if (cfg && cfg->fail_stage >= 0 && cfg->fail_stage < gx->nst && cfg->fail_batch >= 0 &&
         gx->cls[cfg->fail_stage] == PL__DEV)
         gx->fail_dev_stage = cfg->fail_stage;
@@ -1027,6 +1067,7 @@ static void pl__teardown(pl__gx *gx)
     free(gx->cls);
     free(gx->dev);
     free(gx->launch_deps);
+    free(gx->need_end);
     for (int s = 0; gx->xin && s < gx->nst; s++) free(gx->xin[s]);
     free(gx->xin);
     free(gx->n_xin);
