@@ -198,6 +198,9 @@ static bool run_gpu(pl_gpu_ctx *ctx, tcase *tc, int poison, bool capture, bool k
         else
             cudaMemcpy(tc->dev[b], tc->host[b], buf->bytes, cudaMemcpyHostToDevice);
     }
+    /* cudaMemset and cudaMemcpy from pageable memory may still be in flight when they return,
+     * on the legacy stream, which a non-blocking stream does not wait for. */
+    if (cudaDeviceSynchronize() != cudaSuccess) return false;
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     if (capture) cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
@@ -679,6 +682,7 @@ static void test_cold_capture(pl_gpu_ctx *ctx)
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess); /* the uploads above, see run_gpu */
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
     for (int i = 0; i < ns; i++) {
         pl_status st = pl_gpu_op_record(ctx, spec, &spec->stages[i], dev, s, 0, &err);
