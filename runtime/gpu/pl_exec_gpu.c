@@ -76,6 +76,8 @@ typedef struct pl__gx {
     bool sync_init;
     int64_t *done;       /* [stage]: batches < done finished, in order */
     int64_t launched;    /* batches whose device work is issued */
+    int64_t mon_b;       /* the batch being read back (issuing thread only) */
+    int mon_i;           /* its next device stage to read back, index into dev */
     int64_t monitored;   /* batches whose device completion and timings are read */
     int64_t limit;       /* batches that will be issued (lowered on stop / launch error) */
     int64_t reported;    /* batches passed to cfg->on_batch */
@@ -105,9 +107,19 @@ static const char *pl__sname(const pl__gx *gx, int st)
     return gx->spec->stages[st].name;
 }
 
+/* Before the first CUDA call of the process: more hardware work queues. With the default 8,
+ * the per-slot graphs' internal streams (three per slot plus the launch streams) share queues
+ * and pick up false dependencies; measured 93% -> 98% of the bound at depth 4 (docs/perf.md).
+ * A value the user set wins. */
+void pl_gpu_prepare_env(void)
+{
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+}
+
 bool pl_gpu_available(void)
 {
     static int cached = -1; /* benign race: every thread computes the same answer */
+    pl_gpu_prepare_env();
     if (cached < 0) {
         int n = 0;
         cached = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -421,15 +433,17 @@ static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
     return PL_OK;
 }
 
-/* Per-stage completion marks, written by the stream front end (cuStreamWriteValue32: no kernel,
- * next to free) after each device stage. After a kernel fault every CUDA call returns the sticky
- * error, so events cannot say which stage of which batch was running; the marks can. Switched off
- * (the error then names the batch only) when the driver cannot capture stream memory operations
- * or PIPECTL_FAULT_MARKS=0. */
+/* Per-stage completion marks, written by the stream front end (cuStreamWriteValue32) after each
+ * device stage. After a kernel fault every CUDA call returns the sticky error, so events cannot
+ * say which stage of which batch was running; the marks can. Off unless PIPECTL_FAULT_MARKS=1:
+ * measured on the H200 (docs/perf.md), memory-operation nodes in the per-slot graphs stopped
+ * the slots' copies from overlapping (47% of the bound instead of 83% at depth 3 and 4, 64 MiB
+ * batches) and cost ~2 us per stage on small batches. Without them the fault is pinned on the
+ * first kernel not seen to finish (pl__locate_fault). */
 static void pl__probe_marks(pl__gx *gx)
 {
     const char *env = getenv("PIPECTL_FAULT_MARKS");
-    if (env && strcmp(env, "0") == 0) return;
+    if (!env || strcmp(env, "1") != 0) return;
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q;
     if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
@@ -722,30 +736,37 @@ out:
     return NULL;
 }
 
-/* After a fault: which stage of which batch was running? A stage is a candidate when its mark is
- * still 0 while every device predecessor in its batch has its mark. Compute stages first (copies
- * between valid buffers do not fault), then the earliest batch. */
-static void pl__locate_fault(pl__gx *gx, int64_t b, int64_t launched, cudaError_t ce, pl_error *e)
+/* After a fault: which stage of which batch was running? With fault marks, a stage is a
+ * candidate when its mark is still 0 while every device predecessor in its batch has its mark.
+ * Without them (the default: see pl__probe_marks), the candidates are the device stages not yet
+ * seen to finish: from stage index `mi` (in plan order) of batch b on. Compute stages first
+ * (copies between valid allocations do not fault), then the earliest batch. */
+static void pl__locate_fault(pl__gx *gx, int64_t b, int mi, int64_t launched, cudaError_t ce,
+                             pl_error *e)
 {
     const volatile uint32_t *marks = gx->marks;
     int best_st = -1, other_st = -1;
     int64_t best_b = -1, other_b = -1;
-    for (int64_t bb = b; gx->write_value && bb < launched && bb < b + gx->ring; bb++) {
+    for (int64_t bb = b; bb < launched && bb < b + gx->ring; bb++) {
         size_t base = (size_t)(bb % gx->ring) * gx->nst;
-        for (int i = 0; i < gx->n_dev; i++) {
+        for (int i = bb == b ? mi : 0; i < gx->n_dev; i++) {
             int st = gx->dev[i];
-            if (marks[base + st]) continue;
             const pl_plan_stage *ps = &gx->plan->stages[st];
-            bool ready = true;
-            for (int j = 0; j < ps->n_preds; j++)
-                if (gx->cls[ps->preds[j]] == PL__DEV && !marks[base + ps->preds[j]]) ready = false;
-            if (!ready) continue;
+            if (gx->write_value) {
+                if (marks[base + st]) continue;
+                bool ready = true;
+                for (int j = 0; j < ps->n_preds; j++)
+                    if (gx->cls[ps->preds[j]] == PL__DEV && !marks[base + ps->preds[j]])
+                        ready = false;
+                if (!ready) continue;
+            }
             bool compute = ps->engine == PL_ENGINE_COMPUTE;
             if (best_st < 0 || (compute && gx->plan->stages[best_st].engine != PL_ENGINE_COMPUTE)) {
-                if (best_st >= 0 && other_st < 0) other_st = best_st, other_b = best_b;
+                if (best_st >= 0 && other_st < 0 && gx->write_value)
+                    other_st = best_st, other_b = best_b;
                 best_st = st;
                 best_b = bb;
-            } else if (other_st < 0 && compute) {
+            } else if (other_st < 0 && compute && gx->write_value) {
                 other_st = st;
                 other_b = bb;
             }
@@ -755,25 +776,29 @@ static void pl__locate_fault(pl__gx *gx, int64_t b, int64_t launched, cudaError_
     if (other_st >= 0)
         snprintf(also, sizeof also, " ('%s' of batch %lld was also running)",
                  pl__sname(gx, other_st), (long long)other_b);
+    const char *how = gx->write_value ? ""
+                                      : " (the first kernel not seen to finish; "
+                                        "PIPECTL_FAULT_MARKS=1 makes every stage report its "
+                                        "completion, to name the stage for certain)";
     if (best_st >= 0)
         pl_error_set(e, PL_ECUDA,
-                     "stage '%s', batch %lld: the device faulted: %s (%s)%s; batches before %lld "
-                     "completed and their outputs are kept; run the pipeline under "
+                     "stage '%s', batch %lld: the device faulted: %s (%s)%s%s; batches before "
+                     "%lld completed and their outputs are kept; run the pipeline under "
                      "compute-sanitizer, or with --executor host, to find the bad access",
                      pl__sname(gx, best_st), (long long)best_b, cudaGetErrorString(ce),
-                     cudaGetErrorName(ce), also, (long long)b);
+                     cudaGetErrorName(ce), how, also, (long long)b);
     else
         pl_error_set(e, PL_ECUDA,
-                     "batch %lld: the device faulted: %s (%s) (no fault marks: cannot tell the "
-                     "stage); batches before %lld completed and their outputs are kept",
+                     "batch %lld: the device faulted: %s (%s); batches before %lld completed and "
+                     "their outputs are kept",
                      (long long)b, cudaGetErrorString(ce), cudaGetErrorName(ce), (long long)b);
 }
 
-/* The monitor's cudaEventSynchronize failed at batch b. After a fault the context is lost and
- * every call returns the error, also for work that had finished; the marks (host memory) still
- * say which batches completed: those are handed to the host stages (sinks write them), the rest
- * is abandoned, and the error names the faulting stage and batch. */
-static void pl__device_failed(pl__gx *gx, int64_t b, int st, cudaError_t ce)
+/* Reading back batch b failed at stage dev[mi]. After a fault the context is lost and every call
+ * returns the error, also for work that had finished; the marks (host memory), when on, still
+ * say which batches completed: those are handed to the host stages (sinks write them). The rest
+ * is abandoned, and the error names the faulting stage and batch. Caller does not hold mu. */
+static void pl__device_failed(pl__gx *gx, int64_t b, int mi, cudaError_t ce)
 {
     pl_error e;
     pthread_mutex_lock(&gx->mu);
@@ -783,7 +808,7 @@ static void pl__device_failed(pl__gx *gx, int64_t b, int st, cudaError_t ce)
                  ce == cudaErrorIllegalInstruction || ce == cudaErrorMisalignedAddress ||
                  ce == cudaErrorHardwareStackError || ce == cudaErrorAssert;
     if (!fault) {
-        pl_cuda_check((int)ce, "cudaEventSynchronize", pl__sname(gx, st), b, &e);
+        pl_cuda_check((int)ce, "cudaEventQuery", pl__sname(gx, gx->dev[mi]), b, &e);
         pthread_mutex_lock(&gx->mu);
         pl__fail_from(gx, b, PL_ECUDA, &e);
         pthread_mutex_unlock(&gx->mu);
@@ -800,67 +825,68 @@ static void pl__device_failed(pl__gx *gx, int64_t b, int st, cudaError_t ce)
         pthread_cond_broadcast(&gx->cv);
         pthread_mutex_unlock(&gx->mu);
     }
-    pl__locate_fault(gx, ok, launched, ce, &e);
+    pl__locate_fault(gx, ok, ok == b ? mi : 0, launched, ce, &e);
     pthread_mutex_lock(&gx->mu);
     pl__fail_from(gx, ok, PL_ECUDA, &e);
     pthread_mutex_unlock(&gx->mu);
 }
 
-static void *pl__monitor_thread(void *arg)
+/* Reads back batch gx->mon_b: its stages' end events in plan order from gx->mon_i, each finished
+ * stage released to the host stages at once. `block`: wait for the events (cudaEventSynchronize)
+ * instead of polling them (cudaEventQuery). Returns true when something advanced. Caller does not
+ * hold mu. Runs on the issuing thread: no hand-off between threads on the launch path. */
+static bool pl__monitor_step(pl__gx *gx, bool block)
 {
-    pl__gx *gx = arg;
-    cudaSetDevice(gx->device);
-    pthread_mutex_lock(&gx->mu);
-    for (int64_t b = 0;; b++) {
-        /* On a stop, batches already launched still finish (their outputs are kept). */
-        while (!gx->abort && b < gx->limit && gx->launched <= b) pthread_cond_wait(&gx->cv, &gx->mu);
-        if (gx->abort || b >= gx->limit || gx->launched <= b) break;
-        pthread_mutex_unlock(&gx->mu);
-        size_t base = (size_t)(b % gx->ring) * gx->nst;
-        for (int i = 0; i < gx->n_dev; i++) {
-            int st = gx->dev[i];
-            if (gx->graphs && !gx->need_end[st]) continue; /* implied by a later stage's end */
-            cudaError_t ce = cudaEventSynchronize(gx->ev_end[base + st]);
-            if (ce != cudaSuccess) {
-                pl__device_failed(gx, b, st, ce);
-                pthread_mutex_lock(&gx->mu);
-                goto out;
-            }
-            pthread_mutex_lock(&gx->mu);
-            gx->done[st] = b + 1;
-            pthread_cond_broadcast(&gx->cv);
-            pthread_mutex_unlock(&gx->mu);
+    int64_t b = gx->mon_b;
+    size_t base = (size_t)(b % gx->ring) * gx->nst;
+    bool advanced = false;
+    while (gx->mon_i < gx->n_dev) {
+        int st = gx->dev[gx->mon_i];
+        if (gx->graphs && !gx->need_end[st]) { /* implied by a later stage's end */
+            gx->mon_i++;
+            continue;
+        }
+        cudaError_t ce = block ? cudaEventSynchronize(gx->ev_end[base + st])
+                               : cudaEventQuery(gx->ev_end[base + st]);
+        if (ce == cudaErrorNotReady) return advanced;
+        if (ce != cudaSuccess) {
+            pl__device_failed(gx, b, gx->mon_i, ce);
+            return true;
         }
         pthread_mutex_lock(&gx->mu);
-        for (int i = 0; i < gx->n_dev; i++) gx->done[gx->dev[i]] = b + 1;
+        gx->done[st] = b + 1;
         pthread_cond_broadcast(&gx->cv);
         pthread_mutex_unlock(&gx->mu);
-        /* Spans on the run clock: elapsed time from ev_t0, whose run-clock time is known. */
-        for (int i = 0; gx->spans_on && i < gx->n_dev; i++) {
-            int st = gx->dev[i];
-            float a = 0, z = 0;
-            if (cudaEventElapsedTime(&a, gx->ev_t0, gx->ev_start[base + st]) != cudaSuccess ||
-                cudaEventElapsedTime(&z, gx->ev_t0, gx->ev_end[base + st]) != cudaSuccess) {
-                /* No timestamps (should not happen: the events are created with timing): fall
-                 * back to when the host saw the stage complete. */
-                cudaGetLastError();
-                a = z = (float)((double)(pl__now_ns() - gx->t_start - gx->t0_ns) / 1e6);
-            }
-            gx->spans[b * gx->nst + st] =
-                (pl_span){gx->t0_ns + (int64_t)(a * 1e6), gx->t0_ns + (int64_t)(z * 1e6)};
-        }
-        pthread_mutex_lock(&gx->mu);
-        gx->monitored = b + 1;
-        pthread_cond_broadcast(&gx->cv);
+        gx->mon_i++;
+        advanced = true;
     }
-out:
-    gx->running--;
+    /* Spans on the run clock: elapsed time from ev_t0, whose run-clock time is known. */
+    for (int i = 0; gx->spans_on && i < gx->n_dev; i++) {
+        int st = gx->dev[i];
+        float a = 0, z = 0;
+        if (cudaEventElapsedTime(&a, gx->ev_t0, gx->ev_start[base + st]) != cudaSuccess ||
+            cudaEventElapsedTime(&z, gx->ev_t0, gx->ev_end[base + st]) != cudaSuccess) {
+            /* No timestamps (should not happen: the events are created with timing): fall back
+             * to when the host saw the stage complete. */
+            cudaGetLastError();
+            a = z = (float)((double)(pl__now_ns() - gx->t_start - gx->t0_ns) / 1e6);
+        }
+        gx->spans[b * gx->nst + st] =
+            (pl_span){gx->t0_ns + (int64_t)(a * 1e6), gx->t0_ns + (int64_t)(z * 1e6)};
+    }
+    pthread_mutex_lock(&gx->mu);
+    for (int i = 0; i < gx->n_dev; i++) gx->done[gx->dev[i]] = b + 1;
+    gx->monitored = b + 1;
     pthread_cond_broadcast(&gx->cv);
     pthread_mutex_unlock(&gx->mu);
-    return NULL;
+    gx->mon_b = b + 1;
+    gx->mon_i = 0;
+    return true;
 }
 
-static bool pl__launch_ready(const pl__gx *gx, int64_t b)
+/* Host-side conditions for launching batch b: the host stages before the device region done,
+ * host stages of earlier batches that device stages wait for (cross-batch deps) done. */
+static bool pl__launch_host_ready(const pl__gx *gx, int64_t b)
 {
     for (int i = 0; i < gx->n_launch_deps; i++)
         if (gx->done[gx->launch_deps[i]] < b + 1) return false;
@@ -872,7 +898,12 @@ static bool pl__launch_ready(const pl__gx *gx, int64_t b)
             if (b - x->distance >= 0 && gx->done[x->from] < b - x->distance + 1) return false;
         }
     }
-    /* The slot's events, marks (and graph) are reused: its previous batch must be read back. */
+    return true;
+}
+
+/* The slot's events, marks (and graph) are reused: its previous batch must be read back. */
+static bool pl__slot_free(const pl__gx *gx, int64_t b)
+{
     return gx->monitored >= b - gx->ring + 1;
 }
 
@@ -896,11 +927,16 @@ static void pl__report_progress(pl__gx *gx)
     pthread_mutex_lock(&gx->mu);
 }
 
-static void pl__timed_wait(pl__gx *gx, int ms)
+static bool pl__stopped(const pl__gx *gx)
+{
+    return gx->cfg->stop && *gx->cfg->stop;
+}
+
+static void pl__timed_wait_us(pl__gx *gx, long us)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_nsec += us * 1000L;
     while (ts.tv_nsec >= 1000000000L) {
         ts.tv_nsec -= 1000000000L;
         ts.tv_sec++;
@@ -908,60 +944,66 @@ static void pl__timed_wait(pl__gx *gx, int ms)
     pthread_cond_timedwait(&gx->cv, &gx->mu, &ts);
 }
 
-static bool pl__stopped(const pl__gx *gx)
+static pl_status pl__issue(pl__gx *gx, int64_t b, pl_error *e)
 {
-    return gx->cfg->stop && *gx->cfg->stop;
+    size_t base = (size_t)(b % gx->ring) * gx->nst;
+    /* The previous batch of this ring entry is read back (slot_free): reset its marks. */
+    for (int i = 0; i < gx->n_dev; i++) gx->marks[base + gx->dev[i]] = 0;
+    /* Fault injection (tests): the trigger is read by the fault node of the failing slot's graph;
+     * rewrite it only when that slot is relaunched (its previous batch is done). With plain
+     * launches the fault kernel is issued for the failing batch only: the trigger stays 1. */
+    if (gx->fail_dev_stage >= 0 && (!gx->graphs || b % gx->depth == gx->cfg->fail_batch % gx->depth))
+        *(volatile uint32_t *)gx->trigger = !gx->graphs || b == gx->cfg->fail_batch;
+    return gx->graphs ? pl__launch_graph(gx, b, e) : pl__issue_plain(gx, b, e);
 }
 
-/* The issuing loop, on the calling thread. */
+/* The issuing loop, on the calling thread: launches batches as soon as their host inputs are
+ * ready and their slot is free, and reads back finished batches itself (events polled, or
+ * waited for when nothing else can happen), so a finished batch frees its slot for the next
+ * launch without a hand-off between threads. Host stages run on their worker threads and learn
+ * of device completions through done[] and the condition variable. */
 static void pl__issue_loop(pl__gx *gx)
 {
+    int64_t b = 0;
     pthread_mutex_lock(&gx->mu);
-    for (int64_t b = 0; b < gx->batches; b++) {
-        while (!gx->failed && !pl__stopped(gx) && !pl__launch_ready(gx, b)) {
-            pl__timed_wait(gx, 20); /* polls cfg->stop, set by a signal handler */
-            pl__report_progress(gx);
-        }
-        if (gx->failed) break;
-        if (pl__stopped(gx)) {
-            gx->limit = gx->launched;
-            pthread_cond_broadcast(&gx->cv);
-            break;
-        }
-        pthread_mutex_unlock(&gx->mu);
-        pl_error e;
-        pl_status s;
-        size_t base = (size_t)(b % gx->ring) * gx->nst;
-        /* The previous batch of this ring entry is read back (launch_ready): reset its marks. */
-        for (int i = 0; i < gx->n_dev; i++) gx->marks[base + gx->dev[i]] = 0;
-        /* Fault injection (tests): the trigger is read by the fault node of the failing slot's
-         * graph; rewrite it only when that slot is relaunched (its previous batch is done). With
-         * plain launches the fault kernel is issued for the failing batch only: trigger stays 1. */
-        if (gx->fail_dev_stage >= 0 &&
-            (!gx->graphs || b % gx->depth == gx->cfg->fail_batch % gx->depth))
-            *(volatile uint32_t *)gx->trigger = !gx->graphs || b == gx->cfg->fail_batch;
-        s = gx->graphs ? pl__launch_graph(gx, b, &e) : pl__issue_plain(gx, b, &e);
-        pthread_mutex_lock(&gx->mu);
-        if (s != PL_OK) {
-            /* A sticky device error shows here too; the monitor, which drains the batches
-             * already launched, can say which stage faulted: prefer its message. */
-            gx->has_late_err = true;
-            gx->late_status = s;
-            gx->late_err = e;
-            gx->limit = gx->launched;
-            pthread_cond_broadcast(&gx->cv);
-            break;
-        }
-        gx->launched = b + 1;
-        pthread_cond_broadcast(&gx->cv);
-        pl__report_progress(gx);
-    }
-    while (gx->running > 0) {
-        pl__timed_wait(gx, 20);
+    for (;;) {
         if (pl__stopped(gx) && gx->limit > gx->launched) {
-            gx->limit = gx->launched;
+            gx->limit = gx->launched; /* launched batches still finish: outputs kept */
             pthread_cond_broadcast(&gx->cv);
         }
+        bool can_issue = !gx->failed && b < gx->limit;
+        bool host_ok = can_issue && pl__launch_host_ready(gx, b);
+        if (host_ok && pl__slot_free(gx, b)) {
+            pthread_mutex_unlock(&gx->mu);
+            pl_error e;
+            pl_status s = pl__issue(gx, b, &e);
+            pthread_mutex_lock(&gx->mu);
+            if (s != PL_OK) {
+                /* A sticky device error shows here too; reading back the batches already
+                 * launched can say which stage faulted: prefer that message. */
+                gx->has_late_err = true;
+                gx->late_status = s;
+                gx->late_err = e;
+                gx->limit = gx->launched;
+            } else {
+                gx->launched = ++b;
+            }
+            pthread_cond_broadcast(&gx->cv);
+            continue;
+        }
+        bool in_flight = !gx->failed && !gx->abort && gx->mon_b < gx->launched;
+        if (in_flight) {
+            /* Block on the device only when no host stage can change what we may launch. */
+            bool block = !can_issue || host_ok;
+            pthread_mutex_unlock(&gx->mu);
+            bool adv = pl__monitor_step(gx, block);
+            pthread_mutex_lock(&gx->mu);
+            pl__report_progress(gx);
+            if (!adv) pl__timed_wait_us(gx, 20);
+            continue;
+        }
+        if (!can_issue && gx->running == 0) break;
+        pl__timed_wait_us(gx, can_issue ? 20000 : 5000); /* host stages; polls cfg->stop */
         pl__report_progress(gx);
     }
     pl__report_progress(gx);
@@ -989,6 +1031,7 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
     gx->limit = gx->batches;
     gx->fail_dev_stage = -1;
     gx->t_start = pl__now_ns();
+    pl_gpu_prepare_env();
     int ndev = 0;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess || ndev == 0)
@@ -1105,8 +1148,6 @@ pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_res
     }
     pl__gx gxs, *gx = &gxs;
     pl__worker *workers = NULL;
-    pthread_t monitor;
-    bool monitor_started = false;
     pl_status st = pl__setup(gx, plan, cfg, cfg->use_graphs, true, err);
     memset(res, 0, sizeof *res);
     res->executor = "gpu";
@@ -1147,21 +1188,12 @@ pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_res
         workers[i].started = true;
         gx->running++;
     }
-    if (pthread_create(&monitor, NULL, pl__monitor_thread, gx) == 0) {
-        monitor_started = true;
-        gx->running++;
-    } else {
-        pl_error e;
-        pl_error_set(&e, PL_ERUNTIME, "error: cannot start the gpu monitor thread");
-        pl__fail(gx, PL_ERUNTIME, &e);
-    }
     pthread_mutex_unlock(&gx->mu);
 
     pl__issue_loop(gx);
 
     for (int i = 0; i < gx->n_host_streams; i++)
         if (workers[i].started) pthread_join(workers[i].th, NULL);
-    if (monitor_started) pthread_join(monitor, NULL);
 
     if (gx->failed) {
         st = gx->status;
