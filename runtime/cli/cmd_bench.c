@@ -22,7 +22,17 @@ typedef struct pl__bench_opts {
     int reps;
     const char *baseline; /* path of bench_baseline, NULL: next to pipectl */
     bool quick;           /* one size, fewer configurations (for experiments) */
+    bool small_only;      /* only the small-batch part */
+    int small_depth;      /* depth of the small-batch runs */
 } pl__bench_opts;
+
+/* Per-stage device spans cost an event-record node before and after every device stage in the
+ * graphs; the executor reads PIPECTL_GPU_SPANS at setup, so bench can show both. */
+static void pl__spans(bool on)
+{
+    if (on) unsetenv("PIPECTL_GPU_SPANS");
+    else setenv("PIPECTL_GPU_SPANS", "0", 1);
+}
 
 static pl_status pl__buf(pl_spec *spec, const char *name, pl_where where, int64_t count,
                          pl_init init, pl_error *err)
@@ -238,7 +248,7 @@ static int pl__bench_main(const pl__bench_opts *o)
     }
     printf("\n");
 
-    for (int i = 0; i < (o->quick ? 1 : 2); i++) {
+    for (int i = 0; i < (o->small_only ? 0 : o->quick ? 1 : 2); i++) {
         uint64_t bytes = sizes[i];
         double U = ct[i].h2d_ns, D = ct[i].d2h_ns, UD = ct[i].both_ns, K = busy_ns[i];
         double busy_us = U / 1e3;
@@ -257,20 +267,28 @@ static int pl__bench_main(const pl__bench_opts *o)
         struct {
             const char *name;
             int depth;
-            bool graphs;
-        } cfgs[] = {{"sequential d1", 1, true}, {"no-graph d2", 2, false}, {"no-graph d3", 3, false},
-                    {"no-graph d4", 4, false},  {"graphs d2", 2, true},    {"graphs d3", 3, true},
-                    {"graphs d4", 4, true}};
-        double seq = 0, best_pct = 0;
+            bool graphs, spans;
+        } cfgs[] = {{"sequential d1", 1, true, true},     {"no-graph d2", 2, false, true},
+                    {"no-graph d3", 3, false, true},      {"no-graph d4", 4, false, true},
+                    {"graphs d2", 2, true, true},         {"graphs d3", 3, true, true},
+                    {"graphs d4", 4, true, true},         {"graphs d3 nospans", 3, true, false},
+                    {"graphs d4 nospans", 4, true, false}};
+        double seq = 0, best_pct = 0, base_by_depth[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
         int best_depth = 0;
         for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
-            if (o->quick && c != 0 && c != 2 && c != 5 && c != 6) continue;
+            if (o->quick && c != 0 && c != 2 && c < 5) continue;
             double t;
-            PL_CHECK_GOTO(pl__bench_best(bytes, 0, busy_us, o->batches, cfgs[c].depth,
-                                         cfgs[c].graphs, o, &t, &err),
-                          st, fail);
+            pl__spans(cfgs[c].spans);
+            st = pl__bench_best(bytes, 0, busy_us, o->batches, cfgs[c].depth, cfgs[c].graphs, o,
+                                &t, &err);
+            pl__spans(true);
+            if (st != PL_OK) goto fail;
             if (c == 0) seq = t;
-            double base = o->quick ? -1 : pl__run_baseline(o, bytes, o->batches, cfgs[c].depth, busy_us);
+            /* The baseline depends on the buffer count only: run it once per count. */
+            int d = cfgs[c].depth;
+            if (!o->quick && base_by_depth[d] < 0)
+                base_by_depth[d] = pl__run_baseline(o, bytes, o->batches, d, busy_us);
+            double base = base_by_depth[d];
             char bs[32] = "n/a", vs[32] = "n/a";
             if (base > 0) {
                 snprintf(bs, sizeof bs, "%.3f", base / 1e6);
@@ -279,34 +297,32 @@ static int pl__bench_main(const pl__bench_opts *o)
             double pct = 100.0 * bound / t;
             printf("%-18s %10.3f %12.1f %8.1f%% %8.2fx %12s %9s\n", cfgs[c].name, t / 1e6,
                    t / 1e3 / (double)o->batches, pct, seq / t, bs, vs);
-            if (cfgs[c].graphs && cfgs[c].depth > 1 && pct > best_pct) {
+            if (cfgs[c].graphs && cfgs[c].spans && cfgs[c].depth > 1 && pct > best_pct) {
                 best_pct = pct;
                 best_depth = cfgs[c].depth;
             }
         }
-        printf("sequential bound %.3f ms; best graphs depth %d at %.1f%% of the bound "
+        printf("sequential bound %.3f ms; best graphs depth (with spans) %d at %.1f%% of the bound "
                "(vs_base = baseline time / pipectl time, >= 1 means pipectl is not slower)\n\n",
                seq_bound / 1e6, best_depth, best_pct);
     }
 
-    {
+    for (int spans = 1; spans >= 0; spans--) {
         const uint64_t bytes = 64 << 10;
-        const int kernels = 10, depth = 3;
+        const int kernels = 10, depth = o->small_depth;
+        pl__spans(spans == 1);
         printf("== small batches: 64 KiB, upload -> %d scale kernels -> download, depth %d, %lld "
-               "batches ==\n",
-               kernels, depth, (long long)o->small_batches);
+               "batches, device spans %s ==\n",
+               kernels, depth, (long long)o->small_batches, spans ? "on" : "off");
         double tg, tn, tr = 0;
-        PL_CHECK_GOTO(pl__bench_best(bytes, kernels, 0, o->small_batches, depth, true, o, &tg, &err),
-                      st, fail);
-        PL_CHECK_GOTO(
-            pl__bench_best(bytes, kernels, 0, o->small_batches, depth, false, o, &tn, &err), st,
-            fail);
-        {
+        st = pl__bench_best(bytes, kernels, 0, o->small_batches, depth, true, o, &tg, &err);
+        if (st == PL_OK)
+            st = pl__bench_best(bytes, kernels, 0, o->small_batches, depth, false, o, &tn, &err);
+        if (st == PL_OK) {
             pl_spec *spec = NULL;
             pl_plan *plan = NULL;
-            PL_CHECK_GOTO(pl__bench_plan(bytes, kernels, 0, o->small_batches, depth, o->device,
-                                         &spec, &plan, &err),
-                          st, fail);
+            st = pl__bench_plan(bytes, kernels, 0, o->small_batches, depth, o->device, &spec, &plan,
+                                &err);
             double best = 1e300;
             for (int r = 0; r < o->reps && st == PL_OK; r++) {
                 double ns = 0;
@@ -315,16 +331,17 @@ static int pl__bench_main(const pl__bench_opts *o)
             }
             pl_plan_free(plan);
             pl_spec_free(spec);
-            if (st != PL_OK) goto fail;
             tr = best * (double)o->small_batches;
         }
+        pl__spans(true);
+        if (st != PL_OK) goto fail;
         double n = (double)o->small_batches;
         printf("%-26s %12s\n", "config", "per_batch_us");
         printf("%-26s %12.2f\n", "graphs (pipectl)", tg / n / 1e3);
         printf("%-26s %12.2f\n", "no-graph (pipectl)", tn / n / 1e3);
         printf("%-26s %12.2f\n", "cudaGraphLaunch loop", tr / n / 1e3);
         printf("graphs vs no-graph: %.2fx faster; graphs per-batch time / plain replay loop: "
-               "%.3f\n",
+               "%.3f\n\n",
                tn / tg, tg / tr);
     }
     return 0;
@@ -357,7 +374,8 @@ int pl_cmd_bench(int argc, char **argv)
     /* --help is answered by main() from the command table (runtime/cli/pl_cli.c). */
     int64_t batches = 64, small = 2000, reps = 3, device = 0;
     const char *baseline = NULL;
-    bool quick = false;
+    bool quick = false, small_only = false;
+    int64_t small_depth = 3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = -1;
@@ -367,7 +385,12 @@ int pl_cmd_bench(int argc, char **argv)
             small = 500;
             continue;
         }
+        if (strcmp(a, "--small-only") == 0) {
+            small_only = true;
+            continue;
+        }
         if (strcmp(a, "--batches") == 0) rc = pl__bench_arg(a, v, 2, &batches);
+        else if (strcmp(a, "--small-depth") == 0) rc = pl__bench_arg(a, v, 1, &small_depth);
         else if (strcmp(a, "--small-batches") == 0) rc = pl__bench_arg(a, v, 1, &small);
         else if (strcmp(a, "--reps") == 0) rc = pl__bench_arg(a, v, 1, &reps);
         else if (strcmp(a, "--device") == 0) rc = pl__bench_arg(a, v, 0, &device);
@@ -388,11 +411,13 @@ int pl_cmd_bench(int argc, char **argv)
         i++;
     }
 #ifdef PL_WITH_CUDA
-    pl__bench_opts o = {(int)device, batches, small, (int)reps, baseline, quick};
+    pl__bench_opts o = {(int)device, batches, small,      (int)reps,
+                        baseline,    quick,   small_only, (int)small_depth};
     return pl__bench_main(&o);
 #else
     (void)baseline;
     (void)quick;
+    (void)small_only;
     fprintf(stderr, "pipectl was built without CUDA: rebuild with -DPL_WITH_CUDA=ON (needs the CUDA "
                     "toolkit) to use 'pipectl bench'\n");
     return 1;
