@@ -72,6 +72,23 @@ static pl_status pl__sink_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     return PL_OK;
 }
 
+/* Two sinks writing one file would clobber each other: refuse it. */
+static pl_status pl__sink_validate(const pl_spec *spec, const pl_stage *st, pl_error *err)
+{
+    const pl__sink_opts *o = st->priv;
+    if (!o->to) return PL_OK;
+    for (int i = 0; i < st->index; i++) {
+        const pl_stage *other = &spec->stages[i];
+        const pl__sink_opts *oo = other->priv;
+        if (other->kind == PL_KIND_SINK && oo && oo->to && strcmp(oo->to, o->to) == 0)
+            return pl_error_at(err, PL_EINPUT, o->to_pos,
+                               "sinks '%s' and '%s' both write '%s' (line %d); give each sink its "
+                               "own file",
+                               other->name, st->name, o->to, oo->to_pos.line);
+    }
+    return PL_OK;
+}
+
 /* mkdir -p of the directory part of `path`. */
 static int pl__mkdirs(const char *path)
 {
@@ -255,6 +272,7 @@ const pl_kind pl_kind_sink = {
     .keys = pl__sink_keys,
     .doc = "writes a host buffer's batches in order to a raw or .npy file, with checksums",
     .bind = pl__sink_bind,
+    .validate = pl__sink_validate,
     .open = pl__sink_open,
     .close = pl__sink_close,
     .run_host = pl__sink_run,
