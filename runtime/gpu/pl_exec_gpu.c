@@ -70,6 +70,7 @@ typedef struct pl__gx {
     int fail_dev_stage;       /* device stage with injected fault, -1 if none */
     bool spans_on;            /* per-stage timing events (PIPECTL_GPU_SPANS=0: off) */
     bool *need_end;           /* [stage]: graphs record its end event (always with spans) */
+    bool *need_sync;          /* [stage]: the host reads its end back on its own (see below) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -78,6 +79,8 @@ typedef struct pl__gx {
     int64_t launched;    /* batches whose device work is issued */
     int64_t mon_b;       /* the batch being read back (issuing thread only) */
     int mon_i;           /* its next device stage to read back, index into dev */
+    int mon_conf;        /* stages before this index are confirmed finished (read back, or
+                          * skipped before one that was) */
     int64_t monitored;   /* batches whose device completion and timings are read */
     int64_t limit;       /* batches that will be issued (lowered on stop / launch error) */
     int64_t reported;    /* batches passed to cfg->on_batch */
@@ -107,19 +110,9 @@ static const char *pl__sname(const pl__gx *gx, int st)
     return gx->spec->stages[st].name;
 }
 
-/* Before the first CUDA call of the process: more hardware work queues. With the default 8,
- * the per-slot graphs' internal streams (three per slot plus the launch streams) share queues
- * and pick up false dependencies; measured 93% -> 98% of the bound at depth 4 (docs/perf.md).
- * A value the user set wins. */
-void pl_gpu_prepare_env(void)
-{
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-}
-
 bool pl_gpu_available(void)
 {
     static int cached = -1; /* benign race: every thread computes the same answer */
-    pl_gpu_prepare_env();
     if (cached < 0) {
         int n = 0;
         cached = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -252,13 +245,20 @@ static pl_status pl__index_xdeps(pl__gx *gx, pl_error *err)
 
 /* Which device stages' end events the graphs must record: all of them with spans; without
  * spans only those the host or a later launch waits for (host successors, cross-batch deps) and
- * the leaves of the device region (their completion implies the whole batch's). */
+ * the leaves of the device region (their completion implies the whole batch's).
+ * Which ones the host reads back one by one (need_sync): without spans only those a host stage
+ * waits for (a host successor, or a cross-batch dep into a host stage) and the leaves; the
+ * others are known done when the leaves are. Each read-back is a driver call on the issuing
+ * thread, on the path of the next launch: measured, small batches without spans ran at 2.4x the
+ * bare replay loop's time per batch while every stage was read back. (This reduction is not
+ * measured yet: see docs/perf.md.) */
 static pl_status pl__mark_needed_ends(pl__gx *gx, pl_error *err)
 {
     const pl_plan *p = gx->plan;
     bool *has_dev_succ = calloc((size_t)gx->nst, 1);
     gx->need_end = calloc((size_t)gx->nst, 1);
-    if (!has_dev_succ || !gx->need_end) {
+    gx->need_sync = calloc((size_t)gx->nst, 1);
+    if (!has_dev_succ || !gx->need_end || !gx->need_sync) {
         free(has_dev_succ);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
@@ -267,12 +267,19 @@ static pl_status pl__mark_needed_ends(pl__gx *gx, pl_error *err)
         for (int j = 0; j < ps->n_preds; j++) {
             int q = ps->preds[j];
             if (gx->cls[s] == PL__DEV) has_dev_succ[q] = true;
-            else gx->need_end[q] = true;
+            else gx->need_end[q] = gx->need_sync[q] = true;
         }
     }
-    for (int i = 0; i < p->n_xdeps; i++) gx->need_end[p->xdeps[i].from] = true;
-    for (int s = 0; s < gx->nst; s++)
+    for (int i = 0; i < p->n_xdeps; i++) {
+        gx->need_end[p->xdeps[i].from] = true;
+        if (gx->cls[p->xdeps[i].to] != PL__DEV) gx->need_sync[p->xdeps[i].from] = true;
+    }
+    /* With spans (the default) every stage is read back: the device is the bottleneck then
+     * (docs/perf.md), and a fault is pinned more precisely when more stages are confirmed. */
+    for (int s = 0; s < gx->nst; s++) {
         if (gx->spans_on || !has_dev_succ[s]) gx->need_end[s] = true;
+        if (gx->spans_on || !has_dev_succ[s]) gx->need_sync[s] = true;
+    }
     free(has_dev_succ);
     return PL_OK;
 }
@@ -798,7 +805,7 @@ static void pl__locate_fault(pl__gx *gx, int64_t b, int mi, int64_t launched, cu
  * returns the error, also for work that had finished; the marks (host memory), when on, still
  * say which batches completed: those are handed to the host stages (sinks write them). The rest
  * is abandoned, and the error names the faulting stage and batch. Caller does not hold mu. */
-static void pl__device_failed(pl__gx *gx, int64_t b, int mi, cudaError_t ce)
+static void pl__device_failed(pl__gx *gx, int64_t b, int mi, int conf, cudaError_t ce)
 {
     pl_error e;
     pthread_mutex_lock(&gx->mu);
@@ -825,7 +832,7 @@ static void pl__device_failed(pl__gx *gx, int64_t b, int mi, cudaError_t ce)
         pthread_cond_broadcast(&gx->cv);
         pthread_mutex_unlock(&gx->mu);
     }
-    pl__locate_fault(gx, ok, ok == b ? mi : 0, launched, ce, &e);
+    pl__locate_fault(gx, ok, ok == b ? conf : 0, launched, ce, &e);
     pthread_mutex_lock(&gx->mu);
     pl__fail_from(gx, ok, PL_ECUDA, &e);
     pthread_mutex_unlock(&gx->mu);
@@ -842,7 +849,7 @@ static bool pl__monitor_step(pl__gx *gx, bool block)
     bool advanced = false;
     while (gx->mon_i < gx->n_dev) {
         int st = gx->dev[gx->mon_i];
-        if (gx->graphs && !gx->need_end[st]) { /* implied by a later stage's end */
+        if (!gx->need_sync[st]) { /* implied by a later stage's end */
             gx->mon_i++;
             continue;
         }
@@ -850,7 +857,7 @@ static bool pl__monitor_step(pl__gx *gx, bool block)
                                : cudaEventQuery(gx->ev_end[base + st]);
         if (ce == cudaErrorNotReady) return advanced;
         if (ce != cudaSuccess) {
-            pl__device_failed(gx, b, gx->mon_i, ce);
+            pl__device_failed(gx, b, gx->mon_i, gx->mon_conf, ce);
             return true;
         }
         pthread_mutex_lock(&gx->mu);
@@ -858,6 +865,7 @@ static bool pl__monitor_step(pl__gx *gx, bool block)
         pthread_cond_broadcast(&gx->cv);
         pthread_mutex_unlock(&gx->mu);
         gx->mon_i++;
+        gx->mon_conf = gx->mon_i;
         advanced = true;
     }
     /* Spans on the run clock: elapsed time from ev_t0, whose run-clock time is known. */
@@ -880,7 +888,7 @@ static bool pl__monitor_step(pl__gx *gx, bool block)
     pthread_cond_broadcast(&gx->cv);
     pthread_mutex_unlock(&gx->mu);
     gx->mon_b = b + 1;
-    gx->mon_i = 0;
+    gx->mon_i = gx->mon_conf = 0;
     return true;
 }
 
@@ -1031,7 +1039,6 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
     gx->limit = gx->batches;
     gx->fail_dev_stage = -1;
     gx->t_start = pl__now_ns();
-    pl_gpu_prepare_env();
     int ndev = 0;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess || ndev == 0)
@@ -1111,6 +1118,7 @@ static void pl__teardown(pl__gx *gx)
     free(gx->dev);
     free(gx->launch_deps);
     free(gx->need_end);
+    free(gx->need_sync);
     for (int s = 0; gx->xin && s < gx->nst; s++) free(gx->xin[s]);
     free(gx->xin);
     free(gx->n_xin);

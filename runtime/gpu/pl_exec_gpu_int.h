@@ -17,10 +17,6 @@ int pl_exec_launch_fault(const void *trigger_dev, void *stream);
 #ifndef __cplusplus
 #include "pl_plan.h"
 
-/* Sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless already set; call before the process's first CUDA
- * call (pl_gpu_available and the executor do). */
-void pl_gpu_prepare_env(void);
-
 /* The plain replay loop `pipectl bench` compares the executor with: sets up the plan exactly as
  * pl_exec_gpu_run does (buffers, one graph per slot, same streams), then launches the slot graphs
  * round-robin `launches` times (after `warmup` launches) with nothing else on the host: no host

@@ -22,7 +22,6 @@ pl_status pl_gpu_measure_copies(int device, uint64_t bytes, int reps, pl_gpu_cop
     cudaEvent_t e[6] = {0};
     pl_status st = PL_OK;
     out->h2d_ns = out->d2h_ns = out->both_ns = 1e300;
-    pl_gpu_prepare_env();
     PL_CHECK_GOTO(PL_CUDA(cudaSetDevice(device), NULL, -1, err), st, done);
     PL_CHECK_GOTO(PL_CUDA(cudaHostAlloc(&h_in, bytes, cudaHostAllocDefault), NULL, -1, err), st,
                   done);
@@ -87,7 +86,6 @@ pl_status pl_gpu_measure_busy(int device, double us, int reps, double *ns, pl_er
     cudaEvent_t a = NULL, b = NULL;
     pl_status st = PL_OK;
     *ns = 1e300;
-    pl_gpu_prepare_env();
     PL_CHECK_GOTO(PL_CUDA(cudaSetDevice(device), NULL, -1, err), st, done);
     PL_CHECK_GOTO(PL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), NULL, -1, err), st,
                   done);
