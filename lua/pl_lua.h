@@ -1,0 +1,91 @@
+/* pl_lua: the embedded Lua 5.4 binding: sandboxed states (safe libraries only, text chunks only,
+ * a memory cap per state, an instruction budget per call), protected calls that turn any Lua
+ * failure into a message with the Lua line, buffer views, and the `pipectl` module that pipeline
+ * scripts build their pipeline with. docs/lua.md is the user-facing description.
+ *
+ * Threads: a pl_lua (and its lua_State) is used by one thread at a time. Different pl_lua objects
+ * are independent and may run on different threads at once. */
+#ifndef PL_LUA_H
+#define PL_LUA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+#include "pl_spec.h"
+
+/* Defaults of a `lua` stage (the `instructions` and `memory` keys of stages/lua.c). */
+#define PL_LUA_DEFAULT_INSTRUCTIONS INT64_C(100000000)
+#define PL_LUA_DEFAULT_MEMORY ((size_t)64 << 20)
+#define PL_LUA_MIN_MEMORY ((size_t)256 << 10) /* below this the standard libraries do not fit */
+/* Defaults of the pipeline.lua front end (environment: PIPECTL_LUA_INSTRUCTIONS, _MEMORY). */
+#define PL_LUA_FRONT_INSTRUCTIONS INT64_C(1000000000)
+#define PL_LUA_FRONT_MEMORY ((size_t)256 << 20)
+
+typedef struct pl_lua pl_lua;
+
+/* Registry field holding the original math.randomseed (scripts may replace the global). */
+#define PL_LUA_RANDOMSEED "pipectl.randomseed"
+
+/* Creates a sandboxed state capped at `memory` bytes (>= PL_LUA_MIN_MEMORY). `hint_instr` and
+ * `hint_mem` finish the budget and cap messages, e.g. "raise `instructions`"; borrowed, they must
+ * outlive the state (string literals). The `pipectl` module is loaded (global and require). */
+pl_status pl_lua_new(size_t memory, const char *hint_instr, const char *hint_mem, pl_lua **out,
+                     pl_error *err);
+void pl_lua_free(pl_lua *lx); /* NULL is fine */
+lua_State *pl_lua_state(pl_lua *lx);
+size_t pl_lua_memory_used(const pl_lua *lx);
+
+/* Calls fn(lightuserdata arg) protected, with a budget of `instructions` Lua instructions (>= 1)
+ * counted across everything it runs. On a Lua error returns PL_ELUA and writes the message into
+ * msg ("chunk:line: what", then a stack traceback when `traceback`): runtime errors, errors raised
+ * by C functions, the budget ("instruction budget of N exceeded (<hint>)") and the cap ("memory
+ * cap of N bytes exceeded (<hint>)"); a user's pcall cannot catch the last two. The stack is left
+ * as it was. */
+pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructions,
+                      bool traceback, char *msg, size_t msg_cap);
+
+/* Inside a protected call: loads `text` as a text chunk (never binary) named `chunkname` ("@file"
+ * or "=name") and pushes the function; a syntax error or a binary chunk raises. */
+void pl_lua_load_text(lua_State *L, const char *text, size_t len, const char *chunkname);
+
+/* The short source name Lua shows for `chunkname` in messages ("pipeline.lua", or "...tail" for
+ * long paths), as luaO_chunkid makes it. */
+void pl_lua_chunkid(char *out, size_t cap, const char *chunkname);
+
+/* Reads a whole text file into malloc'd memory (NUL-terminated; *len without the NUL). Returns
+ * PL_EINPUT with "cannot read 'path': reason" in msg when it cannot. The caller frees *out. */
+pl_status pl_lua_read_file(const char *path, char **out, size_t *len, char *msg, size_t msg_cap);
+
+/* ---- Buffer views: full userdata "pipectl.view" over memory the caller owns. ---- */
+
+typedef struct pl_lua_view pl_lua_view;
+
+/* Pushes a view of `data` (borrowed; must stay valid while the view is valid). Indexing is 1-based
+ * and flat (row-major); get/set take one 1-based index per dimension. A view whose `epoch` is
+ * non-NULL is valid only while *epoch == the value it had when the view was made: the stage bumps
+ * it after each call, so a view kept in a global raises instead of touching another batch's
+ * memory. `stage` and `name` are copied (for messages). */
+pl_lua_view *pl_lua_view_push(lua_State *L, void *data, pl_dtype dtype, int rank,
+                              const int64_t *shape, bool writable, const char *name,
+                              const char *stage, const uint64_t *epoch);
+
+/* ---- The pipectl module (lua/pl_lua_module.c) ---- */
+
+/* Registers `pipectl` (global, and `require "pipectl"`) and the pipeline builder metatable. Called
+ * by pl_lua_new. */
+void pl_lua_open_module(lua_State *L);
+/* True when the value at idx is a pipeline made by pipectl.pipeline{}. */
+bool pl_lua_is_pipeline(lua_State *L, int idx);
+/* The line recorded for a table made by pipectl.buffer{} / pipectl.stage{}, or 0. */
+int pl_lua_marked_line(lua_State *L, int idx);
+
+/* Builder objects keep their contents in plain fields, read by the front end and the lua stage:
+ *   P._decl  the table given to pipectl.pipeline (or an empty table)
+ *   P._line  the line of the pipectl.pipeline call
+ *   P._items array of {what = "buffer"|"stage", line = N, name = NAME|nil, t = PROPS} in call
+ *            order. */
+
+#endif
