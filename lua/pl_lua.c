@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -584,6 +585,13 @@ pl_status pl_lua_read_file(const char *path, char **out, size_t *len, char *msg,
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(msg, msg_cap, "cannot read '%s': %s", path, strerror(errno));
+        return PL_EINPUT;
+    }
+    /* Only regular files: a FIFO or a device (/dev/stdin, /dev/zero) would block or never end. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(msg, msg_cap, "cannot read '%s': not a regular file", path);
+        fclose(f);
         return PL_EINPUT;
     }
     size_t cap = 4096, n = 0;

@@ -183,6 +183,18 @@ static pl_lua_view *pl__check(lua_State *L, int idx, bool write)
     return v;
 }
 
+/* The view a metamethod was called for. __index, __newindex and __len are reachable only through
+ * a view's own metatable (it is locked by __metatable and the debug library is not loaded), so
+ * argument 1 is a view and the registry lookup of luaL_checkudata can be skipped: element access
+ * is the hot path of a Lua stage. */
+static pl_lua_view *pl__self(lua_State *L, bool write)
+{
+    pl_lua_view *v = lua_touserdata(L, 1);
+    if (!v || (v->epoch && *v->epoch != v->gen) || (write && !v->writable))
+        return pl__check(L, 1, write);
+    return v;
+}
+
 /* A 1-based index argument, returned 0-based, within 0..limit (limit: count, or count+1 for
  * "one past the end" starts). */
 static int64_t pl__index(lua_State *L, const pl_lua_view *v, int idx, int64_t lo, int64_t hi)
@@ -211,7 +223,7 @@ static void pl__range(lua_State *L, const pl_lua_view *v, int at, int64_t *first
 static int pl__view_index(lua_State *L)
 {
     if (lua_type(L, 2) == LUA_TNUMBER) {
-        pl_lua_view *v = pl__check(L, 1, false);
+        pl_lua_view *v = pl__self(L, false);
         pl__push_elem(L, v, pl__index(L, v, 2, 1, v->count));
         return 1;
     }
@@ -226,7 +238,7 @@ static int pl__view_index(lua_State *L)
 
 static int pl__view_newindex(lua_State *L)
 {
-    pl_lua_view *v = pl__check(L, 1, true);
+    pl_lua_view *v = pl__self(L, true);
     if (lua_type(L, 2) != LUA_TNUMBER)
         return luaL_error(L, "buffer '%s': only elements (v[i] = x, i in 1..#v) can be assigned",
                           v->name);
@@ -236,7 +248,7 @@ static int pl__view_newindex(lua_State *L)
 
 static int pl__view_len(lua_State *L)
 {
-    pl_lua_view *v = pl__check(L, 1, false);
+    pl_lua_view *v = pl__self(L, false);
     lua_pushinteger(L, (lua_Integer)v->count);
     return 1;
 }

@@ -25,3 +25,7 @@ seed() {
 
 seed yaml "$root"/pipelines/*.yaml "$root"/pipelines/*/*.yaml "$root"/tests/parser/good/*.yaml \
     "$root"/tests/parser/bad/*.yaml
+
+# Lua front end (fuzz_lua): the Lua pipelines and the Lua test scripts (plenty of Lua syntax).
+# Dictionary: tests/fuzz/lua.dict (-dict=tests/fuzz/lua.dict).
+seed lua "$root"/pipelines/*.lua "$root"/tests/lua/*.lua
