@@ -13,6 +13,7 @@ void pl_run_cfg_init(pl_run_cfg *cfg)
     cfg->use_graphs = true;
     cfg->fail_stage = -1;
     cfg->fail_batch = -1;
+    cfg->timing_period = 16;
 }
 
 void pl_run_result_fini(pl_run_result *res)

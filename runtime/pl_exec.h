@@ -22,6 +22,11 @@ typedef struct pl_run_cfg {
     /* Testing: make stage `fail_stage` fail on batch `fail_batch` (-1: never). */
     int fail_stage;
     int64_t fail_batch;
+    /* gpu, CUDA Graphs: device stages are timed (spans) on batch b when b % timing_period == 0,
+     * and on the last batch; 0 = every batch, -1 = never (spans of untimed device stages stay
+     * {0, 0}). Default 16: timing events inside a graph slow it down (docs/perf.md). Plain
+     * launches (--no-graph) time every batch unless -1. The host executor ignores it. */
+    int timing_period;
 } pl_run_cfg;
 
 void pl_run_cfg_init(pl_run_cfg *cfg);

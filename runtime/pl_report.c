@@ -11,6 +11,15 @@ static int pl__cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static bool pl__is_device_stage(const pl_plan *plan, int s)
+{
+    pl_engine e = plan->stages[s].engine;
+    return e == PL_ENGINE_H2D || e == PL_ENGINE_COMPUTE || e == PL_ENGINE_D2H;
+}
+
+/* Device stages on the GPU executor are timed on sampled batches only (pl_run_cfg.timing_period);
+ * the others keep the span {0, 0}, which is skipped here: count says how many batches were timed,
+ * mean/p50/p99 are over those, and busy is mean * batches / wall. */
 double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_stats *stats,
                        int *bound_stage)
 {
@@ -24,18 +33,23 @@ double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_s
         pl_stage_stats *x = &stats[s];
         memset(x, 0, sizeof *x);
         if (!d) continue;
+        bool dev = pl__is_device_stage(plan, s);
+        int64_t k = 0;
         for (int64_t b = 0; b < nb; b++) {
             const pl_span *sp = &res->spans[b * res->n_stages + s];
-            d[b] = sp->end_ns - sp->start_ns;
-            x->total_s += (double)d[b] * 1e-9;
+            if (dev && sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
+            d[k] = sp->end_ns - sp->start_ns;
+            x->total_s += (double)d[k] * 1e-9;
+            k++;
         }
-        qsort(d, (size_t)nb, sizeof *d, pl__cmp_i64);
-        x->count = nb;
-        x->mean_s = x->total_s / (double)nb;
-        x->p50_s = (double)d[(nb - 1) / 2] * 1e-9;
-        int64_t i99 = (int64_t)((double)nb * 0.99 + 0.999999) - 1;
-        x->p99_s = (double)d[i99 < 0 ? 0 : i99 >= nb ? nb - 1 : i99] * 1e-9;
-        x->busy = wall > 0 ? x->total_s / wall : 0;
+        if (k == 0) continue;
+        qsort(d, (size_t)k, sizeof *d, pl__cmp_i64);
+        x->count = k;
+        x->mean_s = x->total_s / (double)k;
+        x->p50_s = (double)d[(k - 1) / 2] * 1e-9;
+        int64_t i99 = (int64_t)((double)k * 0.99 + 0.999999) - 1;
+        x->p99_s = (double)d[i99 < 0 ? 0 : i99 >= k ? k - 1 : i99] * 1e-9;
+        x->busy = wall > 0 ? x->mean_s * (double)nb / wall : 0;
         if (x->mean_s > bound) {
             bound = x->mean_s;
             *bound_stage = s;
@@ -125,6 +139,19 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
                     pl__time(st[s].p50_s, b2, sizeof b2), pl__time(st[s].p99_s, b3, sizeof b3),
                     100 * st[s].busy);
         }
+        /* Device stages timed on fewer batches than completed: say so (pl_run_cfg.timing_period). */
+        int64_t timed = -1;
+        for (int s = 0; s < plan->n_stages; s++)
+            if (pl__is_device_stage(plan, s) && (timed < 0 || st[s].count < timed))
+                timed = st[s].count;
+        if (timed == 0)
+            fprintf(out, "\n  device stage times not measured (timing off; 'pipectl run --timing "
+                         "sample' or 'all' measures them)\n");
+        else if (timed > 0 && timed < res->batches_done)
+            fprintf(out,
+                    "\n  device stage times sampled on %lld of %lld batches (count column; "
+                    "'pipectl run --timing all' times every batch)\n",
+                    (long long)timed, (long long)res->batches_done);
         double per = wall / (double)res->batches_done;
         if (bs >= 0 && per > 0)
             fprintf(out,

@@ -61,6 +61,7 @@ int pl_cmd_run(int argc, char **argv)
     if (pl_cmd_wants_help(cmd, argc, argv)) return 0;
     const char *file = NULL, *fail_at = NULL;
     int64_t batches = -1, depth = -1, workers = 0;
+    int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
     bool json = false, quiet = false, graphs = true;
     pl_exec_kind exec = PL_EXEC_AUTO;
     for (int i = 1; i < argc; i++) {
@@ -91,6 +92,12 @@ int pl_cmd_run(int argc, char **argv)
         } else if (strcmp(a, "--fail-at") == 0) {
             if (!v) return pl__usage_error("--fail-at needs STAGE:BATCH%s", "");
             fail_at = v;
+            i++;
+        } else if (strcmp(a, "--timing") == 0) {
+            if (v && strcmp(v, "all") == 0) timing = 0;
+            else if (v && strcmp(v, "sample") == 0) timing = 16;
+            else if (v && strcmp(v, "off") == 0) timing = -1;
+            else return pl__usage_error("--timing must be all, sample or off, got '%s'", v ? v : "");
             i++;
         } else if (strcmp(a, "--no-graph") == 0) {
             graphs = false;
@@ -126,6 +133,7 @@ int pl_cmd_run(int argc, char **argv)
     cfg.executor = exec;
     cfg.use_graphs = graphs;
     cfg.workers = (int)workers;
+    cfg.timing_period = timing;
     cfg.stop = &pl__stop;
     pl__progress prog = {.on = !quiet && !json && isatty(2), .width = 30};
     cfg.on_batch = pl__progress_cb;

@@ -9,6 +9,9 @@ const pl_cmd pl_cmds[] = {
      "  --depth N            slots in flight (overrides run.depth)\n"
      "  --executor E         auto (default) | host | gpu\n"
      "  --no-graph           gpu: plain stream launches instead of CUDA Graphs\n"
+     "  --timing T           gpu: device stage times: sample (default: batch 0, every 16th and\n"
+     "                       the last), all (every batch; slower with CUDA Graphs) or off;\n"
+     "                       PIPECTL_GPU_SPANS=0 in the environment also means off\n"
      "  --json               print the summary as one JSON object on stdout\n"
      "  --quiet              no progress bar, no summary table\n"
      "  --workers N          host worker threads (default: max(CPUs, streams))\n"
@@ -22,7 +25,19 @@ const pl_cmd pl_cmds[] = {
      pl_cmd_plan},
     {"doctor", "pipectl doctor", "describe the GPU and measure copy bandwidth and launch cost", "",
      pl_cmd_doctor},
-    {"bench", "pipectl bench [options]", "measure pipelines against the physical bound", "",
+    {"bench", "pipectl bench [options]", "measure pipelines against the physical bound",
+     "  --batches N          batches per balanced-pipeline run (default 64)\n"
+     "  --small-batches N    batches per small-batch run (default 2000)\n"
+     "  --small-depth N      depth of the small-batch runs (default 3)\n"
+     "  --small-only         only the stage and small-batch parts\n"
+     "  --quick              one size, fewer configurations, one run each, 500 small batches\n"
+     "  --reps N             runs per configuration, the best kept (default 3)\n"
+     "  --device N           CUDA device (default 0)\n"
+     "  --baseline PATH      the bench_baseline program (default: next to pipectl)\n"
+     "environment:\n"
+     "  PIPECTL_GPU_SPANS=0  no device timing in any run (as 'pipectl run --timing off')\n"
+     "  PIPECTL_FAULT_MARKS=1  per-stage completion marks in the graphs, to name a faulting\n"
+     "                       stage for certain (slower: see docs/perf.md)\n",
      pl_cmd_bench},
     {"version", "pipectl version", "print the version", "", pl_cmd_version},
     {"help", "pipectl help [COMMAND]", "list commands, or describe one", "", pl_cmd_help},

@@ -1,8 +1,18 @@
-/* pl_exec_gpu: the GPU executor. One CUDA graph per slot, captured across one stream per device
- * stream of the plan, instantiated and uploaded once, replayed batch after batch; host stages
- * before and after the device region run on worker threads; a monitor thread learns from events
- * recorded inside the graphs when a batch's upload consumed its input and when its output is
- * ready. `--no-graph` issues the same plan with plain stream launches. */
+/* pl_exec_gpu: the GPU executor. Two CUDA graphs per slot (lean, and timed: see below),
+ * captured across one stream per device stream of the plan, instantiated and uploaded once,
+ * replayed batch after batch; host stages before and after the device region run on worker
+ * threads; the issuing thread learns from events recorded inside the graphs when a batch's
+ * upload consumed its input and when its output is ready. `--no-graph` issues the same plan with
+ * plain stream launches.
+ *
+ * Sampled device timing: event-record nodes inside a graph are not free (docs/perf.md: with a
+ * start and an end event per device stage in every batch's graph the balanced pipeline reached
+ * 84-86% of the bound, without them 99-101%). So each slot has a lean graph, with only the end
+ * events the host waits for, and a timed graph, with a start and an end event (timing enabled)
+ * around every device stage; the timed one is launched on sampled batches only
+ * (pl_run_cfg.timing_period: every Nth batch and the last; 0 = every batch, -1 = never). Device
+ * spans of unsampled batches stay {0, 0}; the report skips them. Plain launches (--no-graph) time
+ * every batch unless timing is off: recorded on a stream, events cost nothing visible. */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -55,9 +65,12 @@ typedef struct pl__gx {
 
     cudaStream_t *streams;    /* [plan stream]: capture streams (graphs) or issue streams */
     cudaStream_t *launch;     /* [slot]: each slot's graph launches on its own stream */
-    cudaGraphExec_t *exec;    /* [slot] */
+    cudaGraphExec_t *exec;    /* [slot]: lean graphs (NULL when every batch is timed) */
+    cudaGraphExec_t *exec_timed; /* [slot]: timed graphs (NULL when timing is off) */
     cudaEvent_t *ev_start;    /* [ring * nst + stage]: timing, recorded before the stage */
-    cudaEvent_t *ev_end;      /* [ring * nst + stage]: timing and completion, after it */
+    cudaEvent_t *ev_end;      /* [ring * nst + stage]: timing and completion, after it (timed
+                               * graphs, plain launches) */
+    cudaEvent_t *ev_sync;     /* [ring * nst + stage]: completion only, in lean graphs */
     cudaEvent_t *ev_cap;      /* [stage]: cross-stream edges inside a capture */
     cudaEvent_t *ev_join;     /* [plan stream] */
     cudaEvent_t ev_fork, ev_t0;
@@ -68,8 +81,9 @@ typedef struct pl__gx {
     uint32_t *trigger;        /* host-mapped fault-injection word */
     void *trigger_dev;
     int fail_dev_stage;       /* device stage with injected fault, -1 if none */
-    bool spans_on;            /* per-stage timing events (PIPECTL_GPU_SPANS=0: off) */
-    bool *need_end;           /* [stage]: graphs record its end event (always with spans) */
+    int timing;               /* timing period: 0 every batch, -1 never, N: b % N == 0 and the
+                               * last batch (graphs; plain launches time every batch unless -1) */
+    bool *need_end;           /* [stage]: lean graphs record its end event */
     bool *need_sync;          /* [stage]: the host reads its end back on its own (see below) */
 
     pthread_mutex_t mu;
@@ -95,6 +109,7 @@ typedef struct pl__gx {
 
     pl_span *spans;       /* [batch * nst + stage] */
     int64_t t_start;      /* CLOCK_MONOTONIC at run start */
+    int64_t t_first_launch, t_last_done; /* CLOCK_MONOTONIC: first issue, last read-back (bench) */
     int64_t t0_ns;        /* run-clock time of ev_t0 */
 } pl__gx;
 
@@ -108,6 +123,22 @@ static int64_t pl__now_ns(void)
 static const char *pl__sname(const pl__gx *gx, int st)
 {
     return gx->spec->stages[st].name;
+}
+
+/* Is batch b launched with start and end events around every device stage? */
+static bool pl__batch_timed(const pl__gx *gx, int64_t b)
+{
+    if (gx->timing < 0) return false;
+    if (gx->timing == 0 || !gx->graphs) return true;
+    return b % gx->timing == 0 || b == gx->batches - 1;
+}
+
+/* The event that says stage st of batch b finished: the lean graphs record their own set
+ * (without timing), so a wait or a read-back names the set that batch b's launch recorded. */
+static cudaEvent_t pl__end_event(const pl__gx *gx, int64_t b, int st)
+{
+    size_t k = (size_t)(b % gx->ring) * (size_t)gx->nst + (size_t)st;
+    return gx->graphs && !pl__batch_timed(gx, b) ? gx->ev_sync[k] : gx->ev_end[k];
 }
 
 bool pl_gpu_available(void)
@@ -243,15 +274,15 @@ static pl_status pl__index_xdeps(pl__gx *gx, pl_error *err)
     return PL_OK;
 }
 
-/* Which device stages' end events the graphs must record: all of them with spans; without
- * spans only those the host or a later launch waits for (host successors, cross-batch deps) and
- * the leaves of the device region (their completion implies the whole batch's).
- * Which ones the host reads back one by one (need_sync): without spans only those a host stage
+/* Which device stages' end events the lean graphs must record: only those the host or a later
+ * launch waits for (host successors, cross-batch deps) and the leaves of the device region (their
+ * completion implies the whole batch's); timed graphs and plain launches record all of them.
+ * Which ones the host reads back one by one (need_sync), in every mode: only those a host stage
  * waits for (a host successor, or a cross-batch dep into a host stage) and the leaves; the
- * others are known done when the leaves are. Each read-back is a driver call on the issuing
- * thread, on the path of the next launch: measured, small batches without spans ran at 2.4x the
- * bare replay loop's time per batch while every stage was read back. (This reduction is not
- * measured yet: see docs/perf.md.) */
+ * others are known done when the leaves are (every device stage has a path to a leaf, and its
+ * end is recorded before its successors start). Each read-back is a driver call on the issuing
+ * thread, on the path of the next launch: measured, small batches ran at 2.4x the bare replay
+ * loop's time per batch while every stage was read back (docs/perf.md). */
 static pl_status pl__mark_needed_ends(pl__gx *gx, pl_error *err)
 {
     const pl_plan *p = gx->plan;
@@ -274,12 +305,8 @@ static pl_status pl__mark_needed_ends(pl__gx *gx, pl_error *err)
         gx->need_end[p->xdeps[i].from] = true;
         if (gx->cls[p->xdeps[i].to] != PL__DEV) gx->need_sync[p->xdeps[i].from] = true;
     }
-    /* With spans (the default) every stage is read back: the device is the bottleneck then
-     * (docs/perf.md), and a fault is pinned more precisely when more stages are confirmed. */
-    for (int s = 0; s < gx->nst; s++) {
-        if (gx->spans_on || !has_dev_succ[s]) gx->need_end[s] = true;
-        if (gx->spans_on || !has_dev_succ[s]) gx->need_sync[s] = true;
-    }
+    for (int s = 0; s < gx->nst; s++)
+        if (gx->cls[s] == PL__DEV && !has_dev_succ[s]) gx->need_end[s] = gx->need_sync[s] = true;
     free(has_dev_succ);
     return PL_OK;
 }
@@ -391,12 +418,14 @@ static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
     gx->streams = calloc((size_t)p->n_streams, sizeof *gx->streams);
     gx->launch = calloc((size_t)gx->depth, sizeof *gx->launch);
     gx->exec = calloc((size_t)gx->depth, sizeof *gx->exec);
+    gx->exec_timed = calloc((size_t)gx->depth, sizeof *gx->exec_timed);
     gx->ev_start = calloc(nev, sizeof *gx->ev_start);
     gx->ev_end = calloc(nev, sizeof *gx->ev_end);
+    gx->ev_sync = calloc(nev, sizeof *gx->ev_sync);
     gx->ev_cap = calloc((size_t)gx->nst, sizeof *gx->ev_cap);
     gx->ev_join = calloc((size_t)p->n_streams, sizeof *gx->ev_join);
-    if (!gx->streams || !gx->launch || !gx->exec || !gx->ev_start || !gx->ev_end || !gx->ev_cap ||
-        !gx->ev_join)
+    if (!gx->streams || !gx->launch || !gx->exec || !gx->exec_timed || !gx->ev_start ||
+        !gx->ev_end || !gx->ev_sync || !gx->ev_cap || !gx->ev_join)
         return pl_error_set(err, PL_ENOMEM, "error: out of memory creating CUDA objects");
     for (int k = 0; k < p->n_streams; k++) {
         if (!pl__is_dev_engine(p->streams[k].engine)) continue;
@@ -414,10 +443,13 @@ static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
                          -1, err));
         for (int r = 0; r < gx->ring; r++) {
             size_t k = (size_t)r * gx->nst + st;
-            /* Timing enabled: these give the device stages' spans. */
-            unsigned fl = gx->spans_on ? cudaEventDefault : cudaEventDisableTiming;
+            /* Timing enabled (unless timing is off): these give the device stages' spans. */
+            unsigned fl = gx->timing >= 0 ? cudaEventDefault : cudaEventDisableTiming;
             PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_start[k], fl), NULL, -1, err));
             PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_end[k], fl), NULL, -1, err));
+            if (gx->graphs)
+                PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_sync[k], cudaEventDisableTiming),
+                                 NULL, -1, err));
         }
     }
     PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_fork, cudaEventDisableTiming), NULL, -1, err));
@@ -474,8 +506,12 @@ static void pl__probe_marks(pl__gx *gx)
 
 /* --- recording the device stages of one batch ------------------------------------------------- */
 
+/* Records device stage st of one batch on stream s: the work, and its events. `timed`: a start
+ * and an end event with timestamps around it (timed graphs, plain launches unless timing is
+ * off); otherwise the end event only where the host or a later launch waits for it (lean graphs;
+ * plain launches always record it, their waits use it). */
 static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t batch,
-                                  cudaStream_t s, bool capturing, pl_error *err)
+                                  cudaStream_t s, bool capturing, bool timed, pl_error *err)
 {
     const pl_spec *spec = gx->spec;
     const pl_stage *stg = &spec->stages[st];
@@ -484,7 +520,7 @@ static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t b
     /* Inside a capture, External makes these real event-record nodes that the host can wait on
      * (and that keep their timestamps); outside, it is a plain record. */
     unsigned fl = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
-    if (gx->spans_on)
+    if (timed)
         PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
     void *const *hb = pl_buffers_slot(gx->hbufs, slot);
     void *const *db = pl_buffers_slot(gx->dbufs, slot);
@@ -514,8 +550,10 @@ static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t b
     if (st == gx->fail_dev_stage &&
         (capturing ? slot == (int)(gx->cfg->fail_batch % gx->depth) : batch == gx->cfg->fail_batch))
         PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
-    if (!capturing || gx->need_end[st])
-        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_end[k], s, fl), name, batch, err));
+    if (timed || !capturing || gx->need_end[st]) {
+        cudaEvent_t end = capturing && !timed ? gx->ev_sync[k] : gx->ev_end[k];
+        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(end, s, fl), name, batch, err));
+    }
     if (gx->write_value) {
         CUresult cr = gx->write_value((CUstream)s, gx->marks_dev + sizeof(uint32_t) * k, 1, 0);
         if (cr != CUDA_SUCCESS)
@@ -551,7 +589,8 @@ static bool pl__stage_has_event(const pl__gx *gx, int st)
  * threads) may make CUDA calls that are illegal during a Global capture (cudaMalloc,
  * synchronous copies, event queries); ThreadLocal only forbids them on the capturing thread,
  * which makes none. Relaxed would also allow them here, but would hide our own mistakes. */
-static pl_status pl__capture_slot(pl__gx *gx, int slot, pl_error *err)
+static pl_status pl__capture_slot(pl__gx *gx, int slot, bool timed, cudaGraphExec_t *exec,
+                                  pl_error *err)
 {
     const pl_plan *p = gx->plan;
     cudaStream_t origin = gx->launch[slot];
@@ -570,7 +609,7 @@ static pl_status pl__capture_slot(pl__gx *gx, int slot, pl_error *err)
         cur = gx->dev[i];
         cudaStream_t s = gx->streams[p->stages[cur].stream];
         PL_CHECK_GOTO(pl__record_waits(gx, cur, s, slot, true, -1, err), st, fail);
-        PL_CHECK_GOTO(pl__record_stage(gx, cur, slot, slot, -1, s, true, err), st, fail);
+        PL_CHECK_GOTO(pl__record_stage(gx, cur, slot, slot, -1, s, true, timed, err), st, fail);
         if (pl__stage_has_event(gx, cur))
             PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_cap[cur], s), pl__sname(gx, cur), -1, err),
                           st, fail);
@@ -595,10 +634,10 @@ static pl_status pl__capture_slot(pl__gx *gx, int slot, pl_error *err)
         }
     st = PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err);
     if (st != PL_OK) return pl_error_prefix(err, "capturing the graph of slot %d", slot);
-    st = PL_CUDA(cudaGraphInstantiate(&gx->exec[slot], graph, 0), NULL, -1, err);
+    st = PL_CUDA(cudaGraphInstantiate(exec, graph, 0), NULL, -1, err);
     cudaGraphDestroy(graph);
     if (st != PL_OK) return pl_error_prefix(err, "instantiating the graph of slot %d", slot);
-    return PL_CUDA(cudaGraphUpload(gx->exec[slot], origin), NULL, -1, err);
+    return PL_CUDA(cudaGraphUpload(*exec, origin), NULL, -1, err);
 fail:
     if (cur >= 0 && err && strstr(err->msg, "stage '") != err->msg)
         pl_error_prefix(err, "stage '%s' (capturing slot %d)", pl__sname(gx, cur), slot);
@@ -625,7 +664,7 @@ static pl_status pl__issue_plain(pl__gx *gx, int64_t b, pl_error *err)
             PL_CHECK(PL_CUDA(cudaStreamWaitEvent(s, gx->ev_end[k], 0), pl__sname(gx, st), b, err));
         }
         PL_CHECK(pl__record_waits(gx, st, s, r, false, b, err));
-        PL_CHECK(pl__record_stage(gx, st, slot, r, b, s, false, err));
+        PL_CHECK(pl__record_stage(gx, st, slot, r, b, s, false, gx->timing >= 0, err));
     }
     return PL_OK;
 }
@@ -645,12 +684,13 @@ static pl_status pl__launch_graph(pl__gx *gx, int64_t b, pl_error *err)
             if (gx->cls[x->from] != PL__DEV || b - x->distance < 0 ||
                 x->distance % gx->depth == 0)
                 continue;
-            size_t k = (size_t)((b - x->distance) % gx->depth) * gx->nst + x->from;
-            PL_CHECK(PL_CUDA(cudaStreamWaitEvent(ls, gx->ev_end[k], 0), pl__sname(gx, st), b, err));
+            cudaEvent_t e = pl__end_event(gx, b - x->distance, x->from);
+            PL_CHECK(PL_CUDA(cudaStreamWaitEvent(ls, e, 0), pl__sname(gx, st), b, err));
         }
     }
+    cudaGraphExec_t exec = pl__batch_timed(gx, b) ? gx->exec_timed[slot] : gx->exec[slot];
     pl_nvtx_push("launch", b);
-    pl_status st = PL_CUDA(cudaGraphLaunch(gx->exec[slot], ls), NULL, b, err);
+    pl_status st = PL_CUDA(cudaGraphLaunch(exec, ls), NULL, b, err);
     pl_nvtx_pop();
     return st;
 }
@@ -853,8 +893,8 @@ static bool pl__monitor_step(pl__gx *gx, bool block)
             gx->mon_i++;
             continue;
         }
-        cudaError_t ce = block ? cudaEventSynchronize(gx->ev_end[base + st])
-                               : cudaEventQuery(gx->ev_end[base + st]);
+        cudaEvent_t ev = pl__end_event(gx, b, st);
+        cudaError_t ce = block ? cudaEventSynchronize(ev) : cudaEventQuery(ev);
         if (ce == cudaErrorNotReady) return advanced;
         if (ce != cudaSuccess) {
             pl__device_failed(gx, b, gx->mon_i, gx->mon_conf, ce);
@@ -868,8 +908,10 @@ static bool pl__monitor_step(pl__gx *gx, bool block)
         gx->mon_conf = gx->mon_i;
         advanced = true;
     }
-    /* Spans on the run clock: elapsed time from ev_t0, whose run-clock time is known. */
-    for (int i = 0; gx->spans_on && i < gx->n_dev; i++) {
+    gx->t_last_done = pl__now_ns();
+    /* Spans on the run clock: elapsed time from ev_t0, whose run-clock time is known. Unsampled
+     * batches keep {0, 0}. */
+    for (int i = 0; pl__batch_timed(gx, b) && i < gx->n_dev; i++) {
         int st = gx->dev[i];
         float a = 0, z = 0;
         if (cudaEventElapsedTime(&a, gx->ev_t0, gx->ev_start[base + st]) != cudaSuccess ||
@@ -984,6 +1026,7 @@ static void pl__issue_loop(pl__gx *gx)
         if (host_ok && pl__slot_free(gx, b)) {
             pthread_mutex_unlock(&gx->mu);
             pl_error e;
+            if (b == 0) gx->t_first_launch = pl__now_ns();
             pl_status s = pl__issue(gx, b, &e);
             pthread_mutex_lock(&gx->mu);
             if (s != PL_OK) {
@@ -1052,8 +1095,11 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
     PL_CHECK(PL_CUDA(cudaSetDevice(gx->device), NULL, -1, err));
     PL_CHECK(pl__classify(gx, err));
     PL_CHECK(pl__index_xdeps(gx, err));
+    /* PIPECTL_GPU_SPANS=0 (the earlier switch) still means: no device timing. */
     const char *spans_env = getenv("PIPECTL_GPU_SPANS");
-    gx->spans_on = !(spans_env && strcmp(spans_env, "0") == 0);
+    gx->timing = cfg ? cfg->timing_period : 16;
+    if (gx->timing < -1) gx->timing = -1;
+    if (spans_env && strcmp(spans_env, "0") == 0) gx->timing = -1;
     PL_CHECK(pl__mark_needed_ends(gx, err));
     if (cfg && cfg->fail_stage >= 0 && cfg->fail_stage < gx->nst && cfg->fail_batch >= 0 &&
         gx->cls[cfg->fail_stage] == PL__DEV)
@@ -1073,8 +1119,11 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
         PL_CHECK(pl_stage_rt_open(&gx->rt, plan, workers, true, err));
         gx->rt_open = true;
     }
-    if (graphs)
-        for (int s = 0; s < gx->depth; s++) PL_CHECK(pl__capture_slot(gx, s, err));
+    /* Lean graphs unless every batch is timed; timed graphs unless timing is off. */
+    for (int s = 0; graphs && s < gx->depth; s++) {
+        if (gx->timing != 0) PL_CHECK(pl__capture_slot(gx, s, false, &gx->exec[s], err));
+        if (gx->timing >= 0) PL_CHECK(pl__capture_slot(gx, s, true, &gx->exec_timed[s], err));
+    }
     return PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err); /* uploads done before the clock */
 }
 
@@ -1084,16 +1133,18 @@ static void pl__teardown(pl__gx *gx)
      * about it. The object that created a resource frees it, in reverse order. */
     const pl_plan *p = gx->plan;
     if (gx->streams || gx->launch) cudaDeviceSynchronize();
-    if (gx->exec)
-        for (int s = 0; s < gx->depth; s++)
-            if (gx->exec[s]) cudaGraphExecDestroy(gx->exec[s]);
+    for (int s = 0; gx->exec && s < gx->depth; s++)
+        if (gx->exec[s]) cudaGraphExecDestroy(gx->exec[s]);
+    for (int s = 0; gx->exec_timed && s < gx->depth; s++)
+        if (gx->exec_timed[s]) cudaGraphExecDestroy(gx->exec_timed[s]);
     if (gx->marks) cudaFreeHost(gx->marks);
     if (gx->created_t0) cudaEventDestroy(gx->ev_t0);
     if (gx->created_fork) cudaEventDestroy(gx->ev_fork);
     size_t nev = (size_t)gx->ring * (size_t)gx->nst;
-    for (size_t k = 0; gx->ev_start && k < nev; k++) {
-        if (gx->ev_start[k]) cudaEventDestroy(gx->ev_start[k]);
-        if (gx->ev_end[k]) cudaEventDestroy(gx->ev_end[k]);
+    for (size_t k = 0; k < nev; k++) {
+        if (gx->ev_start && gx->ev_start[k]) cudaEventDestroy(gx->ev_start[k]);
+        if (gx->ev_end && gx->ev_end[k]) cudaEventDestroy(gx->ev_end[k]);
+        if (gx->ev_sync && gx->ev_sync[k]) cudaEventDestroy(gx->ev_sync[k]);
     }
     for (int s = 0; gx->ev_cap && s < gx->nst; s++)
         if (gx->ev_cap[s]) cudaEventDestroy(gx->ev_cap[s]);
@@ -1110,8 +1161,10 @@ static void pl__teardown(pl__gx *gx)
     free(gx->streams);
     free(gx->launch);
     free(gx->exec);
+    free(gx->exec_timed);
     free(gx->ev_start);
     free(gx->ev_end);
+    free(gx->ev_sync);
     free(gx->ev_cap);
     free(gx->ev_join);
     free(gx->cls);
@@ -1146,8 +1199,10 @@ static pl_status pl__sync_init(pl__gx *gx, pl_error *err)
     return PL_OK;
 }
 
-pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
-                          pl_error *err)
+/* The run; *active_ns (may be NULL) gets the time from the first launch to the last batch read
+ * back (host clock), for bench. */
+static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
+                         int64_t *active_ns, pl_error *err)
 {
     pl_run_cfg def;
     if (!cfg) {
@@ -1216,6 +1271,10 @@ pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_res
     res->batches_issued = gx->launched;
     res->batches_done = pl__batches_done(gx);
     res->wall_ns = pl__now_ns() - gx->t_start;
+    if (active_ns)
+        *active_ns = gx->t_first_launch > 0 && gx->t_last_done > gx->t_first_launch
+                         ? gx->t_last_done - gx->t_first_launch
+                         : res->wall_ns;
     res->spans = gx->spans;
     gx->spans = NULL;
 close:
@@ -1233,13 +1292,26 @@ close:
     return st;
 }
 
+pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
+                          pl_error *err)
+{
+    return pl__run(plan, cfg, res, NULL, err);
+}
+
 /* --- bench helpers ------------------------------------------------------------------------------- */
 
-pl_status pl_gpu_replay_loop(const pl_plan *plan, int64_t warmup, int64_t launches,
-                             double *ns_per_launch, pl_error *err)
+pl_status pl_gpu_run_active(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
+                            int64_t *active_ns, pl_error *err)
+{
+    return pl__run(plan, cfg, res, active_ns, err);
+}
+
+pl_status pl_gpu_replay_loop(const pl_plan *plan, int timing_period, int64_t warmup,
+                             int64_t launches, double *ns_per_launch, pl_error *err)
 {
     pl_run_cfg cfg;
     pl_run_cfg_init(&cfg);
+    cfg.timing_period = timing_period;
     pl__gx gxs, *gx = &gxs;
     pl_status st = pl__setup(gx, plan, &cfg, true, false, err);
     int64_t t0 = 0;
@@ -1249,7 +1321,9 @@ pl_status pl_gpu_replay_loop(const pl_plan *plan, int64_t warmup, int64_t launch
             t0 = pl__now_ns();
         }
         int s = (int)(i % gx->depth);
-        if (st == PL_OK) st = PL_CUDA(cudaGraphLaunch(gx->exec[s], gx->launch[s]), NULL, i, err);
+        /* The graphs the executor would launch for batch i: timed on sampled batches. */
+        cudaGraphExec_t exec = pl__batch_timed(gx, i) ? gx->exec_timed[s] : gx->exec[s];
+        if (st == PL_OK) st = PL_CUDA(cudaGraphLaunch(exec, gx->launch[s]), NULL, i, err);
     }
     if (st == PL_OK) st = PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err);
     if (st == PL_OK) *ns_per_launch = (double)(pl__now_ns() - t0) / (double)launches;

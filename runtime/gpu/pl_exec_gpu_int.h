@@ -15,15 +15,22 @@ extern "C" {
 int pl_exec_launch_fault(const void *trigger_dev, void *stream);
 
 #ifndef __cplusplus
-#include "pl_plan.h"
+#include "pl_exec.h"
 
 /* The plain replay loop `pipectl bench` compares the executor with: sets up the plan exactly as
- * pl_exec_gpu_run does (buffers, one graph per slot, same streams), then launches the slot graphs
- * round-robin `launches` times (after `warmup` launches) with nothing else on the host: no host
- * stages, no waits, no monitoring. *ns_per_launch = host time from the first timed launch to the
- * final synchronize, divided by `launches`. Host stages of the plan are not run. */
-pl_status pl_gpu_replay_loop(const pl_plan *plan, int64_t warmup, int64_t launches,
-                             double *ns_per_launch, pl_error *err);
+ * pl_exec_gpu_run does with timing period `timing_period` (buffers, lean and timed graphs per
+ * slot, same streams), then launches the slot graphs round-robin `launches` times (after
+ * `warmup` launches), launch i using the graph the executor would use for batch i (timed on
+ * sampled batches), with nothing else on the host: no host stages, no waits, no monitoring.
+ * *ns_per_launch = host time from the first timed launch to the final synchronize, divided by
+ * `launches`. Host stages of the plan are not run. */
+pl_status pl_gpu_replay_loop(const pl_plan *plan, int timing_period, int64_t warmup,
+                             int64_t launches, double *ns_per_launch, pl_error *err);
+
+/* pl_exec_gpu_run, also giving the time from the first launch to the last batch read back (host
+ * clock, nanoseconds): what `pipectl bench` times runs with, whatever the timing mode. */
+pl_status pl_gpu_run_active(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
+                            int64_t *active_ns, pl_error *err);
 
 /* Raw copy and kernel times on `device` for `bytes` (pinned host <-> device), best of `reps`,
  * nanoseconds: one upload, one download, one upload and one download at once (both finished). */

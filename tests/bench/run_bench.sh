@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
 # run_bench.sh: everything one GPU-machine call does for the GPU executor: configure and build
-# (Release), the executor's GPU tests, `pipectl bench` (which runs bench_baseline beside it),
-# compute-sanitizer memcheck on test_exec_gpu, and one example through `pipectl run --executor
-# gpu`. Logs under $OUT; a short table and the bench tables are printed last. From the repo root:
+# (Release), the GPU tests (ctest -L gpu), `pipectl bench` (which runs bench_baseline beside it),
+# examples through `pipectl run --executor gpu` in each timing mode, a small-batch bench at depth
+# 6, and compute-sanitizer memcheck on `pipectl run` (lean and timed graphs, plain launches). Logs
+# under $OUT; a short table and the bench tables are printed last. From the repo root:
 #   source .gpu/setup.sh && bash tests/bench/run_bench.sh
-# Environment: OUT (default ./out/bench), BUILD (default build-dev), JOBS (default 16),
-# STEPS (default "build tests bench sanitizer run"; any subset, in that order).
+# Environment: OUT (default ./out/bench), BUILD (default build-dev), JOBS (default 16), REPS
+# (bench runs per configuration, default 3), DEADLINE (seconds from the start after which the
+# remaining steps are skipped, default none), STEPS (default "build tests bench run small6
+# sanitizer"; any subset, in that order).
 set -u
 OUT=${OUT:-out/bench}
 BUILD=${BUILD:-build-dev}
 JOBS=${JOBS:-16}
-STEPS=${STEPS:-build tests bench sanitizer run}
+REPS=${REPS:-3}
+DEADLINE=${DEADLINE:-1000000}
+STEPS=${STEPS:-build tests bench run small6 sanitizer}
 mkdir -p "$OUT"
 declare -a rows=()
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 step() { # step NAME TIMEOUT_S LOG CMD...: runs CMD with a timeout, logs it, records rc and time
     local name=$1 limit=$2 log=$3
     shift 3
+    if [ "$SECONDS" -ge "$DEADLINE" ]; then
+        rows+=("$(printf '%-40s skipped (deadline %ss reached)' "$name" "$DEADLINE")")
+        return 125
+    fi
     local t0=$SECONDS
     echo "### $name: $*" >>"$OUT/$log"
     timeout "$limit" "$@" >>"$OUT/$log" 2>&1
     local rc=$?
-    rows+=("$(printf '%-34s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
+    rows+=("$(printf '%-40s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
     return $rc
 }
 
@@ -31,6 +40,7 @@ step() { # step NAME TIMEOUT_S LOG CMD...: runs CMD with a timeout, logs it, rec
         --format=csv 2>&1
     nproc
     git log --oneline -1 2>/dev/null
+    git status --short 2>/dev/null | head -20
 } >"$OUT/machine.log" 2>&1
 
 built=0
@@ -40,29 +50,36 @@ if want build; then
     built=$?
 fi
 
+P="$BUILD/pipectl"
 if [ $built -eq 0 ]; then
     if want tests; then
-        step test_exec_gpu 240 tests.log "$BUILD/tests/gpu/test_exec_gpu"
-        step test_exec_gpu_fault 120 tests.log "$BUILD/tests/gpu/test_exec_gpu_fault"
+        step "ctest -L gpu" 240 tests.log ctest --test-dir "$BUILD" -L gpu --output-on-failure -V
     fi
     if want bench; then
-        step "pipectl bench" 420 bench.log "$BUILD/pipectl" bench
-    fi
-    if want sanitizer; then
-        if command -v compute-sanitizer >/dev/null; then
-            step "memcheck test_exec_gpu" 300 sanitizer.log compute-sanitizer --tool memcheck \
-                --error-exitcode 9 "$BUILD/tests/gpu/test_exec_gpu"
-        else
-            rows+=("compute-sanitizer                  not found")
-        fi
+        step "pipectl bench --reps $REPS" 300 bench.log "$P" bench --reps "$REPS"
     fi
     if want run; then
         for p in quickstart overlap; do
-            [ -f "pipelines/$p.yaml" ] &&
-                step "run $p (gpu)" 120 run.log "$BUILD/pipectl" run --executor gpu "pipelines/$p.yaml"
-            [ -f "pipelines/$p.yaml" ] &&
-                step "run $p (gpu, --no-graph)" 120 run.log "$BUILD/pipectl" run --executor gpu --no-graph "pipelines/$p.yaml"
+            [ -f "pipelines/$p.yaml" ] || continue
+            step "run $p (gpu)" 60 run.log "$P" run --executor gpu "pipelines/$p.yaml"
+            step "run $p (gpu, --timing all)" 60 run.log "$P" run --executor gpu --timing all "pipelines/$p.yaml"
+            step "run $p (gpu, --timing off)" 60 run.log "$P" run --executor gpu --timing off "pipelines/$p.yaml"
+            step "run $p (gpu, --no-graph)" 60 run.log "$P" run --executor gpu --no-graph "pipelines/$p.yaml"
         done
+    fi
+    if want small6; then
+        step "bench --small-only --small-depth 6" 120 bench6.log "$P" bench --small-only --small-depth 6 --reps 2
+    fi
+    if want sanitizer; then
+        if command -v compute-sanitizer >/dev/null; then
+            for a in "" "--timing all" "--no-graph"; do
+                # shellcheck disable=SC2086
+                step "memcheck run overlap $a" 120 sanitizer.log compute-sanitizer --tool memcheck \
+                    --error-exitcode 9 "$P" run --executor gpu $a --batches 40 pipelines/overlap.yaml
+            done
+        else
+            rows+=("compute-sanitizer                        not found")
+        fi
     fi
 fi
 
@@ -71,15 +88,19 @@ fi
     printf '%s\n' "${rows[@]}"
     if [ -f "$OUT/tests.log" ]; then
         echo "== tests (failures and summaries)"
-        grep -E "CHECK failed|differs|not supported|compared|status|SKIP|host stage between" "$OUT/tests.log" | head -40
+        grep -E "CHECK failed|differs|not supported|compared|status|SKIP|host stage between|spans \[|tests passed|Failed|\*\*\*" "$OUT/tests.log" | head -40
     fi
     if [ -f "$OUT/sanitizer.log" ]; then
         echo "== sanitizer"
         grep -E "ERROR SUMMARY|Invalid|Program hit" "$OUT/sanitizer.log" | head -10
     fi
     if [ -f "$OUT/run.log" ]; then
-        echo "== run (errors)"
-        grep -iE "error|achieved|executor" "$OUT/run.log" | head -12
+        echo "== run (errors, achieved, sampling)"
+        grep -iE "^###|error|achieved|sampled|not measured" "$OUT/run.log" | head -40
+    fi
+    if [ -f "$OUT/bench6.log" ]; then
+        echo "== bench, small batches at depth 6"
+        sed -n '/small batches/,$p' "$OUT/bench6.log"
     fi
     if [ -f "$OUT/bench.log" ]; then
         echo "== bench"

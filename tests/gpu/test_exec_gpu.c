@@ -1,15 +1,20 @@
 /* test_exec_gpu: the GPU executor gives the host executor's sink outputs, with graphs and with
  * --no-graph, at depths 1 and 3: for small pipelines built here (a chain, a fork-join across
  * compute streams, a persistent accumulator with cross-batch device deps) and for every pipeline
- * in pipelines/. Also: a host stage inside the device region is refused with exit-2 status and a
- * hint, and device spans respect the dependencies. Skipped (77) without a CUDA device.
+ * in pipelines/, with the default sampled timing (lean and timed graphs mixed in one run), and
+ * the built-in ones also timing every 2nd batch, every batch and none. Also: a host stage inside
+ * the device region is refused with exit-2 status and a hint, device spans respect the
+ * dependencies, and exactly the sampled batches have device spans. Skipped (77) without a CUDA
+ * device.
  * PL_GT_SELFTEST=1 runs the same comparisons host against host (checks the test itself). */
 #include <dirent.h>
 
 #include "pl_gpu_test.h"
+#include "pl_report.h"
 
 static bool gt_selftest;
 static int gt_compared, gt_exact, gt_tolerant;
+static int gt_timing = 16; /* pl_run_cfg.timing_period of the GPU runs */
 
 static pl_exec_kind gt_gpu(void)
 {
@@ -138,11 +143,14 @@ static void gt_compare_pipeline(const char *label, const char *file, gt_builder 
         for (int di = 0; di < 2; di++) {
             char dir[600], tag[96];
             snprintf(dir, sizeof dir, "%s", gt_scratch("gpu"));
-            snprintf(tag, sizeof tag, "%s [%s, depth %d]", label, g ? "graphs" : "no-graph",
-                     depths[di]);
+            snprintf(tag, sizeof tag, "%s [%s, depth %d, timing %d]", label,
+                     g ? "graphs" : "no-graph", depths[di], gt_timing);
             pl_spec *s = gt_make(file, build, depths[di], dir);
+            pl_run_cfg cfg;
+            pl_run_cfg_init(&cfg);
+            cfg.timing_period = gt_timing;
             gt_run r;
-            gt_run_spec(s, gt_gpu(), g == 1, NULL, &r);
+            gt_run_spec(s, gt_gpu(), g == 1, &cfg, &r);
             if (r.st == PL_EINPUT && strstr(r.err.msg, "--executor host")) {
                 printf("%-44s not supported on the gpu executor: %s\n", tag, r.err.msg);
                 pl_run_result_fini(&r.res);
@@ -206,16 +214,21 @@ static void test_host_between(void)
 }
 
 /* Device spans come from events inside the graph: within a batch, the kernel starts after the
- * upload ends and the download after the kernel; the sink (host clock) after the download. */
-static void test_spans(bool graphs)
+ * upload ends and the download after the kernel; the sink (host clock) after the download. With
+ * timing period `timing` only the sampled batches have device spans (graphs: b % timing == 0 and
+ * the last batch; --no-graph: every batch unless timing is off); host stages always have theirs. */
+static void test_spans(bool graphs, int timing)
 {
     pl_spec *s = NULL;
     pl_error e;
     pl_spec_new(NULL, &s, &e);
     build_chain(s);
     gt_redirect_sinks(s, gt_scratch("spans"));
+    pl_run_cfg cfg;
+    pl_run_cfg_init(&cfg);
+    cfg.timing_period = timing;
     gt_run r;
-    gt_run_spec(s, PL_EXEC_GPU, graphs, NULL, &r);
+    gt_run_spec(s, PL_EXEC_GPU, graphs, &cfg, &r);
     CHECK(r.st == PL_OK);
     CHECK_STR(r.res.executor, "gpu");
     CHECK(r.res.graphs == graphs);
@@ -223,13 +236,37 @@ static void test_spans(bool graphs)
     int up = pl_spec_find_stage(s, "up"), k = pl_spec_find_stage(s, "scale"),
         dn = pl_spec_find_stage(s, "down"), sk = pl_spec_find_stage(s, "save");
     const int64_t slack = 1000, host_slack = 500000; /* float ms rounding; clock mapping */
+    int timed_batches = 0;
     for (int64_t b = 0; r.st == PL_OK && b < r.res.batches_done; b++) {
         const pl_span *sp = &r.res.spans[b * r.res.n_stages];
+        bool timed = timing >= 0 && (!graphs || timing == 0 || b % timing == 0 || b == 9);
+        CHECK(sp[sk].start_ns > 0 && sp[sk].end_ns >= sp[sk].start_ns);
+        if (!timed) {
+            CHECK(sp[up].start_ns == 0 && sp[up].end_ns == 0);
+            CHECK(sp[k].start_ns == 0 && sp[k].end_ns == 0);
+            CHECK(sp[dn].start_ns == 0 && sp[dn].end_ns == 0);
+            continue;
+        }
+        timed_batches++;
         CHECK(sp[up].start_ns > 0 && sp[up].end_ns >= sp[up].start_ns);
         CHECK(sp[k].start_ns + slack >= sp[up].end_ns);
         CHECK(sp[dn].start_ns + slack >= sp[k].end_ns);
         CHECK(sp[sk].start_ns + host_slack >= sp[dn].end_ns);
     }
+    printf("spans [%s, timing %d]: device stages timed on %d of 10 batches\n",
+           graphs ? "graphs" : "no-graph", timing, timed_batches);
+    /* The report's per-stage statistics count the timed batches only. */
+    pl_plan *plan = NULL;
+    if (r.st == PL_OK && pl_plan_compile(s, &plan, &e) == PL_OK) {
+        pl_stage_stats st[8];
+        int bs;
+        pl_report_stats(plan, &r.res, st, &bs);
+        CHECK_EQ_INT(st[up].count, timed_batches);
+        CHECK_EQ_INT(st[dn].count, timed_batches);
+        CHECK_EQ_INT(st[sk].count, 10);
+        CHECK(timed_batches == 0 || st[k].mean_s > 0);
+    }
+    pl_plan_free(plan);
     pl_run_result_fini(&r.res);
     pl_spec_free(s);
 }
@@ -246,10 +283,23 @@ int main(void)
     gt_compare_pipeline("builtin:chain", NULL, build_chain);
     gt_compare_pipeline("builtin:forkjoin", NULL, build_forkjoin);
     gt_compare_pipeline("builtin:accum", NULL, build_accum);
+    /* Timing every 2nd batch alternates lean and timed graphs: cross-batch waits must name the
+     * event set the earlier batch's graph recorded. */
+    const int timings[3] = {2, 0, -1};
+    for (int t = 0; t < 3; t++) {
+        gt_timing = timings[t];
+        gt_compare_pipeline("builtin:chain", NULL, build_chain);
+        gt_compare_pipeline("builtin:forkjoin", NULL, build_forkjoin);
+        gt_compare_pipeline("builtin:accum", NULL, build_accum);
+    }
+    gt_timing = 16;
     if (!gt_selftest) {
         test_host_between();
-        test_spans(true);
-        test_spans(false);
+        for (int t = 0; t < 4; t++) {
+            const int timing[4] = {16, 0, -1, 4};
+            test_spans(true, timing[t]);
+            test_spans(false, timing[t]);
+        }
     }
     /* Every pipeline shipped in pipelines/. */
     const char *pdir = PL_SOURCE_DIR "/pipelines";
