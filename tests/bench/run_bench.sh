@@ -53,10 +53,10 @@ fi
 P="$BUILD/pipectl"
 if [ $built -eq 0 ]; then
     if want tests; then
-        step "ctest -L gpu" 240 tests.log ctest --test-dir "$BUILD" -L gpu --output-on-failure -V
+        step "ctest -L gpu" 150 tests.log ctest --test-dir "$BUILD" -L gpu --output-on-failure -V
     fi
     if want bench; then
-        step "pipectl bench --reps $REPS" 300 bench.log "$P" bench --reps "$REPS"
+        step "pipectl bench --reps $REPS" 200 bench.log "$P" bench --reps "$REPS"
     fi
     if want run; then
         for p in quickstart overlap; do
