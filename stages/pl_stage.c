@@ -72,7 +72,7 @@ static bool pl__parse_int(const char *s, int64_t *out)
     if (!s || !*s) return false;
     errno = 0;
     char *end;
-    long long v = strtoll(s, &end, 0);
+    long long v = strtoll(s, &end, 10); /* decimal, as run: and shape: */
     if (errno || *end) return false;
     *out = v;
     return true;
