@@ -22,14 +22,14 @@
 
 struct pl_lua {
     lua_State *L;
-    size_t used;  /* bytes Lua holds now */
-    size_t cap;   /* the `memory` cap */
-    size_t hard;  /* cap plus a little slack used while the cap error is being raised */
+    size_t used; /* bytes Lua holds now */
+    size_t cap;  /* the `memory` cap */
+    size_t hard; /* cap plus a little slack used while the cap error is being raised */
     int64_t budget, counted;
-    int step;     /* the count the hook is set to now */
-    int in_call;  /* inside pl_lua_call: the hook and the allocator may act */
-    int over;     /* an allocation went past the cap: the hook raises at the next instruction */
-    int fatal;    /* a budget or memory error was raised: pcall wrappers re-raise it */
+    int step;    /* the count the hook is set to now */
+    int in_call; /* inside pl_lua_call: the hook and the allocator may act */
+    int over;    /* an allocation went past the cap: the hook raises at the next instruction */
+    int fatal;   /* a budget or memory error was raised: pcall wrappers re-raise it */
     /* The last refused allocation, to recognise Lua's retry after its emergency collection. */
     const void *ref_ptr;
     size_t ref_osize, ref_nsize;
@@ -100,7 +100,8 @@ static void *pl__alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         lx->ref_nsize = 0;
         lx->over = 1;
         lx->step = 1;
-        lua_sethook(lx->L, pl__hook, LUA_MASKCOUNT, 1); /* async-safe: lua.c calls it from signals */
+        lua_sethook(lx->L, pl__hook, LUA_MASKCOUNT,
+                    1); /* async-safe: lua.c calls it from signals */
     }
     void *p = realloc(ptr, nsize);
     if (!p) return NULL;
@@ -136,8 +137,8 @@ static void pl__hook(lua_State *L, lua_Debug *ar)
         if (lx->used > lx->cap) {
             lua_getinfo(L, "Sl", ar);
             snprintf(lx->fatal_msg, sizeof lx->fatal_msg,
-                     "%s:%d: memory cap of %zu bytes exceeded (%s)", ar->short_src,
-                     ar->currentline, lx->cap, lx->hint_mem);
+                     "%s:%d: memory cap of %zu bytes exceeded (%s)", ar->short_src, ar->currentline,
+                     lx->cap, lx->hint_mem);
             lx->fatal = 1;
             pl__raise_fatal(L, lx);
         }
@@ -247,8 +248,10 @@ static int pl__sb_load(lua_State *L)
     luaL_checkstack(L, 5, NULL);
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_pushvalue(L, 1);
-    if (n >= 2) lua_pushvalue(L, 2);
-    else lua_pushnil(L);
+    if (n >= 2)
+        lua_pushvalue(L, 2);
+    else
+        lua_pushnil(L);
     lua_pushliteral(L, "t");
     if (n >= 4) lua_pushvalue(L, 4);
     lua_call(L, n >= 4 ? 4 : 3, 2);
@@ -303,8 +306,9 @@ static int pl__sb_require(lua_State *L)
         lua_getglobal(L, "pipectl");
         return 1;
     }
-    return luaL_error(L, "require '%s': modules cannot be loaded in the pipectl sandbox (only "
-                         "'pipectl' is available; put helper code in the same script)",
+    return luaL_error(L,
+                      "require '%s': modules cannot be loaded in the pipectl sandbox (only "
+                      "'pipectl' is available; put helper code in the same script)",
                       name);
 }
 
@@ -417,8 +421,10 @@ static int pl__msgh_common(lua_State *L, bool traceback)
         else
             msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     }
-    if (traceback) luaL_traceback(L, L, msg, 1);
-    else lua_pushstring(L, msg);
+    if (traceback)
+        luaL_traceback(L, L, msg, 1);
+    else
+        lua_pushstring(L, msg);
     return 1;
 }
 
@@ -484,8 +490,8 @@ size_t pl_lua_memory_used(const pl_lua *lx)
     return lx->used;
 }
 
-pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructions,
-                      bool traceback, char *msg, size_t msg_cap)
+pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructions, bool traceback,
+                      char *msg, size_t msg_cap)
 {
     lua_State *L = lx->L;
     int base = lua_gettop(L);
@@ -499,8 +505,10 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
     pl__set_step(lx);
     if (lx->used > lx->cap) lua_gc(L, LUA_GCCOLLECT, 0);
     if (lx->used > lx->cap) {
-        snprintf(msg, msg_cap, "the Lua state holds %zu bytes, more than its memory cap of %zu "
-                               "(%s)", lx->used, lx->cap, lx->hint_mem);
+        snprintf(msg, msg_cap,
+                 "the Lua state holds %zu bytes, more than its memory cap of %zu "
+                 "(%s)",
+                 lx->used, lx->cap, lx->hint_mem);
         return PL_ELUA;
     }
     if (!lua_checkstack(L, 4)) {
@@ -523,8 +531,10 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
         }
         if (lx->fatal) {
             size_t fl = strlen(lx->fatal_msg);
-            if (s && strncmp(s, lx->fatal_msg, fl) == 0) snprintf(msg, msg_cap, "%s", s);
-            else snprintf(msg, msg_cap, "%s", lx->fatal_msg);
+            if (s && strncmp(s, lx->fatal_msg, fl) == 0)
+                snprintf(msg, msg_cap, "%s", s);
+            else
+                snprintf(msg, msg_cap, "%s", lx->fatal_msg);
         } else if (rc == LUA_ERRMEM) {
             snprintf(msg, msg_cap, "not enough memory (the system refused an allocation)");
         } else {
@@ -546,8 +556,7 @@ void pl_lua_load_text(lua_State *L, const char *text, size_t len, const char *ch
     if (len > 0 && text[0] == LUA_SIGNATURE[0]) {
         char id[LUA_IDSIZE];
         pl_lua_chunkid(id, sizeof id, chunkname);
-        luaL_error(L, "%s: binary (precompiled) chunks are not allowed; give Lua source text",
-                   id);
+        luaL_error(L, "%s: binary (precompiled) chunks are not allowed; give Lua source text", id);
         return;
     }
     if (luaL_loadbufferx(L, text, len, chunkname, "t") != LUA_OK) lua_error(L);
@@ -573,8 +582,7 @@ void pl_lua_chunkid(char *out, size_t cap, const char *source)
             out[3 + keep] = '\0';
         }
     } else {
-        snprintf(out, bufflen, "[string \"%.*s\"]", (int)(bufflen > 15 ? bufflen - 15 : 0),
-                 source);
+        snprintf(out, bufflen, "[string \"%.*s\"]", (int)(bufflen > 15 ? bufflen - 15 : 0), source);
     }
 }
 

@@ -44,8 +44,8 @@ size_t pl_lua_memory_used(const pl_lua *lx);
  * by C functions, the budget ("instruction budget of N exceeded (<hint>)") and the cap ("memory
  * cap of N bytes exceeded (<hint>)"); a user's pcall cannot catch the last two. The stack is left
  * as it was. */
-pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructions,
-                      bool traceback, char *msg, size_t msg_cap);
+pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructions, bool traceback,
+                      char *msg, size_t msg_cap);
 
 /* Inside a protected call: loads `text` as a text chunk (never binary) named `chunkname` ("@file"
  * or "=name") and pushes the function; a syntax error or a binary chunk raises. */

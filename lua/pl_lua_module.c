@@ -47,8 +47,9 @@ int pl_lua_marked_line(lua_State *L, int idx)
 static void pl__check_self(lua_State *L, const char *method)
 {
     if (lua_type(L, 1) != LUA_TTABLE || !pl_lua_is_pipeline(L, 1))
-        luaL_error(L, "%s must be called on a pipeline with a colon: p:%s{...} where p = "
-                      "pipectl.pipeline{...}",
+        luaL_error(L,
+                   "%s must be called on a pipeline with a colon: p:%s{...} where p = "
+                   "pipectl.pipeline{...}",
                    method, method);
 }
 
@@ -70,8 +71,9 @@ static int pl__p_buffer(lua_State *L)
     int props;
     if (lua_type(L, 2) == LUA_TSTRING) {
         if (lua_type(L, 3) != LUA_TTABLE)
-            return luaL_error(L, "p:buffer('%s', props): props must be a table like {where = "
-                                 "'host', dtype = 'f32', shape = {1024}}",
+            return luaL_error(L,
+                              "p:buffer('%s', props): props must be a table like {where = "
+                              "'host', dtype = 'f32', shape = {1024}}",
                               lua_tostring(L, 2));
         props = 3;
         lua_pushvalue(L, 2);
@@ -80,8 +82,9 @@ static int pl__p_buffer(lua_State *L)
         if (lua_getfield(L, 2, "name") != LUA_TSTRING)
             return luaL_error(L, "p:buffer{...} needs name = 'a buffer name'");
     } else {
-        return luaL_error(L, "p:buffer takes a name and a table, or one table with name = ...; got "
-                             "%s",
+        return luaL_error(L,
+                          "p:buffer takes a name and a table, or one table with name = ...; got "
+                          "%s",
                           luaL_typename(L, 2));
     }
     int name = lua_gettop(L);
@@ -105,8 +108,9 @@ static int pl__p_stage(lua_State *L)
     pl__check_self(L, "stage");
     int line = pl__caller_line(L);
     if (lua_type(L, 2) != LUA_TTABLE)
-        return luaL_error(L, "p:stage takes one table like {name = 'up', kind = 'h2d', from = "
-                             "'x', to = 'y'}; got %s",
+        return luaL_error(L,
+                          "p:stage takes one table like {name = 'up', kind = 'h2d', from = "
+                          "'x', to = 'y'}; got %s",
                           luaL_typename(L, 2));
     lua_createtable(L, 0, 3);
     lua_pushliteral(L, "stage");
@@ -125,12 +129,15 @@ static int pl__pipeline(lua_State *L)
 {
     int line = pl__caller_line(L);
     if (!lua_isnoneornil(L, 1) && lua_type(L, 1) != LUA_TTABLE)
-        return luaL_error(L, "pipectl.pipeline takes a table like {name = 'demo', run = {batches "
-                             "= 16}}; got %s",
+        return luaL_error(L,
+                          "pipectl.pipeline takes a table like {name = 'demo', run = {batches "
+                          "= 16}}; got %s",
                           luaL_typename(L, 1));
     lua_createtable(L, 0, 3);
-    if (lua_type(L, 1) == LUA_TTABLE) lua_pushvalue(L, 1);
-    else lua_newtable(L);
+    if (lua_type(L, 1) == LUA_TTABLE)
+        lua_pushvalue(L, 1);
+    else
+        lua_newtable(L);
     lua_setfield(L, -2, "_decl");
     lua_pushinteger(L, line);
     lua_setfield(L, -2, "_line");

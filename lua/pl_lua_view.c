@@ -33,8 +33,10 @@ static float pl__f16_to_f32(uint16_t h)
         float f = ldexpf((float)man, -24);
         return sign ? -f : f;
     }
-    if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
-    else bits = sign | ((exp + 112) << 23) | (man << 13);
+    if (exp == 31)
+        bits = sign | 0x7f800000u | (man << 13);
+    else
+        bits = sign | ((exp + 112) << 23) | (man << 13);
     float f;
     memcpy(&f, &bits, 4);
     return f;
@@ -47,7 +49,7 @@ static uint16_t pl__f32_to_f16(float f)
     uint32_t sign = (x >> 16) & 0x8000, absx = x & 0x7fffffffu;
     if (absx >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0));
     if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds past 65504 */
-    if (absx < 0x38800000u) {                                   /* subnormal or zero */
+    if (absx < 0x38800000u) {                                  /* subnormal or zero */
         float a;
         memcpy(&a, &absx, 4);
         return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
@@ -79,14 +81,40 @@ static double pl__get_num(const pl_lua_view *v, int64_t i)
 {
     const unsigned char *p = v->data + (size_t)i * v->esize;
     switch (v->dtype) {
-    case PL_U8: return *p;
-    case PL_I32: { int32_t x; memcpy(&x, p, 4); return x; }
-    case PL_I64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
-    case PL_F16: { uint16_t x; memcpy(&x, p, 2); return pl__f16_to_f32(x); }
-    case PL_BF16: { uint16_t x; memcpy(&x, p, 2); return pl__bf16_to_f32(x); }
-    case PL_F32: { float x; memcpy(&x, p, 4); return x; }
-    case PL_F64: { double x; memcpy(&x, p, 8); return x; }
-    default: return 0;
+    case PL_U8:
+        return *p;
+    case PL_I32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+    case PL_I64: {
+        int64_t x;
+        memcpy(&x, p, 8);
+        return (double)x;
+    }
+    case PL_F16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        return pl__f16_to_f32(x);
+    }
+    case PL_BF16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        return pl__bf16_to_f32(x);
+    }
+    case PL_F32: {
+        float x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+    case PL_F64: {
+        double x;
+        memcpy(&x, p, 8);
+        return x;
+    }
+    default:
+        return 0;
     }
 }
 
@@ -94,28 +122,55 @@ static int64_t pl__get_int(const pl_lua_view *v, int64_t i)
 {
     const unsigned char *p = v->data + (size_t)i * v->esize;
     switch (v->dtype) {
-    case PL_U8: return *p;
-    case PL_I32: { int32_t x; memcpy(&x, p, 4); return x; }
-    case PL_I64: { int64_t x; memcpy(&x, p, 8); return x; }
-    default: return 0;
+    case PL_U8:
+        return *p;
+    case PL_I32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+    case PL_I64: {
+        int64_t x;
+        memcpy(&x, p, 8);
+        return x;
+    }
+    default:
+        return 0;
     }
 }
 
 static void pl__push_elem(lua_State *L, const pl_lua_view *v, int64_t i)
 {
-    if (pl_dtype_is_float(v->dtype)) lua_pushnumber(L, pl__get_num(v, i));
-    else lua_pushinteger(L, pl__get_int(v, i));
+    if (pl_dtype_is_float(v->dtype))
+        lua_pushnumber(L, pl__get_num(v, i));
+    else
+        lua_pushinteger(L, pl__get_int(v, i));
 }
 
 static void pl__put_num(pl_lua_view *v, int64_t i, double d)
 {
     unsigned char *p = v->data + (size_t)i * v->esize;
     switch (v->dtype) {
-    case PL_F16: { uint16_t x = pl__f32_to_f16((float)d); memcpy(p, &x, 2); break; }
-    case PL_BF16: { uint16_t x = pl__f32_to_bf16((float)d); memcpy(p, &x, 2); break; }
-    case PL_F32: { float x = (float)d; memcpy(p, &x, 4); break; }
-    case PL_F64: memcpy(p, &d, 8); break;
-    default: break;
+    case PL_F16: {
+        uint16_t x = pl__f32_to_f16((float)d);
+        memcpy(p, &x, 2);
+        break;
+    }
+    case PL_BF16: {
+        uint16_t x = pl__f32_to_bf16((float)d);
+        memcpy(p, &x, 2);
+        break;
+    }
+    case PL_F32: {
+        float x = (float)d;
+        memcpy(p, &x, 4);
+        break;
+    }
+    case PL_F64:
+        memcpy(p, &d, 8);
+        break;
+    default:
+        break;
     }
 }
 
@@ -138,8 +193,11 @@ static void pl__put_int(lua_State *L, pl_lua_view *v, int64_t i, int64_t x)
         memcpy(p, &y, 4);
         break;
     }
-    case PL_I64: memcpy(p, &x, 8); break;
-    default: break;
+    case PL_I64:
+        memcpy(p, &x, 8);
+        break;
+    default:
+        break;
     }
 }
 
@@ -161,8 +219,7 @@ static void pl__store(lua_State *L, pl_lua_view *v, int64_t i, int idx)
         if (lua_type(L, idx) == LUA_TNUMBER)
             luaL_error(L, "buffer '%s': elements of a %s buffer are integers, got %s", v->name,
                        pl_dtype_name(v->dtype), lua_tostring(L, idx));
-        luaL_error(L, "buffer '%s': elements are integers, got %s", v->name,
-                   luaL_typename(L, idx));
+        luaL_error(L, "buffer '%s': elements are integers, got %s", v->name, luaL_typename(L, idx));
     }
     pl__put_int(L, v, i, x);
 }
@@ -173,12 +230,14 @@ static pl_lua_view *pl__check(lua_State *L, int idx, bool write)
 {
     pl_lua_view *v = luaL_checkudata(L, idx, PL__VIEW_MT);
     if (v->epoch && *v->epoch != v->gen)
-        luaL_error(L, "the view of buffer '%s' was used after its batch ended; a view is valid only "
-                      "during the call that received it (copy what you need to keep)",
+        luaL_error(L,
+                   "the view of buffer '%s' was used after its batch ended; a view is valid only "
+                   "during the call that received it (copy what you need to keep)",
                    v->name);
     if (write && !v->writable)
-        luaL_error(L, "stage '%s' cannot write buffer '%s': it is not in the stage's `writes` (add "
-                      "it there to modify it)",
+        luaL_error(L,
+                   "stage '%s' cannot write buffer '%s': it is not in the stage's `writes` (add "
+                   "it there to modify it)",
                    v->stage, v->name);
     return v;
 }
@@ -320,8 +379,9 @@ static int pl__m_copy(lua_State *L)
         } else {
             double d = pl__get_num(src, i);
             if (!(d == floor(d)) || fabs(d) >= 9.2e18)
-                return luaL_error(L, "copy: element %I of '%s' (%f) is not a whole number; '%s' "
-                                     "is %s",
+                return luaL_error(L,
+                                  "copy: element %I of '%s' (%f) is not a whole number; '%s' "
+                                  "is %s",
                                   (lua_Integer)i + 1, src->name, d, dst->name,
                                   pl_dtype_name(dst->dtype));
             pl__put_int(L, dst, i, (int64_t)d);
@@ -337,11 +397,13 @@ static int pl__m_sum(lua_State *L)
     pl__range(L, v, 2, &first, &end);
     if (pl_dtype_is_float(v->dtype)) {
         double s = 0;
-        for (int64_t i = first; i < end; i++) s += pl__get_num(v, i);
+        for (int64_t i = first; i < end; i++)
+            s += pl__get_num(v, i);
         lua_pushnumber(L, s);
     } else {
         uint64_t s = 0; /* wraps like Lua integers do */
-        for (int64_t i = first; i < end; i++) s += (uint64_t)pl__get_int(v, i);
+        for (int64_t i = first; i < end; i++)
+            s += (uint64_t)pl__get_int(v, i);
         lua_pushinteger(L, (lua_Integer)s);
     }
     return 1;
@@ -364,13 +426,15 @@ static int pl__m_fromstring(lua_State *L)
     const char *s = luaL_checklstring(L, 2, &len);
     int64_t first = lua_isnoneornil(L, 3) ? 0 : pl__index(L, v, 3, 1, v->count + 1);
     if (len % v->esize)
-        return luaL_error(L, "fromstring: %I bytes is not a whole number of %s elements (%I "
-                             "bytes each)",
+        return luaL_error(L,
+                          "fromstring: %I bytes is not a whole number of %s elements (%I "
+                          "bytes each)",
                           (lua_Integer)len, pl_dtype_name(v->dtype), (lua_Integer)v->esize);
     int64_t n = (int64_t)(len / v->esize);
     if (n > v->count - first)
-        return luaL_error(L, "fromstring: %I elements from element %I do not fit in buffer '%s' "
-                             "(%I elements)",
+        return luaL_error(L,
+                          "fromstring: %I elements from element %I do not fit in buffer '%s' "
+                          "(%I elements)",
                           (lua_Integer)n, (lua_Integer)first + 1, v->name, (lua_Integer)v->count);
     memcpy(v->data + (size_t)first * v->esize, s, len);
     lua_pushinteger(L, (lua_Integer)n);
@@ -398,8 +462,9 @@ static int pl__m_fromtable(lua_State *L)
     int64_t first = lua_isnoneornil(L, 3) ? 0 : pl__index(L, v, 3, 1, v->count + 1);
     lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
     if (n > v->count - first)
-        return luaL_error(L, "fromtable: %I elements from element %I do not fit in buffer '%s' "
-                             "(%I elements)",
+        return luaL_error(L,
+                          "fromtable: %I elements from element %I do not fit in buffer '%s' "
+                          "(%I elements)",
                           n, (lua_Integer)first + 1, v->name, (lua_Integer)v->count);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 2, i);
@@ -421,8 +486,8 @@ static int64_t pl__offset(lua_State *L, const pl_lua_view *v, int at)
             luaL_error(L, "buffer '%s' has %d dimensions: give %d integer indices", v->name,
                        v->rank, v->rank);
         if (i < 1 || i > v->shape[d])
-            luaL_error(L, "buffer '%s': index %I of dimension %d is out of range 1..%I", v->name,
-                       i, d + 1, (lua_Integer)v->shape[d]);
+            luaL_error(L, "buffer '%s': index %I of dimension %d is out of range 1..%I", v->name, i,
+                       d + 1, (lua_Integer)v->shape[d]);
         off = off * v->shape[d] + (i - 1);
     }
     return off;
@@ -446,10 +511,18 @@ static int pl__m_set(lua_State *L)
 }
 
 static const luaL_Reg pl__methods[] = {
-    {"shape", pl__m_shape},       {"dtype", pl__m_dtype},         {"name", pl__m_name},
-    {"fill", pl__m_fill},         {"copy", pl__m_copy},           {"sum", pl__m_sum},
-    {"tostring", pl__m_tostring}, {"fromstring", pl__m_fromstring}, {"totable", pl__m_totable},
-    {"fromtable", pl__m_fromtable}, {"get", pl__m_get},           {"set", pl__m_set},
+    {"shape", pl__m_shape},
+    {"dtype", pl__m_dtype},
+    {"name", pl__m_name},
+    {"fill", pl__m_fill},
+    {"copy", pl__m_copy},
+    {"sum", pl__m_sum},
+    {"tostring", pl__m_tostring},
+    {"fromstring", pl__m_fromstring},
+    {"totable", pl__m_totable},
+    {"fromtable", pl__m_fromtable},
+    {"get", pl__m_get},
+    {"set", pl__m_set},
     {NULL, NULL},
 };
 

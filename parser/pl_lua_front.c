@@ -138,14 +138,13 @@ static pl_status pl__want_int(pl__front *f, lua_State *L, int idx, const char *w
 
 /* One of `words` at idx. */
 static pl_status pl__want_word(pl__front *f, lua_State *L, int idx, const char *where,
-                               const char *key, const char *const *words, int n, int line,
-                               int *out)
+                               const char *key, const char *const *words, int n, int line, int *out)
 {
     char list[256];
     pl__join(list, sizeof list, words, n);
     if (lua_type(L, idx) != LUA_TSTRING)
-        return pl__fail(f, line, "%s'%s' must be one of: %s (a string), not a %s", where, key,
-                        list, luaL_typename(L, idx));
+        return pl__fail(f, line, "%s'%s' must be one of: %s (a string), not a %s", where, key, list,
+                        luaL_typename(L, idx));
     const char *s = lua_tostring(L, idx);
     *out = pl__index_of(s, words, n);
     if (*out >= 0) return PL_OK;
@@ -162,8 +161,10 @@ static pl_status pl__want_word(pl__front *f, lua_State *L, int idx, const char *
 static const char *pl__scalar_text(lua_State *L, int idx, char *buf, size_t cap)
 {
     switch (lua_type(L, idx)) {
-    case LUA_TSTRING: return lua_tostring(L, idx);
-    case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";
+    case LUA_TSTRING:
+        return lua_tostring(L, idx);
+    case LUA_TBOOLEAN:
+        return lua_toboolean(L, idx) ? "true" : "false";
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx)) {
             snprintf(buf, cap, "%lld", (long long)lua_tointeger(L, idx));
@@ -175,7 +176,8 @@ static const char *pl__scalar_text(lua_State *L, int idx, char *buf, size_t cap)
             }
         }
         return buf;
-    default: return NULL;
+    default:
+        return NULL;
     }
 }
 
@@ -267,9 +269,9 @@ static pl_status pl__shape(pl__front *f, lua_State *L, int idx, const char *wher
         if (!ok || d < 1) {
             char cb[64];
             const char *t = pl__scalar_text(L, -1, cb, sizeof cb);
-            return pl__fail(f, line, "%sshape dimension %lld must be a positive integer, got %s%.64s%s",
-                            where, (long long)i, t ? "'" : "a ", t ? t : luaL_typename(L, -1),
-                            t ? "'" : "");
+            return pl__fail(
+                f, line, "%sshape dimension %lld must be a positive integer, got %s%.64s%s", where,
+                (long long)i, t ? "'" : "a ", t ? t : luaL_typename(L, -1), t ? "'" : "");
         }
         b->shape[i - 1] = d;
         lua_pop(L, 1);
@@ -303,7 +305,8 @@ static pl_status pl__check_size(pl__front *f, const char *where, int line, const
 /* The buffer `name` with properties in the table at idx (which may also hold name = ...). */
 static pl_status pl__buffer(pl__front *f, lua_State *L, const char *name, int idx, int line)
 {
-    static const char *const keys[] = {"name", "where", "dtype", "shape", "persistent", "init", "file"};
+    static const char *const keys[] = {"name",       "where", "dtype", "shape",
+                                       "persistent", "init",  "file"};
     static const char *const wheres[] = {"host", "device"};
     static const char *const inits[] = {"zeros", "random", "file"};
     idx = lua_absindex(L, idx);
@@ -315,7 +318,8 @@ static pl_status pl__buffer(pl__front *f, lua_State *L, const char *name, int id
     if (!b) return pl__oom(f);
     pl_pos pos = pl__pos(f, line);
     const char *dtypes[PL_DTYPE_COUNT];
-    for (int i = 0; i < PL_DTYPE_COUNT; i++) dtypes[i] = pl_dtype_name((pl_dtype)i);
+    for (int i = 0; i < PL_DTYPE_COUNT; i++)
+        dtypes[i] = pl_dtype_name((pl_dtype)i);
     int w;
     if (lua_getfield(L, idx, "where") != LUA_TNIL) {
         PL_CHECK(pl__want_word(f, L, -1, where, "where", wheres, 2, line, &w));
@@ -391,7 +395,7 @@ static pl_status pl__refs(pl__front *f, lua_State *L, int idx, const char *where
         if (lua_type(L, -1) != LUA_TSTRING || !*lua_tostring(L, -1))
             return pl__fail(f, line, "%seach item of '%s' must be a name, not %s", where, key,
                             lua_type(L, -1) == LUA_TSTRING ? "an empty string"
-                                                            : luaL_typename(L, -1));
+                                                           : luaL_typename(L, -1));
         *st = &f->spec->stages[si];
         if (!add(f->spec, *st, lua_tostring(L, -1), pos)) return pl__oom(f);
         lua_pop(L, 1);
@@ -407,9 +411,8 @@ static pl_status pl__opt(pl__front *f, lua_State *L, int idx, const char *where,
     pl_pos pos = pl__pos(f, line);
     int t = lua_type(L, idx);
     if (t == LUA_TFUNCTION)
-        return pl__fail(f, line,
-                        "%s'%s' is a function; only `fn` of a lua stage takes a function", where,
-                        key);
+        return pl__fail(f, line, "%s'%s' is a function; only `fn` of a lua stage takes a function",
+                        where, key);
     if (t != LUA_TTABLE && !pl__scalar_text(L, idx, buf, sizeof buf))
         return pl__fail(f, line, "%s'%s' must be a string, number, boolean or list, not a %s",
                         where, key, luaL_typename(L, idx));
@@ -510,8 +513,7 @@ static pl_status pl__stage(pl__front *f, lua_State *L, int idx, int number, int 
      * sorted by name, so the spec is the same on every run. */
     for (const pl_key *k = kind->keys; k->name; k++) {
         if (has_fn && strcmp(k->name, "script") == 0) {
-            pl_opt *o = pl_stage_add_opt(f->spec, &f->spec->stages[si], "script",
-                                         pl__pos(f, line));
+            pl_opt *o = pl_stage_add_opt(f->spec, &f->spec->stages[si], "script", pl__pos(f, line));
             if (!o) return pl__oom(f);
             o->val_pos = pl__pos(f, line);
             o->str = pl_spec_strdup(f->spec, f->base);
@@ -535,8 +537,7 @@ static pl_status pl__stage(pl__front *f, lua_State *L, int idx, int number, int 
                             where);
         }
         const char *k = lua_tostring(L, -1);
-        if (pl__index_of(k, common, 5) >= 0 || strcmp(k, "fn") == 0 ||
-            pl_kind_key(kid, k) != NULL)
+        if (pl__index_of(k, common, 5) >= 0 || strcmp(k, "fn") == 0 || pl_kind_key(kid, k) != NULL)
             continue;
         if (n_extra == 64) continue; /* the first 64 are plenty to report */
         extra[n_extra] = pl_spec_strdup(f->spec, k);
@@ -648,8 +649,8 @@ static pl_status pl__convert(pl__front *f, lua_State *L, int ret)
             lua_getfield(L, it, "line");
             int iline = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : line;
             lua_getfield(L, it, "what");
-            bool is_buffer = lua_type(L, -1) == LUA_TSTRING &&
-                             strcmp(lua_tostring(L, -1), "buffer") == 0;
+            bool is_buffer =
+                lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "buffer") == 0;
             lua_getfield(L, it, "t");
             int t = lua_gettop(L);
             if (is_buffer) {
@@ -658,8 +659,7 @@ static pl_status pl__convert(pl__front *f, lua_State *L, int ret)
                     return pl__fail(f, iline, "p:buffer needs a name");
                 const char *bname = lua_tostring(L, -1);
                 if (lua_type(L, t) != LUA_TTABLE)
-                    return pl__fail(f, iline, "buffer '%.64s': properties must be a table",
-                                    bname);
+                    return pl__fail(f, iline, "buffer '%.64s': properties must be a table", bname);
                 PL_CHECK(pl__buffer(f, L, bname, t, iline));
             } else {
                 PL_CHECK(pl__stage(f, L, t, f->spec->n_stages + 1, iline));
@@ -714,7 +714,8 @@ static pl_status pl__lua_error(pl__front *f, const char *msg)
         long line = strtol(msg + n + 1, &end, 10);
         if (end != msg + n + 1 && *end == ':' && line > 0 && line < INT_MAX) {
             const char *rest = end + 1;
-            while (*rest == ' ') rest++;
+            while (*rest == ' ')
+                rest++;
             return pl__fail(f, (int)line, "%s", rest);
         }
     }

@@ -24,8 +24,8 @@ static const pl_key pl__lua_keys[] = {
 
 /* Parsed options (st->priv, spec arena). */
 typedef struct pl__lua_opts {
-    const char *path;     /* script resolved against spec->dir, or NULL for `code` */
-    const char *text;     /* the script or code (arena) */
+    const char *path; /* script resolved against spec->dir, or NULL for `code` */
+    const char *text; /* the script or code (arena) */
     size_t len;
     const char *chunk;    /* "@script as written" or "=code" */
     const char *function; /* given explicitly, or NULL */
@@ -91,8 +91,10 @@ static pl_status pl__lua_bind(pl_spec *spec, pl_stage *st, pl_error *err)
         char *path = pl_spec_alloc(spec, n);
         char *chunk = pl_spec_alloc(spec, strlen(s) + 2);
         if (!path || !chunk) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-        if (s[0] == '/') snprintf(path, n, "%s", s);
-        else snprintf(path, n, "%s/%s", spec->dir, s);
+        if (s[0] == '/')
+            snprintf(path, n, "%s", s);
+        else
+            snprintf(path, n, "%s/%s", spec->dir, s);
         snprintf(chunk, strlen(s) + 2, "@%s", s);
         o->path = path;
         o->chunk = chunk;
@@ -218,8 +220,9 @@ static int pl__load_fn(lua_State *L)
         lua_getglobal(L, "run");
     }
     if (lua_type(L, -1) != LUA_TFUNCTION)
-        return luaL_error(L, "%s defines no function '%s' for the stage: define `function %s(batch, "
-                             "opts, bufs) ... end`%s",
+        return luaL_error(L,
+                          "%s defines no function '%s' for the stage: define `function %s(batch, "
+                          "opts, bufs) ... end`%s",
                           o->chunk + 1, what, what,
                           o->function ? "" : ", return a function, or set `function:`");
     a->w->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -234,7 +237,8 @@ static pl_status pl__lua_open(const pl_run_env *env, const pl_stage *st, void **
 {
     *state = NULL;
     const pl__lua_opts *o = st->priv;
-    if (!o) return pl_error_set(err, PL_ERUNTIME, "stage '%s': not checked (bind not run)", st->name);
+    if (!o)
+        return pl_error_set(err, PL_ERUNTIME, "stage '%s': not checked (bind not run)", st->name);
     pl__lua_run *r = calloc(1, sizeof *r);
     if (!r) return pl_error_set(err, PL_ENOMEM, "stage '%s': out of memory", st->name);
     r->spec = env->spec;
@@ -258,11 +262,13 @@ static pl_status pl__lua_open(const pl_run_env *env, const pl_stage *st, void **
             int b = lists[l][i].index;
             if (b < 0) continue;
             int v = 0;
-            while (v < r->n_views && r->views[v].buffer != b) v++;
+            while (v < r->n_views && r->views[v].buffer != b)
+                v++;
             if (v == r->n_views) r->views[r->n_views++].buffer = b;
             if (l == 1) r->views[v].writable = true;
         }
-    for (int w = 0; w < r->n_workers; w++) r->workers[w].fn_ref = LUA_NOREF;
+    for (int w = 0; w < r->n_workers; w++)
+        r->workers[w].fn_ref = LUA_NOREF;
     for (int w = 0; w < r->n_workers; w++) {
         PL_CHECK_GOTO(pl_lua_new((size_t)o->memory, "raise `instructions`", "raise `memory`",
                                  &r->workers[w].lx, err),
@@ -287,7 +293,8 @@ static pl_status pl__lua_close(const pl_run_env *env, const pl_stage *st, void *
 {
     pl__lua_run *r = state;
     if (!r) return PL_OK;
-    for (int w = 0; r->workers && w < r->n_workers; w++) pl_lua_free(r->workers[w].lx);
+    for (int w = 0; r->workers && w < r->n_workers; w++)
+        pl_lua_free(r->workers[w].lx);
     free(r->workers);
     free(r->views);
     free(r);
@@ -341,7 +348,8 @@ static int pl__batch(lua_State *L)
     luaL_checkstack(L, 8, NULL);
     /* math.random: seeded from the run seed, the stage and the batch, never from the worker. */
     lua_getfield(L, LUA_REGISTRYINDEX, PL_LUA_RANDOMSEED);
-    lua_pushinteger(L, (lua_Integer)(r->seed ^ ((uint64_t)r->st->index * UINT64_C(0x9e3779b97f4a7c15))));
+    lua_pushinteger(
+        L, (lua_Integer)(r->seed ^ ((uint64_t)r->st->index * UINT64_C(0x9e3779b97f4a7c15))));
     lua_pushinteger(L, (lua_Integer)ctx->batch);
     lua_call(L, 2, 0);
     lua_rawgeti(L, LUA_REGISTRYINDEX, a->w->fn_ref);
@@ -364,10 +372,9 @@ static pl_status pl__lua_run_host(pl_stage_ctx *ctx, pl_error *err)
 {
     pl__lua_run *r = ctx->state;
     if (!r || ctx->worker < 0 || ctx->worker >= r->n_workers)
-        return pl_error_set(err, PL_ERUNTIME,
-                            "stage '%s', batch %lld: worker %d has no Lua state (%d were opened)",
-                            ctx->stage->name, (long long)ctx->batch, ctx->worker,
-                            r ? r->n_workers : 0);
+        return pl_error_set(
+            err, PL_ERUNTIME, "stage '%s', batch %lld: worker %d has no Lua state (%d were opened)",
+            ctx->stage->name, (long long)ctx->batch, ctx->worker, r ? r->n_workers : 0);
     pl__lua_worker *w = &r->workers[ctx->worker];
     pl__batch_arg a = {r, w, ctx};
     char msg[PL_ERROR_MSG_MAX - 128];

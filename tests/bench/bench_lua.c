@@ -55,7 +55,8 @@ static double pl__bench(const char *label, int n_bufs, const char *body, int64_t
         exit(1);
     }
     void *bufs[16];
-    for (int i = 0; i < n_bufs; i++) bufs[i] = calloc(256, sizeof(float));
+    for (int i = 0; i < n_bufs; i++)
+        bufs[i] = calloc(256, sizeof(float));
     double runs[5];
     for (int r = 0; r < 5; r++) {
         int64_t t0 = pl__now_ns();
@@ -69,10 +70,11 @@ static double pl__bench(const char *label, int n_bufs, const char *body, int64_t
         runs[r] = (double)(pl__now_ns() - t0) / (double)calls;
     }
     qsort(runs, 5, sizeof runs[0], pl__cmp);
-    printf("%-44s %8.0f ns/batch  (median of 5 x %lld calls; min %.0f, max %.0f)\n", label,
-           runs[2], (long long)calls, runs[0], runs[4]);
+    printf("%-44s %8.0f ns/batch  (median of 5 x %lld calls; min %.0f, max %.0f)\n", label, runs[2],
+           (long long)calls, runs[0], runs[4]);
     k->close(&env, st, state, calls, false, &err);
-    for (int i = 0; i < n_bufs; i++) free(bufs[i]);
+    for (int i = 0; i < n_bufs; i++)
+        free(bufs[i]);
     pl_spec_free(spec);
     return runs[2];
 }

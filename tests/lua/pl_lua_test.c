@@ -1,7 +1,7 @@
 /* pl_lua_test: runs one Lua test script from tests/lua (in a full, trusted Lua state) with a
  * `test` module that reaches into pipectl: views over test memory, fresh sandboxes, the Lua and
- * YAML front ends (as canonical spec dumps) and a small threaded runner for pipelines made of lua stages.
- * Usage: pl_lua_test SCRIPT SOURCE_DIR BUILD_DIR. Exit 0 = pass, 1 = fail, 77 = skipped. */
+ * YAML front ends (as canonical spec dumps) and a small threaded runner for pipelines made of lua
+ * stages. Usage: pl_lua_test SCRIPT SOURCE_DIR BUILD_DIR. Exit 0 = pass, 1 = fail, 77 = skipped. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +68,8 @@ static int t_sandbox(lua_State *L)
     }
     pl_lua *lx = NULL;
     pl_error err;
-    if (pl_lua_new((size_t)mem, NULL, NULL, &lx, &err) != PL_OK) return luaL_error(L, "%s", err.msg);
+    if (pl_lua_new((size_t)mem, NULL, NULL, &lx, &err) != PL_OK)
+        return luaL_error(L, "%s", err.msg);
     char msg[PL_ERROR_MSG_MAX];
     pl_status st = pl_lua_call(lx, t_sb_run, &a, instr, false, msg, sizeof msg);
     lua_pushboolean(L, st == PL_OK);
@@ -94,7 +95,8 @@ static void t_dump(luaL_Buffer *b, const pl_spec *s, bool pos)
         const pl_buffer *bf = &s->buffers[i];
         ADD("buffer %s where=%s dtype=%s shape=", bf->name, pl_where_name(bf->where),
             pl_dtype_name(bf->dtype));
-        for (int d = 0; d < bf->rank; d++) ADD(d ? "x%lld" : "%lld", (long long)bf->shape[d]);
+        for (int d = 0; d < bf->rank; d++)
+            ADD(d ? "x%lld" : "%lld", (long long)bf->shape[d]);
         ADD(" persistent=%d init=%d file=%s", bf->persistent, (int)bf->init,
             bf->init_file ? bf->init_file : "-");
         if (pos) ADD(" @%s:%d:%d", bf->pos.file, bf->pos.line, bf->pos.col);
@@ -102,7 +104,8 @@ static void t_dump(luaL_Buffer *b, const pl_spec *s, bool pos)
     }
     for (int i = 0; i < s->n_stages; i++) {
         const pl_stage *st = &s->stages[i];
-        ADD("stage %s kind=%s", st->name, pl_kind_get(st->kind) ? pl_kind_get(st->kind)->name : "?");
+        ADD("stage %s kind=%s", st->name,
+            pl_kind_get(st->kind) ? pl_kind_get(st->kind)->name : "?");
         if (pos) ADD(" @%s:%d:%d", st->pos.file, st->pos.line, st->pos.col);
         const pl_ref *lists[3] = {st->reads, st->writes, st->after};
         int counts[3] = {st->n_reads, st->n_writes, st->n_after};
@@ -110,7 +113,8 @@ static void t_dump(luaL_Buffer *b, const pl_spec *s, bool pos)
         for (int l = 0; l < 3; l++) {
             if (!counts[l]) continue;
             ADD(" %s=[", names[l]);
-            for (int j = 0; j < counts[l]; j++) ADD(j ? ",%s" : "%s", lists[l][j].name);
+            for (int j = 0; j < counts[l]; j++)
+                ADD(j ? ",%s" : "%s", lists[l][j].name);
             ADD("]");
         }
         for (int j = 0; j < st->n_opts; j++) {
@@ -120,7 +124,8 @@ static void t_dump(luaL_Buffer *b, const pl_spec *s, bool pos)
                 continue;
             }
             ADD(" %s=[", o->key);
-            for (int k = 0; k < o->n_items; k++) ADD(k ? ",%s" : "%s", o->items[k]);
+            for (int k = 0; k < o->n_items; k++)
+                ADD(k ? ",%s" : "%s", o->items[k]);
             ADD("]");
         }
         ADD("\n");
@@ -218,8 +223,14 @@ static void *t_worker_main(void *p)
     for (int64_t b = tw->w; b < r->env.batches; b += r->worker_count) {
         for (int s = 0; s < r->spec->n_stages; s++) {
             const pl_stage *st = &r->spec->stages[s];
-            pl_stage_ctx ctx = {r->spec, st, &r->env, b, 0, tw->w,
-                                (void *const *)&r->mem[b * r->spec->n_buffers], r->states[s]};
+            pl_stage_ctx ctx = {r->spec,
+                                st,
+                                &r->env,
+                                b,
+                                0,
+                                tw->w,
+                                (void *const *)&r->mem[b * r->spec->n_buffers],
+                                r->states[s]};
             pl_status rc = pl_kind_get(st->kind)->run_host(&ctx, &r->errs[tw->w]);
             if (rc != PL_OK) {
                 r->status[tw->w] = rc;
@@ -235,7 +246,8 @@ static pl_status t_resolve(pl_spec *spec, pl_error *err)
     for (int i = 0; i < spec->n_buffers; i++) {
         pl_buffer *b = &spec->buffers[i];
         b->count = 1;
-        for (int d = 0; d < b->rank; d++) b->count *= b->shape[d];
+        for (int d = 0; d < b->rank; d++)
+            b->count *= b->shape[d];
         b->bytes = (uint64_t)b->count * pl_dtype_size(b->dtype);
     }
     for (int s = 0; s < spec->n_stages; s++) {
@@ -307,7 +319,8 @@ static int t_run_pipeline(lua_State *L)
             tw[w] = (t_worker){&r, w};
             pthread_create(&th[w], NULL, t_worker_main, &tw[w]);
         }
-        for (int w = 0; w < workers; w++) pthread_join(th[w], NULL);
+        for (int w = 0; w < workers; w++)
+            pthread_join(th[w], NULL);
         for (int w = 0; w < workers && st == PL_OK; w++)
             if (r.status[w] != PL_OK) {
                 st = r.status[w];
@@ -317,7 +330,8 @@ static int t_run_pipeline(lua_State *L)
         free(tw);
     }
     for (int s = 0; s < opened; s++)
-        pl_kind_get(spec->stages[s].kind)->close(&r.env, &spec->stages[s], r.states[s], 0, false, NULL);
+        pl_kind_get(spec->stages[s].kind)
+            ->close(&r.env, &spec->stages[s], r.states[s], 0, false, NULL);
     if (st == PL_OK) {
         lua_createtable(L, (int)r.env.batches, 0);
         for (int64_t b = 0; b < r.env.batches; b++) {
@@ -333,7 +347,8 @@ static int t_run_pipeline(lua_State *L)
         lua_pushnil(L);
         lua_pushstring(L, err.msg);
     }
-    for (int64_t b = 0; b < r.env.batches * spec->n_buffers; b++) free(r.mem[b]);
+    for (int64_t b = 0; b < r.env.batches * spec->n_buffers; b++)
+        free(r.mem[b]);
     free(r.mem);
     free(r.states);
     free(r.status);
