@@ -119,7 +119,7 @@ typedef struct pl_stage {
 typedef struct pl_run_opts {
     int64_t batches; /* default 16 */
     pl_pos batches_pos;
-    int depth; /* slots in flight; default 3 */
+    int depth; /* slots in flight; default 4 (docs/perf.md) */
     pl_pos depth_pos;
     int device; /* CUDA device ordinal; default 0 */
     pl_pos device_pos;

@@ -219,7 +219,7 @@ static void test_strings(void)
         CHECK_STR(s->name, "quick");
         CHECK_STR(s->dir, "dir/sub");
         CHECK_EQ_INT(s->run.batches, 16);
-        CHECK_EQ_INT(s->run.depth, 3);
+        CHECK_EQ_INT(s->run.depth, 4); /* the default */
         CHECK_EQ_INT(s->run.device, 0);
         CHECK(s->run.seed == 0);
         CHECK_EQ_INT(s->n_stages, 0);

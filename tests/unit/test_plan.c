@@ -99,14 +99,14 @@ static void test_chain(void)
     CHECK_EQ_INT(p->stages[t_idx(s, "k")].preds[0], t_idx(s, "up"));
     /* each writer waits for the last reader of its slot depth batches back; the sink is ordered */
     CHECK_STR(t_xdeps(p, xb, sizeof xb),
-              "gen<-up:3 up<-k:3 k<-down:3 down<-save:3 save<-save:1");
+              "gen<-up:4 up<-k:4 k<-down:4 down<-save:4 save<-save:1");
     CHECK_EQ_INT(p->host_per_slot, 8192);
     CHECK_EQ_INT(p->device_per_slot, 8192);
     CHECK_EQ_INT(p->host_persistent, 0);
     char *dump = t_dump(p, false);
     CHECK_STR(dump,
               "plan for pipeline 't': 5 stages, 5 streams, 4 events, 5 cross-batch deps\n"
-              "depth 3 (slots in flight), 16 batches\n"
+              "depth 4 (slots in flight), 16 batches\n"
               "\n"
               "streams (stages run in this order on each stream, batch after batch):\n"
               "  host0 (host engine): 1 stage\n"
@@ -127,17 +127,17 @@ static void test_chain(void)
               "  e3 after down (d2h): waited on by save (host1)\n"
               "\n"
               "cross-batch deps (stage of batch i+d waits for stage of batch i):\n"
-              "  gen waits for up, d=3: slot reuse of 'x_host'\n"
-              "  up waits for k, d=3: slot reuse of 'x_dev'\n"
-              "  k waits for down, d=3: slot reuse of 'y_dev'\n"
-              "  down waits for save, d=3: slot reuse of 'y_host'\n"
+              "  gen waits for up, d=4: slot reuse of 'x_host'\n"
+              "  up waits for k, d=4: slot reuse of 'x_dev'\n"
+              "  k waits for down, d=4: slot reuse of 'y_dev'\n"
+              "  down waits for save, d=4: slot reuse of 'y_host'\n"
               "  save waits for save, d=1: runs in batch order\n"
               "\n"
               "memory:\n"
               "  per slot:    host 8.0 KiB (8192 bytes), device 8.0 KiB (8192 bytes)\n"
               "  persistent:  host 0 B (0 bytes), device 0 B (0 bytes)\n"
-              "  total:       pinned host 24.0 KiB (24576 bytes), device 24.0 KiB (24576 bytes) "
-              "for 3 slots\n");
+              "  total:       pinned host 32.0 KiB (32768 bytes), device 32.0 KiB (32768 bytes) "
+              "for 4 slots\n");
     free(dump);
     dump = t_dump(p, true);
     CHECK(strstr(dump, "subgraph \"cluster_compute0\"") != NULL);
@@ -278,7 +278,7 @@ static void test_war_and_persistent(void)
     CHECK_EQ_INT(u->preds[0], t_idx(s, "use"));
     CHECK_STR(t_stream_of(p, "update"), "compute0");
     /* use(i+1) must read what update(i) wrote; the slot of x is refilled once use is done */
-    CHECK_STR(t_xdeps(p, xb, sizeof xb), "up<-use:3 use<-update:1");
+    CHECK_STR(t_xdeps(p, xb, sizeof xb), "up<-use:4 use<-update:1");
     CHECK_EQ_INT(p->xdeps[1].why, PL_XDEP_PERSISTENT);
     CHECK_EQ_INT(p->xdeps[1].buffer, 3);
     CHECK_EQ_INT(p->xdeps[0].why, PL_XDEP_SLOT_REUSE);
