@@ -140,3 +140,15 @@ fails("return 42", "p.lua: error: the script must return its pipeline")
 fails("local p = pipectl.pipeline{}\nos.execute('rm -rf /')\nreturn p",
       "p.lua:2:1: error: os.execute is not available in the pipectl sandbox")
 fails("\27Lua\84\0", "p.lua: error: p.lua: binary (precompiled) chunks are not allowed")
+
+-- the examples: each pipelines/X.lua with a YAML twin gives the identical spec (positions aside)
+local twins = 0
+for _, base in ipairs{"quickstart", "lua_postprocess"} do
+  local y, yerr = test.load_file(test.source_dir .. "/pipelines/" .. base .. ".yaml")
+  local l, lerr = test.load_file(test.source_dir .. "/pipelines/" .. base .. ".lua")
+  assert(y, yerr)
+  assert(l, lerr)
+  assert(y == l, base .. ": specs differ\nyaml:\n" .. y .. "\nlua:\n" .. l)
+  twins = twins + 1
+end
+assert(twins == 2)

@@ -145,3 +145,7 @@ fails(yaml_stage("load.yaml", "{name: s, kind: lua, writes: [a], code: 'while tr
 write("bin.lua", "\27Lua\84\0\25\147\r\n\26\n")
 fails(yaml_stage("bin.yaml", "{name: s, kind: lua, writes: [a], script: bin.lua}"),
       "stage 's': bin.lua: binary (precompiled) chunks are not allowed; give Lua source text")
+
+-- bytecode loaded at run time: the stage, the batch and the line
+fails(stage_file("bc.lua", "  if batch == 1 then\n    local f = load('\\27Lua\\84\\0')\n  end"),
+      "stage 'bad', batch 1: bc.lua:7: load: binary (precompiled) chunks are not allowed in the pipectl sandbox")
