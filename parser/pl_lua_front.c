@@ -320,7 +320,7 @@ static pl_status pl__buffer(pl__front *f, lua_State *L, const char *name, int id
     const char *dtypes[PL_DTYPE_COUNT];
     for (int i = 0; i < PL_DTYPE_COUNT; i++)
         dtypes[i] = pl_dtype_name((pl_dtype)i);
-    int w;
+    int w = 0;
     if (lua_getfield(L, idx, "where") != LUA_TNIL) {
         PL_CHECK(pl__want_word(f, L, -1, where, "where", wheres, 2, line, &w));
         b->where = w ? PL_DEVICE : PL_HOST;

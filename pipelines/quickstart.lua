@@ -6,10 +6,10 @@
 --
 -- The script runs sandboxed and returns the pipeline. The builder keeps declaration order (Lua
 -- tables do not), and each buffer and stage remembers the line of its call for error messages.
-local p = pipectl.pipeline{name = "quickstart", run = {batches = 8, depth = 3, seed = 42}}
+local p = pipectl.pipeline{name = "quickstart", run = {batches = 16, depth = 4, seed = 42}}
 
--- Four buffers of 1024 floats: x on the host and the device, y on the device and the host.
-local n = 1024
+-- Four buffers of 262144 floats (1 MiB): x on the host and the device, y on the device and the host.
+local n = 262144
 for _, b in ipairs{{"x_host", "host"}, {"x_dev", "device"}, {"y_dev", "device"}, {"y_host", "host"}} do
   p:buffer(b[1], {where = b[2], dtype = "f32", shape = {n}})
 end

@@ -108,7 +108,7 @@ static void test_search(void)
             pl_run_result res;
             CHECK_EQ_INT(run(s, &cfg, &res, &err), PL_OK);
             char path[300];
-            size_t n;
+            size_t n = 0;
             snprintf(path, sizeof path, "%s/ids.bin", tmp);
             int32_t *ids = slurp(path, &n);
             CHECK_EQ_INT(n, 2 * 6 * 4);
@@ -160,7 +160,7 @@ static void test_source_files(void)
 
     pl_spec *s = load(&err, yaml, 5, "i32", np, ", wrap: true", out);
     CHECK(s && run(s, &cfg, &res, &err) == PL_OK);
-    size_t n;
+    size_t n = 0;
     unsigned char *got = slurp(out, &n);
     CHECK(got && n == hl + 5 * 16);
     if (got && n == hl + 5 * 16) {
@@ -252,7 +252,7 @@ static void test_stop_and_json(void)
     /* The stop may land before any batch or after some: either way EINTR and a consistent file. */
     CHECK_EQ_INT(st, PL_EINTR);
     CHECK_STR(err.msg, "error: interrupted (Ctrl-C)");
-    size_t n;
+    size_t n = 0;
     char *got = slurp(out, &n);
     if (res.batches_done == 0 && res.outputs[0].batches == 0) CHECK(got && n == 3); /* untouched */
     free(got);
