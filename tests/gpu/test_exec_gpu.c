@@ -266,6 +266,7 @@ static void test_spans(bool graphs, int timing)
         CHECK_EQ_INT(st[dn].count, timed_batches);
         CHECK_EQ_INT(st[sk].count, 10);
         CHECK(timed_batches == 0 || st[k].mean_s > 0);
+        CHECK(timed_batches == 0 ? bs == -1 : bs >= 0); /* no bound without device times */
     }
     pl_plan_free(plan);
     pl_run_result_fini(&r.res);
