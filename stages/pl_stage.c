@@ -110,6 +110,31 @@ static int pl__enum_index(const char *values, const char *s)
     return -1;
 }
 
+/* "stage 'x': 'k' must be one of a|b|c, got 'v'", with a did-you-mean when one value is close. */
+static pl_status pl__bad_enum(const pl_stage *st, const char *key, const char *values,
+                              const char *got, pl_pos pos, pl_error *err)
+{
+    const char *cands[32];
+    char words[32][PL_MAX_NAME];
+    int n = 0;
+    for (const char *p = values; p && *p && n < 32; n++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len >= PL_MAX_NAME) len = PL_MAX_NAME - 1;
+        memcpy(words[n], p, len);
+        words[n][len] = '\0';
+        cands[n] = words[n];
+        p = bar ? bar + 1 : NULL;
+    }
+    const char *best = got ? pl_closest(got, cands, n) : NULL;
+    if (best)
+        return pl_error_at(err, PL_EINPUT, pos,
+                           "stage '%s': '%s' must be one of %s, got '%s' (did you mean '%s'?)",
+                           st->name, key, values, got, best);
+    return pl_error_at(err, PL_EINPUT, pos, "stage '%s': '%s' must be one of %s, got '%s'",
+                       st->name, key, values, got ? got : "a list");
+}
+
 pl_status pl_opt_get_int(const pl_stage *st, const char *key, int64_t def, int64_t min,
                          int64_t max, int64_t *out, pl_error *err)
 {
@@ -169,9 +194,7 @@ pl_status pl_opt_get_enum(const pl_stage *st, const char *key, int def, int *out
     }
     const pl_key *k = pl_kind_key(st->kind, key);
     int idx = (k && o->str) ? pl__enum_index(k->values, o->str) : -1;
-    if (idx < 0)
-        return pl_error_at(err, PL_EINPUT, o->val_pos, "stage '%s': '%s' must be one of %s, got '%s'",
-                           st->name, key, k ? k->values : "?", o->str ? o->str : "a list");
+    if (idx < 0) return pl__bad_enum(st, key, k ? k->values : "?", o->str, o->val_pos, err);
     *out = idx;
     return PL_OK;
 }
@@ -252,9 +275,7 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
             break;
         case PL_KEY_ENUM:
             if (pl__enum_index(k->values, o->str) < 0)
-                return pl_error_at(err, PL_EINPUT, o->val_pos,
-                                   "stage '%s': '%s' must be one of %s, got '%s'", st->name,
-                                   o->key, k->values, o->str);
+                return pl__bad_enum(st, o->key, k->values, o->str, o->val_pos, err);
             break;
         case PL_KEY_INTS:
             for (int j = 0; j < o->n_items; j++)
