@@ -11,6 +11,7 @@
 #include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_report.h"
+#include "pl_trace.h"
 
 static volatile sig_atomic_t pl__stop;
 
@@ -59,7 +60,7 @@ int pl_cmd_run(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("run", NULL);
     if (pl_cmd_wants_help(cmd, argc, argv)) return 0;
-    const char *file = NULL, *fail_at = NULL;
+    const char *file = NULL, *fail_at = NULL, *trace = NULL;
     int64_t batches = -1, depth = -1, workers = 0;
     int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
     bool json = false, quiet = false, graphs = true;
@@ -98,6 +99,10 @@ int pl_cmd_run(int argc, char **argv)
             else if (v && strcmp(v, "sample") == 0) timing = 16;
             else if (v && strcmp(v, "off") == 0) timing = -1;
             else return pl__usage_error("--timing must be all, sample or off, got '%s'", v ? v : "");
+            i++;
+        } else if (strcmp(a, "--trace") == 0) {
+            if (!v) return pl__usage_error("--trace needs a file name (Chrome trace JSON)%s", "");
+            trace = v;
             i++;
         } else if (strcmp(a, "--no-graph") == 0) {
             graphs = false;
@@ -167,6 +172,20 @@ int pl_cmd_run(int argc, char **argv)
     sigaction(SIGINT, &old, NULL);
     if (prog.on) fprintf(stderr, "\r%*s\r", prog.width + 32, "");
 
+    /* The timeline of what completed is written also after an error or Ctrl-C. */
+    if (trace && res.executor) {
+        pl_error te;
+        if (pl_trace_write(trace, plan, &res, &te) != PL_OK) {
+            fprintf(stderr, "%s\n", te.msg);
+            if (st == PL_OK) {
+                st = te.status;
+                err = te;
+            }
+        } else if (!quiet && !json) {
+            fprintf(stderr, "timeline written to %s (open it in ui.perfetto.dev or "
+                            "chrome://tracing)\n", trace);
+        }
+    }
     /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report. */
     if (json) pl_report_json(stdout, plan, &res, st, &err);
     else if (!quiet && res.executor) pl_report_print(stdout, plan, &res, st);
