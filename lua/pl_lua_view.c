@@ -1,5 +1,6 @@
 /* pl_lua_view: typed, zero-copy views of buffers for Lua (full userdata "pipectl.view"): 1-based
  * element access, length, and bulk fill/copy/sum and string/table conversion. */
+#include "pl_half.h"
 #include "pl_lua.h"
 
 #include <math.h>
@@ -24,56 +25,7 @@ struct pl_lua_view {
     char stage[PL_MAX_NAME + 1];
 };
 
-/* ---- half precision: round to nearest even, like the CUDA intrinsics ---- */
-
-static float pl__f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        float f = ldexpf((float)man, -24);
-        return sign ? -f : f;
-    }
-    if (exp == 31)
-        bits = sign | 0x7f800000u | (man << 13);
-    else
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static uint16_t pl__f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, absx = x & 0x7fffffffu;
-    if (absx >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0));
-    if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds past 65504 */
-    if (absx < 0x38800000u) {                                  /* subnormal or zero */
-        float a;
-        memcpy(&a, &absx, 4);
-        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
-    }
-    uint32_t r = absx + 0xfff + ((absx >> 13) & 1);
-    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
-static float pl__bf16_to_f32(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static uint16_t pl__f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
+/* Half precision: stages/pl_half.h, the conversions the ops and the host executor use. */
 
 /* ---- element access ---- */
 
@@ -96,12 +48,12 @@ static double pl__get_num(const pl_lua_view *v, int64_t i)
     case PL_F16: {
         uint16_t x;
         memcpy(&x, p, 2);
-        return pl__f16_to_f32(x);
+        return pl_f16_to_f32(x);
     }
     case PL_BF16: {
         uint16_t x;
         memcpy(&x, p, 2);
-        return pl__bf16_to_f32(x);
+        return pl_bf16_to_f32(x);
     }
     case PL_F32: {
         float x;
@@ -152,12 +104,12 @@ static void pl__put_num(pl_lua_view *v, int64_t i, double d)
     unsigned char *p = v->data + (size_t)i * v->esize;
     switch (v->dtype) {
     case PL_F16: {
-        uint16_t x = pl__f32_to_f16((float)d);
+        uint16_t x = pl_f32_to_f16((float)d);
         memcpy(p, &x, 2);
         break;
     }
     case PL_BF16: {
-        uint16_t x = pl__f32_to_bf16((float)d);
+        uint16_t x = pl_f32_to_bf16((float)d);
         memcpy(p, &x, 2);
         break;
     }
