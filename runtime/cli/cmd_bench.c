@@ -2,8 +2,9 @@
  * balanced pipeline (upload, busy kernel as long as the upload, download) sequentially, with
  * --no-graph and with graphs at several depths and timing modes against the physical bound and
  * the hand-written baseline (bench_baseline, found next to pipectl), then small batches (graphs vs
- * plain launches vs a bare cudaGraphLaunch loop) in each timing mode. Every run is timed from its
- * first launch to its last batch read back (host clock), so no figure depends on device spans.
+ * plain launches vs a bare cudaGraphLaunch loop) in each timing mode, and bare replays of N
+ * per-slot graphs against one graph holding N batches (or the whole run). Every run is timed from
+ * its first launch to its last batch read back (host clock), so no figure depends on device spans.
  * One table per part; docs/perf.md explains the columns. */
 #include <limits.h>
 #include <stdlib.h>
@@ -175,6 +176,36 @@ static pl_status pl__bench_best(uint64_t bytes, int n_scale, double busy_us, int
     return PL_OK;
 }
 
+/* A bare replay of the plan's device stages, timing off (lean end events only), nothing on the
+ * host: `per_graph` 0 replays the executor's per-slot graphs round-robin (pl_gpu_replay_loop),
+ * otherwise one graph holding `per_graph` consecutive batches is launched again and again
+ * (pl_gpu_replay_onegraph; per_graph = batches: the whole run in one launch). `warm` batches'
+ * worth of launches first. *best = best of o->reps, nanoseconds for `batches` batches. */
+static pl_status pl__bench_replay(uint64_t bytes, int n_scale, double busy_us, int64_t batches,
+                                  int depth, int per_graph, int64_t warm, const pl__bench_opts *o,
+                                  double *best, pl_error *err)
+{
+    pl_spec *spec = NULL;
+    pl_plan *plan = NULL;
+    *best = 1e300;
+    PL_CHECK(pl__bench_plan(bytes, n_scale, busy_us, batches, depth, o->device, &spec, &plan, err));
+    pl_status st = PL_OK;
+    for (int r = 0; r < o->reps && st == PL_OK; r++) {
+        double ns = 0;
+        if (per_graph == 0) {
+            st = pl_gpu_replay_loop(plan, PL__T_OFF, warm, batches, &ns, err);
+        } else {
+            int64_t launches = batches / per_graph > 0 ? batches / per_graph : 1;
+            int64_t w = warm / per_graph > 0 ? warm / per_graph : 1;
+            st = pl_gpu_replay_onegraph(plan, per_graph, w, launches, &ns, err);
+        }
+        if (st == PL_OK && ns * (double)batches < *best) *best = ns * (double)batches;
+    }
+    pl_plan_free(plan);
+    pl_spec_free(spec);
+    return st;
+}
+
 /* Runs bench_baseline; returns its total_ms in ns, or a negative value when it is not there. */
 static double pl__run_baseline(const pl__bench_opts *o, uint64_t bytes, int64_t batches, int bufs,
                                double busy_us)
@@ -290,6 +321,33 @@ static int pl__bench_main(const pl__bench_opts *o)
                 best_depth = cfgs[c].depth;
             }
         }
+        /* N per-slot graphs or one graph holding N slots (timing off, nothing on the host):
+         * the per-slot graphs of depth 4 replayed in a loop, one graph of 4 batches launched
+         * batches/4 times, one graph of the whole run launched once. */
+        const struct {
+            const char *name;
+            int per_graph;
+        } replays[] = {{"loop d4 off", 0}, {"1graph x4 off", 4}, {"1graph x64 off", 0}};
+        for (size_t c = 0; c < sizeof replays / sizeof replays[0]; c++) {
+            int per_graph = c == 2 ? (int)o->batches : replays[c].per_graph;
+            double t;
+            st = pl__bench_replay(bytes, 0, busy_us, o->batches, 4, per_graph, 8, o, &t, &err);
+            if (st != PL_OK) {
+                /* A capture the driver refuses should not cost the rest of the bench. */
+                printf("%-18s n/a: %s\n", replays[c].name, err.msg);
+                continue;
+            }
+            if (!o->quick && base_by_depth[4] < 0)
+                base_by_depth[4] = pl__run_baseline(o, bytes, o->batches, 4, busy_us);
+            double base = base_by_depth[4];
+            char bs[32] = "n/a", vs[32] = "n/a";
+            if (base > 0) {
+                snprintf(bs, sizeof bs, "%.3f", base / 1e6);
+                snprintf(vs, sizeof vs, "%.3f", base / t);
+            }
+            printf("%-18s %10.3f %12.1f %8.1f%% %8.2fx %12s %9s\n", replays[c].name, t / 1e6,
+                   t / 1e3 / (double)o->batches, 100.0 * bound / t, seq / t, bs, vs);
+        }
         printf("sequential bound %.3f ms; best graphs depth (default timing) %d at %.1f%% of the "
                "bound (vs_base = baseline time / pipectl time, >= 1 means pipectl is not "
                "slower)\n\n",
@@ -339,6 +397,32 @@ static int pl__bench_main(const pl__bench_opts *o)
         printf("(no-graph times every batch unless timing is off; bare_loop: cudaGraphLaunch of "
                "the same graphs in a loop, nothing else on the host; graphs/bare <= 1.05 is the "
                "target)\n\n");
+        /* N per-slot graphs or one graph holding N slots, timing off: bare replays only. */
+        printf("== small batches: %d per-slot graphs or one graph holding them (timing off, bare "
+               "replays) ==\n",
+               depth);
+        printf("%-16s %14s %14s %14s %12s %12s\n", "", "per-slot_us", "1graph_xN_us",
+               "1graph_x64_us", "xN/per-slot", "x64/per-slot");
+        double tl = 0, t1 = 0, t64 = 0;
+        st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, 0, 64, o, &tl, &err);
+        if (st == PL_OK)
+            st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, depth, 64, o, &t1,
+                                  &err);
+        if (st == PL_OK)
+            st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, 64, 64, o, &t64,
+                                  &err);
+        if (st != PL_OK) {
+            printf("n/a: %s\n\n", err.msg);
+        } else {
+            char nm[16];
+            snprintf(nm, sizeof nm, "N = %d", depth);
+            printf("%-16s %14.2f %14.2f %14.2f %12.3f %12.3f\n", nm, tl / n / 1e3, t1 / n / 1e3,
+                   t64 / n / 1e3, t1 / tl, t64 / tl);
+            printf("(per-slot: the executor's %d lean graphs launched round-robin, one stream "
+                   "each; 1graph: one graph of N or 64 consecutive batches launched again and "
+                   "again on one stream; < 1 means one graph is faster)\n\n",
+                   depth);
+        }
     }
     return 0;
 fail:

@@ -1336,3 +1336,120 @@ pl_status pl_gpu_replay_loop(const pl_plan *plan, int timing_period, int64_t war
     pl__teardown(gx);
     return st;
 }
+
+/* One executable graph holding `batches_per_graph` consecutive batches, launched again and again
+ * on one stream: the alternative to one graph per slot that the design names (docs/perf.md,
+ * "N per-slot graphs or one graph holding N slots"). The capture is the --no-graph issue order
+ * recorded on the plan's streams: batch i uses slot i % depth, waits inside a batch use the
+ * capture events (as the per-slot captures do), cross-batch deps between device stages (slot
+ * reuse, persistent buffers) wait on a ring of capture events longer than any distance, so a wait
+ * names exactly batch i - distance of this graph. Across launches no wait is needed: consecutive
+ * launches of one executable graph are ordered. Each batch records the lean graphs' end events
+ * (what the host would read back), nothing else. */
+pl_status pl_gpu_replay_onegraph(const pl_plan *plan, int batches_per_graph, int64_t warmup,
+                                 int64_t launches, double *ns_per_batch, pl_error *err)
+{
+    pl_run_cfg cfg;
+    pl_run_cfg_init(&cfg);
+    cfg.timing_period = -1; /* lean: only the end events the host or a later launch waits for */
+    pl__gx gxs, *gx = &gxs;
+    cudaEvent_t *xev = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaStream_t origin = NULL;
+    bool capturing = false;
+    int xring = 1, cur = -1;
+    int64_t t0 = 0;
+    pl_status st = pl__setup(gx, plan, &cfg, true, false, err);
+    if (st != PL_OK) goto done;
+    if (batches_per_graph < 1 || launches < 1) {
+        st = pl_error_set(err, PL_EINPUT, "error: one graph needs >= 1 batch and >= 1 launch");
+        goto done;
+    }
+    for (int i = 0; i < plan->n_xdeps; i++)
+        if (plan->xdeps[i].distance >= xring) xring = plan->xdeps[i].distance + 1;
+    xev = calloc((size_t)xring * (size_t)gx->nst, sizeof *xev);
+    if (!xev) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        goto done;
+    }
+    for (int r = 0; r < xring; r++)
+        for (int i = 0; i < gx->n_dev; i++)
+            PL_CHECK_GOTO(PL_CUDA(cudaEventCreateWithFlags(&xev[(size_t)r * gx->nst + gx->dev[i]],
+                                                           cudaEventDisableTiming),
+                                  NULL, -1, err),
+                          st, done);
+    origin = gx->launch[0];
+    PL_CHECK_GOTO(PL_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal), NULL,
+                          -1, err),
+                  st, done);
+    capturing = true;
+    PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_fork, origin), NULL, -1, err), st, done);
+    for (int k = 0; k < plan->n_streams; k++)
+        if (gx->streams[k])
+            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(gx->streams[k], gx->ev_fork, 0), NULL, -1,
+                                  err),
+                          st, done);
+    for (int64_t b = 0; b < batches_per_graph; b++) {
+        int slot = (int)(b % gx->depth);
+        for (int i = 0; i < gx->n_dev; i++) {
+            cur = gx->dev[i];
+            cudaStream_t s = gx->streams[plan->stages[cur].stream];
+            for (int j = 0; j < gx->n_xin[cur]; j++) {
+                const pl__xd *x = &gx->xin[cur][j];
+                if (gx->cls[x->from] != PL__DEV || b - x->distance < 0) continue;
+                size_t k = (size_t)((b - x->distance) % xring) * gx->nst + x->from;
+                PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(s, xev[k], 0), pl__sname(gx, cur), b,
+                                      err),
+                              st, done);
+            }
+            PL_CHECK_GOTO(pl__record_waits(gx, cur, s, slot, true, b, err), st, done);
+            PL_CHECK_GOTO(pl__record_stage(gx, cur, slot, slot, b, s, true, false, err), st, done);
+            if (pl__stage_has_event(gx, cur))
+                PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_cap[cur], s), pl__sname(gx, cur), b,
+                                      err),
+                              st, done);
+            PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(xev[(size_t)(b % xring) * gx->nst + cur], s),
+                                  pl__sname(gx, cur), b, err),
+                          st, done);
+        }
+    }
+    cur = -1;
+    for (int k = 0; k < plan->n_streams; k++)
+        if (gx->streams[k]) {
+            PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_join[k], gx->streams[k]), NULL, -1, err),
+                          st, done);
+            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(origin, gx->ev_join[k], 0), NULL, -1, err), st,
+                          done);
+        }
+    capturing = false;
+    PL_CHECK_GOTO(PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err), st, done);
+    PL_CHECK_GOTO(PL_CUDA(cudaGraphInstantiate(&exec, graph, 0), NULL, -1, err), st, done);
+    PL_CHECK_GOTO(PL_CUDA(cudaGraphUpload(exec, origin), NULL, -1, err), st, done);
+    for (int64_t i = 0; i < warmup + launches; i++) {
+        if (i == warmup) {
+            PL_CHECK_GOTO(PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err), st, done);
+            t0 = pl__now_ns();
+        }
+        PL_CHECK_GOTO(PL_CUDA(cudaGraphLaunch(exec, origin), NULL, i, err), st, done);
+    }
+    PL_CHECK_GOTO(PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err), st, done);
+    *ns_per_batch = (double)(pl__now_ns() - t0) / ((double)launches * (double)batches_per_graph);
+done:
+    if (st != PL_OK && cur >= 0 && err && strstr(err->msg, "stage '") != err->msg)
+        pl_error_prefix(err, "stage '%s' (capturing one graph of %d batches)", pl__sname(gx, cur),
+                        batches_per_graph);
+    if (capturing) {
+        cudaStreamEndCapture(origin, &graph);
+        cudaGetLastError();
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    for (int r = 0; xev && r < xring; r++)
+        for (int i = 0; i < gx->n_dev; i++)
+            if (xev[(size_t)r * gx->nst + gx->dev[i]])
+                cudaEventDestroy(xev[(size_t)r * gx->nst + gx->dev[i]]);
+    free(xev);
+    pl__teardown(gx);
+    return st;
+}

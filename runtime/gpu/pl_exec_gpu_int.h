@@ -27,6 +27,16 @@ int pl_exec_launch_fault(const void *trigger_dev, void *stream);
 pl_status pl_gpu_replay_loop(const pl_plan *plan, int timing_period, int64_t warmup,
                              int64_t launches, double *ns_per_launch, pl_error *err);
 
+/* The alternative to one graph per slot, for `pipectl bench`: sets up the plan like
+ * pl_gpu_replay_loop with timing off (no host stages), captures ONE graph holding
+ * `batches_per_graph` consecutive batches of the device stages (batch i in slot i % depth, the
+ * same intra-batch and cross-batch waits as --no-graph, the lean graphs' end events per batch),
+ * instantiates and uploads it, then launches it `warmup` + `launches` times on one stream.
+ * *ns_per_batch = host time from the first timed launch to the final synchronize, divided by
+ * launches * batches_per_graph. */
+pl_status pl_gpu_replay_onegraph(const pl_plan *plan, int batches_per_graph, int64_t warmup,
+                                 int64_t launches, double *ns_per_batch, pl_error *err);
+
 /* pl_exec_gpu_run, also giving the time from the first launch to the last batch read back (host
  * clock, nanoseconds): what `pipectl bench` times runs with, whatever the timing mode. */
 pl_status pl_gpu_run_active(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
