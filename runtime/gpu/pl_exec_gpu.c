@@ -12,7 +12,11 @@
  * around every device stage; the timed one is launched on sampled batches only
  * (pl_run_cfg.timing_period: one batch in N, mid-period; 0 = every batch, -1 = never). Device
  * spans of unsampled batches stay {0, 0}; the report skips them. Plain launches (--no-graph) time
- * every batch unless timing is off: recorded on a stream, events cost nothing visible. */
+ * every batch unless timing is off: recorded on a stream, events cost nothing visible.
+ *
+ * Run-ahead: each slot has two lean/timed pairs, each with its own event set (ring entries
+ * b % (2 x depth)), so batch b + depth is launched behind batch b on the slot's stream before
+ * the host has read batch b back (pl__setup, pl__slot_free). */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -423,8 +427,8 @@ static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
     size_t nev = (size_t)gx->ring * (size_t)gx->nst;
     gx->streams = calloc((size_t)p->n_streams, sizeof *gx->streams);
     gx->launch = calloc((size_t)gx->depth, sizeof *gx->launch);
-    gx->exec = calloc((size_t)gx->depth, sizeof *gx->exec);
-    gx->exec_timed = calloc((size_t)gx->depth, sizeof *gx->exec_timed);
+    gx->exec = calloc((size_t)gx->ring, sizeof *gx->exec);
+    gx->exec_timed = calloc((size_t)gx->ring, sizeof *gx->exec_timed);
     gx->ev_start = calloc(nev, sizeof *gx->ev_start);
     gx->ev_end = calloc(nev, sizeof *gx->ev_end);
     gx->ev_sync = calloc(nev, sizeof *gx->ev_sync);
@@ -554,7 +558,7 @@ static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t b
                             (int)stg->kind);
     }
     if (st == gx->fail_dev_stage &&
-        (capturing ? slot == (int)(gx->cfg->fail_batch % gx->depth) : batch == gx->cfg->fail_batch))
+        (capturing ? r == (int)(gx->cfg->fail_batch % gx->ring) : batch == gx->cfg->fail_batch))
         PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
     if (timed || !capturing || gx->need_end[st]) {
         cudaEvent_t end = capturing && !timed ? gx->ev_sync[k] : gx->ev_end[k];
@@ -590,14 +594,16 @@ static bool pl__stage_has_event(const pl__gx *gx, int st)
     return gx->plan->stages[st].event >= 0;
 }
 
-/* Captures slot `slot`'s graph. ThreadLocal capture mode: while this thread captures, other
- * threads of the process (a bench harness, an embedding application, CUDA libraries' helper
- * threads) may make CUDA calls that are illegal during a Global capture (cudaMalloc,
- * synchronous copies, event queries); ThreadLocal only forbids them on the capturing thread,
- * which makes none. Relaxed would also allow them here, but would hide our own mistakes. */
-static pl_status pl__capture_slot(pl__gx *gx, int slot, bool timed, cudaGraphExec_t *exec,
+/* Captures the graph of ring entry r (batches b with b % ring == r: buffers of slot r % depth,
+ * event set r, launched on the slot's stream). ThreadLocal capture mode: while this thread
+ * captures, other threads of the process (a bench harness, an embedding application, CUDA
+ * libraries' helper threads) may make CUDA calls that are illegal during a Global capture
+ * (cudaMalloc, synchronous copies, event queries); ThreadLocal only forbids them on the
+ * capturing thread, which makes none. Relaxed would also allow them here, but would hide our own mistakes. */
+static pl_status pl__capture_slot(pl__gx *gx, int r, bool timed, cudaGraphExec_t *exec,
                                   pl_error *err)
 {
+    int slot = r % gx->depth;
     const pl_plan *p = gx->plan;
     cudaStream_t origin = gx->launch[slot];
     cudaGraph_t graph = NULL;
@@ -614,8 +620,8 @@ static pl_status pl__capture_slot(pl__gx *gx, int slot, bool timed, cudaGraphExe
     for (int i = 0; i < gx->n_dev; i++) {
         cur = gx->dev[i];
         cudaStream_t s = gx->streams[p->stages[cur].stream];
-        PL_CHECK_GOTO(pl__record_waits(gx, cur, s, slot, true, -1, err), st, fail);
-        PL_CHECK_GOTO(pl__record_stage(gx, cur, slot, slot, -1, s, true, timed, err), st, fail);
+        PL_CHECK_GOTO(pl__record_waits(gx, cur, s, r, true, -1, err), st, fail);
+        PL_CHECK_GOTO(pl__record_stage(gx, cur, slot, r, -1, s, true, timed, err), st, fail);
         if (pl__stage_has_event(gx, cur))
             PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_cap[cur], s), pl__sname(gx, cur), -1, err),
                           st, fail);
@@ -694,7 +700,8 @@ static pl_status pl__launch_graph(pl__gx *gx, int64_t b, pl_error *err)
             PL_CHECK(PL_CUDA(cudaStreamWaitEvent(ls, e, 0), pl__sname(gx, st), b, err));
         }
     }
-    cudaGraphExec_t exec = pl__batch_timed(gx, b) ? gx->exec_timed[slot] : gx->exec[slot];
+    int r = (int)(b % gx->ring);
+    cudaGraphExec_t exec = pl__batch_timed(gx, b) ? gx->exec_timed[r] : gx->exec[r];
     pl_nvtx_push("launch", b);
     pl_status st = PL_CUDA(cudaGraphLaunch(exec, ls), NULL, b, err);
     pl_nvtx_pop();
@@ -957,7 +964,10 @@ static bool pl__launch_host_ready(const pl__gx *gx, int64_t b)
     return true;
 }
 
-/* The slot's events, marks (and graph) are reused: its previous batch must be read back. */
+/* The ring entry's events and marks are reused: its previous batch must be read back (with
+ * graphs that is batch b - 2 x depth: batch b - depth, same slot, may still run; the slot's
+ * stream orders b after it, and the host-side conditions on the slot's host buffers are
+ * pl__launch_host_ready's cross-batch deps, not this). */
 static bool pl__slot_free(const pl__gx *gx, int64_t b)
 {
     return gx->monitored >= b - gx->ring + 1;
@@ -1005,10 +1015,11 @@ static pl_status pl__issue(pl__gx *gx, int64_t b, pl_error *e)
     size_t base = (size_t)(b % gx->ring) * gx->nst;
     /* The previous batch of this ring entry is read back (slot_free): reset its marks. */
     for (int i = 0; i < gx->n_dev; i++) gx->marks[base + gx->dev[i]] = 0;
-    /* Fault injection (tests): the trigger is read by the fault node of the failing slot's graph;
-     * rewrite it only when that slot is relaunched (its previous batch is done). With plain
-     * launches the fault kernel is issued for the failing batch only: the trigger stays 1. */
-    if (gx->fail_dev_stage >= 0 && (!gx->graphs || b % gx->depth == gx->cfg->fail_batch % gx->depth))
+    /* Fault injection (tests): the trigger is read by the fault node of the failing ring entry's
+     * graphs; rewrite it only when that entry is relaunched (its previous batch is read back).
+     * With plain launches the fault kernel is issued for the failing batch only: the trigger
+     * stays 1. */
+    if (gx->fail_dev_stage >= 0 && (!gx->graphs || b % gx->ring == gx->cfg->fail_batch % gx->ring))
         *(volatile uint32_t *)gx->trigger = !gx->graphs || b == gx->cfg->fail_batch;
     return gx->graphs ? pl__launch_graph(gx, b, e) : pl__issue_plain(gx, b, e);
 }
@@ -1081,9 +1092,16 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
     gx->nst = plan->n_stages;
     gx->nbuf = plan->spec->n_buffers;
     gx->graphs = graphs;
-    /* Graphs bake one set of events per slot; plain launches use a ring one longer than any
-     * cross-batch distance, so a wait always names the exact batch. */
-    gx->ring = graphs ? gx->depth : gx->depth + 1;
+    /* Plain launches use a ring of event sets one longer than any cross-batch distance, so a
+     * wait always names the exact batch. Graphs bake their events: two graphs per slot, each
+     * with its own event set (ring = 2 x depth), let batch b + depth be launched behind batch b
+     * on the slot's stream before the host has read b back (pl__slot_free), so the device
+     * starts it without waiting for a host wake-up and a launch; buffers stay per slot
+     * (b % depth). PIPECTL_GPU_RUNAHEAD=0: one graph per slot (ring = depth), the earlier
+     * behaviour, for comparison. */
+    const char *ahead_env = getenv("PIPECTL_GPU_RUNAHEAD");
+    int per_slot = ahead_env && strcmp(ahead_env, "0") == 0 ? 1 : 2;
+    gx->ring = graphs ? gx->depth * per_slot : gx->depth + 1;
     gx->device = plan->spec->run.device;
     gx->limit = gx->batches;
     gx->fail_dev_stage = -1;
@@ -1126,9 +1144,9 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
         gx->rt_open = true;
     }
     /* Lean graphs unless every batch is timed; timed graphs unless timing is off. */
-    for (int s = 0; graphs && s < gx->depth; s++) {
-        if (gx->timing != 0) PL_CHECK(pl__capture_slot(gx, s, false, &gx->exec[s], err));
-        if (gx->timing >= 0) PL_CHECK(pl__capture_slot(gx, s, true, &gx->exec_timed[s], err));
+    for (int r = 0; graphs && r < gx->ring; r++) {
+        if (gx->timing != 0) PL_CHECK(pl__capture_slot(gx, r, false, &gx->exec[r], err));
+        if (gx->timing >= 0) PL_CHECK(pl__capture_slot(gx, r, true, &gx->exec_timed[r], err));
     }
     return PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err); /* uploads done before the clock */
 }
@@ -1139,9 +1157,9 @@ static void pl__teardown(pl__gx *gx)
      * about it. The object that created a resource frees it, in reverse order. */
     const pl_plan *p = gx->plan;
     if (gx->streams || gx->launch) cudaDeviceSynchronize();
-    for (int s = 0; gx->exec && s < gx->depth; s++)
+    for (int s = 0; gx->exec && s < gx->ring; s++)
         if (gx->exec[s]) cudaGraphExecDestroy(gx->exec[s]);
-    for (int s = 0; gx->exec_timed && s < gx->depth; s++)
+    for (int s = 0; gx->exec_timed && s < gx->ring; s++)
         if (gx->exec_timed[s]) cudaGraphExecDestroy(gx->exec_timed[s]);
     if (gx->marks) cudaFreeHost(gx->marks);
     if (gx->created_t0) cudaEventDestroy(gx->ev_t0);
@@ -1326,9 +1344,9 @@ pl_status pl_gpu_replay_loop(const pl_plan *plan, int timing_period, int64_t war
             st = PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err);
             t0 = pl__now_ns();
         }
-        int s = (int)(i % gx->depth);
+        int s = (int)(i % gx->depth), r = (int)(i % gx->ring);
         /* The graphs the executor would launch for batch i: timed on sampled batches. */
-        cudaGraphExec_t exec = pl__batch_timed(gx, i) ? gx->exec_timed[s] : gx->exec[s];
+        cudaGraphExec_t exec = pl__batch_timed(gx, i) ? gx->exec_timed[r] : gx->exec[r];
         if (st == PL_OK) st = PL_CUDA(cudaGraphLaunch(exec, gx->launch[s]), NULL, i, err);
     }
     if (st == PL_OK) st = PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err);

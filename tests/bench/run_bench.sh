@@ -8,7 +8,8 @@
 # Environment: OUT (default ./out/bench), BUILD (default build-dev), JOBS (default 16), REPS
 # (bench runs per configuration, default 3), DEADLINE (seconds from the start after which the
 # remaining steps are skipped, default none), STEPS (default "build tests bench run small6
-# sanitizer"; any subset, in that order).
+# sanitizer"; any subset, in that order; also "bench0": `pipectl bench` again with
+# PIPECTL_GPU_RUNAHEAD=0, one graph per slot, right after "bench", for an A/B in one call).
 set -u
 OUT=${OUT:-out/bench}
 BUILD=${BUILD:-build-dev}
@@ -58,6 +59,10 @@ if [ $built -eq 0 ]; then
     if want bench; then
         step "pipectl bench --reps $REPS" 200 bench.log "$P" bench --reps "$REPS"
     fi
+    if want bench0; then
+        step "RUNAHEAD=0 pipectl bench --reps $REPS" 200 bench0.log \
+            env PIPECTL_GPU_RUNAHEAD=0 "$P" bench --reps "$REPS"
+    fi
     if want run; then
         for p in quickstart overlap; do
             [ -f "pipelines/$p.yaml" ] || continue
@@ -101,6 +106,10 @@ fi
     if [ -f "$OUT/bench6.log" ]; then
         echo "== bench, small batches at depth 6"
         sed -n '/small batches/,$p' "$OUT/bench6.log"
+    fi
+    if [ -f "$OUT/bench0.log" ]; then
+        echo "== bench with PIPECTL_GPU_RUNAHEAD=0 (balanced and small tables)"
+        sed -n '/== balanced/,$p' "$OUT/bench0.log"
     fi
     if [ -f "$OUT/bench.log" ]; then
         echo "== bench"
