@@ -16,7 +16,15 @@ const pl_cmd pl_cmds[] = {
      "  --json               print the summary as one JSON object on stdout\n"
      "  --quiet              no progress bar, no summary table\n"
      "  --workers N          host worker threads (default: max(CPUs, streams))\n"
-     "  --fail-at STAGE:B    testing: make STAGE fail on batch B (exit 1, outputs kept)\n",
+     "  --fail-at STAGE:B    testing: make STAGE fail on batch B (exit 1, outputs kept)\n"
+     "environment:\n"
+     "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
+     "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host read\n"
+     "                           back its previous batch (slower; see docs/perf.md)\n"
+     "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name a\n"
+     "                           faulting stage for certain (slower)\n"
+     "  PIPECTL_NVTX=0           no NVTX ranges\n"
+     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n",
      pl_cmd_run},
     {"check", "pipectl check FILE...", "check pipelines for errors without running them", "",
      pl_cmd_check},
@@ -35,10 +43,7 @@ const pl_cmd pl_cmds[] = {
      "  --reps N             runs per configuration, the best kept (default 3)\n"
      "  --device N           CUDA device (default 0)\n"
      "  --baseline PATH      the bench_baseline program (default: next to pipectl)\n"
-     "environment:\n"
-     "  PIPECTL_GPU_SPANS=0  no device timing in any run (as 'pipectl run --timing off')\n"
-     "  PIPECTL_FAULT_MARKS=1  per-stage completion marks in the graphs, to name a faulting\n"
-     "                       stage for certain (slower: see docs/perf.md)\n",
+     "environment: as for 'pipectl run'\n",
      pl_cmd_bench},
     {"version", "pipectl version", "print the version", "", pl_cmd_version},
     {"help", "pipectl help [COMMAND]", "list commands, or describe one", "", pl_cmd_help},
