@@ -261,6 +261,9 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
                   st, done);
     PL_CHECK_GOTO(pl_stage_rt_open(&h->rt, plan, h->n_workers, false, err), st, done);
     rt_open = true;
+    /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
+     * files), as on the GPU executor, so per-batch figures describe the steady state. */
+    clock_gettime(CLOCK_MONOTONIC, &h->t0);
 
     pthread_mutex_lock(&h->mu);
     for (int i = 0; i < plan->n_streams; i++) {
