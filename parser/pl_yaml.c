@@ -59,17 +59,21 @@ static pl_status pl__fail(pl__yaml *y, pl_pos pos, const char *fmt, ...)
 
 static pl_status pl__oom(pl__yaml *y)
 {
-    return pl_error_set(y->err, PL_ENOMEM, "error: out of memory while reading '%s'", y->spec->file);
+    return pl_error_set(y->err, PL_ENOMEM, "error: out of memory while reading '%s'",
+                        y->spec->file);
 }
 
 /* User text inside a message: one line, at most 60 bytes (then "..."). */
 static const char *pl__clip(const char *s, char buf[72])
 {
     size_t n = 0;
-    while (s[n] && s[n] != '\n' && s[n] != '\r' && n < 60) n++;
+    while (s[n] && s[n] != '\n' && s[n] != '\r' && n < 60)
+        n++;
     memcpy(buf, s, n);
-    if (s[n]) memcpy(buf + n, "...", 4);
-    else buf[n] = '\0';
+    if (s[n])
+        memcpy(buf + n, "...", 4);
+    else
+        buf[n] = '\0';
     return buf;
 }
 
@@ -106,10 +110,14 @@ static pl_status pl__check_text(pl__yaml *y, const unsigned char *s, size_t len)
             }
         } else {
             uint32_t cp = 0, min = 0;
-            if ((c & 0xe0) == 0xc0) n = 2, cp = c & 0x1f, min = 0x80;
-            else if ((c & 0xf0) == 0xe0) n = 3, cp = c & 0x0f, min = 0x800;
-            else if ((c & 0xf8) == 0xf0) n = 4, cp = c & 0x07, min = 0x10000;
-            else bad = true;
+            if ((c & 0xe0) == 0xc0)
+                n = 2, cp = c & 0x1f, min = 0x80;
+            else if ((c & 0xf0) == 0xe0)
+                n = 3, cp = c & 0x0f, min = 0x800;
+            else if ((c & 0xf8) == 0xf0)
+                n = 4, cp = c & 0x07, min = 0x10000;
+            else
+                bad = true;
             if (!bad && i + n > len) bad = true;
             for (size_t k = 1; !bad && k < n; k++) {
                 if ((s[i + k] & 0xc0) != 0x80) bad = true;
@@ -135,8 +143,10 @@ static pl_status pl__check_text(pl__yaml *y, const unsigned char *s, size_t len)
                 continue;
             }
         }
-        if (c == '\n' || (c == '\r' && (i + 1 >= len || s[i + 1] != '\n'))) line++, col = 1;
-        else if (c != '\r') col++;
+        if (c == '\n' || (c == '\r' && (i + 1 >= len || s[i + 1] != '\n')))
+            line++, col = 1;
+        else if (c != '\r')
+            col++;
         i += n;
     }
     return PL_OK;
@@ -155,7 +165,8 @@ static const struct {
     {"found character that cannot start any token",
      "indent with spaces, not tabs, and quote values that start with '`', '@', '%' or '|'"},
     {"found a tab character that violates indentation", "indent with spaces, not tabs"},
-    {"found a tab character where an indentation space is expected", "indent with spaces, not tabs"},
+    {"found a tab character where an indentation space is expected",
+     "indent with spaces, not tabs"},
     {"did not find expected ',' or ']'",
      "separate the items of a [...] list with ', ' and close it with ']'"},
     {"did not find expected ',' or '}'",
@@ -189,7 +200,8 @@ static pl_status pl__syntax_error(pl__yaml *y, yaml_parser_t *p, size_t len)
         return pl_error_at(y->err, PL_EINPUT, pos,
                            "'%s' is not UTF-8 YAML text (%s at byte offset %zu); re-save it as "
                            "UTF-8",
-                           y->spec->file, problem, p->problem_offset < len ? p->problem_offset : len);
+                           y->spec->file, problem,
+                           p->problem_offset < len ? p->problem_offset : len);
     }
     const char *fix = "check the indentation and the quoting on this line and the one above";
     for (size_t i = 0; i < sizeof pl__syntax_fixes / sizeof pl__syntax_fixes[0]; i++)
@@ -243,14 +255,18 @@ static pl_status pl__read_tree(pl__yaml *y, const char *text, size_t len, pl__no
         pl_pos pos = pl__pos(y, ev.start_mark);
         pl__node *n = NULL;
         switch (ev.type) {
-        case YAML_STREAM_END_EVENT: done = true; break;
+        case YAML_STREAM_END_EVENT:
+            done = true;
+            break;
         case YAML_DOCUMENT_START_EVENT:
             if (docs > 0)
                 st = pl__fail(y, pos,
                               "a second YAML document starts here; a pipeline file holds one "
                               "document: remove this '---' and what follows, or split the file");
             break;
-        case YAML_DOCUMENT_END_EVENT: docs++; break;
+        case YAML_DOCUMENT_END_EVENT:
+            docs++;
+            break;
         case YAML_ALIAS_EVENT: {
             char cb[72];
             st = pl__fail(y, pos,
@@ -308,8 +324,10 @@ static pl_status pl__read_tree(pl__yaml *y, const char *text, size_t len, pl__no
                 *root = n; /* one document, so one root */
             } else {
                 pl__node *parent = stack[depth - 1];
-                if (parent->last) parent->last->next = n;
-                else parent->child = n;
+                if (parent->last)
+                    parent->last->next = n;
+                else
+                    parent->child = n;
                 parent->last = n;
                 parent->n++;
             }
@@ -319,7 +337,8 @@ static pl_status pl__read_tree(pl__yaml *y, const char *text, size_t len, pl__no
         case YAML_MAPPING_END_EVENT:
             if (depth > 0) depth--;
             break;
-        default: break;
+        default:
+            break;
         }
         yaml_event_delete(&ev);
         if (st != PL_OK) break;
@@ -353,8 +372,7 @@ static pl_status pl__want_scalar(pl__yaml *y, const char *where, const char *key
 {
     if (v->type == PL__SCALAR && !pl__is_null(v)) return PL_OK;
     if (v->type == PL__SCALAR)
-        return pl__fail(y, v->pos, "%s'%s' has no value; write %s: %s", where, key, key,
-                        example);
+        return pl__fail(y, v->pos, "%s'%s' has no value; write %s: %s", where, key, key, example);
     return pl__fail(y, v->pos, "%s'%s' must be a single value like %s: %s, not %s", where, key, key,
                     example, pl__what(v));
 }
@@ -426,7 +444,8 @@ static pl_status pl__check_keys(pl__yaml *y, const pl__node *map, const char *wh
     int dup_ordinal = n;
     for (int g = 0; g < n;) { /* groups of equal keys, in ordinal order inside each group */
         int e = g + 1;
-        while (e < n && strcmp(refs[e].key->text, refs[g].key->text) == 0) e++;
+        while (e < n && strcmp(refs[e].key->text, refs[g].key->text) == 0)
+            e++;
         if (e - g > 1 && refs[g + 1].ordinal < dup_ordinal) {
             dup = refs[g + 1].key;
             first = refs[g].key;
@@ -510,8 +529,7 @@ static pl_status pl__load_run(pl__yaml *y, const pl__node *run)
     const char *where = "run: ";
     if (pl__is_null(run)) return PL_OK;
     if (run->type != PL__MAP)
-        return pl__fail(y, run->pos,
-                        "'run' must be a mapping like {batches: 16, depth: 3}, not %s",
+        return pl__fail(y, run->pos, "'run' must be a mapping like {batches: 16, depth: 3}, not %s",
                         pl__what(run));
     PL_CHECK(pl__check_keys(y, run, where));
     pl_run_opts *r = &y->spec->run;
@@ -520,8 +538,8 @@ static pl_status pl__load_run(pl__yaml *y, const pl__node *run)
         int64_t i;
         switch (pl__index_of(k->text, keys, 4)) {
         case 0:
-            PL_CHECK(pl__want_int(y, where, "batches", v, 1, PL_MAX_BATCHES, " (PL_MAX_BATCHES)",
-                                  &i));
+            PL_CHECK(
+                pl__want_int(y, where, "batches", v, 1, PL_MAX_BATCHES, " (PL_MAX_BATCHES)", &i));
             r->batches = i;
             r->batches_pos = v->pos;
             break;
@@ -546,7 +564,8 @@ static pl_status pl__load_run(pl__yaml *y, const pl__node *run)
             r->seed_pos = v->pos;
             break;
         }
-        default: return pl__unknown_key(y, k, where, keys, 4);
+        default:
+            return pl__unknown_key(y, k, where, keys, 4);
         }
     }
     return PL_OK;
@@ -567,8 +586,8 @@ static pl_status pl__load_shape(pl__yaml *y, const char *where, const pl__node *
                         where, pl__what(v));
     }
     if (v->n == 0)
-        return pl__fail(y, v->pos,
-                        "%s'shape' is empty; give at least one dimension, like [1024]", where);
+        return pl__fail(y, v->pos, "%s'shape' is empty; give at least one dimension, like [1024]",
+                        where);
     if (v->n > PL_MAX_RANK)
         return pl__fail(y, v->pos,
                         "%s'shape' has %d dimensions; at most %d (PL_MAX_RANK) are allowed: "
@@ -578,13 +597,11 @@ static pl_status pl__load_shape(pl__yaml *y, const char *where, const pl__node *
     for (const pl__node *it = v->child; it; it = it->next, d++) {
         int64_t dim;
         if (it->type != PL__SCALAR || pl__is_null(it))
-            return pl__fail(y, it->pos,
-                            "%sshape dimension %d must be a positive integer, not %s", where,
-                            d + 1, pl__what(it));
+            return pl__fail(y, it->pos, "%sshape dimension %d must be a positive integer, not %s",
+                            where, d + 1, pl__what(it));
         if (!pl__parse_i64(it->text, &dim) || dim < 1)
-            return pl__fail(y, it->pos,
-                            "%sshape dimension %d must be a positive integer, got '%s'", where,
-                            d + 1, pl__clip(it->text, cb));
+            return pl__fail(y, it->pos, "%sshape dimension %d must be a positive integer, got '%s'",
+                            where, d + 1, pl__clip(it->text, cb));
         b->shape[d] = dim;
     }
     b->rank = v->n;
@@ -635,7 +652,8 @@ static pl_status pl__load_buffer(pl__yaml *y, const pl__node *k, const pl__node 
     pl_buffer *b = pl_spec_add_buffer(y->spec, k->text, k->pos);
     if (!b) return pl__oom(y);
     const char *dtypes[PL_DTYPE_COUNT];
-    for (int i = 0; i < PL_DTYPE_COUNT; i++) dtypes[i] = pl_dtype_name((pl_dtype)i);
+    for (int i = 0; i < PL_DTYPE_COUNT; i++)
+        dtypes[i] = pl_dtype_name((pl_dtype)i);
     bool has_init = false;
     const pl__node *file_key = NULL, *init_val = NULL;
     for (const pl__node *kk = v->child; kk && kk->next; kk = kk->next->next) {
@@ -652,7 +670,9 @@ static pl_status pl__load_buffer(pl__yaml *y, const pl__node *k, const pl__node 
             b->dtype = (pl_dtype)idx;
             b->dtype_pos = vv->pos;
             break;
-        case 2: PL_CHECK(pl__load_shape(y, where, vv, b)); break;
+        case 2:
+            PL_CHECK(pl__load_shape(y, where, vv, b));
+            break;
         case 3:
             PL_CHECK(pl__want_word(y, where, "persistent", vv, bools, 2, &idx));
             b->persistent = idx == 1;
@@ -671,7 +691,8 @@ static pl_status pl__load_buffer(pl__yaml *y, const pl__node *k, const pl__node 
             if (!b->init_file) return pl__oom(y);
             file_key = kk;
             break;
-        default: return pl__unknown_key(y, kk, where, keys, 6);
+        default:
+            return pl__unknown_key(y, kk, where, keys, 6);
         }
     }
     if (b->rank == 0)
@@ -709,14 +730,15 @@ static pl_status pl__load_buffers(pl__yaml *y, const pl__node *bufs)
 
 /* reads / writes / after: a list of names. */
 static pl_status pl__load_refs(pl__yaml *y, const char *where, const char *key, const pl__node *v,
-                               pl_stage *st, pl_ref *(*add)(pl_spec *, pl_stage *, const char *,
-                                                            pl_pos))
+                               pl_stage *st,
+                               pl_ref *(*add)(pl_spec *, pl_stage *, const char *, pl_pos))
 {
     char cb[72];
     if (v->type != PL__SEQ) {
         if (v->type == PL__SCALAR && !pl__is_null(v))
-            return pl__fail(y, v->pos, "%s'%s' must be a list of names like [%s], not a single value",
-                            where, key, pl__clip(v->text, cb));
+            return pl__fail(y, v->pos,
+                            "%s'%s' must be a list of names like [%s], not a single value", where,
+                            key, pl__clip(v->text, cb));
         return pl__fail(y, v->pos, "%s'%s' must be a list of names like [a, b], not %s", where, key,
                         pl__what(v));
     }
@@ -724,7 +746,7 @@ static pl_status pl__load_refs(pl__yaml *y, const char *where, const char *key, 
         if (it->type != PL__SCALAR || pl__is_null(it) || it->len == 0)
             return pl__fail(y, it->pos, "%seach item of '%s' must be a name, not %s", where, key,
                             it->len == 0 && it->type == PL__SCALAR ? "an empty string"
-                                                                    : pl__what(it));
+                                                                   : pl__what(it));
         if (!add(y->spec, st, it->text, it->pos)) return pl__oom(y);
     }
     return PL_OK;
@@ -751,8 +773,8 @@ static pl_status pl__load_opt(pl__yaml *y, const char *where, const pl__node *k,
     o->is_list = true;
     for (const pl__node *it = v->child; it; it = it->next) {
         if (it->type != PL__SCALAR || pl__is_null(it))
-            return pl__fail(y, it->pos, "%seach item of '%s' must be a single value, not %s",
-                            where, k->text, pl__what(it));
+            return pl__fail(y, it->pos, "%seach item of '%s' must be a single value, not %s", where,
+                            k->text, pl__what(it));
         if (pl_opt_add_item(y->spec, o, it->text, it->pos) != PL_OK) return pl__oom(y);
     }
     return PL_OK;
@@ -916,7 +938,8 @@ pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return pl_error_set(err, PL_EINPUT, "error: cannot read '%s': %s", path, strerror(errno));
+    if (!f)
+        return pl_error_set(err, PL_EINPUT, "error: cannot read '%s': %s", path, strerror(errno));
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     pl_status st = PL_OK;

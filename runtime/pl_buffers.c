@@ -98,8 +98,8 @@ static pl_status pl__init_file(const pl_spec *spec, const pl_buffer *b, void *ds
         goto done;
     }
     if (fseek(f, (long)off, SEEK_SET) != 0 || fread(dst, 1, (size_t)b->bytes, f) != b->bytes)
-        st = pl_error_set(err, PL_EIO, "error: buffer '%s': reading '%s' failed: %s", b->name,
-                          path, ferror(f) ? strerror(errno) : "file shorter than its header says");
+        st = pl_error_set(err, PL_EIO, "error: buffer '%s': reading '%s' failed: %s", b->name, path,
+                          ferror(f) ? strerror(errno) : "file shorter than its header says");
 done:
     fclose(f);
     return st;
@@ -110,7 +110,9 @@ pl_status pl_buffer_init_contents(const pl_spec *spec, const pl_buffer *b, uint6
 {
     switch (b->init) {
     case PL_INIT_NONE:
-    case PL_INIT_ZEROS: memset(dst, 0, (size_t)b->bytes); return PL_OK;
+    case PL_INIT_ZEROS:
+        memset(dst, 0, (size_t)b->bytes);
+        return PL_OK;
     case PL_INIT_RANDOM: {
         double lo, hi;
         pl_rng_default_range(b->dtype, &lo, &hi);
@@ -118,7 +120,8 @@ pl_status pl_buffer_init_contents(const pl_spec *spec, const pl_buffer *b, uint6
                     0, lo, hi);
         return PL_OK;
     }
-    case PL_INIT_FILE: return pl__init_file(spec, b, dst, err);
+    case PL_INIT_FILE:
+        return pl__init_file(spec, b, dst, err);
     }
     return PL_OK;
 }
@@ -134,8 +137,8 @@ pl_status pl_buffers_new(const pl_spec *spec, int depth, const pl_allocator *all
     bufs->depth = depth;
     bufs->n_buffers = spec->n_buffers;
     bufs->alloc = alloc ? *alloc : (pl_allocator){pl__calloc, pl__free, NULL};
-    bufs->ptr = calloc((size_t)depth * (size_t)(spec->n_buffers ? spec->n_buffers : 1),
-                       sizeof *bufs->ptr);
+    bufs->ptr =
+        calloc((size_t)depth * (size_t)(spec->n_buffers ? spec->n_buffers : 1), sizeof *bufs->ptr);
     if (!bufs->ptr) {
         st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
         goto fail;
@@ -157,7 +160,8 @@ pl_status pl_buffers_new(const pl_spec *spec, int depth, const pl_allocator *all
                 PL_CHECK_GOTO(pl_buffer_init_contents(spec, buf, seed, p, err), st, fail);
         }
         if (buf->persistent)
-            for (int s = 1; s < depth; s++) bufs->ptr[(size_t)s * spec->n_buffers + b] = bufs->ptr[b];
+            for (int s = 1; s < depth; s++)
+                bufs->ptr[(size_t)s * spec->n_buffers + b] = bufs->ptr[b];
     }
     *out = bufs;
     return PL_OK;

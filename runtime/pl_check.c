@@ -40,8 +40,7 @@ static pl_status pl__check_run(const pl_spec *spec, pl_error *err)
     return PL_OK;
 }
 
-static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *spec,
-                                  pl_error *err)
+static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *spec, pl_error *err)
 {
     char p[512];
     if (!pl_name_valid(b->name))
@@ -82,11 +81,11 @@ static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *
         count *= d;
     }
     if (count > PL_MAX_BUFFER_BYTES / esize)
-        return pl_error_at(err, PL_EINPUT, b->shape_pos,
-                           "buffer '%s': %" PRIu64 " elements of %s is more than %" PRIu64
-                           " bytes (64 GiB, PL_MAX_BUFFER_BYTES) per buffer: make the shape smaller",
-                           b->name, count, pl_dtype_name(b->dtype),
-                           (uint64_t)PL_MAX_BUFFER_BYTES);
+        return pl_error_at(
+            err, PL_EINPUT, b->shape_pos,
+            "buffer '%s': %" PRIu64 " elements of %s is more than %" PRIu64
+            " bytes (64 GiB, PL_MAX_BUFFER_BYTES) per buffer: make the shape smaller",
+            b->name, count, pl_dtype_name(b->dtype), (uint64_t)PL_MAX_BUFFER_BYTES);
     b->count = (int64_t)count;
     b->bytes = count * esize;
     if (b->init == PL_INIT_FILE && (!b->init_file || !*b->init_file))
@@ -273,8 +272,8 @@ static pl_status pl__report_cycle(const pl_spec *spec, const pl_graph *g, pl_err
                                    i ? "; " : "", spec->stages[v].name,
                                    spec->buffers[e->buffer].name, spec->stages[u].name);
         else
-            wk += (size_t)snprintf(why + wk, sizeof why - wk, "%s'%s' is after '%s'",
-                                   i ? "; " : "", spec->stages[v].name, spec->stages[u].name);
+            wk += (size_t)snprintf(why + wk, sizeof why - wk, "%s'%s' is after '%s'", i ? "; " : "",
+                                   spec->stages[v].name, spec->stages[u].name);
     }
     pl_pos pos = len ? spec->stages[cyc[0]].pos : (pl_pos){0};
     free(cyc);

@@ -59,7 +59,8 @@ pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
     memset(res, 0, sizeof *res);
     res->batches_planned = plan->batches;
     switch (cfg->executor) {
-    case PL_EXEC_HOST: return pl_exec_host_run(plan, cfg, res, err);
+    case PL_EXEC_HOST:
+        return pl_exec_host_run(plan, cfg, res, err);
     case PL_EXEC_GPU:
 #ifndef PL_WITH_CUDA
         return pl_exec_gpu_run(plan, cfg, res, err); /* says "built without CUDA" */
@@ -70,7 +71,8 @@ pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
                                 "doctor'); use --executor host or auto to run on the CPU");
         return pl_exec_gpu_run(plan, cfg, res, err);
 #endif
-    case PL_EXEC_AUTO: break;
+    case PL_EXEC_AUTO:
+        break;
     }
     if (pl_gpu_available()) {
         fprintf(stderr, "executor: gpu (device %d)\n", plan->spec->run.device);

@@ -34,12 +34,12 @@ typedef struct pl__host {
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int64_t *done;      /* [stage]: batches completed (a stage runs its batches in order) */
-    int64_t issued;     /* batches of which some stage started */
-    bool stopping;      /* error or Ctrl-C: start nothing new */
-    pl_status status;   /* first error (or PL_EINTR) */
-    pl_error err;       /* its message */
-    bool *worker_busy;  /* [worker] */
+    int64_t *done;     /* [stage]: batches completed (a stage runs its batches in order) */
+    int64_t issued;    /* batches of which some stage started */
+    bool stopping;     /* error or Ctrl-C: start nothing new */
+    pl_status status;  /* first error (or PL_EINTR) */
+    pl_error err;      /* its message */
+    bool *worker_busy; /* [worker] */
     int n_workers;
     int threads_running;
 
@@ -86,8 +86,8 @@ static void pl__name_error(pl_error *e, const pl_stage *st, int64_t b)
     char old[PL_ERROR_MSG_MAX];
     memcpy(old, e->msg, sizeof old);
     const char *rest = strncmp(old, "error: ", 7) == 0 ? old + 7 : old;
-    int n = snprintf(e->msg, sizeof e->msg, "error: stage '%s', batch %lld: ", st->name,
-                     (long long)b);
+    int n =
+        snprintf(e->msg, sizeof e->msg, "error: stage '%s', batch %lld: ", st->name, (long long)b);
     if (n > 0 && (size_t)n < sizeof e->msg)
         memcpy(e->msg + n, rest, strnlen(rest, sizeof e->msg - (size_t)n - 1) + 1);
     e->msg[sizeof e->msg - 1] = '\0';
@@ -108,7 +108,8 @@ static void *pl__stream_main(void *p)
         for (int k = 0; k < str->n_stages; k++) {
             int s = str->stages[k];
             pthread_mutex_lock(&h->mu);
-            while (!h->stopping && !pl__ready(h, s, b)) pthread_cond_wait(&h->cv, &h->mu);
+            while (!h->stopping && !pl__ready(h, s, b))
+                pthread_cond_wait(&h->cv, &h->mu);
             int w = -1;
             while (!h->stopping) {
                 for (int i = 0; i < h->n_workers && w < 0; i++)
@@ -128,9 +129,8 @@ static void *pl__stream_main(void *p)
             pl_error e;
             pl_error_clear(&e);
             int64_t t_start = pl__now_ns(&h->t0);
-            pl_status st = pl_stage_rt_run_host(&h->rt, h->cfg, s, b, w,
-                                                pl_buffers_slot(h->bufs, (int)(b % h->plan->depth)),
-                                                &e);
+            pl_status st = pl_stage_rt_run_host(
+                &h->rt, h->cfg, s, b, w, pl_buffers_slot(h->bufs, (int)(b % h->plan->depth)), &e);
             int64_t t_end = pl__now_ns(&h->t0);
 
             pthread_mutex_lock(&h->mu);
@@ -178,7 +178,8 @@ static pl_status pl__deps_new(pl__host *h, pl_error *err)
         if (ps->n_waits) {
             h->wait_src[s] = malloc((size_t)ps->n_waits * sizeof **h->wait_src);
             if (!h->wait_src[s]) goto oom;
-            for (int i = 0; i < ps->n_waits; i++) h->wait_src[s][i] = plan->events[ps->waits[i]].src;
+            for (int i = 0; i < ps->n_waits; i++)
+                h->wait_src[s][i] = plan->events[ps->waits[i]].src;
             h->n_wait_src[s] = ps->n_waits;
         }
     }
@@ -239,7 +240,8 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     pl__thread_arg *args = NULL;
     int n_threads = 0;
     size_t n_spans = (size_t)plan->batches * (size_t)(plan->n_stages ? plan->n_stages : 1);
-    if (plan->batches > 0 && n_spans / (size_t)plan->batches != (size_t)(plan->n_stages ? plan->n_stages : 1)) {
+    if (plan->batches > 0 &&
+        n_spans / (size_t)plan->batches != (size_t)(plan->n_stages ? plan->n_stages : 1)) {
         st = pl_error_set(err, PL_ENOMEM, "error: too many batches to time; run fewer batches");
         goto done;
     }
@@ -256,9 +258,9 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
         goto done;
     }
     PL_CHECK_GOTO(pl__deps_new(h, err), st, done);
-    PL_CHECK_GOTO(pl_buffers_new(plan->spec, plan->depth, NULL, true, plan->spec->run.seed, &h->bufs,
-                                 err),
-                  st, done);
+    PL_CHECK_GOTO(
+        pl_buffers_new(plan->spec, plan->depth, NULL, true, plan->spec->run.seed, &h->bufs, err),
+        st, done);
     PL_CHECK_GOTO(pl_stage_rt_open(&h->rt, plan, h->n_workers, false, err), st, done);
     rt_open = true;
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
@@ -306,9 +308,11 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
         if (h->threads_running > 0) pthread_cond_timedwait(&h->cv, &h->mu, &until);
     }
     int64_t d = pl__batches_done(h);
-    while (reported < d && cfg->on_batch) cfg->on_batch(cfg->user, ++reported, plan->batches);
+    while (reported < d && cfg->on_batch)
+        cfg->on_batch(cfg->user, ++reported, plan->batches);
     pthread_mutex_unlock(&h->mu);
-    for (int i = 0; i < n_threads; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < n_threads; i++)
+        pthread_join(threads[i], NULL);
 
     st = h->status;
     if (st != PL_OK && err) *err = h->err;

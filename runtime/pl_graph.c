@@ -9,14 +9,16 @@
 static uint32_t pl__hash_str(const char *s)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
     return h;
 }
 
 pl_status pl_names_init(pl_names *t, int expected)
 {
     uint32_t cap = 16;
-    while (cap < (uint32_t)expected * 2u + 1u) cap <<= 1;
+    while (cap < (uint32_t)expected * 2u + 1u)
+        cap <<= 1;
     t->keys = calloc(cap, sizeof *t->keys);
     t->vals = calloc(cap, sizeof *t->vals);
     t->cap = cap;
@@ -90,7 +92,8 @@ pl_status pl_reach_compute(pl_reach *r, int n, const int *order, const int *off,
         for (int e = off[u]; e < off[u + 1]; e++) {
             int v = adj[e];
             const uint64_t *vrow = r->bits + (size_t)v * (size_t)r->words;
-            for (int w = 0; w < r->words; w++) row[w] |= vrow[w];
+            for (int w = 0; w < r->words; w++)
+                row[w] |= vrow[w];
             row[v >> 6] |= UINT64_C(1) << (v & 63);
         }
     }
@@ -161,8 +164,8 @@ static int pl__heap_pop(int *h, int *n)
 
 /* True when `to` is reachable from `from` through after: edges alone (BFS; `seen` holds stamps,
  * `queue` has room for n). After: graphs are small next to data edges, so no table is kept. */
-static bool pl__after_path(const int *aoff, const int *aadj, int from, int to, int *seen,
-                           int stamp, int *queue)
+static bool pl__after_path(const int *aoff, const int *aadj, int from, int to, int *seen, int stamp,
+                           int *queue)
 {
     int head = 0, tail = 0;
     queue[tail++] = from;
@@ -196,10 +199,13 @@ pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
     if (!g->acc_off) goto oom;
     for (int s = 0; s < n; s++) {
         const pl_stage *stg = &spec->stages[s];
-        for (int i = 0; i < stg->n_reads; i++) g->acc_off[stg->reads[i].index + 1]++;
-        for (int i = 0; i < stg->n_writes; i++) g->acc_off[stg->writes[i].index + 1]++;
+        for (int i = 0; i < stg->n_reads; i++)
+            g->acc_off[stg->reads[i].index + 1]++;
+        for (int i = 0; i < stg->n_writes; i++)
+            g->acc_off[stg->writes[i].index + 1]++;
     }
-    for (int b = 0; b < nb; b++) g->acc_off[b + 1] += g->acc_off[b];
+    for (int b = 0; b < nb; b++)
+        g->acc_off[b + 1] += g->acc_off[b];
     int total = g->acc_off[nb];
     g->acc = malloc(((size_t)total + 1) * sizeof *g->acc);
     g->acc_mode = calloc((size_t)total + 1, 1);
@@ -253,7 +259,8 @@ pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
             n_after++;
         }
     }
-    for (int s = 0; s < n; s++) aoff[s + 1] += aoff[s];
+    for (int s = 0; s < n; s++)
+        aoff[s + 1] += aoff[s];
     aadj = malloc(((size_t)n_after + 1) * sizeof *aadj);
     int *afill = calloc((size_t)n + 1, sizeof *afill);
     if (!aadj || !afill) {
@@ -376,8 +383,10 @@ const pl_edge *pl_graph_edge(const pl_graph *g, int u, int v)
     while (lo < hi) { /* successors of u are sorted by `to` */
         int mid = (lo + hi) / 2;
         if (g->edges[mid].to == v) return &g->edges[mid];
-        if (g->edges[mid].to < v) lo = mid + 1;
-        else hi = mid;
+        if (g->edges[mid].to < v)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -394,14 +403,17 @@ int pl_graph_cycle(const pl_graph *g, int *cyc)
         free(pos);
         return 0;
     }
-    for (int s = 0; s < n; s++) left[s] = 1;
-    for (int k = 0; k < g->n_order; k++) left[g->order[k]] = 0;
+    for (int s = 0; s < n; s++)
+        left[s] = 1;
+    for (int k = 0; k < g->n_order; k++)
+        left[g->order[k]] = 0;
     /* Stages downstream of a cycle are left over too; only those with a leftover predecessor
      * matter, and every leftover stage has one. */
     int start = -1;
     for (int s = 0; s < n && start < 0; s++)
         if (left[s]) start = s;
-    for (int s = 0; s < n; s++) pos[s] = -1;
+    for (int s = 0; s < n; s++)
+        pos[s] = -1;
     int len = 0, u = start;
     while (u >= 0 && pos[u] < 0) {
         pos[u] = len;
@@ -430,7 +442,8 @@ int pl_graph_cycle(const pl_graph *g, int *cyc)
         for (int i = 1; i < clen; i++)
             if (cyc[i] < cyc[lo]) lo = i;
         int *tmp = pos; /* reuse as scratch */
-        for (int i = 0; i < clen; i++) tmp[i] = cyc[(lo + i) % clen];
+        for (int i = 0; i < clen; i++)
+            tmp[i] = cyc[(lo + i) % clen];
         memcpy(cyc, tmp, (size_t)clen * sizeof *cyc);
     }
     free(left);

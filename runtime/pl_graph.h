@@ -52,21 +52,21 @@ static inline bool pl_reach_has(const pl_reach *r, int u, int v)
 }
 
 typedef struct pl_graph {
-    int n;             /* stages */
+    int n; /* stages */
     int n_edges;
-    pl_edge *edges;    /* sorted by (from, to), unique pairs */
-    int *succ_off;     /* n+1: successors of u are edges[succ_off[u] .. succ_off[u+1]) */
-    int *succ;         /* n_edges: edges[i].to, same order */
-    int *pred_off;     /* n+1 */
-    int *pred;         /* n_edges: predecessors, ascending */
-    int *order;        /* topological (Kahn, ties by declaration order); n_order entries */
-    int n_order;       /* == n unless there is a cycle */
+    pl_edge *edges; /* sorted by (from, to), unique pairs */
+    int *succ_off;  /* n+1: successors of u are edges[succ_off[u] .. succ_off[u+1]) */
+    int *succ;      /* n_edges: edges[i].to, same order */
+    int *pred_off;  /* n+1 */
+    int *pred;      /* n_edges: predecessors, ascending */
+    int *order;     /* topological (Kahn, ties by declaration order); n_order entries */
+    int n_order;    /* == n unless there is a cycle */
     /* Per buffer: the stages that touch it (ascending, unique) and how (PL_ACC_* bits). */
     int n_buffers;
-    int *acc_off;      /* n_buffers+1 */
+    int *acc_off; /* n_buffers+1 */
     int *acc;
     unsigned char *acc_mode;
-    pl_reach reach;    /* filled by pl_graph_build when acyclic */
+    pl_reach reach; /* filled by pl_graph_build when acyclic */
 } pl_graph;
 
 /* Builds the dependency graph of a spec whose refs are resolved (every pl_ref.index >= 0):

@@ -6,7 +6,8 @@
 static inline uint64_t pl__load_le64(const unsigned char *p)
 {
     uint64_t w = 0;
-    for (int b = 7; b >= 0; b--) w = (w << 8) | p[b];
+    for (int b = 7; b >= 0; b--)
+        w = (w << 8) | p[b];
     return w;
 }
 
@@ -20,7 +21,8 @@ uint64_t pl_hash_sum(const void *data, size_t len, uint64_t first_word)
     const unsigned char *p = data;
     uint64_t s = 0, i = first_word;
     size_t whole = len / 8;
-    for (size_t k = 0; k < whole; k++, i++) s += pl__term(pl__load_le64(p + 8 * k), i);
+    for (size_t k = 0; k < whole; k++, i++)
+        s += pl__term(pl__load_le64(p + 8 * k), i);
     if (len % 8) {
         unsigned char last[8] = {0};
         memcpy(last, p + 8 * whole, len % 8);

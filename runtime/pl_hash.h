@@ -10,7 +10,8 @@
  *   words:     the bytes split into W = ceil(len / 8) little-endian 64-bit words w_0 .. w_{W-1};
  *              the last word's missing bytes are zero.
  *   sum:       S = sum over i of mix64(w_i + (i + 1) * 0x9E3779B97F4A7C15)   (mod 2^64)
- *   hash:      H = mix64(S ^ mix64(len))                 (len in bytes; the empty range hashes to 0)
+ *   hash:      H = mix64(S ^ mix64(len))                 (len in bytes; the empty range hashes to
+ * 0)
  *
  * A GPU thread per word adds its term to S with atomicAdd(unsigned long long); one thread then
  * applies the last line. Splitting the range across blocks is fine as long as each word keeps its

@@ -8,14 +8,22 @@
 const char *pl_npy_descr(pl_dtype t)
 {
     switch (t) {
-    case PL_U8: return "|u1";
-    case PL_I32: return "<i4";
-    case PL_I64: return "<i8";
-    case PL_F16: return "<f2";
-    case PL_BF16: return "<u2";
-    case PL_F32: return "<f4";
-    case PL_F64: return "<f8";
-    case PL_DTYPE_COUNT: break;
+    case PL_U8:
+        return "|u1";
+    case PL_I32:
+        return "<i4";
+    case PL_I64:
+        return "<i8";
+    case PL_F16:
+        return "<f2";
+    case PL_BF16:
+        return "<u2";
+    case PL_F32:
+        return "<f4";
+    case PL_F64:
+        return "<f8";
+    case PL_DTYPE_COUNT:
+        break;
     }
     return "?";
 }
@@ -50,7 +58,8 @@ static const char *pl__find_key(const char *h, const char *key)
     p = strchr(p + strlen(pat), ':');
     if (!p) return NULL;
     p++;
-    while (*p == ' ') p++;
+    while (*p == ' ')
+        p++;
     return p;
 }
 
@@ -101,25 +110,29 @@ pl_status pl_npy_read_header(FILE *f, const char *path, pl_npy_info *out, pl_err
     }
     char q = *d++;
     size_t n = 0;
-    while (d[n] && d[n] != q && n + 1 < sizeof out->descr) n++;
+    while (d[n] && d[n] != q && n + 1 < sizeof out->descr)
+        n++;
     memcpy(out->descr, d, n);
     out->descr[n] = '\0';
     out->fortran_order = strncmp(fo, "True", 4) == 0;
     const char *p = sh + 1;
     uint64_t count = 1;
     for (;;) {
-        while (*p == ' ' || *p == ',') p++;
+        while (*p == ' ' || *p == ',')
+            p++;
         if (*p == ')') break;
         char *end;
         long long v = strtoll(p, &end, 10);
         if (end == p || v < 0 || out->rank >= PL_MAX_RANK + 1) {
-            st = pl_error_set(err, PL_EINPUT, "error: '%s': bad shape in the .npy header: %s",
-                              path, h);
+            st = pl_error_set(err, PL_EINPUT, "error: '%s': bad shape in the .npy header: %s", path,
+                              h);
             goto done;
         }
         out->shape[out->rank++] = v;
-        if (v && count > UINT64_MAX / (uint64_t)v) count = UINT64_MAX;
-        else count *= (uint64_t)v;
+        if (v && count > UINT64_MAX / (uint64_t)v)
+            count = UINT64_MAX;
+        else
+            count *= (uint64_t)v;
         p = end;
     }
     size_t isz = pl__descr_size(out->descr);

@@ -11,7 +11,7 @@
 #include "pl_spec.h"
 
 typedef struct pl_npy_info {
-    char descr[16];       /* as written, e.g. "<f4" */
+    char descr[16]; /* as written, e.g. "<f4" */
     bool fortran_order;
     int rank;
     int64_t shape[PL_MAX_RANK + 1];

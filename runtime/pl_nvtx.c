@@ -49,7 +49,5 @@ void pl_nvtx_push(const char *name, int64_t batch)
     (void)batch;
 }
 
-void pl_nvtx_pop(void)
-{
-}
+void pl_nvtx_pop(void) {}
 #endif

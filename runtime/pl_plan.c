@@ -17,8 +17,10 @@ void pl_plan_free(pl_plan *plan)
             free(plan->stages[i].preds);
             free(plan->stages[i].waits);
         }
-    for (int i = 0; i < plan->n_streams; i++) free(plan->streams[i].stages);
-    for (int i = 0; i < plan->n_events; i++) free(plan->events[i].dsts);
+    for (int i = 0; i < plan->n_streams; i++)
+        free(plan->streams[i].stages);
+    for (int i = 0; i < plan->n_events; i++)
+        free(plan->events[i].dsts);
     free(plan->stages);
     free(plan->streams);
     free(plan->events);
@@ -139,7 +141,8 @@ static pl_status pl__place_events(pl_plan *plan)
     if (!off) return PL_ENOMEM;
     /* Edges of the combined graph: reduced preds, and each stream's previous stage. */
     int m = 0;
-    for (int v = 0; v < n; v++) m += plan->stages[v].n_preds + 1;
+    for (int v = 0; v < n; v++)
+        m += plan->stages[v].n_preds + 1;
     adj = malloc(((size_t)m + 1) * sizeof *adj);
     padj = malloc(((size_t)m + 1) * sizeof *padj);
     poff = calloc((size_t)n + 1, sizeof *poff);
@@ -148,7 +151,8 @@ static pl_status pl__place_events(pl_plan *plan)
     kept_src = malloc(((size_t)m + 1) * sizeof *kept_src);
     kept_dst = malloc(((size_t)m + 1) * sizeof *kept_dst);
     if (!adj || !padj || !poff || !sprev || !tmp || !kept_src || !kept_dst) goto oom;
-    for (int v = 0; v < n; v++) sprev[v] = -1;
+    for (int v = 0; v < n; v++)
+        sprev[v] = -1;
     for (int s = 0; s < plan->n_streams; s++)
         for (int i = 1; i < plan->streams[s].n_stages; i++)
             sprev[plan->streams[s].stages[i]] = plan->streams[s].stages[i - 1];
@@ -156,19 +160,25 @@ static pl_status pl__place_events(pl_plan *plan)
     for (int v = 0; v < n; v++) {
         poff[v + 1] = poff[v];
         const pl_plan_stage *ps = &plan->stages[v];
-        for (int i = 0; i < ps->n_preds; i++) padj[poff[v + 1]++] = ps->preds[i];
+        for (int i = 0; i < ps->n_preds; i++)
+            padj[poff[v + 1]++] = ps->preds[i];
         bool dup = false;
-        for (int i = 0; i < ps->n_preds; i++) dup |= ps->preds[i] == sprev[v];
+        for (int i = 0; i < ps->n_preds; i++)
+            dup |= ps->preds[i] == sprev[v];
         if (sprev[v] >= 0 && !dup) padj[poff[v + 1]++] = sprev[v];
     }
     /* Successor lists from the predecessor lists. */
     for (int v = 0; v < n; v++)
-        for (int i = poff[v]; i < poff[v + 1]; i++) off[padj[i] + 1]++;
-    for (int v = 0; v < n; v++) off[v + 1] += off[v];
-    int *cur = tmp; /* next free slot per node */
-    for (int v = 0; v < n; v++) cur[v] = off[v];
+        for (int i = poff[v]; i < poff[v + 1]; i++)
+            off[padj[i] + 1]++;
     for (int v = 0; v < n; v++)
-        for (int i = poff[v]; i < poff[v + 1]; i++) adj[cur[padj[i]]++] = v;
+        off[v + 1] += off[v];
+    int *cur = tmp; /* next free slot per node */
+    for (int v = 0; v < n; v++)
+        cur[v] = off[v];
+    for (int v = 0; v < n; v++)
+        for (int i = poff[v]; i < poff[v + 1]; i++)
+            adj[cur[padj[i]]++] = v;
     PL_CHECK_GOTO(pl_reach_compute(&r, n, plan->order, off, adj, NULL), st, done);
 
     /* Kept cross-stream edges, in plan order of the waiting stage. */
@@ -192,8 +202,10 @@ static pl_status pl__place_events(pl_plan *plan)
     plan->events = calloc((size_t)n + 1, sizeof *plan->events);
     if (!plan->events) goto oom;
     int *nout = tmp; /* kept out-edges per stage */
-    for (int v = 0; v < n; v++) nout[v] = 0;
-    for (int i = 0; i < nk; i++) nout[kept_src[i]]++;
+    for (int v = 0; v < n; v++)
+        nout[v] = 0;
+    for (int i = 0; i < nk; i++)
+        nout[kept_src[i]]++;
     for (int k = 0; k < n; k++) {
         int u = plan->order[k];
         if (!nout[u]) continue;
@@ -295,7 +307,8 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         const pl_buffer *buf = &spec->buffers[b];
         int lo = g->acc_off[b], hi = g->acc_off[b + 1];
         bool written = false;
-        for (int i = lo; i < hi; i++) written |= (g->acc_mode[i] & PL_ACC_WRITE) != 0;
+        for (int i = lo; i < hi; i++)
+            written |= (g->acc_mode[i] & PL_ACC_WRITE) != 0;
         if (!written) continue;
         memset(acc, 0, (size_t)words * sizeof *acc);
         memset(below, 0, (size_t)words * sizeof *below);
@@ -303,13 +316,15 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
             int a = g->acc[i];
             acc[a >> 6] |= UINT64_C(1) << (a & 63);
             const uint64_t *row = g->reach.bits + (size_t)a * (size_t)words;
-            for (int w = 0; w < words; w++) below[w] |= row[w];
+            for (int w = 0; w < words; w++)
+                below[w] |= row[w];
         }
         int nl = 0;
         for (int i = lo; i < hi; i++) {
             const uint64_t *row = g->reach.bits + (size_t)g->acc[i] * (size_t)words;
             bool last = true;
-            for (int w = 0; w < words && last; w++) last = (row[w] & acc[w]) == 0;
+            for (int w = 0; w < words && last; w++)
+                last = (row[w] & acc[w]) == 0;
             if (last) lasts[nl++] = g->acc[i];
         }
         for (int j = lo; j < hi; j++) {
@@ -411,9 +426,10 @@ pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
         goto oom;
     for (int b = 0; b < spec->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
-        uint64_t *slot = buf->where == PL_HOST
-                             ? (buf->persistent ? &plan->host_persistent : &plan->host_per_slot)
-                             : (buf->persistent ? &plan->device_persistent : &plan->device_per_slot);
+        uint64_t *slot =
+            buf->where == PL_HOST
+                ? (buf->persistent ? &plan->host_persistent : &plan->host_per_slot)
+                : (buf->persistent ? &plan->device_persistent : &plan->device_per_slot);
         *slot += buf->bytes;
     }
     pl_graph_fini(&g);
@@ -514,7 +530,9 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
         case PL_XDEP_PERSISTENT:
             fprintf(out, "persistent '%s' is written every batch\n", spec->buffers[x->buffer].name);
             break;
-        case PL_XDEP_ORDERED: fprintf(out, "runs in batch order\n"); break;
+        case PL_XDEP_ORDERED:
+            fprintf(out, "runs in batch order\n");
+            break;
         }
     }
 

@@ -24,15 +24,15 @@
 #include "pl_stage.h"
 
 typedef struct pl_plan_stage {
-    int stage;  /* index into spec->stages */
-    int order;  /* position in plan->order (topological, deterministic) */
+    int stage; /* index into spec->stages */
+    int order; /* position in plan->order (topological, deterministic) */
     pl_engine engine;
-    int stream;   /* index into plan->streams */
-    int *preds;   /* intra-batch predecessors after transitive reduction (stage indices) */
+    int stream; /* index into plan->streams */
+    int *preds; /* intra-batch predecessors after transitive reduction (stage indices) */
     int n_preds;
-    int *waits;   /* events this stage's stream waits on before it runs (event indices) */
+    int *waits; /* events this stage's stream waits on before it runs (event indices) */
     int n_waits;
-    int event;    /* event recorded after this stage, or -1 */
+    int event; /* event recorded after this stage, or -1 */
 } pl_plan_stage;
 
 typedef struct pl_stream {
@@ -43,17 +43,17 @@ typedef struct pl_stream {
 } pl_stream;
 
 typedef struct pl_event {
-    int src;      /* stage whose completion it marks */
-    int *dsts;    /* stages that wait on it */
+    int src;   /* stage whose completion it marks */
+    int *dsts; /* stages that wait on it */
     int n_dsts;
 } pl_event;
 
 typedef enum pl_xdep_why { PL_XDEP_SLOT_REUSE, PL_XDEP_PERSISTENT, PL_XDEP_ORDERED } pl_xdep_why;
 
 typedef struct pl_xdep {
-    int from, to;   /* stage indices */
-    int distance;   /* in batches, >= 1 */
-    int buffer;     /* the buffer that causes it, -1 for ordered stages */
+    int from, to; /* stage indices */
+    int distance; /* in batches, >= 1 */
+    int buffer;   /* the buffer that causes it, -1 for ordered stages */
     pl_xdep_why why;
 } pl_xdep;
 
@@ -62,13 +62,13 @@ typedef struct pl_plan {
     int depth;
     int64_t batches;
     int n_stages;
-    int *order;              /* stage indices, topological */
-    pl_plan_stage *stages;   /* indexed by stage index */
+    int *order;            /* stage indices, topological */
+    pl_plan_stage *stages; /* indexed by stage index */
     pl_stream *streams;
     int n_streams;
     pl_event *events;
     int n_events;
-    int n_waits;             /* total waits (cross-stream edges kept) */
+    int n_waits; /* total waits (cross-stream edges kept) */
     pl_xdep *xdeps;
     int n_xdeps;
     /* Memory: bytes for one slot of all per-batch buffers, and for persistent buffers. */

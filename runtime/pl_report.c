@@ -72,9 +72,11 @@ static void pl__flow(const pl_spec *spec, uint64_t *in, uint64_t *out)
     for (int s = 0; s < spec->n_stages; s++) {
         const pl_stage *st = &spec->stages[s];
         if (st->kind == PL_KIND_SOURCE)
-            for (int i = 0; i < st->n_writes; i++) *in += spec->buffers[st->writes[i].index].bytes;
+            for (int i = 0; i < st->n_writes; i++)
+                *in += spec->buffers[st->writes[i].index].bytes;
         if (st->kind == PL_KIND_SINK)
-            for (int i = 0; i < st->n_reads; i++) *out += spec->buffers[st->reads[i].index].bytes;
+            for (int i = 0; i < st->n_reads; i++)
+                *out += spec->buffers[st->reads[i].index].bytes;
     }
 }
 
@@ -83,17 +85,23 @@ static const char *pl__bytes(uint64_t b, char *buf, size_t cap)
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)b;
     int i = 0;
-    while (v >= 1024 && i < 4) v /= 1024, i++;
-    if (i == 0) snprintf(buf, cap, "%llu B", (unsigned long long)b);
-    else snprintf(buf, cap, "%.1f %s", v, u[i]);
+    while (v >= 1024 && i < 4)
+        v /= 1024, i++;
+    if (i == 0)
+        snprintf(buf, cap, "%llu B", (unsigned long long)b);
+    else
+        snprintf(buf, cap, "%.1f %s", v, u[i]);
     return buf;
 }
 
 static const char *pl__time(double s, char *buf, size_t cap)
 {
-    if (s >= 1) snprintf(buf, cap, "%.3f s", s);
-    else if (s >= 1e-3) snprintf(buf, cap, "%.2f ms", s * 1e3);
-    else snprintf(buf, cap, "%.1f us", s * 1e6);
+    if (s >= 1)
+        snprintf(buf, cap, "%.3f s", s);
+    else if (s >= 1e-3)
+        snprintf(buf, cap, "%.2f ms", s * 1e3);
+    else
+        snprintf(buf, cap, "%.1f us", s * 1e6);
     return buf;
 }
 
@@ -113,14 +121,16 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
     if (res->device_name[0]) fprintf(out, " on %s", res->device_name);
     if (res->workers) fprintf(out, ", %d host workers", res->workers);
     fprintf(out, "\n");
-    fprintf(out, "  each batch: %s in (sources), %s out (sinks); memory %s per slot + %s persistent\n",
+    fprintf(out,
+            "  each batch: %s in (sources), %s out (sinks); memory %s per slot + %s persistent\n",
             pl__bytes(in, b1, sizeof b1), pl__bytes(outb, b2, sizeof b2),
             pl__bytes(plan->host_per_slot + plan->device_per_slot, b3, sizeof b3),
             pl__bytes(plan->host_persistent + plan->device_persistent, b4, sizeof b4));
     if (res->batches_done > 0 && wall > 0) {
         double per = wall / (double)res->batches_done;
-        fprintf(out, "  wall %s: %.1f batches/s, %s/s in, %s per batch\n", pl__time(wall, b1, sizeof b1),
-                1.0 / per, pl__bytes((uint64_t)((double)in / per), b2, sizeof b2),
+        fprintf(out, "  wall %s: %.1f batches/s, %s/s in, %s per batch\n",
+                pl__time(wall, b1, sizeof b1), 1.0 / per,
+                pl__bytes((uint64_t)((double)in / per), b2, sizeof b2),
                 pl__time(per, b3, sizeof b3));
     } else {
         fprintf(out, "  wall %s\n", pl__time(wall, b1, sizeof b1));
@@ -145,7 +155,8 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
                     pl__time(st[s].p50_s, b2, sizeof b2), pl__time(st[s].p99_s, b3, sizeof b3),
                     100 * st[s].busy);
         }
-        /* Device stages timed on fewer batches than completed: say so (pl_run_cfg.timing_period). */
+        /* Device stages timed on fewer batches than completed: say so (pl_run_cfg.timing_period).
+         */
         int64_t timed = -1;
         for (int s = 0; s < plan->n_stages; s++)
             if (pl__is_device_stage(plan, s) && (timed < 0 || st[s].count < timed))
@@ -200,7 +211,8 @@ void pl_report_stopped(FILE *out, const pl_run_result *res)
     for (int i = 0; i < res->n_outputs; i++) {
         const pl_output *o = &res->outputs[i];
         if (!o->path) continue;
-        if (o->batches == 0) fprintf(out, "%snothing written to %s (left as it was)", sep, o->path);
+        if (o->batches == 0)
+            fprintf(out, "%snothing written to %s (left as it was)", sep, o->path);
         else
             fprintf(out, "%s%lld batch%s written to %s%s", sep, (long long)o->batches,
                     o->batches == 1 ? "" : "es", o->path, o->finalized ? "" : " (not finalized)");
@@ -214,11 +226,16 @@ static void pl__json_str(FILE *out, const char *s)
     fputc('"', out);
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c == '\n') fputs("\\n", out);
-        else if (c == '\t') fputs("\\t", out);
-        else if (c < 0x20) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
     }
     fputc('"', out);
 }
@@ -236,19 +253,22 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
     fprintf(out, ", \"status\": ");
     pl__json_str(out, status == PL_OK ? "ok" : pl_status_name(status));
     fprintf(out, ", \"exit_code\": %d, \"error\": ", pl_status_exit_code(status));
-    if (status != PL_OK && err) pl__json_str(out, err->msg);
-    else fputs("null", out);
+    if (status != PL_OK && err)
+        pl__json_str(out, err->msg);
+    else
+        fputs("null", out);
     fprintf(out, ", \"executor\": ");
     pl__json_str(out, res->executor ? res->executor : "");
     fprintf(out, ", \"graphs\": %s, \"device\": ", res->graphs ? "true" : "false");
     pl__json_str(out, res->device_name);
-    fprintf(out,
-            ", \"depth\": %d, \"workers\": %d, \"batches_planned\": %lld, \"batches_done\": %lld, "
-            "\"batches_issued\": %lld, \"bytes_in_per_batch\": %llu, \"bytes_out_per_batch\": %llu, "
-            "\"wall_s\": %.9f, \"per_batch_s\": %.9f, \"batches_per_s\": %.3f",
-            plan->depth, res->workers, (long long)res->batches_planned,
-            (long long)res->batches_done, (long long)res->batches_issued, (unsigned long long)in,
-            (unsigned long long)outb, wall, per, per > 0 ? 1.0 / per : 0.0);
+    fprintf(
+        out,
+        ", \"depth\": %d, \"workers\": %d, \"batches_planned\": %lld, \"batches_done\": %lld, "
+        "\"batches_issued\": %lld, \"bytes_in_per_batch\": %llu, \"bytes_out_per_batch\": %llu, "
+        "\"wall_s\": %.9f, \"per_batch_s\": %.9f, \"batches_per_s\": %.3f",
+        plan->depth, res->workers, (long long)res->batches_planned, (long long)res->batches_done,
+        (long long)res->batches_issued, (unsigned long long)in, (unsigned long long)outb, wall, per,
+        per > 0 ? 1.0 / per : 0.0);
     pl_stage_stats *st = calloc((size_t)(plan->n_stages > 0 ? plan->n_stages : 1), sizeof *st);
     int bs = -1;
     double bound = st ? pl_report_stats(plan, res, st, &bs) : 0;
@@ -264,7 +284,8 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
         const pl_stage *sg = &spec->stages[s];
         fprintf(out, "%s{\"name\": ", i ? ", " : "");
         pl__json_str(out, sg->name);
-        fprintf(out, ", \"kind\": \"%s\", \"engine\": \"%s\", \"stream\": ", pl_kind_get(sg->kind)->name,
+        fprintf(out,
+                ", \"kind\": \"%s\", \"engine\": \"%s\", \"stream\": ", pl_kind_get(sg->kind)->name,
                 pl_engine_name(plan->stages[s].engine));
         pl__json_str(out, plan->streams[plan->stages[s].stream].name);
         fprintf(out,
@@ -279,8 +300,10 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
         fprintf(out, "%s{\"stage\": ", i ? ", " : "");
         pl__json_str(out, o->stage);
         fprintf(out, ", \"path\": ");
-        if (o->path) pl__json_str(out, o->path);
-        else fputs("null", out);
+        if (o->path)
+            pl__json_str(out, o->path);
+        else
+            fputs("null", out);
         fprintf(out,
                 ", \"batches\": %lld, \"bytes_per_batch\": %llu, \"checksum\": \"0x%016" PRIx64
                 "\", \"finalized\": %s, \"batch_checksums\": [",

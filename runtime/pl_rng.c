@@ -32,27 +32,36 @@ void pl_rng_fill(void *dst, pl_dtype t, int64_t count, uint64_t key, uint64_t fi
     for (int64_t j = 0; j < count; j++) {
         uint64_t u = pl_rng_u64(key, first + (uint64_t)j);
         switch (t) {
-        case PL_F64: ((double *)dst)[j] = pl__uniform(u, min, max); break;
+        case PL_F64:
+            ((double *)dst)[j] = pl__uniform(u, min, max);
+            break;
         case PL_F32:
         case PL_F16:
         case PL_BF16: {
             float f = (float)pl__uniform(u, min, max);
             if (f >= (float)max && max > min) f = (float)min; /* rounding up onto max */
-            if (t == PL_F32) ((float *)dst)[j] = f;
-            else if (t == PL_F16) ((uint16_t *)dst)[j] = pl_f32_to_f16(f);
-            else ((uint16_t *)dst)[j] = pl_f32_to_bf16(f);
+            if (t == PL_F32)
+                ((float *)dst)[j] = f;
+            else if (t == PL_F16)
+                ((uint16_t *)dst)[j] = pl_f32_to_f16(f);
+            else
+                ((uint16_t *)dst)[j] = pl_f32_to_bf16(f);
             break;
         }
         case PL_U8:
         case PL_I32:
         case PL_I64: {
             int64_t v = span ? imin + (int64_t)(u % span) : imin;
-            if (t == PL_U8) ((uint8_t *)dst)[j] = (uint8_t)v;
-            else if (t == PL_I32) ((int32_t *)dst)[j] = (int32_t)v;
-            else ((int64_t *)dst)[j] = v;
+            if (t == PL_U8)
+                ((uint8_t *)dst)[j] = (uint8_t)v;
+            else if (t == PL_I32)
+                ((int32_t *)dst)[j] = (int32_t)v;
+            else
+                ((int64_t *)dst)[j] = v;
             break;
         }
-        case PL_DTYPE_COUNT: break;
+        case PL_DTYPE_COUNT:
+            break;
         }
     }
 }

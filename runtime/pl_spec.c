@@ -108,8 +108,8 @@ void pl_spec_free(pl_spec *spec)
 
 pl_buffer *pl_spec_add_buffer(pl_spec *spec, const char *name, pl_pos pos)
 {
-    pl_buffer *arr = pl__grow(spec, spec->buffers, spec->n_buffers, &spec->cap_buffers,
-                              sizeof *arr);
+    pl_buffer *arr =
+        pl__grow(spec, spec->buffers, spec->n_buffers, &spec->cap_buffers, sizeof *arr);
     if (!arr) return NULL;
     spec->buffers = arr;
     pl_buffer *b = &arr[spec->n_buffers];
@@ -226,8 +226,8 @@ static const struct {
     size_t size;
     bool is_float;
 } pl__dtypes[PL_DTYPE_COUNT] = {
-    [PL_U8] = {"u8", 1, false},   [PL_I32] = {"i32", 4, false}, [PL_I64] = {"i64", 8, false},
-    [PL_F16] = {"f16", 2, true},  [PL_BF16] = {"bf16", 2, true}, [PL_F32] = {"f32", 4, true},
+    [PL_U8] = {"u8", 1, false},  [PL_I32] = {"i32", 4, false},  [PL_I64] = {"i64", 8, false},
+    [PL_F16] = {"f16", 2, true}, [PL_BF16] = {"bf16", 2, true}, [PL_F32] = {"f32", 4, true},
     [PL_F64] = {"f64", 8, true},
 };
 
@@ -268,8 +268,10 @@ static int pl__edit_distance(const char *a, const char *b)
     size_t la = strlen(a), lb = strlen(b);
     if (la > 64 || lb > 64) return 1000;
     int d[65][65];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
     for (size_t i = 1; i <= la; i++)
         for (size_t j = 1; j <= lb; j++) {
             int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);

@@ -20,13 +20,22 @@
 #define PL_MAX_NAME 64                          /* bytes in a buffer or stage name */
 #define PL_MAX_STAGES 100000
 #define PL_MAX_BUFFERS 100000
-#define PL_MAX_DEPTH 64      /* slots in flight */
-#define PL_MAX_NESTING 16    /* YAML/Lua nesting depth */
+#define PL_MAX_DEPTH 64   /* slots in flight */
+#define PL_MAX_NESTING 16 /* YAML/Lua nesting depth */
 #define PL_MAX_BATCHES (INT64_C(1) << 40)
 
 typedef enum pl_where { PL_HOST, PL_DEVICE } pl_where;
 
-typedef enum pl_dtype { PL_U8, PL_I32, PL_I64, PL_F16, PL_BF16, PL_F32, PL_F64, PL_DTYPE_COUNT } pl_dtype;
+typedef enum pl_dtype {
+    PL_U8,
+    PL_I32,
+    PL_I64,
+    PL_F16,
+    PL_BF16,
+    PL_F32,
+    PL_F64,
+    PL_DTYPE_COUNT
+} pl_dtype;
 
 size_t pl_dtype_size(pl_dtype t);
 const char *pl_dtype_name(pl_dtype t);

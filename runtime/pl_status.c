@@ -51,8 +51,8 @@ pl_status pl_error_at(pl_error *err, pl_status st, pl_pos pos, const char *fmt, 
     if (!err) return st;
     int n = 0;
     if (pos.line > 0)
-        n = snprintf(err->msg, sizeof err->msg, "%s:%d:%d: error: ", pos.file ? pos.file : "<input>",
-                     pos.line, pos.col);
+        n = snprintf(err->msg, sizeof err->msg,
+                     "%s:%d:%d: error: ", pos.file ? pos.file : "<input>", pos.line, pos.col);
     else
         n = snprintf(err->msg, sizeof err->msg, "error: ");
     if (n < 0 || (size_t)n >= sizeof err->msg) n = 0;

@@ -52,7 +52,8 @@ pl_status pl_error_vset(pl_error *err, pl_status st, const char *fmt, va_list ap
 pl_status pl_error_at(pl_error *err, pl_status st, pl_pos pos, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Prefixes the existing message: "<prefix>: <old message>". Returns err->status. */
-pl_status pl_error_prefix(pl_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+pl_status pl_error_prefix(pl_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void pl_error_clear(pl_error *err);
 
 /* Propagate a non-OK status. PL_CHECK returns it; PL_CHECK_GOTO stores it in `st` and jumps. */

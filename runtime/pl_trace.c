@@ -11,9 +11,12 @@ static void pl__json_text(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
     }
     fputc('"', f);
 }
@@ -41,11 +44,13 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
     pl__json_text(f, title);
     fprintf(f, "}}");
     for (int k = 0; k < plan->n_streams; k++) {
-        fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                   "\"args\": {\"name\": \"%s (%s)\"}}",
+        fprintf(f,
+                ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
+                "\"args\": {\"name\": \"%s (%s)\"}}",
                 k, plan->streams[k].name, pl_engine_name(plan->streams[k].engine));
-        fprintf(f, ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                   "\"args\": {\"sort_index\": %d}}",
+        fprintf(f,
+                ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
+                "\"args\": {\"sort_index\": %d}}",
                 k, k);
     }
     for (int64_t b = 0; res->spans && b < res->batches_done; b++)
@@ -53,9 +58,10 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
             const pl_span *sp = &res->spans[b * res->n_stages + s];
             if (sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
             const pl_plan_stage *ps = &plan->stages[s];
-            fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, "
-                       "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"batch\": %lld, "
-                       "\"slot\": %lld}}",
+            fprintf(f,
+                    ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, "
+                    "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"batch\": %lld, "
+                    "\"slot\": %lld}}",
                     spec->stages[s].name, pl_engine_name(ps->engine), ps->stream,
                     (double)sp->start_ns / 1000.0, (double)(sp->end_ns - sp->start_ns) / 1000.0,
                     (long long)b, (long long)(b % plan->depth));

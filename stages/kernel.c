@@ -65,9 +65,15 @@ static pl_status pl__kernel_validate(const pl_spec *spec, const pl_stage *st, pl
     if (o->op != PL_OP_BUSY &&
         (st->n_reads != pl__op_reads[o->op] || st->n_writes != pl__op_writes[o->op])) {
         static const char *const usage[PL_OP_COUNT] = {
-            "writes: [y]",         "reads: [x], writes: [y]", "reads: [x, y], writes: [z]",
-            "reads: [x, y], writes: [z]", "reads: [x], writes: [s]", "reads: [x], writes: [s]",
-            "reads: [x], writes: [y]", "reads: [A, B], writes: [C]", "",
+            "writes: [y]",
+            "reads: [x], writes: [y]",
+            "reads: [x, y], writes: [z]",
+            "reads: [x, y], writes: [z]",
+            "reads: [x], writes: [s]",
+            "reads: [x], writes: [s]",
+            "reads: [x], writes: [y]",
+            "reads: [A, B], writes: [C]",
+            "",
         };
         return pl_error_at(err, PL_EINPUT, st->pos,
                            "kernel stage '%s': op %s takes %d read(s) and %d write(s), got %d and "
@@ -76,7 +82,8 @@ static pl_status pl__kernel_validate(const pl_spec *spec, const pl_stage *st, pl
                            st->n_writes, usage[o->op]);
     }
     switch (o->op) {
-    case PL_OP_FILL: return PL_OK;
+    case PL_OP_FILL:
+        return PL_OK;
     case PL_OP_SCALE:
     case PL_OP_SAXPY:
     case PL_OP_ADD: {
@@ -96,24 +103,25 @@ static pl_status pl__kernel_validate(const pl_spec *spec, const pl_stage *st, pl
     case PL_OP_SUM:
     case PL_OP_CHECKSUM: {
         const pl_buffer *s = pl_kind_wbuf(spec, st, 0);
-        bool ok_type = o->op == PL_OP_SUM ? (s->dtype == PL_F32 || s->dtype == PL_F64)
-                                          : s->dtype == PL_I64;
+        bool ok_type =
+            o->op == PL_OP_SUM ? (s->dtype == PL_F32 || s->dtype == PL_F64) : s->dtype == PL_I64;
         if (!ok_type || s->count != 1 || s->rank != 1)
             return pl_error_at(err, PL_EINPUT, pl__wpos(st, 0),
                                "kernel stage '%s': op %s writes one value: '%s' must be %s with "
                                "shape [1], not %s %s",
-                               st->name, op, s->name,
-                               o->op == PL_OP_SUM ? "f32 or f64" : "i64", pl_dtype_name(s->dtype),
-                               pl_kind_shape(s, s1, sizeof s1));
+                               st->name, op, s->name, o->op == PL_OP_SUM ? "f32 or f64" : "i64",
+                               pl_dtype_name(s->dtype), pl_kind_shape(s, s1, sizeof s1));
         return PL_OK;
     }
     case PL_OP_ARGMAX: {
         const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *y = pl_kind_wbuf(spec, st, 0);
         bool ok = y->dtype == PL_I32;
-        if (x->rank == 1) ok = ok && y->rank == 1 && y->shape[0] == 1;
+        if (x->rank == 1)
+            ok = ok && y->rank == 1 && y->shape[0] == 1;
         else {
             ok = ok && y->rank == x->rank - 1;
-            for (int i = 0; ok && i < y->rank; i++) ok = y->shape[i] == x->shape[i];
+            for (int i = 0; ok && i < y->rank; i++)
+                ok = y->shape[i] == x->shape[i];
         }
         if (!ok) {
             char want[96];
@@ -167,7 +175,8 @@ static pl_status pl__kernel_validate(const pl_spec *spec, const pl_stage *st, pl
         return PL_OK;
     }
     case PL_OP_BUSY:
-    case PL_OP_COUNT: return PL_OK;
+    case PL_OP_COUNT:
+        return PL_OK;
     }
     return PL_OK;
 }

@@ -13,7 +13,8 @@ extern "C" {
 #include "pl_spec.h"
 }
 
-namespace {
+namespace
+{
 
 constexpr int kBlock = 256;
 
@@ -23,52 +24,103 @@ constexpr int kBlock = 256;
 struct t_u8 {
     using S = uint8_t;
     using C = int64_t;
-    static __device__ C load(S s) { return (C)s; }
+    static __device__ C load(S s)
+    {
+        return (C)s;
+    }
 };
 struct t_i32 {
     using S = int32_t;
     using C = int64_t;
-    static __device__ C load(S s) { return (C)s; }
+    static __device__ C load(S s)
+    {
+        return (C)s;
+    }
 };
 struct t_i64 {
     using S = int64_t;
     using C = int64_t;
-    static __device__ C load(S s) { return (C)s; }
+    static __device__ C load(S s)
+    {
+        return (C)s;
+    }
 };
 struct t_f16 {
     using S = uint16_t;
     using C = float;
-    static __device__ C load(S s) { return __half2float(__ushort_as_half(s)); }
-    static __device__ S store(C c) { return __half_as_ushort(__float2half_rn(c)); }
+    static __device__ C load(S s)
+    {
+        return __half2float(__ushort_as_half(s));
+    }
+    static __device__ S store(C c)
+    {
+        return __half_as_ushort(__float2half_rn(c));
+    }
 };
 struct t_bf16 {
     using S = uint16_t;
     using C = float;
-    static __device__ C load(S s) { return __bfloat162float(__ushort_as_bfloat16(s)); }
-    static __device__ S store(C c) { return __bfloat16_as_ushort(__float2bfloat16_rn(c)); }
+    static __device__ C load(S s)
+    {
+        return __bfloat162float(__ushort_as_bfloat16(s));
+    }
+    static __device__ S store(C c)
+    {
+        return __bfloat16_as_ushort(__float2bfloat16_rn(c));
+    }
 };
 struct t_f32 {
     using S = float;
     using C = float;
-    static __device__ C load(S s) { return s; }
-    static __device__ S store(C c) { return c; }
+    static __device__ C load(S s)
+    {
+        return s;
+    }
+    static __device__ S store(C c)
+    {
+        return c;
+    }
 };
 struct t_f64 {
     using S = double;
     using C = double;
-    static __device__ C load(S s) { return s; }
-    static __device__ S store(C c) { return c; }
+    static __device__ C load(S s)
+    {
+        return s;
+    }
+    static __device__ S store(C c)
+    {
+        return c;
+    }
 };
 
 /* Round-to-nearest arithmetic with no contraction into FMA where the reference has none (scale,
  * add), and one fused multiply-add where it has one (saxpy: fmaf / fma on the host), so the GPU
  * rounds exactly as the host does and gives the same bits. */
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
-__device__ inline double fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
+__device__ inline float mul_rn(float a, float b)
+{
+    return __fmul_rn(a, b);
+}
+__device__ inline double mul_rn(double a, double b)
+{
+    return __dmul_rn(a, b);
+}
+__device__ inline float add_rn(float a, float b)
+{
+    return __fadd_rn(a, b);
+}
+__device__ inline double add_rn(double a, double b)
+{
+    return __dadd_rn(a, b);
+}
+__device__ inline float fma_rn(float a, float b, float c)
+{
+    return __fmaf_rn(a, b, c);
+}
+__device__ inline double fma_rn(double a, double b, double c)
+{
+    return __fma_rn(a, b, c);
+}
 
 /* Integers: a double result rounded to nearest even and saturated to the type's range (NaN
  * becomes 0), as the reference does for fill, scale and saxpy. */
@@ -95,7 +147,10 @@ template <typename S> __host__ __device__ inline S sat_round(double v)
 /* The elementwise ops, per element. */
 template <typename T> struct op_fill {
     typename T::S v;
-    __device__ typename T::S operator()(typename T::S, typename T::S) const { return v; }
+    __device__ typename T::S operator()(typename T::S, typename T::S) const
+    {
+        return v;
+    }
 };
 template <typename T> struct op_scale {
     typename T::C alpha;
@@ -163,15 +218,20 @@ __global__ void ew_kernel(S *out, const S *a, const S *b, int64_t n, Op op)
             if (a) va = reinterpret_cast<const vec *>(a)[i];
             if (b) vb = reinterpret_cast<const vec *>(b)[i];
 #pragma unroll
-            for (int k = 0; k < V; k++) vo.v[k] = op(a ? va.v[k] : S(), b ? vb.v[k] : S());
+            for (int k = 0; k < V; k++)
+                vo.v[k] = op(a ? va.v[k] : S(), b ? vb.v[k] : S());
             reinterpret_cast<vec *>(out)[i] = vo;
         }
         done = nv * V;
     }
-    for (int64_t i = done + tid; i < n; i += stride) out[i] = op(a ? a[i] : S(), b ? b[i] : S());
+    for (int64_t i = done + tid; i < n; i += stride)
+        out[i] = op(a ? a[i] : S(), b ? b[i] : S());
 }
 
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+bool aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
 
 template <typename S, typename Op>
 int ew_launch(S *out, const S *a, const S *b, int64_t n, Op op, int sms, cudaStream_t s)
@@ -191,20 +251,29 @@ int ew_launch(S *out, const S *a, const S *b, int64_t n, Op op, int sms, cudaStr
 template <typename F> int with_float(int dtype, F f)
 {
     switch (dtype) {
-    case PL_F16: return f(t_f16{});
-    case PL_BF16: return f(t_bf16{});
-    case PL_F32: return f(t_f32{});
-    case PL_F64: return f(t_f64{});
-    default: return (int)cudaErrorInvalidValue;
+    case PL_F16:
+        return f(t_f16{});
+    case PL_BF16:
+        return f(t_bf16{});
+    case PL_F32:
+        return f(t_f32{});
+    case PL_F64:
+        return f(t_f64{});
+    default:
+        return (int)cudaErrorInvalidValue;
     }
 }
 template <typename F> int with_int(int dtype, F f)
 {
     switch (dtype) {
-    case PL_U8: return f(t_u8{});
-    case PL_I32: return f(t_i32{});
-    case PL_I64: return f(t_i64{});
-    default: return (int)cudaErrorInvalidValue;
+    case PL_U8:
+        return f(t_u8{});
+    case PL_I32:
+        return f(t_i32{});
+    case PL_I64:
+        return f(t_i64{});
+    default:
+        return (int)cudaErrorInvalidValue;
     }
 }
 template <typename F> int with_any(int dtype, F f)
@@ -218,20 +287,22 @@ template <typename F> int with_any(int dtype, F f)
 __device__ double block_sum(double v)
 {
     __shared__ double warp_sums[32];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) warp_sums[warp] = v;
     __syncthreads();
     v = 0;
     if (warp == 0) {
         if (lane < (int)(blockDim.x >> 5)) v = warp_sums[lane];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
     }
     return v; /* valid in thread 0 */
 }
 
-template <typename T> __global__ void sum_partial_kernel(const typename T::S *x, int64_t n,
-                                                         double *partials)
+template <typename T>
+__global__ void sum_partial_kernel(const typename T::S *x, int64_t n, double *partials)
 {
     double acc = 0;
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -244,7 +315,8 @@ template <typename T> __global__ void sum_partial_kernel(const typename T::S *x,
 __global__ void sum_final_kernel(const double *partials, int nb, int out_dtype, void *out)
 {
     double acc = 0;
-    for (int i = threadIdx.x; i < nb; i += blockDim.x) acc += partials[i];
+    for (int i = threadIdx.x; i < nb; i += blockDim.x)
+        acc += partials[i];
     acc = block_sum(acc);
     if (threadIdx.x == 0) {
         if (out_dtype == PL_F64)
@@ -281,20 +353,24 @@ __global__ void checksum_kernel(const uint8_t *x, uint64_t nbytes, unsigned long
         local += hash_word(v.x, 2 * p) + hash_word(v.y, 2 * p + 1);
     }
     if (((uintptr_t)x & 7u) == 0) {
-        for (uint64_t i = 2 * pairs + tid; i < nwords; i += stride) local += hash_word(w[i], i);
+        for (uint64_t i = 2 * pairs + tid; i < nwords; i += stride)
+            local += hash_word(w[i], i);
     } else { /* an unaligned view: assemble each little-endian word from bytes */
         for (uint64_t i = tid; i < nwords; i += stride) {
             uint64_t t = 0;
-            for (int b = 0; b < 8; b++) t |= (uint64_t)x[8 * i + b] << (8 * b);
+            for (int b = 0; b < 8; b++)
+                t |= (uint64_t)x[8 * i + b] << (8 * b);
             local += hash_word(t, i);
         }
     }
     if (tid == 0 && (nbytes & 7u)) { /* zero-padded tail word */
         uint64_t t = 0;
-        for (uint64_t b = nwords * 8; b < nbytes; b++) t |= (uint64_t)x[b] << (8 * (b - nwords * 8));
+        for (uint64_t b = nwords * 8; b < nbytes; b++)
+            t |= (uint64_t)x[b] << (8 * (b - nwords * 8));
         local += hash_word(t, nwords);
     }
-    for (int o = 16; o > 0; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+    for (int o = 16; o > 0; o >>= 1)
+        local += __shfl_down_sync(0xffffffffu, local, o);
     if ((threadIdx.x & 31) == 0 && local) atomicAdd(acc, (unsigned long long)local);
 }
 
@@ -413,24 +489,30 @@ extern "C" int pl_gpu_launch_fill(int dtype, void *y, int64_t n, double value, i
     /* The value is converted once, here, as the reference converts it: through f32 for f16/bf16,
      * integers rounded to nearest even and saturated. */
     switch (dtype) {
-    case PL_U8: return ew_launch((uint8_t *)y, (const uint8_t *)0, (const uint8_t *)0, n,
-                                 op_fill<t_u8>{sat_round<uint8_t>(value)}, sms, s);
-    case PL_I32: return ew_launch((int32_t *)y, (const int32_t *)0, (const int32_t *)0, n,
-                                  op_fill<t_i32>{sat_round<int32_t>(value)}, sms, s);
-    case PL_I64: return ew_launch((int64_t *)y, (const int64_t *)0, (const int64_t *)0, n,
-                                  op_fill<t_i64>{sat_round<int64_t>(value)}, sms, s);
-    case PL_F16: return ew_launch((uint16_t *)y, (const uint16_t *)0, (const uint16_t *)0, n,
-                                  op_fill<t_f16>{__half_as_ushort(__float2half_rn((float)value))},
-                                  sms, s);
+    case PL_U8:
+        return ew_launch((uint8_t *)y, (const uint8_t *)0, (const uint8_t *)0, n,
+                         op_fill<t_u8>{sat_round<uint8_t>(value)}, sms, s);
+    case PL_I32:
+        return ew_launch((int32_t *)y, (const int32_t *)0, (const int32_t *)0, n,
+                         op_fill<t_i32>{sat_round<int32_t>(value)}, sms, s);
+    case PL_I64:
+        return ew_launch((int64_t *)y, (const int64_t *)0, (const int64_t *)0, n,
+                         op_fill<t_i64>{sat_round<int64_t>(value)}, sms, s);
+    case PL_F16:
+        return ew_launch((uint16_t *)y, (const uint16_t *)0, (const uint16_t *)0, n,
+                         op_fill<t_f16>{__half_as_ushort(__float2half_rn((float)value))}, sms, s);
     case PL_BF16:
         return ew_launch((uint16_t *)y, (const uint16_t *)0, (const uint16_t *)0, n,
                          op_fill<t_bf16>{__bfloat16_as_ushort(__float2bfloat16_rn((float)value))},
                          sms, s);
-    case PL_F32: return ew_launch((float *)y, (const float *)0, (const float *)0, n,
-                                  op_fill<t_f32>{(float)value}, sms, s);
-    case PL_F64: return ew_launch((double *)y, (const double *)0, (const double *)0, n,
-                                  op_fill<t_f64>{value}, sms, s);
-    default: return (int)cudaErrorInvalidValue;
+    case PL_F32:
+        return ew_launch((float *)y, (const float *)0, (const float *)0, n,
+                         op_fill<t_f32>{(float)value}, sms, s);
+    case PL_F64:
+        return ew_launch((double *)y, (const double *)0, (const double *)0, n,
+                         op_fill<t_f64>{value}, sms, s);
+    default:
+        return (int)cudaErrorInvalidValue;
     }
 }
 
@@ -460,8 +542,7 @@ extern "C" int pl_gpu_launch_saxpy(int dtype, void *z, const void *x, const void
         return with_int(dtype, [&](auto t) {
             using T = decltype(t);
             using S = typename T::S;
-            return ew_launch((S *)z, (const S *)x, (const S *)y, n, op_saxpy_int<T>{alpha}, sms,
-                             s);
+            return ew_launch((S *)z, (const S *)x, (const S *)y, n, op_saxpy_int<T>{alpha}, sms, s);
         });
     return with_float(dtype, [&](auto t) {
         using T = decltype(t);

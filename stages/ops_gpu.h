@@ -39,8 +39,8 @@ int pl_gpu_launch_sum(int in_dtype, const void *x, int64_t n, int out_dtype, voi
  * bit-identical to the host. `out` must be 8-byte aligned. */
 int pl_gpu_launch_checksum(const void *x, uint64_t nbytes, uint64_t *out, int sms, void *stream);
 /* y[r] = index of the largest x[r, c] over c < cols, the first one on ties (see pl_ops.h). */
-int pl_gpu_launch_argmax(int dtype, const void *x, int64_t rows, int64_t cols, int32_t *y,
-                         int sms, void *stream);
+int pl_gpu_launch_argmax(int dtype, const void *x, int64_t rows, int64_t cols, int32_t *y, int sms,
+                         void *stream);
 /* One block of 32 threads spins until %globaltimer has advanced by duration_us. */
 int pl_gpu_launch_busy(double duration_us, void *stream);
 /* An empty kernel <<<1, 1>>>: `doctor` measures launch and graph-node cost with it. */

@@ -36,18 +36,27 @@ bool pl_op_parse(const char *name, pl_op_id *out)
 static inline float pl__ldf(const void *p, pl_dtype t, int64_t i)
 {
     switch (t) {
-    case PL_F16: return pl_f16_to_f32(((const uint16_t *)p)[i]);
-    case PL_BF16: return pl_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return ((const float *)p)[i];
+    case PL_F16:
+        return pl_f16_to_f32(((const uint16_t *)p)[i]);
+    case PL_BF16:
+        return pl_bf16_to_f32(((const uint16_t *)p)[i]);
+    default:
+        return ((const float *)p)[i];
     }
 }
 
 static inline void pl__stf(void *p, pl_dtype t, int64_t i, float v)
 {
     switch (t) {
-    case PL_F16: ((uint16_t *)p)[i] = pl_f32_to_f16(v); break;
-    case PL_BF16: ((uint16_t *)p)[i] = pl_f32_to_bf16(v); break;
-    default: ((float *)p)[i] = v; break;
+    case PL_F16:
+        ((uint16_t *)p)[i] = pl_f32_to_f16(v);
+        break;
+    case PL_BF16:
+        ((uint16_t *)p)[i] = pl_f32_to_bf16(v);
+        break;
+    default:
+        ((float *)p)[i] = v;
+        break;
     }
 }
 
@@ -55,20 +64,28 @@ static inline void pl__stf(void *p, pl_dtype t, int64_t i, float v)
 static inline double pl__ldd(const void *p, pl_dtype t, int64_t i)
 {
     switch (t) {
-    case PL_U8: return ((const uint8_t *)p)[i];
-    case PL_I32: return ((const int32_t *)p)[i];
-    case PL_I64: return (double)((const int64_t *)p)[i];
-    case PL_F64: return ((const double *)p)[i];
-    default: return pl__ldf(p, t, i);
+    case PL_U8:
+        return ((const uint8_t *)p)[i];
+    case PL_I32:
+        return ((const int32_t *)p)[i];
+    case PL_I64:
+        return (double)((const int64_t *)p)[i];
+    case PL_F64:
+        return ((const double *)p)[i];
+    default:
+        return pl__ldf(p, t, i);
     }
 }
 
 static inline int64_t pl__ldi(const void *p, pl_dtype t, int64_t i)
 {
     switch (t) {
-    case PL_U8: return ((const uint8_t *)p)[i];
-    case PL_I32: return ((const int32_t *)p)[i];
-    default: return ((const int64_t *)p)[i];
+    case PL_U8:
+        return ((const uint8_t *)p)[i];
+    case PL_I32:
+        return ((const int32_t *)p)[i];
+    default:
+        return ((const int64_t *)p)[i];
     }
 }
 
@@ -80,22 +97,37 @@ static inline void pl__sti_sat(void *p, pl_dtype t, int64_t i, double v)
     v = nearbyint(v);
     if (isnan(v)) v = 0;
     int64_t r;
-    if (v <= lo) r = (int64_t)lo;
-    else if (v >= hi) r = t == PL_I64 ? INT64_MAX : (int64_t)hi;
-    else r = (int64_t)v;
+    if (v <= lo)
+        r = (int64_t)lo;
+    else if (v >= hi)
+        r = t == PL_I64 ? INT64_MAX : (int64_t)hi;
+    else
+        r = (int64_t)v;
     switch (t) {
-    case PL_U8: ((uint8_t *)p)[i] = (uint8_t)r; break;
-    case PL_I32: ((int32_t *)p)[i] = (int32_t)r; break;
-    default: ((int64_t *)p)[i] = r; break;
+    case PL_U8:
+        ((uint8_t *)p)[i] = (uint8_t)r;
+        break;
+    case PL_I32:
+        ((int32_t *)p)[i] = (int32_t)r;
+        break;
+    default:
+        ((int64_t *)p)[i] = r;
+        break;
     }
 }
 
 static inline void pl__sti_wrap(void *p, pl_dtype t, int64_t i, uint64_t v)
 {
     switch (t) {
-    case PL_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case PL_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)v; break;
-    default: ((int64_t *)p)[i] = (int64_t)v; break;
+    case PL_U8:
+        ((uint8_t *)p)[i] = (uint8_t)v;
+        break;
+    case PL_I32:
+        ((int32_t *)p)[i] = (int32_t)(uint32_t)v;
+        break;
+    default:
+        ((int64_t *)p)[i] = (int64_t)v;
+        break;
     }
 }
 
@@ -113,10 +145,18 @@ static void pl__elementwise(pl_op_id op, const pl_kernel_opts *o, pl_dtype t, in
         for (int64_t i = 0; i < n; i++) {
             float r;
             switch (op) {
-            case PL_OP_FILL: r = v; break;
-            case PL_OP_SCALE: r = a * pl__ldf(x, t, i); break;
-            case PL_OP_SAXPY: r = fmaf(a, pl__ldf(x, t, i), pl__ldf(y, t, i)); break;
-            default: r = pl__ldf(x, t, i) + pl__ldf(y, t, i); break;
+            case PL_OP_FILL:
+                r = v;
+                break;
+            case PL_OP_SCALE:
+                r = a * pl__ldf(x, t, i);
+                break;
+            case PL_OP_SAXPY:
+                r = fmaf(a, pl__ldf(x, t, i), pl__ldf(y, t, i));
+                break;
+            default:
+                r = pl__ldf(x, t, i) + pl__ldf(y, t, i);
+                break;
             }
             pl__stf(z, t, i, r);
         }
@@ -125,19 +165,32 @@ static void pl__elementwise(pl_op_id op, const pl_kernel_opts *o, pl_dtype t, in
         double *zd = z;
         for (int64_t i = 0; i < n; i++) {
             switch (op) {
-            case PL_OP_FILL: zd[i] = o->value; break;
-            case PL_OP_SCALE: zd[i] = o->alpha * xd[i]; break;
-            case PL_OP_SAXPY: zd[i] = fma(o->alpha, xd[i], yd[i]); break;
-            default: zd[i] = xd[i] + yd[i]; break;
+            case PL_OP_FILL:
+                zd[i] = o->value;
+                break;
+            case PL_OP_SCALE:
+                zd[i] = o->alpha * xd[i];
+                break;
+            case PL_OP_SAXPY:
+                zd[i] = fma(o->alpha, xd[i], yd[i]);
+                break;
+            default:
+                zd[i] = xd[i] + yd[i];
+                break;
             }
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
             switch (op) {
-            case PL_OP_FILL: pl__sti_sat(z, t, i, o->value); break;
-            case PL_OP_SCALE: pl__sti_sat(z, t, i, o->alpha * (double)pl__ldi(x, t, i)); break;
+            case PL_OP_FILL:
+                pl__sti_sat(z, t, i, o->value);
+                break;
+            case PL_OP_SCALE:
+                pl__sti_sat(z, t, i, o->alpha * (double)pl__ldi(x, t, i));
+                break;
             case PL_OP_SAXPY:
-                pl__sti_sat(z, t, i, fma(o->alpha, (double)pl__ldi(x, t, i), (double)pl__ldi(y, t, i)));
+                pl__sti_sat(z, t, i,
+                            fma(o->alpha, (double)pl__ldi(x, t, i), (double)pl__ldi(y, t, i)));
                 break;
             default:
                 pl__sti_wrap(z, t, i, (uint64_t)pl__ldi(x, t, i) + (uint64_t)pl__ldi(y, t, i));
@@ -184,7 +237,8 @@ static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_
     }
     const float *Bf = B;
     if (bp) {
-        for (int64_t i = 0; i < k * n; i++) bp[i] = pl__ldf(B, t, i);
+        for (int64_t i = 0; i < k * n; i++)
+            bp[i] = pl__ldf(B, t, i);
         Bf = bp;
     }
     float alpha = (float)o->alpha, beta = (float)o->beta;
@@ -197,7 +251,8 @@ static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_
                 for (int64_t p = p0; p < p1; p++) {
                     float a = pl__ldf(A, t, i * k + p);
                     const float *brow = Bf + p * n;
-                    for (int64_t j = j0; j < j1; j++) acc[j] += a * brow[j];
+                    for (int64_t j = j0; j < j1; j++)
+                        acc[j] += a * brow[j];
                 }
             }
         }
@@ -247,9 +302,12 @@ pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bu
         const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *s = pl_kind_wbuf(spec, st, 0);
         const void *xp = bufs[x->index];
         double acc = 0;
-        for (int64_t i = 0; i < x->count; i++) acc += pl__ldd(xp, x->dtype, i);
-        if (s->dtype == PL_F64) ((double *)bufs[s->index])[0] = acc;
-        else ((float *)bufs[s->index])[0] = (float)acc;
+        for (int64_t i = 0; i < x->count; i++)
+            acc += pl__ldd(xp, x->dtype, i);
+        if (s->dtype == PL_F64)
+            ((double *)bufs[s->index])[0] = acc;
+        else
+            ((float *)bufs[s->index])[0] = (float)acc;
         return PL_OK;
     }
     case PL_OP_CHECKSUM: {
@@ -269,8 +327,11 @@ pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bu
         return pl__gemm(o, c->dtype, a->shape[0], a->shape[1], b->shape[1], bufs[a->index],
                         bufs[b->index], bufs[c->index], err, st->name);
     }
-    case PL_OP_BUSY: pl__sleep_us(o->duration_us); return PL_OK;
-    case PL_OP_COUNT: break;
+    case PL_OP_BUSY:
+        pl__sleep_us(o->duration_us);
+        return PL_OK;
+    case PL_OP_COUNT:
+        break;
     }
     return pl_error_set(err, PL_ERUNTIME, "error: stage '%s': unknown op", st->name);
 }

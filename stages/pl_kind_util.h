@@ -1,4 +1,5 @@
-/* pl_kind_util: small helpers the built-in kinds share (operand buffers, shape text, option refs). */
+/* pl_kind_util: small helpers the built-in kinds share (operand buffers, shape text, option refs).
+ */
 #ifndef PL_KIND_UTIL_H
 #define PL_KIND_UTIL_H
 

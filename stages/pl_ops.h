@@ -15,10 +15,10 @@
     X(SCALE, "scale", 1, 1, "y = alpha * x")                                                       \
     X(SAXPY, "saxpy", 2, 1, "z = alpha * x + y")                                                   \
     X(ADD, "add", 2, 1, "z = x + y")                                                               \
-    X(SUM, "sum", 1, 1, "s[0] = sum of x (f64 accumulation; s is f32 or f64)")                    \
-    X(CHECKSUM, "checksum", 1, 1, "s[0] = order-independent 64-bit hash of x's bytes (s: i64)")   \
-    X(ARGMAX, "argmax", 1, 1, "y[r] = index of the largest x[r, :] (first on ties; y: i32)")      \
-    X(GEMM, "gemm", 2, 1, "C[m,n] = alpha * A[m,k] B[k,n] + beta * C (f32, f16, bf16)")           \
+    X(SUM, "sum", 1, 1, "s[0] = sum of x (f64 accumulation; s is f32 or f64)")                     \
+    X(CHECKSUM, "checksum", 1, 1, "s[0] = order-independent 64-bit hash of x's bytes (s: i64)")    \
+    X(ARGMAX, "argmax", 1, 1, "y[r] = index of the largest x[r, :] (first on ties; y: i32)")       \
+    X(GEMM, "gemm", 2, 1, "C[m,n] = alpha * A[m,k] B[k,n] + beta * C (f32, f16, bf16)")            \
     X(BUSY, "busy", 0, 0, "spin for duration_us (reads/writes optional; for benchmarks)")
 
 typedef enum pl_op_id {

@@ -22,10 +22,12 @@ static const char *const pl__kind_names[PL_KIND_COUNT] = {
 
 const pl_key pl_common_stage_keys[] = {
     {"name", PL_KEY_STR, NULL, NULL, "stage name, unique in the pipeline (required)"},
-    {"kind", PL_KEY_STR, NULL, NULL, "source | search | h2d | kernel | d2h | lua | sink (required)"},
+    {"kind", PL_KEY_STR, NULL, NULL,
+     "source | search | h2d | kernel | d2h | lua | sink (required)"},
     {"reads", PL_KEY_NAMES, NULL, "[]", "buffers the stage reads"},
     {"writes", PL_KEY_NAMES, NULL, "[]", "buffers the stage writes"},
-    {"after", PL_KEY_NAMES, NULL, "[]", "stages that must finish first (ordering data does not show)"},
+    {"after", PL_KEY_NAMES, NULL, "[]",
+     "stages that must finish first (ordering data does not show)"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -135,8 +137,8 @@ static pl_status pl__bad_enum(const pl_stage *st, const char *key, const char *v
                        st->name, key, values, got ? got : "a list");
 }
 
-pl_status pl_opt_get_int(const pl_stage *st, const char *key, int64_t def, int64_t min,
-                         int64_t max, int64_t *out, pl_error *err)
+pl_status pl_opt_get_int(const pl_stage *st, const char *key, int64_t def, int64_t min, int64_t max,
+                         int64_t *out, pl_error *err)
 {
     const pl_opt *o = pl_stage_opt(st, key);
     if (!o) {
@@ -208,15 +210,24 @@ const char *pl_opt_get_str(const pl_stage *st, const char *key, const char *def)
 static const char *pl__type_word(pl_key_type t)
 {
     switch (t) {
-    case PL_KEY_STR: return "a string";
-    case PL_KEY_PATH: return "a file path";
-    case PL_KEY_INT: return "an integer";
-    case PL_KEY_NUM: return "a number";
-    case PL_KEY_BOOL: return "true or false";
-    case PL_KEY_ENUM: return "one word";
-    case PL_KEY_NAME: return "a buffer name";
-    case PL_KEY_NAMES: return "a list of names";
-    case PL_KEY_INTS: return "a list of integers";
+    case PL_KEY_STR:
+        return "a string";
+    case PL_KEY_PATH:
+        return "a file path";
+    case PL_KEY_INT:
+        return "an integer";
+    case PL_KEY_NUM:
+        return "a number";
+    case PL_KEY_BOOL:
+        return "true or false";
+    case PL_KEY_ENUM:
+        return "one word";
+    case PL_KEY_NAME:
+        return "a buffer name";
+    case PL_KEY_NAMES:
+        return "a list of names";
+    case PL_KEY_INTS:
+        return "a list of integers";
     }
     return "?";
 }
@@ -234,8 +245,10 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
         if (!k) {
             const char *cands[64];
             int n = 0;
-            for (const pl_key *c = pl_common_stage_keys; c->name && n < 64; c++) cands[n++] = c->name;
-            for (const pl_key *c = kind->keys; c->name && n < 64; c++) cands[n++] = c->name;
+            for (const pl_key *c = pl_common_stage_keys; c->name && n < 64; c++)
+                cands[n++] = c->name;
+            for (const pl_key *c = kind->keys; c->name && n < 64; c++)
+                cands[n++] = c->name;
             const char *best = pl_closest(o->key, cands, n);
             if (best)
                 return pl_error_at(err, PL_EINPUT, o->pos,
@@ -248,9 +261,9 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
         }
         bool want_list = k->type == PL_KEY_NAMES || k->type == PL_KEY_INTS;
         if (want_list != o->is_list)
-            return pl_error_at(err, PL_EINPUT, o->val_pos,
-                               "stage '%s': '%s' must be %s, not %s", st->name, o->key,
-                               pl__type_word(k->type), o->is_list ? "a list" : "a single value");
+            return pl_error_at(err, PL_EINPUT, o->val_pos, "stage '%s': '%s' must be %s, not %s",
+                               st->name, o->key, pl__type_word(k->type),
+                               o->is_list ? "a list" : "a single value");
         int64_t iv;
         double dv;
         bool bv;
@@ -291,7 +304,8 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                 return pl_error_at(err, PL_EINPUT, o->val_pos, "stage '%s': '%s' is empty",
                                    st->name, o->key);
             break;
-        case PL_KEY_NAMES: break;
+        case PL_KEY_NAMES:
+            break;
         }
         for (int j = 0; j < i; j++)
             if (strcmp(st->opts[j].key, o->key) == 0)

@@ -97,8 +97,8 @@ const char *const *pl_kind_names(int *n);
 const pl_key *pl_kind_key(pl_kind_id id, const char *key);
 
 /* Typed option access for bind hooks. Errors point at the value's position. */
-pl_status pl_opt_get_int(const pl_stage *st, const char *key, int64_t def, int64_t min,
-                         int64_t max, int64_t *out, pl_error *err);
+pl_status pl_opt_get_int(const pl_stage *st, const char *key, int64_t def, int64_t min, int64_t max,
+                         int64_t *out, pl_error *err);
 pl_status pl_opt_get_num(const pl_stage *st, const char *key, double def, double *out,
                          pl_error *err);
 pl_status pl_opt_get_bool(const pl_stage *st, const char *key, bool def, bool *out, pl_error *err);

@@ -14,7 +14,8 @@ static const pl_key pl__search_keys[] = {
     {"corpus", PL_KEY_NAME, NULL, NULL, "host f32 buffer [n, d], usually persistent (required)"},
     {"k", PL_KEY_INT, NULL, NULL, "hits per query, 1..n (required)"},
     {"metric", PL_KEY_ENUM, "ip|l2", "ip", "inner product (larger is nearer) or squared L2"},
-    {"ids", PL_KEY_NAME, NULL, NULL, "host i32 buffer [q, k]: hit indices, nearest first (required)"},
+    {"ids", PL_KEY_NAME, NULL, NULL,
+     "host i32 buffer [q, k]: hit indices, nearest first (required)"},
     {"payload", PL_KEY_NAME, NULL, NULL, "host buffer [n, p] of per-document data (token ids)"},
     {"hits", PL_KEY_NAME, NULL, NULL, "host buffer [q, k, p], payload's dtype: gathered rows"},
     {"threads", PL_KEY_INT, NULL, "0 (the run's host workers)", "threads to search with"},
@@ -49,8 +50,8 @@ static pl_status pl__search_bind(pl_spec *spec, pl_stage *st, pl_error *err)
                            st->name);
     }
     if (!pl_stage_opt(st, "k"))
-        return pl_error_at(err, PL_EINPUT, st->pos,
-                           "search stage '%s' needs 'k:' (hits per query)", st->name);
+        return pl_error_at(err, PL_EINPUT, st->pos, "search stage '%s' needs 'k:' (hits per query)",
+                           st->name);
     PL_CHECK(pl_opt_get_int(st, "k", 1, 1, INT32_MAX, &o->k, err));
     PL_CHECK(pl_opt_get_enum(st, "metric", 0, &o->metric, err));
     PL_CHECK(pl_opt_get_int(st, "threads", 0, 0, 1024, &o->threads, err));
@@ -67,7 +68,8 @@ static pl_status pl__search_validate(const pl_spec *spec, const pl_stage *st, pl
     if (q->dtype != PL_F32 || q->rank != 2)
         return pl_error_at(err, PL_EINPUT, st->reads[o->queries].pos,
                            "search stage '%s': queries '%s' must be f32 [q, d], not %s %s",
-                           st->name, q->name, pl_dtype_name(q->dtype), pl_kind_shape(q, s1, sizeof s1));
+                           st->name, q->name, pl_dtype_name(q->dtype),
+                           pl_kind_shape(q, s1, sizeof s1));
     if (c->dtype != PL_F32 || c->rank != 2 || c->shape[1] != q->shape[1])
         return pl_error_at(err, PL_EINPUT, st->reads[o->corpus].pos,
                            "search stage '%s': corpus '%s' must be f32 [n, %lld] (the queries' "
@@ -90,7 +92,8 @@ static pl_status pl__search_validate(const pl_spec *spec, const pl_stage *st, pl
                            st->name, ids->name, (long long)q->shape[0], (long long)o->k,
                            pl_dtype_name(ids->dtype), pl_kind_shape(ids, s1, sizeof s1));
     if (o->payload >= 0) {
-        const pl_buffer *p = pl_kind_rbuf(spec, st, o->payload), *h = pl_kind_wbuf(spec, st, o->hits);
+        const pl_buffer *p = pl_kind_rbuf(spec, st, o->payload),
+                        *h = pl_kind_wbuf(spec, st, o->hits);
         if (p->shape[0] != c->shape[0])
             return pl_error_at(err, PL_EINPUT, st->reads[o->payload].pos,
                                "search stage '%s': payload '%s' %s needs one row per corpus row "
@@ -99,13 +102,15 @@ static pl_status pl__search_validate(const pl_spec *spec, const pl_stage *st, pl
                                (long long)c->shape[0]);
         bool ok = h->dtype == p->dtype && h->rank == p->rank + 1 && h->shape[0] == q->shape[0] &&
                   h->shape[1] == o->k;
-        for (int i = 1; ok && i < p->rank; i++) ok = h->shape[i + 1] == p->shape[i];
+        for (int i = 1; ok && i < p->rank; i++)
+            ok = h->shape[i + 1] == p->shape[i];
         if (!ok) {
             pl_buffer want = *p;
             want.rank = p->rank + 1;
             want.shape[0] = q->shape[0];
             want.shape[1] = o->k;
-            for (int i = 1; i < p->rank; i++) want.shape[i + 1] = p->shape[i];
+            for (int i = 1; i < p->rank; i++)
+                want.shape[i + 1] = p->shape[i];
             char s3[96];
             return pl_error_at(err, PL_EINPUT, st->writes[o->hits].pos,
                                "search stage '%s': hits '%s' must be %s %s (queries x k x a "
@@ -170,7 +175,8 @@ static void *pl__search_range(void *p)
             const float *cv = j->c + ci * j->d;
             float s = 0;
             if (j->metric == 0)
-                for (int64_t t = 0; t < j->d; t++) s += qv[t] * cv[t];
+                for (int64_t t = 0; t < j->d; t++)
+                    s += qv[t] * cv[t];
             else {
                 for (int64_t t = 0; t < j->d; t++) {
                     float e = qv[t] - cv[t];
@@ -196,7 +202,8 @@ static void *pl__search_range(void *p)
             }
         }
         qsort(j->heap, (size_t)size, sizeof *j->heap, pl__cmp_hit);
-        for (int64_t t = 0; t < j->k; t++) j->ids[qi * j->k + t] = j->heap[t].idx;
+        for (int64_t t = 0; t < j->k; t++)
+            j->ids[qi * j->k + t] = j->heap[t].idx;
     }
     return NULL;
 }
@@ -206,7 +213,8 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
     const pl_spec *spec = ctx->spec;
     const pl_stage *st = ctx->stage;
     const pl__search_opts *o = st->priv;
-    const pl_buffer *qb = pl_kind_rbuf(spec, st, o->queries), *cb = pl_kind_rbuf(spec, st, o->corpus);
+    const pl_buffer *qb = pl_kind_rbuf(spec, st, o->queries),
+                    *cb = pl_kind_rbuf(spec, st, o->corpus);
     const pl_buffer *ib = pl_kind_wbuf(spec, st, o->ids);
     int64_t nq = qb->shape[0];
     int64_t nt = o->threads > 0 ? o->threads : ctx->env->workers;
@@ -223,24 +231,34 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
     }
     for (int64_t t = 0; t < nt; t++) {
         jobs[t] = (pl__search_job){
-            .q = ctx->bufs[qb->index], .c = ctx->bufs[cb->index], .n = cb->shape[0],
-            .d = qb->shape[1], .k = o->k, .metric = o->metric, .ids = ctx->bufs[ib->index],
-            .q0 = nq * t / nt, .q1 = nq * (t + 1) / nt, .heap = heaps + t * o->k,
+            .q = ctx->bufs[qb->index],
+            .c = ctx->bufs[cb->index],
+            .n = cb->shape[0],
+            .d = qb->shape[1],
+            .k = o->k,
+            .metric = o->metric,
+            .ids = ctx->bufs[ib->index],
+            .q0 = nq * t / nt,
+            .q1 = nq * (t + 1) / nt,
+            .heap = heaps + t * o->k,
         };
         /* The calling thread takes the last share itself, and any share whose thread did not
          * start. */
-        jobs[t].started = t < nt - 1 && pthread_create(&th[t], NULL, pl__search_range, &jobs[t]) == 0;
+        jobs[t].started =
+            t < nt - 1 && pthread_create(&th[t], NULL, pl__search_range, &jobs[t]) == 0;
         if (!jobs[t].started) pl__search_range(&jobs[t]);
     }
     for (int64_t t = 0; t < nt; t++)
         if (jobs[t].started) pthread_join(th[t], NULL);
     if (o->payload >= 0) {
-        const pl_buffer *pb = pl_kind_rbuf(spec, st, o->payload), *hb = pl_kind_wbuf(spec, st, o->hits);
+        const pl_buffer *pb = pl_kind_rbuf(spec, st, o->payload),
+                        *hb = pl_kind_wbuf(spec, st, o->hits);
         size_t row = (size_t)(pb->bytes / (uint64_t)pb->shape[0]);
         const char *src = ctx->bufs[pb->index];
         char *dst = ctx->bufs[hb->index];
         const int32_t *ids = ctx->bufs[ib->index];
-        for (int64_t i = 0; i < nq * o->k; i++) memcpy(dst + (size_t)i * row, src + (size_t)ids[i] * row, row);
+        for (int64_t i = 0; i < nq * o->k; i++)
+            memcpy(dst + (size_t)i * row, src + (size_t)ids[i] * row, row);
     }
 done:
     free(jobs);

@@ -28,8 +28,8 @@ static const pl_key pl__sink_keys[] = {
 enum { PL__FMT_AUTO, PL__FMT_RAW, PL__FMT_NPY };
 
 typedef struct pl__sink_opts {
-    int from;         /* index in reads */
-    const char *to;   /* as written, or NULL */
+    int from;       /* index in reads */
+    const char *to; /* as written, or NULL */
     pl_pos to_pos;
     int format;
     bool checksum;
@@ -52,8 +52,8 @@ static pl_status pl__sink_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 {
     pl__sink_opts *o = pl_spec_alloc(spec, sizeof *o);
     if (!o) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    PL_CHECK(pl_kind_bind_ref(spec, st, "from", false, true, "the host buffer to write", &o->from,
-                              err));
+    PL_CHECK(
+        pl_kind_bind_ref(spec, st, "from", false, true, "the host buffer to write", &o->from, err));
     const pl_opt *to = pl_stage_opt(st, "to");
     if (to) {
         o->to = to->str;
@@ -185,15 +185,15 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
                             "(expected %lld): an executor bug, please report it",
                             st->name, (long long)ctx->batch, (long long)ctx->batch,
                             (long long)s->written);
-    if (s->fd >= 0 &&
-        pl__write_all(s->fd, data, (size_t)s->batch_bytes, 0, false) != PL_OK)
+    if (s->fd >= 0 && pl__write_all(s->fd, data, (size_t)s->batch_bytes, 0, false) != PL_OK)
         return pl_error_set(err, PL_EIO, "error: stage '%s', batch %lld: writing '%s' failed: %s",
                             st->name, (long long)ctx->batch, s->partial, strerror(errno));
     if (o->checksum) {
         if (s->written == s->cap_sums) {
             int64_t nc = s->cap_sums ? s->cap_sums * 2 : 64;
             uint64_t *ns = realloc(s->sums, (size_t)nc * sizeof *ns);
-            if (!ns) return pl_error_set(err, PL_ENOMEM, "error: stage '%s': out of memory", st->name);
+            if (!ns)
+                return pl_error_set(err, PL_ENOMEM, "error: stage '%s': out of memory", st->name);
             s->sums = ns;
             s->cap_sums = nc;
         }
@@ -223,9 +223,9 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
             char h[256];
             size_t hl = s->npy ? pl__header(b, s->written, h, sizeof h) : 0;
             if (ftruncate(s->fd, (off_t)end) != 0 ||
-                (s->npy && (hl != s->header_len ||
-                            pl__write_all(s->fd, h, hl, 0, true) != PL_OK)))
-                ps = pl_error_set(err, PL_EIO, "error: sink '%s': finishing '%s' failed: %s; the "
+                (s->npy && (hl != s->header_len || pl__write_all(s->fd, h, hl, 0, true) != PL_OK)))
+                ps = pl_error_set(err, PL_EIO,
+                                  "error: sink '%s': finishing '%s' failed: %s; the "
                                   "%lld batches written are in '%s'",
                                   st->name, s->partial, strerror(errno), (long long)s->written,
                                   s->partial);

@@ -24,7 +24,8 @@
 
 static const pl_key pl__source_keys[] = {
     {"to", PL_KEY_NAME, NULL, NULL, "the host buffer to fill (required)"},
-    {"file", PL_KEY_PATH, NULL, NULL, "raw or .npy file; batch i reads the i-th buffer-sized slice"},
+    {"file", PL_KEY_PATH, NULL, NULL,
+     "raw or .npy file; batch i reads the i-th buffer-sized slice"},
     {"wrap", PL_KEY_BOOL, NULL, "false", "start again at the file's beginning when it runs out"},
     {"generator", PL_KEY_ENUM, "random|range|constant", "random", "used when no file is given"},
     {"value", PL_KEY_NUM, NULL, "0", "constant: the value"},
@@ -48,8 +49,8 @@ typedef struct pl__source_opts {
 
 typedef struct pl__source_state {
     int fd;
-    uint64_t offset;    /* data start */
-    int64_t n_batches;  /* whole batches in the file */
+    uint64_t offset;   /* data start */
+    int64_t n_batches; /* whole batches in the file */
     char path[4096];
 } pl__source_state;
 
@@ -95,9 +96,12 @@ static bool pl__int_fits(double v, pl_dtype t)
 {
     if (v != floor(v)) return false;
     switch (t) {
-    case PL_U8: return v >= 0 && v <= 255;
-    case PL_I32: return v >= -2147483648.0 && v <= 2147483647.0;
-    default: return v >= -9.2e18 && v <= 9.2e18;
+    case PL_U8:
+        return v >= 0 && v <= 255;
+    case PL_I32:
+        return v >= -2147483648.0 && v <= 2147483647.0;
+    default:
+        return v >= -9.2e18 && v <= 9.2e18;
     }
 }
 
@@ -115,7 +119,8 @@ static pl_status pl__source_validate(const pl_spec *spec, const pl_stage *st, pl
             return pl_error_at(err, PL_EINPUT, pos,
                                "source '%s': max (%g) must be larger than min (%g)", st->name, hi,
                                lo);
-        if (!pl_dtype_is_float(b->dtype) && (!pl__int_fits(lo, b->dtype) || !pl__int_fits(hi - 1, b->dtype)))
+        if (!pl_dtype_is_float(b->dtype) &&
+            (!pl__int_fits(lo, b->dtype) || !pl__int_fits(hi - 1, b->dtype)))
             return pl_error_at(err, PL_EINPUT, pos,
                                "source '%s': buffer '%s' is %s, so min and max must be whole "
                                "numbers in its range (got %g and %g)",
@@ -146,8 +151,8 @@ static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void
     pl_spec_path(env->spec, o->file, s->path, sizeof s->path);
     FILE *f = fopen(s->path, "rb");
     if (!f) {
-        ps = pl_error_at(err, PL_EINPUT, o->file_pos, "source '%s': cannot open '%s': %s",
-                         st->name, s->path, strerror(errno));
+        ps = pl_error_at(err, PL_EINPUT, o->file_pos, "source '%s': cannot open '%s': %s", st->name,
+                         s->path, strerror(errno));
         goto fail;
     }
     fseek(f, 0, SEEK_END);
@@ -168,11 +173,12 @@ static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void
             goto fail;
         }
         if (info.data_offset + info.data_bytes > data) {
-            ps = pl_error_at(err, PL_EINPUT, o->file_pos,
-                             "source '%s': '%s' is truncated: its header promises %llu bytes of "
-                             "data, the file has %llu",
-                             st->name, s->path, (unsigned long long)info.data_bytes,
-                             (unsigned long long)(data > info.data_offset ? data - info.data_offset : 0));
+            ps = pl_error_at(
+                err, PL_EINPUT, o->file_pos,
+                "source '%s': '%s' is truncated: its header promises %llu bytes of "
+                "data, the file has %llu",
+                st->name, s->path, (unsigned long long)info.data_bytes,
+                (unsigned long long)(data > info.data_offset ? data - info.data_offset : 0));
             goto fail;
         }
         if (info.data_bytes % b->bytes) {
@@ -201,14 +207,14 @@ static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void
             ps = pl_error_at(err, PL_EINPUT, o->file_pos,
                              "source '%s': %s holds %lld batches of %llu bytes, the run needs "
                              "%lld; set wrap: true or run fewer batches",
-                             st->name, base, (long long)s->n_batches,
-                             (unsigned long long)b->bytes, (long long)env->batches);
+                             st->name, base, (long long)s->n_batches, (unsigned long long)b->bytes,
+                             (long long)env->batches);
         goto fail;
     }
     s->fd = open(s->path, O_RDONLY);
     if (s->fd < 0) {
-        ps = pl_error_at(err, PL_EINPUT, o->file_pos, "source '%s': cannot open '%s': %s",
-                         st->name, s->path, strerror(errno));
+        ps = pl_error_at(err, PL_EINPUT, o->file_pos, "source '%s': cannot open '%s': %s", st->name,
+                         s->path, strerror(errno));
         goto fail;
     }
     *state = s;
@@ -231,14 +237,29 @@ static pl_status pl__source_close(const pl_run_env *env, const pl_stage *st, voi
 static void pl__fill_value(void *dst, pl_dtype t, int64_t j, double v)
 {
     switch (t) {
-    case PL_F64: ((double *)dst)[j] = v; break;
-    case PL_F32: ((float *)dst)[j] = (float)v; break;
-    case PL_F16: ((uint16_t *)dst)[j] = pl_f32_to_f16((float)v); break;
-    case PL_BF16: ((uint16_t *)dst)[j] = pl_f32_to_bf16((float)v); break;
-    case PL_U8: ((uint8_t *)dst)[j] = (uint8_t)(int64_t)v; break;
-    case PL_I32: ((int32_t *)dst)[j] = (int32_t)(int64_t)v; break;
-    case PL_I64: ((int64_t *)dst)[j] = (int64_t)v; break;
-    case PL_DTYPE_COUNT: break;
+    case PL_F64:
+        ((double *)dst)[j] = v;
+        break;
+    case PL_F32:
+        ((float *)dst)[j] = (float)v;
+        break;
+    case PL_F16:
+        ((uint16_t *)dst)[j] = pl_f32_to_f16((float)v);
+        break;
+    case PL_BF16:
+        ((uint16_t *)dst)[j] = pl_f32_to_bf16((float)v);
+        break;
+    case PL_U8:
+        ((uint8_t *)dst)[j] = (uint8_t)(int64_t)v;
+        break;
+    case PL_I32:
+        ((int32_t *)dst)[j] = (int32_t)(int64_t)v;
+        break;
+    case PL_I64:
+        ((int64_t *)dst)[j] = (int64_t)v;
+        break;
+    case PL_DTYPE_COUNT:
+        break;
     }
 }
 
@@ -253,10 +274,12 @@ static pl_status pl__source_run(pl_stage_ctx *ctx, pl_error *err)
         uint64_t off = s->offset + (uint64_t)(ctx->batch % s->n_batches) * b->bytes;
         uint64_t got = 0;
         while (got < b->bytes) {
-            ssize_t r = pread(s->fd, (char *)dst + got, (size_t)(b->bytes - got), (off_t)(off + got));
+            ssize_t r =
+                pread(s->fd, (char *)dst + got, (size_t)(b->bytes - got), (off_t)(off + got));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0)
-                return pl_error_set(err, PL_EIO, "error: stage '%s', batch %lld: reading '%s' failed: %s",
+                return pl_error_set(err, PL_EIO,
+                                    "error: stage '%s', batch %lld: reading '%s' failed: %s",
                                     st->name, (long long)ctx->batch, s->path,
                                     r < 0 ? strerror(errno) : "the file got shorter");
             got += (uint64_t)r;
@@ -278,16 +301,25 @@ static pl_status pl__source_run(pl_stage_ctx *ctx, pl_error *err)
         for (int64_t j = 0; j < b->count; j++) {
             uint64_t v = base + (uint64_t)j;
             switch (b->dtype) {
-            case PL_U8: ((uint8_t *)dst)[j] = (uint8_t)v; break;
-            case PL_I32: ((int32_t *)dst)[j] = (int32_t)(uint32_t)v; break;
-            case PL_I64: ((int64_t *)dst)[j] = (int64_t)v; break;
-            default: pl__fill_value(dst, b->dtype, j, (double)v); break;
+            case PL_U8:
+                ((uint8_t *)dst)[j] = (uint8_t)v;
+                break;
+            case PL_I32:
+                ((int32_t *)dst)[j] = (int32_t)(uint32_t)v;
+                break;
+            case PL_I64:
+                ((int64_t *)dst)[j] = (int64_t)v;
+                break;
+            default:
+                pl__fill_value(dst, b->dtype, j, (double)v);
+                break;
             }
         }
         break;
     }
     case PL__GEN_CONSTANT:
-        for (int64_t j = 0; j < b->count; j++) pl__fill_value(dst, b->dtype, j, o->value);
+        for (int64_t j = 0; j < b->count; j++)
+            pl__fill_value(dst, b->dtype, j, o->value);
         break;
     }
     return PL_OK;

@@ -119,8 +119,10 @@ static pl_status pl__bench_plan(uint64_t bytes, int n_scale, double busy_us, int
         for (int i = 0; i < n_scale; i++) {
             char stage[32];
             snprintf(stage, sizeof stage, "scale%d", i);
-            if (i == n_scale - 1) snprintf(name, sizeof name, "y_dev");
-            else snprintf(name, sizeof name, "t%d", i);
+            if (i == n_scale - 1)
+                snprintf(name, sizeof name, "y_dev");
+            else
+                snprintf(name, sizeof name, "t%d", i);
             PL_CHECK_GOTO(
                 pl__kernel_stage(spec, stage, "scale", "alpha", "1.0001", prev, name, err), st,
                 fail);
@@ -255,12 +257,11 @@ static int pl__bench_main(const pl__bench_opts *o)
     double busy_ns[2];
     for (int i = 0; i < 2; i++) {
         PL_CHECK_GOTO(pl_gpu_measure_copies(o->device, sizes[i], 10, &ct[i], &err), st, fail);
-        PL_CHECK_GOTO(pl_gpu_measure_busy(o->device, ct[i].h2d_ns / 1e3, 10, &busy_ns[i], &err),
-                      st, fail);
-        printf("%-10s %10.1f %10.1f %10.1f %10.1f %12.2f %12.2f\n",
-               i == 0 ? "64 MiB" : "4 MiB", ct[i].h2d_ns / 1e3, ct[i].d2h_ns / 1e3,
-               ct[i].both_ns / 1e3, busy_ns[i] / 1e3, (double)sizes[i] / ct[i].h2d_ns,
-               2.0 * (double)sizes[i] / ct[i].both_ns);
+        PL_CHECK_GOTO(pl_gpu_measure_busy(o->device, ct[i].h2d_ns / 1e3, 10, &busy_ns[i], &err), st,
+                      fail);
+        printf("%-10s %10.1f %10.1f %10.1f %10.1f %12.2f %12.2f\n", i == 0 ? "64 MiB" : "4 MiB",
+               ct[i].h2d_ns / 1e3, ct[i].d2h_ns / 1e3, ct[i].both_ns / 1e3, busy_ns[i] / 1e3,
+               (double)sizes[i] / ct[i].h2d_ns, 2.0 * (double)sizes[i] / ct[i].both_ns);
     }
     printf("\n");
 
@@ -287,11 +288,11 @@ static int pl__bench_main(const pl__bench_opts *o)
             int depth;
             bool graphs;
             int timing;
-        } cfgs[] = {{"sequential d1", 1, true, PL__T_SAMPLE},  {"no-graph d2", 2, false, PL__T_ALL},
-                    {"no-graph d3", 3, false, PL__T_ALL},      {"no-graph d4", 4, false, PL__T_ALL},
-                    {"graphs d2", 2, true, PL__T_SAMPLE},      {"graphs d3", 3, true, PL__T_SAMPLE},
-                    {"graphs d4", 4, true, PL__T_SAMPLE},      {"graphs d3 all", 3, true, PL__T_ALL},
-                    {"graphs d4 all", 4, true, PL__T_ALL},     {"graphs d3 off", 3, true, PL__T_OFF},
+        } cfgs[] = {{"sequential d1", 1, true, PL__T_SAMPLE}, {"no-graph d2", 2, false, PL__T_ALL},
+                    {"no-graph d3", 3, false, PL__T_ALL},     {"no-graph d4", 4, false, PL__T_ALL},
+                    {"graphs d2", 2, true, PL__T_SAMPLE},     {"graphs d3", 3, true, PL__T_SAMPLE},
+                    {"graphs d4", 4, true, PL__T_SAMPLE},     {"graphs d3 all", 3, true, PL__T_ALL},
+                    {"graphs d4 all", 4, true, PL__T_ALL},    {"graphs d3 off", 3, true, PL__T_OFF},
                     {"graphs d4 off", 4, true, PL__T_OFF}};
         double seq = 0, best_pct = 0, base_by_depth[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
         int best_depth = 0;
@@ -382,8 +383,7 @@ static int pl__bench_main(const pl__bench_opts *o)
                 double best = 1e300;
                 for (int r = 0; r < o->reps && st == PL_OK; r++) {
                     double ns = 0;
-                    st = pl_gpu_replay_loop(plan, modes[m].timing, 64, o->small_batches, &ns,
-                                            &err);
+                    st = pl_gpu_replay_loop(plan, modes[m].timing, 64, o->small_batches, &ns, &err);
                     if (st == PL_OK && ns < best) best = ns;
                 }
                 pl_plan_free(plan);
@@ -409,8 +409,8 @@ static int pl__bench_main(const pl__bench_opts *o)
             st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, depth, 64, o, &t1,
                                   &err);
         if (st == PL_OK)
-            st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, 64, 64, o, &t64,
-                                  &err);
+            st =
+                pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, 64, 64, o, &t64, &err);
         if (st != PL_OK) {
             printf("n/a: %s\n\n", err.msg);
         } else {
@@ -469,11 +469,16 @@ int pl_cmd_bench(int argc, char **argv)
             small_only = true;
             continue;
         }
-        if (strcmp(a, "--batches") == 0) rc = pl__bench_arg(a, v, 2, &batches);
-        else if (strcmp(a, "--small-depth") == 0) rc = pl__bench_arg(a, v, 1, &small_depth);
-        else if (strcmp(a, "--small-batches") == 0) rc = pl__bench_arg(a, v, 1, &small);
-        else if (strcmp(a, "--reps") == 0) rc = pl__bench_arg(a, v, 1, &reps);
-        else if (strcmp(a, "--device") == 0) rc = pl__bench_arg(a, v, 0, &device);
+        if (strcmp(a, "--batches") == 0)
+            rc = pl__bench_arg(a, v, 2, &batches);
+        else if (strcmp(a, "--small-depth") == 0)
+            rc = pl__bench_arg(a, v, 1, &small_depth);
+        else if (strcmp(a, "--small-batches") == 0)
+            rc = pl__bench_arg(a, v, 1, &small);
+        else if (strcmp(a, "--reps") == 0)
+            rc = pl__bench_arg(a, v, 1, &reps);
+        else if (strcmp(a, "--device") == 0)
+            rc = pl__bench_arg(a, v, 0, &device);
         else if (strcmp(a, "--baseline") == 0) {
             if (!v) {
                 fprintf(stderr, "error: --baseline needs a path; see 'pipectl bench --help'\n");
@@ -482,8 +487,9 @@ int pl_cmd_bench(int argc, char **argv)
             baseline = v;
             rc = 0;
         } else {
-            fprintf(stderr, "error: unknown option '%s' for 'pipectl bench'; see 'pipectl bench "
-                            "--help'\n",
+            fprintf(stderr,
+                    "error: unknown option '%s' for 'pipectl bench'; see 'pipectl bench "
+                    "--help'\n",
                     a);
             return 2;
         }
@@ -498,8 +504,9 @@ int pl_cmd_bench(int argc, char **argv)
     (void)baseline;
     (void)quick;
     (void)small_only;
-    fprintf(stderr, "pipectl was built without CUDA: rebuild with -DPL_WITH_CUDA=ON (needs the CUDA "
-                    "toolkit) to use 'pipectl bench'\n");
+    fprintf(stderr,
+            "pipectl was built without CUDA: rebuild with -DPL_WITH_CUDA=ON (needs the CUDA "
+            "toolkit) to use 'pipectl bench'\n");
     return 1;
 #endif
 }

@@ -25,8 +25,9 @@ int pl_cmd_doctor(int argc, char **argv)
     }
     return 0;
 #else
-    fprintf(stderr, "pipectl was built without CUDA: rebuild with -DPL_WITH_CUDA=ON (needs the CUDA "
-                    "toolkit) to use 'pipectl doctor'\n");
+    fprintf(stderr,
+            "pipectl was built without CUDA: rebuild with -DPL_WITH_CUDA=ON (needs the CUDA "
+            "toolkit) to use 'pipectl doctor'\n");
     return 1;
 #endif
 }

@@ -51,8 +51,9 @@ int pl_cmd_plan(int argc, char **argv)
         }
     }
     if (n_files != 1) {
-        fprintf(stderr, "error: 'pipectl plan' needs exactly one pipeline file, got %d; see "
-                        "'pipectl plan --help'\n",
+        fprintf(stderr,
+                "error: 'pipectl plan' needs exactly one pipeline file, got %d; see "
+                "'pipectl plan --help'\n",
                 n_files);
         return 2;
     }
@@ -66,8 +67,10 @@ int pl_cmd_plan(int argc, char **argv)
         pl_spec_free(spec);
         return pl_cli_fail(&err);
     }
-    if (dot) pl_plan_dump_dot(plan, stdout);
-    else pl_plan_dump(plan, stdout);
+    if (dot)
+        pl_plan_dump_dot(plan, stdout);
+    else
+        pl_plan_dump(plan, stdout);
     pl_plan_free(plan);
     pl_spec_free(spec);
     return 0;

@@ -32,7 +32,8 @@ static void pl__progress_cb(void *user, int64_t done, int64_t total)
     if (!p->on || total <= 0) return;
     int fill = (int)(done * p->width / total);
     char bar[64];
-    for (int i = 0; i < p->width; i++) bar[i] = i < fill ? '#' : '.';
+    for (int i = 0; i < p->width; i++)
+        bar[i] = i < fill ? '#' : '.';
     bar[p->width] = '\0';
     fprintf(stderr, "\r[%s] %lld/%lld batches", bar, (long long)done, (long long)total);
     fflush(stderr);
@@ -84,21 +85,29 @@ int pl_cmd_run(int argc, char **argv)
                                        v ? v : "");
             i++;
         } else if (strcmp(a, "--executor") == 0) {
-            if (v && strcmp(v, "auto") == 0) exec = PL_EXEC_AUTO;
-            else if (v && strcmp(v, "host") == 0) exec = PL_EXEC_HOST;
-            else if (v && strcmp(v, "gpu") == 0) exec = PL_EXEC_GPU;
+            if (v && strcmp(v, "auto") == 0)
+                exec = PL_EXEC_AUTO;
+            else if (v && strcmp(v, "host") == 0)
+                exec = PL_EXEC_HOST;
+            else if (v && strcmp(v, "gpu") == 0)
+                exec = PL_EXEC_GPU;
             else
-                return pl__usage_error("--executor must be auto, host or gpu, got '%s'", v ? v : "");
+                return pl__usage_error("--executor must be auto, host or gpu, got '%s'",
+                                       v ? v : "");
             i++;
         } else if (strcmp(a, "--fail-at") == 0) {
             if (!v) return pl__usage_error("--fail-at needs STAGE:BATCH%s", "");
             fail_at = v;
             i++;
         } else if (strcmp(a, "--timing") == 0) {
-            if (v && strcmp(v, "all") == 0) timing = 0;
-            else if (v && strcmp(v, "sample") == 0) timing = 16;
-            else if (v && strcmp(v, "off") == 0) timing = -1;
-            else return pl__usage_error("--timing must be all, sample or off, got '%s'", v ? v : "");
+            if (v && strcmp(v, "all") == 0)
+                timing = 0;
+            else if (v && strcmp(v, "sample") == 0)
+                timing = 16;
+            else if (v && strcmp(v, "off") == 0)
+                timing = -1;
+            else
+                return pl__usage_error("--timing must be all, sample or off, got '%s'", v ? v : "");
             i++;
         } else if (strcmp(a, "--trace") == 0) {
             if (!v) return pl__usage_error("--trace needs a file name (Chrome trace JSON)%s", "");
@@ -113,7 +122,8 @@ int pl_cmd_run(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             return pl__usage_error("unknown option '%s' for 'pipectl run'", a);
         } else if (file) {
-            return pl__usage_error("'pipectl run' takes one pipeline file; '%s' is a second one", a);
+            return pl__usage_error("'pipectl run' takes one pipeline file; '%s' is a second one",
+                                   a);
         } else {
             file = a;
         }
@@ -182,13 +192,17 @@ int pl_cmd_run(int argc, char **argv)
                 err = te;
             }
         } else if (!quiet && !json) {
-            fprintf(stderr, "timeline written to %s (open it in ui.perfetto.dev or "
-                            "chrome://tracing)\n", trace);
+            fprintf(stderr,
+                    "timeline written to %s (open it in ui.perfetto.dev or "
+                    "chrome://tracing)\n",
+                    trace);
         }
     }
     /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report. */
-    if (json) pl_report_json(stdout, plan, &res, st, &err);
-    else if (!quiet && res.executor) pl_report_print(stdout, plan, &res, st);
+    if (json)
+        pl_report_json(stdout, plan, &res, st, &err);
+    else if (!quiet && res.executor)
+        pl_report_print(stdout, plan, &res, st);
     fflush(stdout);
     if (st != PL_OK) {
         if (res.executor) pl_report_stopped(stderr, &res);

@@ -9,9 +9,9 @@
 
 typedef struct pl_cmd {
     const char *name;
-    const char *usage;   /* "pipectl plan [--dot] FILE" */
-    const char *summary; /* one line */
-    const char *help;    /* options, one per line, "  --dot   print Graphviz DOT" */
+    const char *usage;                /* "pipectl plan [--dot] FILE" */
+    const char *summary;              /* one line */
+    const char *help;                 /* options, one per line, "  --dot   print Graphviz DOT" */
     int (*fn)(int argc, char **argv); /* argv[0] is the command name; returns the exit code */
 } pl_cmd;
 

@@ -1,4 +1,5 @@
-/* pl_cuda: turns CUDA runtime statuses into pl_error messages that name the call, stage and batch. */
+/* pl_cuda: turns CUDA runtime statuses into pl_error messages that name the call, stage and batch.
+ */
 #include "pl_gpu.h"
 
 #include <cuda_runtime_api.h>

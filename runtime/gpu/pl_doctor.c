@@ -82,9 +82,11 @@ static pl_status pl__launch_nop(cudaStream_t s, pl_error *err)
 static pl_status pl__time_launches(pl__doctor *d, double *us, pl_error *err)
 {
     double ms;
-    for (int i = 0; i < 100; i++) PL_CHECK(pl__launch_nop(d->s1, err)); /* warm up */
+    for (int i = 0; i < 100; i++)
+        PL_CHECK(pl__launch_nop(d->s1, err)); /* warm up */
     PL_CHECK(PL_CUDA(cudaEventRecord(d->e0, d->s1), NULL, -1, err));
-    for (int i = 0; i < PL__LAUNCHES; i++) PL_CHECK(pl__launch_nop(d->s1, err));
+    for (int i = 0; i < PL__LAUNCHES; i++)
+        PL_CHECK(pl__launch_nop(d->s1, err));
     PL_CHECK(PL_CUDA(cudaEventRecord(d->e1, d->s1), NULL, -1, err));
     PL_CHECK(pl__elapsed(d, d->e0, d->e1, &ms, err));
     *us = ms * 1e3 / PL__LAUNCHES;
@@ -95,10 +97,11 @@ static pl_status pl__time_launches(pl__doctor *d, double *us, pl_error *err)
 static pl_status pl__time_graph(pl__doctor *d, double *us, pl_error *err)
 {
     double ms;
-    PL_CHECK(PL_CUDA(cudaStreamBeginCapture(d->s1, cudaStreamCaptureModeThreadLocal), NULL, -1,
-                     err));
+    PL_CHECK(
+        PL_CUDA(cudaStreamBeginCapture(d->s1, cudaStreamCaptureModeThreadLocal), NULL, -1, err));
     pl_status st = PL_OK;
-    for (int i = 0; i < PL__GRAPH_NODES && st == PL_OK; i++) st = pl__launch_nop(d->s1, err);
+    for (int i = 0; i < PL__GRAPH_NODES && st == PL_OK; i++)
+        st = pl__launch_nop(d->s1, err);
     cudaError_t e = cudaStreamEndCapture(d->s1, &d->graph);
     PL_CHECK(st);
     PL_CHECK(PL_CUDA(e, NULL, -1, err));
@@ -122,8 +125,8 @@ static pl_status pl__time_busy(pl__doctor *d, double want_us, double *lo, double
     double total;
     PL_CHECK(PL_CUDA(cudaEventRecord(d->e0, d->s1), NULL, -1, err));
     for (int r = 0; r < 20; r++)
-        PL_CHECK(pl_cuda_check(pl_gpu_launch_busy(want_us, d->s1), "busy kernel launch", NULL, -1,
-                               err));
+        PL_CHECK(
+            pl_cuda_check(pl_gpu_launch_busy(want_us, d->s1), "busy kernel launch", NULL, -1, err));
     PL_CHECK(PL_CUDA(cudaEventRecord(d->e1, d->s1), NULL, -1, err));
     PL_CHECK(pl__elapsed(d, d->e0, d->e1, &total, err));
     *queued = total * 1e3 / 20;
@@ -134,8 +137,8 @@ static pl_status pl__time_busy(pl__doctor *d, double want_us, double *lo, double
     for (int r = 0; r < 5; r++) {
         double ms;
         PL_CHECK(PL_CUDA(cudaEventRecord(d->e0, d->s1), NULL, -1, err));
-        PL_CHECK(pl_cuda_check(pl_gpu_launch_busy(want_us, d->s1), "busy kernel launch", NULL, -1,
-                               err));
+        PL_CHECK(
+            pl_cuda_check(pl_gpu_launch_busy(want_us, d->s1), "busy kernel launch", NULL, -1, err));
         PL_CHECK(PL_CUDA(cudaEventRecord(d->e1, d->s1), NULL, -1, err));
         PL_CHECK(pl__elapsed(d, d->e0, d->e1, &ms, err));
         if (ms * 1e3 < *lo) *lo = ms * 1e3;
@@ -193,13 +196,15 @@ pl_status pl_doctor_run(int device, FILE *out, pl_error *err)
                             e != cudaSuccess ? cudaGetErrorString(e) : "no device found",
                             e != cudaSuccess ? cudaGetErrorName(e) : "count 0");
     if (device < 0 || device >= n)
-        return pl_error_set(err, PL_EINPUT, "device %d does not exist; this machine has devices 0..%d", device,
+        return pl_error_set(err, PL_EINPUT,
+                            "device %d does not exist; this machine has devices 0..%d", device,
                             n - 1);
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
     fprintf(out, "CUDA driver %d.%d, runtime %d.%d, %d device(s)\n", drv / 1000, drv % 1000 / 10,
             rt / 1000, rt % 1000 / 10, n);
-    for (int i = 0; i < n; i++) PL_CHECK(pl__describe(i, out, err));
+    for (int i = 0; i < n; i++)
+        PL_CHECK(pl__describe(i, out, err));
     fflush(out);
 
     size_t bytes = PL__COPY_BYTES;
@@ -231,24 +236,24 @@ pl_status pl_doctor_run(int device, FILE *out, pl_error *err)
     PL_CHECK_GOTO(PL_CUDA(cudaMemcpy(d.d_b, d.h_b, bytes, cudaMemcpyHostToDevice), NULL, -1, err),
                   st, done);
 
-    PL_CHECK_GOTO(pl__time_copy(&d, d.d_a, d.h_a, bytes, cudaMemcpyHostToDevice, PL__COPY_REPS,
-                                &h2d, err),
-                  st, done);
-    PL_CHECK_GOTO(pl__time_copy(&d, d.h_b, d.d_b, bytes, cudaMemcpyDeviceToHost, PL__COPY_REPS,
-                                &d2h, err),
-                  st, done);
+    PL_CHECK_GOTO(
+        pl__time_copy(&d, d.d_a, d.h_a, bytes, cudaMemcpyHostToDevice, PL__COPY_REPS, &h2d, err),
+        st, done);
+    PL_CHECK_GOTO(
+        pl__time_copy(&d, d.h_b, d.d_b, bytes, cudaMemcpyDeviceToHost, PL__COPY_REPS, &d2h, err),
+        st, done);
     PL_CHECK_GOTO(pl__time_both(&d, bytes, PL__COPY_REPS, &both, err), st, done);
-    PL_CHECK_GOTO(pl__time_copy(&d, d.d_a, d.pageable, bytes, cudaMemcpyHostToDevice, 3,
-                                &pageable, err),
-                  st, done);
+    PL_CHECK_GOTO(
+        pl__time_copy(&d, d.d_a, d.pageable, bytes, cudaMemcpyHostToDevice, 3, &pageable, err), st,
+        done);
     PL_CHECK_GOTO(pl__time_launches(&d, &launch_us, err), st, done);
     PL_CHECK_GOTO(pl__time_graph(&d, &node_us, err), st, done);
     for (int i = 0; i < 3; i++)
         PL_CHECK_GOTO(pl__time_busy(&d, busy_want[i], &busy[i][0], &busy[i][1], &busy[i][2], err),
                       st, done);
 
-    fprintf(out, "\nmeasurements on device %d (copies: %zu MiB, best of %d)\n", device,
-            bytes >> 20, PL__COPY_REPS);
+    fprintf(out, "\nmeasurements on device %d (copies: %zu MiB, best of %d)\n", device, bytes >> 20,
+            PL__COPY_REPS);
     fprintf(out, "  %-40s %12s\n", "what", "result");
     fprintf(out, "  %-40s %9.1f GB/s  (%.2f ms)\n", "pinned H2D", pl__gbps(bytes, h2d), h2d);
     fprintf(out, "  %-40s %9.1f GB/s  (%.2f ms)\n", "pinned D2H", pl__gbps(bytes, d2h), d2h);

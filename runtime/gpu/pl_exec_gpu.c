@@ -51,8 +51,8 @@ typedef struct pl__gx {
     bool graphs;
     int device;
 
-    int *cls;  /* [stage]: PL__DEV/PRE/POST/FREE */
-    int *dev;  /* device stages in plan order */
+    int *cls; /* [stage]: PL__DEV/PRE/POST/FREE */
+    int *dev; /* device stages in plan order */
     int n_dev;
     int *launch_deps; /* host stages that batch b's device work needs done (done >= b + 1) */
     int n_launch_deps;
@@ -61,60 +61,60 @@ typedef struct pl__gx {
     int *host_streams; /* plan streams run by host worker threads */
     int n_host_streams;
 
-    pl_buffers *hbufs;  /* host buffers (pinned); device entries NULL */
-    pl_buffers *dbufs;  /* device buffers (cudaMalloc); host entries NULL */
+    pl_buffers *hbufs; /* host buffers (pinned); device entries NULL */
+    pl_buffers *dbufs; /* device buffers (cudaMalloc); host entries NULL */
     pl_stage_rt rt;
     bool rt_open;
     pl_gpu_ctx *gctx;
 
-    cudaStream_t *streams;    /* [plan stream]: capture streams (graphs) or issue streams */
-    cudaStream_t *launch;     /* [slot]: each slot's graph launches on its own stream */
-    cudaGraphExec_t *exec;    /* [slot]: lean graphs (NULL when every batch is timed) */
+    cudaStream_t *streams;       /* [plan stream]: capture streams (graphs) or issue streams */
+    cudaStream_t *launch;        /* [slot]: each slot's graph launches on its own stream */
+    cudaGraphExec_t *exec;       /* [slot]: lean graphs (NULL when every batch is timed) */
     cudaGraphExec_t *exec_timed; /* [slot]: timed graphs (NULL when timing is off) */
-    cudaEvent_t *ev_start;    /* [ring * nst + stage]: timing, recorded before the stage */
-    cudaEvent_t *ev_end;      /* [ring * nst + stage]: timing and completion, after it (timed
-                               * graphs, plain launches) */
-    cudaEvent_t *ev_sync;     /* [ring * nst + stage]: completion only, in lean graphs */
-    cudaEvent_t *ev_cap;      /* [stage]: cross-stream edges inside a capture */
-    cudaEvent_t *ev_join;     /* [plan stream] */
+    cudaEvent_t *ev_start;       /* [ring * nst + stage]: timing, recorded before the stage */
+    cudaEvent_t *ev_end;         /* [ring * nst + stage]: timing and completion, after it (timed
+                                  * graphs, plain launches) */
+    cudaEvent_t *ev_sync;        /* [ring * nst + stage]: completion only, in lean graphs */
+    cudaEvent_t *ev_cap;         /* [stage]: cross-stream edges inside a capture */
+    cudaEvent_t *ev_join;        /* [plan stream] */
     cudaEvent_t ev_fork, ev_t0;
     bool created_t0, created_fork;
-    uint32_t *marks;          /* host-mapped [ring * nst]: 1 once the stage finished its batch */
+    uint32_t *marks; /* host-mapped [ring * nst]: 1 once the stage finished its batch */
     CUdeviceptr marks_dev;
     pl__write_value_fn write_value; /* cuStreamWriteValue32, NULL when unavailable */
-    uint32_t *trigger;        /* host-mapped fault-injection word */
+    uint32_t *trigger;              /* host-mapped fault-injection word */
     void *trigger_dev;
-    int fail_dev_stage;       /* device stage with injected fault, -1 if none */
-    int timing;               /* timing period: 0 every batch, -1 never, N: b % N == 0 and the
-                               * last batch (graphs; plain launches time every batch unless -1) */
-    bool *need_end;           /* [stage]: lean graphs record its end event */
-    bool *need_sync;          /* [stage]: the host reads its end back on its own (see below) */
+    int fail_dev_stage; /* device stage with injected fault, -1 if none */
+    int timing;         /* timing period: 0 every batch, -1 never, N: b % N == 0 and the
+                         * last batch (graphs; plain launches time every batch unless -1) */
+    bool *need_end;     /* [stage]: lean graphs record its end event */
+    bool *need_sync;    /* [stage]: the host reads its end back on its own (see below) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_init;
-    int64_t *done;       /* [stage]: batches < done finished, in order */
-    int64_t launched;    /* batches whose device work is issued */
-    int64_t mon_b;       /* the batch being read back (issuing thread only) */
-    int mon_i;           /* its next device stage to read back, index into dev */
-    int mon_conf;        /* stages before this index are confirmed finished (read back, or
-                          * skipped before one that was) */
-    int64_t monitored;   /* batches whose device completion and timings are read */
-    int64_t limit;       /* batches that will be issued (lowered on stop / launch error) */
-    int64_t reported;    /* batches passed to cfg->on_batch */
-    int running;         /* worker + monitor threads still running */
-    bool abort;          /* stop everything now (host-stage error, thread failure) */
-    bool failed;         /* an error is recorded (first wins); nothing more is issued */
+    int64_t *done;     /* [stage]: batches < done finished, in order */
+    int64_t launched;  /* batches whose device work is issued */
+    int64_t mon_b;     /* the batch being read back (issuing thread only) */
+    int mon_i;         /* its next device stage to read back, index into dev */
+    int mon_conf;      /* stages before this index are confirmed finished (read back, or
+                        * skipped before one that was) */
+    int64_t monitored; /* batches whose device completion and timings are read */
+    int64_t limit;     /* batches that will be issued (lowered on stop / launch error) */
+    int64_t reported;  /* batches passed to cfg->on_batch */
+    int running;       /* worker + monitor threads still running */
+    bool abort;        /* stop everything now (host-stage error, thread failure) */
+    bool failed;       /* an error is recorded (first wins); nothing more is issued */
     pl_status status;
-    pl_error err;        /* first error */
+    pl_error err; /* first error */
     bool has_late_err;
     pl_status late_status;
-    pl_error late_err;   /* an issue-side error, used when the monitor finds nothing better */
+    pl_error late_err; /* an issue-side error, used when the monitor finds nothing better */
 
-    pl_span *spans;       /* [batch * nst + stage] */
-    int64_t t_start;      /* CLOCK_MONOTONIC at run start */
+    pl_span *spans;                      /* [batch * nst + stage] */
+    int64_t t_start;                     /* CLOCK_MONOTONIC at run start */
     int64_t t_first_launch, t_last_done; /* CLOCK_MONOTONIC: first issue, last read-back (bench) */
-    int64_t t0_ns;        /* run-clock time of ev_t0 */
+    int64_t t0_ns;                       /* run-clock time of ev_t0 */
 } pl__gx;
 
 static int64_t pl__now_ns(void)
@@ -188,7 +188,8 @@ static pl_status pl__classify(pl__gx *gx, pl_error *err)
         st = pl_error_set(err, PL_ENOMEM, "error: out of memory planning the gpu run");
         goto done;
     }
-    for (int i = 0; i < n; i++) prev[i] = anc_dev[i] = desc_dev[i] = -1;
+    for (int i = 0; i < n; i++)
+        prev[i] = anc_dev[i] = desc_dev[i] = -1;
     for (int k = 0; k < p->n_streams; k++)
         if (p->streams[k].engine == PL_ENGINE_HOST)
             for (int j = 1; j < p->streams[k].n_stages; j++)
@@ -255,7 +256,8 @@ static pl_status pl__classify(pl__gx *gx, pl_error *err)
             int q = ps->preds[j];
             if (gx->cls[q] == PL__DEV) continue;
             bool seen = false;
-            for (int k = 0; k < gx->n_launch_deps; k++) seen |= gx->launch_deps[k] == q;
+            for (int k = 0; k < gx->n_launch_deps; k++)
+                seen |= gx->launch_deps[k] == q;
             if (!seen) gx->launch_deps[gx->n_launch_deps++] = q;
         }
     }
@@ -307,8 +309,10 @@ static pl_status pl__mark_needed_ends(pl__gx *gx, pl_error *err)
         const pl_plan_stage *ps = &p->stages[s];
         for (int j = 0; j < ps->n_preds; j++) {
             int q = ps->preds[j];
-            if (gx->cls[s] == PL__DEV) has_dev_succ[q] = true;
-            else gx->need_end[q] = gx->need_sync[q] = true;
+            if (gx->cls[s] == PL__DEV)
+                has_dev_succ[q] = true;
+            else
+                gx->need_end[q] = gx->need_sync[q] = true;
         }
     }
     for (int i = 0; i < p->n_xdeps; i++) {
@@ -321,7 +325,8 @@ static pl_status pl__mark_needed_ends(pl__gx *gx, pl_error *err)
     return PL_OK;
 }
 
-/* --- memory ------------------------------------------------------------------------------------ */
+/* --- memory ------------------------------------------------------------------------------------
+ */
 
 static void *pl__pinned_alloc(void *user, const pl_buffer *b, uint64_t bytes, pl_error *err)
 {
@@ -378,8 +383,10 @@ static pl_status pl__alloc_buffers(pl__gx *gx, pl_error *err)
     for (int s = 0; s < gx->depth; s++)
         for (int i = 0; i < gx->nbuf; i++) {
             size_t k = (size_t)s * (size_t)gx->nbuf + (size_t)i;
-            if (spec->buffers[i].where == PL_HOST) gx->dbufs->ptr[k] = NULL;
-            else gx->hbufs->ptr[k] = NULL;
+            if (spec->buffers[i].where == PL_HOST)
+                gx->dbufs->ptr[k] = NULL;
+            else
+                gx->hbufs->ptr[k] = NULL;
         }
     void *staging = NULL;
     uint64_t staging_bytes = 0;
@@ -419,7 +426,8 @@ static pl_status pl__alloc_buffers(pl__gx *gx, pl_error *err)
     return st;
 }
 
-/* --- CUDA objects -------------------------------------------------------------------------------- */
+/* --- CUDA objects --------------------------------------------------------------------------------
+ */
 
 static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
 {
@@ -445,8 +453,8 @@ static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
                          -1, err));
     }
     for (int s = 0; s < gx->depth; s++)
-        PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->launch[s], cudaStreamNonBlocking), NULL,
-                         -1, err));
+        PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->launch[s], cudaStreamNonBlocking), NULL, -1,
+                         err));
     for (int i = 0; i < gx->n_dev; i++) {
         int st = gx->dev[i];
         PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_cap[st], cudaEventDisableTiming), NULL,
@@ -462,7 +470,8 @@ static pl_status pl__create_objects(pl__gx *gx, pl_error *err)
                                  NULL, -1, err));
         }
     }
-    PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_fork, cudaEventDisableTiming), NULL, -1, err));
+    PL_CHECK(
+        PL_CUDA(cudaEventCreateWithFlags(&gx->ev_fork, cudaEventDisableTiming), NULL, -1, err));
     gx->created_fork = true;
     PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_t0), NULL, -1, err));
     gx->created_t0 = true;
@@ -537,16 +546,16 @@ static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t b
     switch (stg->kind) {
     case PL_KIND_H2D: {
         int from = stg->reads[0].index, to = stg->writes[0].index;
-        PL_CHECK(PL_CUDA(cudaMemcpyAsync(db[to], hb[from], spec->buffers[to].bytes,
-                                         cudaMemcpyHostToDevice, s),
-                         name, batch, err));
+        PL_CHECK(PL_CUDA(
+            cudaMemcpyAsync(db[to], hb[from], spec->buffers[to].bytes, cudaMemcpyHostToDevice, s),
+            name, batch, err));
         break;
     }
     case PL_KIND_D2H: {
         int from = stg->reads[0].index, to = stg->writes[0].index;
-        PL_CHECK(PL_CUDA(cudaMemcpyAsync(hb[to], db[from], spec->buffers[to].bytes,
-                                         cudaMemcpyDeviceToHost, s),
-                         name, batch, err));
+        PL_CHECK(PL_CUDA(
+            cudaMemcpyAsync(hb[to], db[from], spec->buffers[to].bytes, cudaMemcpyDeviceToHost, s),
+            name, batch, err));
         break;
     }
     case PL_KIND_KERNEL:
@@ -599,7 +608,8 @@ static bool pl__stage_has_event(const pl__gx *gx, int st)
  * captures, other threads of the process (a bench harness, an embedding application, CUDA
  * libraries' helper threads) may make CUDA calls that are illegal during a Global capture
  * (cudaMalloc, synchronous copies, event queries); ThreadLocal only forbids them on the
- * capturing thread, which makes none. Relaxed would also allow them here, but would hide our own mistakes. */
+ * capturing thread, which makes none. Relaxed would also allow them here, but would hide our own
+ * mistakes. */
 static pl_status pl__capture_slot(pl__gx *gx, int r, bool timed, cudaGraphExec_t *exec,
                                   pl_error *err)
 {
@@ -609,14 +619,14 @@ static pl_status pl__capture_slot(pl__gx *gx, int r, bool timed, cudaGraphExec_t
     cudaGraph_t graph = NULL;
     pl_status st = PL_OK;
     int cur = -1; /* stage being recorded, for the message */
-    PL_CHECK(PL_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal), NULL, -1,
-                     err));
+    PL_CHECK(
+        PL_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal), NULL, -1, err));
     PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_fork, origin), NULL, -1, err), st, fail);
     for (int k = 0; k < p->n_streams; k++)
         if (gx->streams[k])
-            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(gx->streams[k], gx->ev_fork, 0), NULL, -1,
-                                  err),
-                          st, fail);
+            PL_CHECK_GOTO(
+                PL_CUDA(cudaStreamWaitEvent(gx->streams[k], gx->ev_fork, 0), NULL, -1, err), st,
+                fail);
     for (int i = 0; i < gx->n_dev; i++) {
         cur = gx->dev[i];
         cudaStream_t s = gx->streams[p->stages[cur].stream];
@@ -641,8 +651,8 @@ static pl_status pl__capture_slot(pl__gx *gx, int r, bool timed, cudaGraphExec_t
         if (gx->streams[k]) {
             PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_join[k], gx->streams[k]), NULL, -1, err),
                           st, fail);
-            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(origin, gx->ev_join[k], 0), NULL, -1, err), st,
-                          fail);
+            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(origin, gx->ev_join[k], 0), NULL, -1, err),
+                          st, fail);
         }
     st = PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err);
     if (st != PL_OK) return pl_error_prefix(err, "capturing the graph of slot %d", slot);
@@ -693,8 +703,7 @@ static pl_status pl__launch_graph(pl__gx *gx, int64_t b, pl_error *err)
         int st = gx->dev[i];
         for (int j = 0; j < gx->n_xin[st]; j++) {
             const pl__xd *x = &gx->xin[st][j];
-            if (gx->cls[x->from] != PL__DEV || b - x->distance < 0 ||
-                x->distance % gx->depth == 0)
+            if (gx->cls[x->from] != PL__DEV || b - x->distance < 0 || x->distance % gx->depth == 0)
                 continue;
             cudaEvent_t e = pl__end_event(gx, b - x->distance, x->from);
             PL_CHECK(PL_CUDA(cudaStreamWaitEvent(ls, e, 0), pl__sname(gx, st), b, err));
@@ -775,9 +784,9 @@ static void *pl__host_thread(void *arg)
             pthread_mutex_unlock(&gx->mu);
             pl_error e;
             int64_t t0 = pl__now_ns() - gx->t_start;
-            pl_status s = pl_stage_rt_run_host(&gx->rt, gx->cfg, st, b, w->worker,
-                                               pl_buffers_slot(gx->hbufs, (int)(b % gx->depth)),
-                                               &e);
+            pl_status s =
+                pl_stage_rt_run_host(&gx->rt, gx->cfg, st, b, w->worker,
+                                     pl_buffers_slot(gx->hbufs, (int)(b % gx->depth)), &e);
             int64_t t1 = pl__now_ns() - gx->t_start;
             pthread_mutex_lock(&gx->mu);
             if (s != PL_OK) {
@@ -878,10 +887,12 @@ static void pl__device_failed(pl__gx *gx, int64_t b, int mi, int conf, cudaError
     for (; gx->write_value && ok < launched; ok++) {
         size_t base = (size_t)(ok % gx->ring) * gx->nst;
         bool all = true;
-        for (int i = 0; i < gx->n_dev; i++) all = all && marks[base + gx->dev[i]];
+        for (int i = 0; i < gx->n_dev; i++)
+            all = all && marks[base + gx->dev[i]];
         if (!all) break;
         pthread_mutex_lock(&gx->mu);
-        for (int i = 0; i < gx->n_dev; i++) gx->done[gx->dev[i]] = ok + 1;
+        for (int i = 0; i < gx->n_dev; i++)
+            gx->done[gx->dev[i]] = ok + 1;
         pthread_cond_broadcast(&gx->cv);
         pthread_mutex_unlock(&gx->mu);
     }
@@ -938,7 +949,8 @@ static bool pl__monitor_step(pl__gx *gx, bool block)
             (pl_span){gx->t0_ns + (int64_t)(a * 1e6), gx->t0_ns + (int64_t)(z * 1e6)};
     }
     pthread_mutex_lock(&gx->mu);
-    for (int i = 0; i < gx->n_dev; i++) gx->done[gx->dev[i]] = b + 1;
+    for (int i = 0; i < gx->n_dev; i++)
+        gx->done[gx->dev[i]] = b + 1;
     gx->monitored = b + 1;
     pthread_cond_broadcast(&gx->cv);
     pthread_mutex_unlock(&gx->mu);
@@ -989,7 +1001,8 @@ static void pl__report_progress(pl__gx *gx)
     int64_t from = gx->reported;
     gx->reported = d;
     pthread_mutex_unlock(&gx->mu);
-    for (int64_t k = from + 1; k <= d; k++) gx->cfg->on_batch(gx->cfg->user, k, gx->batches);
+    for (int64_t k = from + 1; k <= d; k++)
+        gx->cfg->on_batch(gx->cfg->user, k, gx->batches);
     pthread_mutex_lock(&gx->mu);
 }
 
@@ -1014,7 +1027,8 @@ static pl_status pl__issue(pl__gx *gx, int64_t b, pl_error *e)
 {
     size_t base = (size_t)(b % gx->ring) * gx->nst;
     /* The previous batch of this ring entry is read back (slot_free): reset its marks. */
-    for (int i = 0; i < gx->n_dev; i++) gx->marks[base + gx->dev[i]] = 0;
+    for (int i = 0; i < gx->n_dev; i++)
+        gx->marks[base + gx->dev[i]] = 0;
     /* Fault injection (tests): the trigger is read by the fault node of the failing ring entry's
      * graphs; rewrite it only when that entry is relaunched (its previous batch is read back).
      * With plain launches the fault kernel is issued for the failing batch only: the trigger
@@ -1078,7 +1092,8 @@ static void pl__issue_loop(pl__gx *gx)
     pthread_mutex_unlock(&gx->mu);
 }
 
-/* --- setup and teardown ------------------------------------------------------------------------ */
+/* --- setup and teardown ------------------------------------------------------------------------
+ */
 
 static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cfg, bool graphs,
                            bool open_stages, pl_error *err)
@@ -1109,8 +1124,7 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
     int ndev = 0;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess || ndev == 0)
-        return pl_error_set(err, PL_ENODEV,
-                            "error: no CUDA device (%s); run with --executor host",
+        return pl_error_set(err, PL_ENODEV, "error: no CUDA device (%s); run with --executor host",
                             ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
     if (gx->device >= ndev)
         return pl_error_at(err, PL_EINPUT, plan->spec->run.device_pos,
@@ -1196,7 +1210,8 @@ static void pl__teardown(pl__gx *gx)
     free(gx->launch_deps);
     free(gx->need_end);
     free(gx->need_sync);
-    for (int s = 0; gx->xin && s < gx->nst; s++) free(gx->xin[s]);
+    for (int s = 0; gx->xin && s < gx->nst; s++)
+        free(gx->xin[s]);
     free(gx->xin);
     free(gx->n_xin);
     free(gx->host_streams);
@@ -1322,7 +1337,8 @@ pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_res
     return pl__run(plan, cfg, res, NULL, err);
 }
 
-/* --- bench helpers ------------------------------------------------------------------------------- */
+/* --- bench helpers -------------------------------------------------------------------------------
+ */
 
 pl_status pl_gpu_run_active(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
                             int64_t *active_ns, pl_error *err)
@@ -1398,16 +1414,16 @@ pl_status pl_gpu_replay_onegraph(const pl_plan *plan, int batches_per_graph, int
                                   NULL, -1, err),
                           st, done);
     origin = gx->launch[0];
-    PL_CHECK_GOTO(PL_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal), NULL,
-                          -1, err),
-                  st, done);
+    PL_CHECK_GOTO(
+        PL_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal), NULL, -1, err),
+        st, done);
     capturing = true;
     PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_fork, origin), NULL, -1, err), st, done);
     for (int k = 0; k < plan->n_streams; k++)
         if (gx->streams[k])
-            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(gx->streams[k], gx->ev_fork, 0), NULL, -1,
-                                  err),
-                          st, done);
+            PL_CHECK_GOTO(
+                PL_CUDA(cudaStreamWaitEvent(gx->streams[k], gx->ev_fork, 0), NULL, -1, err), st,
+                done);
     for (int64_t b = 0; b < batches_per_graph; b++) {
         int slot = (int)(b % gx->depth);
         for (int i = 0; i < gx->n_dev; i++) {
@@ -1417,16 +1433,16 @@ pl_status pl_gpu_replay_onegraph(const pl_plan *plan, int batches_per_graph, int
                 const pl__xd *x = &gx->xin[cur][j];
                 if (gx->cls[x->from] != PL__DEV || b - x->distance < 0) continue;
                 size_t k = (size_t)((b - x->distance) % xring) * gx->nst + x->from;
-                PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(s, xev[k], 0), pl__sname(gx, cur), b,
-                                      err),
-                              st, done);
+                PL_CHECK_GOTO(
+                    PL_CUDA(cudaStreamWaitEvent(s, xev[k], 0), pl__sname(gx, cur), b, err), st,
+                    done);
             }
             PL_CHECK_GOTO(pl__record_waits(gx, cur, s, slot, true, b, err), st, done);
             PL_CHECK_GOTO(pl__record_stage(gx, cur, slot, slot, b, s, true, false, err), st, done);
             if (pl__stage_has_event(gx, cur))
-                PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_cap[cur], s), pl__sname(gx, cur), b,
-                                      err),
-                              st, done);
+                PL_CHECK_GOTO(
+                    PL_CUDA(cudaEventRecord(gx->ev_cap[cur], s), pl__sname(gx, cur), b, err), st,
+                    done);
             PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(xev[(size_t)(b % xring) * gx->nst + cur], s),
                                   pl__sname(gx, cur), b, err),
                           st, done);
@@ -1437,8 +1453,8 @@ pl_status pl_gpu_replay_onegraph(const pl_plan *plan, int batches_per_graph, int
         if (gx->streams[k]) {
             PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_join[k], gx->streams[k]), NULL, -1, err),
                           st, done);
-            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(origin, gx->ev_join[k], 0), NULL, -1, err), st,
-                          done);
+            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(origin, gx->ev_join[k], 0), NULL, -1, err),
+                          st, done);
         }
     capturing = false;
     PL_CHECK_GOTO(PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err), st, done);

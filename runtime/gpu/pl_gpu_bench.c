@@ -36,14 +36,15 @@ pl_status pl_gpu_measure_copies(int device, uint64_t bytes, int reps, pl_gpu_cop
     for (int i = 0; i < 6; i++)
         PL_CHECK_GOTO(PL_CUDA(cudaEventCreate(&e[i]), NULL, -1, err), st, done);
     /* Never time zeros or untouched pages: fill the source once. */
-    for (uint64_t i = 0; i < bytes; i++) ((unsigned char *)h_in)[i] = (unsigned char)(i * 131 + 7);
-    PL_CHECK_GOTO(PL_CUDA(cudaMemcpy(d_out, h_in, bytes, cudaMemcpyHostToDevice), NULL, -1, err), st,
-                  done);
+    for (uint64_t i = 0; i < bytes; i++)
+        ((unsigned char *)h_in)[i] = (unsigned char)(i * 131 + 7);
+    PL_CHECK_GOTO(PL_CUDA(cudaMemcpy(d_out, h_in, bytes, cudaMemcpyHostToDevice), NULL, -1, err),
+                  st, done);
     for (int r = 0; r <= reps; r++) { /* round 0 warms up */
         PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e[0], up), NULL, -1, err), st, done);
-        PL_CHECK_GOTO(PL_CUDA(cudaMemcpyAsync(d_in, h_in, bytes, cudaMemcpyHostToDevice, up), NULL,
-                              -1, err),
-                      st, done);
+        PL_CHECK_GOTO(
+            PL_CUDA(cudaMemcpyAsync(d_in, h_in, bytes, cudaMemcpyHostToDevice, up), NULL, -1, err),
+            st, done);
         PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e[1], up), NULL, -1, err), st, done);
         PL_CHECK_GOTO(PL_CUDA(cudaMemcpyAsync(h_out, d_out, bytes, cudaMemcpyDeviceToHost, up),
                               NULL, -1, err),
@@ -51,9 +52,9 @@ pl_status pl_gpu_measure_copies(int device, uint64_t bytes, int reps, pl_gpu_cop
         PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e[2], up), NULL, -1, err), st, done);
         /* Both at once: start together (down waits for e[2]), finish when both have. */
         PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(down, e[2], 0), NULL, -1, err), st, done);
-        PL_CHECK_GOTO(PL_CUDA(cudaMemcpyAsync(d_in, h_in, bytes, cudaMemcpyHostToDevice, up), NULL,
-                              -1, err),
-                      st, done);
+        PL_CHECK_GOTO(
+            PL_CUDA(cudaMemcpyAsync(d_in, h_in, bytes, cudaMemcpyHostToDevice, up), NULL, -1, err),
+            st, done);
         PL_CHECK_GOTO(PL_CUDA(cudaMemcpyAsync(h_out, d_out, bytes, cudaMemcpyDeviceToHost, down),
                               NULL, -1, err),
                       st, done);

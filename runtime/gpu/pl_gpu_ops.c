@@ -40,14 +40,22 @@ struct pl_gpu_ctx {
 static const char *pl__cublas_text(cublasStatus_t s)
 {
     switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "cuBLAS not initialized (CUBLAS_STATUS_NOT_INITIALIZED)";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "out of device memory (CUBLAS_STATUS_ALLOC_FAILED)";
-    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value (CUBLAS_STATUS_INVALID_VALUE)";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "not supported by this GPU (CUBLAS_STATUS_ARCH_MISMATCH)";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "kernel failed to launch (CUBLAS_STATUS_EXECUTION_FAILED)";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error (CUBLAS_STATUS_INTERNAL_ERROR)";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported (CUBLAS_STATUS_NOT_SUPPORTED)";
-    default: return "cuBLAS error";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+        return "cuBLAS not initialized (CUBLAS_STATUS_NOT_INITIALIZED)";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        return "out of device memory (CUBLAS_STATUS_ALLOC_FAILED)";
+    case CUBLAS_STATUS_INVALID_VALUE:
+        return "invalid value (CUBLAS_STATUS_INVALID_VALUE)";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        return "not supported by this GPU (CUBLAS_STATUS_ARCH_MISMATCH)";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+        return "kernel failed to launch (CUBLAS_STATUS_EXECUTION_FAILED)";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+        return "internal error (CUBLAS_STATUS_INTERNAL_ERROR)";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+        return "not supported (CUBLAS_STATUS_NOT_SUPPORTED)";
+    default:
+        return "cuBLAS error";
     }
 }
 
@@ -76,12 +84,12 @@ static pl_status pl__gemm_warm_up(pl_gpu_ctx *ctx, pl_error *err)
     PL_CHECK_GOTO(PL_CUDA(cudaMemset(m, 0, 3 * 64 * sizeof(float)), NULL, -1, err), st, done);
     for (int i = 0; i < 3; i++) {
         char *p = m;
-        PL_CHECK_GOTO(pl__cublas_check(cublasGemmEx(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8,
-                                                    &one, p, types[i], 8, p + 256, types[i], 8,
-                                                    &zero, p + 512, types[i], 8,
-                                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                                       "cublasGemmEx (warm-up)", NULL, -1, err),
-                      st, done);
+        PL_CHECK_GOTO(
+            pl__cublas_check(cublasGemmEx(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, p,
+                                          types[i], 8, p + 256, types[i], 8, &zero, p + 512,
+                                          types[i], 8, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                             "cublasGemmEx (warm-up)", NULL, -1, err),
+            st, done);
     }
     PL_CHECK_GOTO(PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err), st, done);
 done:
@@ -114,7 +122,8 @@ fail:
 void pl_gpu_ctx_free(pl_gpu_ctx *ctx)
 {
     if (!ctx) return;
-    for (int i = 0; i < ctx->n_scratch; i++) cudaFree(ctx->scratch[i].ptr);
+    for (int i = 0; i < ctx->n_scratch; i++)
+        cudaFree(ctx->scratch[i].ptr);
     free(ctx->scratch);
     if (ctx->blas) cublasDestroy(ctx->blas);
     pthread_mutex_destroy(&ctx->mu);
@@ -126,8 +135,8 @@ void pl_gpu_ctx_free(pl_gpu_ctx *ctx)
  * around it (the push/pop that cudaThreadExchangeStreamCaptureMode documents); the memory is
  * allocated once and lives until pl_gpu_ctx_free, so captured graphs may bake its address in.
  * Called with ctx->mu held. */
-static pl_status pl__scratch_get(pl_gpu_ctx *ctx, const pl_stage *st, const void *key,
-                                 size_t bytes, void **out, pl_error *err)
+static pl_status pl__scratch_get(pl_gpu_ctx *ctx, const pl_stage *st, const void *key, size_t bytes,
+                                 void **out, pl_error *err)
 {
     for (int i = 0; i < ctx->n_scratch; i++) {
         pl__scratch *s = &ctx->scratch[i];
@@ -163,7 +172,8 @@ static pl_status pl__scratch_get(pl_gpu_ctx *ctx, const pl_stage *st, const void
 static int64_t pl__elems(const pl_buffer *b)
 {
     int64_t n = 1;
-    for (int i = 0; i < b->rank; i++) n *= b->shape[i];
+    for (int i = 0; i < b->rank; i++)
+        n *= b->shape[i];
     return b->rank > 0 ? n : b->count;
 }
 
@@ -189,9 +199,15 @@ static pl_status pl__gemm(pl_gpu_ctx *ctx, const pl_stage *st, const pl_kernel_o
     const pl_buffer *a = ops[0], *b = ops[1], *c = ops[2];
     cudaDataType_t type;
     switch (a->dtype) {
-    case PL_F32: type = CUDA_R_32F; break;
-    case PL_F16: type = CUDA_R_16F; break;
-    case PL_BF16: type = CUDA_R_16BF; break;
+    case PL_F32:
+        type = CUDA_R_32F;
+        break;
+    case PL_F16:
+        type = CUDA_R_16F;
+        break;
+    case PL_BF16:
+        type = CUDA_R_16BF;
+        break;
     default:
         return pl_error_at(err, PL_EINPUT, st->pos,
                            "stage '%s': gemm supports f32, f16 and bf16, not %s ('%s'); convert "
@@ -220,8 +236,8 @@ static pl_status pl__gemm(pl_gpu_ctx *ctx, const pl_stage *st, const pl_kernel_o
     /* Row-major C = A B is column-major C^T = B^T A^T: swap the operands, no transposes. */
     float alpha = (float)o->alpha, beta = (float)o->beta;
     return pl__cublas_check(cublasGemmEx(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m,
-                                         (int)k, &alpha, ptr[1], type, (int)n, ptr[0], type,
-                                         (int)k, &beta, ptr[2], type, (int)n, CUBLAS_COMPUTE_32F,
+                                         (int)k, &alpha, ptr[1], type, (int)n, ptr[0], type, (int)k,
+                                         &beta, ptr[2], type, (int)n, CUBLAS_COMPUTE_32F,
                                          CUBLAS_GEMM_DEFAULT),
                             "cublasGemmEx", st->name, batch, err);
 }
@@ -256,14 +272,15 @@ static pl_status pl__record_locked(pl_gpu_ctx *ctx, const pl_stage *st, const pl
     case PL_OP_SUM: {
         int64_t n = pl__elems(ops[0]);
         void *partials = NULL;
-        PL_CHECK(pl__scratch_get(ctx, st, ptr[1], (size_t)pl_gpu_sum_blocks(n, sms) * sizeof(double),
-                                 &partials, err));
+        PL_CHECK(pl__scratch_get(
+            ctx, st, ptr[1], (size_t)pl_gpu_sum_blocks(n, sms) * sizeof(double), &partials, err));
         rc = pl_gpu_launch_sum((int)ops[0]->dtype, ptr[0], n, (int)ops[1]->dtype, ptr[1], partials,
                                sms, stream);
         break;
     }
     case PL_OP_CHECKSUM:
-        rc = pl_gpu_launch_checksum(ptr[0], (uint64_t)pl__elems(ops[0]) * pl_dtype_size(ops[0]->dtype),
+        rc = pl_gpu_launch_checksum(ptr[0],
+                                    (uint64_t)pl__elems(ops[0]) * pl_dtype_size(ops[0]->dtype),
                                     ptr[1], sms, stream);
         break;
     case PL_OP_ARGMAX: {
@@ -273,8 +290,11 @@ static pl_status pl__record_locked(pl_gpu_ctx *ctx, const pl_stage *st, const pl
         rc = pl_gpu_launch_argmax((int)x->dtype, ptr[0], rows, cols, ptr[1], sms, stream);
         break;
     }
-    case PL_OP_GEMM: return pl__gemm(ctx, st, o, ops, ptr, stream, batch, err);
-    case PL_OP_BUSY: rc = pl_gpu_launch_busy(o->duration_us, stream); break;
+    case PL_OP_GEMM:
+        return pl__gemm(ctx, st, o, ops, ptr, stream, batch, err);
+    case PL_OP_BUSY:
+        rc = pl_gpu_launch_busy(o->duration_us, stream);
+        break;
     default:
         return pl_error_at(err, PL_EINPUT, st->pos, "stage '%s': op %d has no GPU version",
                            st->name, (int)o->op);

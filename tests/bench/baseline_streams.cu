@@ -19,7 +19,7 @@
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
         if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "bench_baseline: %s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__,      \
+            fprintf(stderr, "bench_baseline: %s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__,     \
                     #call, cudaGetErrorString(e_), cudaGetErrorName(e_));                          \
             exit(1);                                                                               \
         }                                                                                          \
@@ -118,7 +118,8 @@ int main(int argc, char **argv)
     /* Warm-up round: one batch per buffer, then everything idle. */
     enqueue(&p, 0, nbuf);
     CHECK(cudaDeviceSynchronize());
-    for (int s = 0; s < nbuf; s++) memset(p.h_out[s], 0x11, p.bytes);
+    for (int s = 0; s < nbuf; s++)
+        memset(p.h_out[s], 0x11, p.bytes);
 
     /* Timed run: t0 on the upload stream before the first upload, t1 on the download stream
      * after the last download (which, by the event chain, follows every other operation). */

@@ -163,8 +163,7 @@ static void export(gen *g, const char *dev, pl_dtype t, int rank, int64_t d0, in
     pl_stage *sk = stage(g, PL_KIND_SINK);
     opt(g, sk, "from", "%s", h);
     int f = rndn(g, 5);
-    if (f < 4)
-        opt(g, sk, "to", "%s/dag%d_%s.%s", g->dir, g->dag, sk->name, f < 2 ? "npy" : "bin");
+    if (f < 4) opt(g, sk, "to", "%s/dag%d_%s.%s", g->dir, g->dag, sk->name, f < 2 ? "npy" : "bin");
 }
 
 /* One kernel op over existing values; returns the new value's index (or -1). */
@@ -195,7 +194,9 @@ static int new_op(gen *g, int a, int b)
             pl_stage_add_read(g->spec, st, pick(g, b), p);
         }
         break;
-    default: opt(g, st, "value", "%d", rndn(g, 11) - 5); break;
+    default:
+        opt(g, st, "value", "%d", rndn(g, 11) - 5);
+        break;
     }
     pl_stage_add_write(g->spec, st, out, p);
     add_val(g, out);
@@ -258,7 +259,8 @@ static pl_spec *generate(gen *g, int family)
     /* Keep room for exporting the leaves (2 stages each) and a reduction (3). */
     while (stages_left(g) > 12) {
         int unused = 0;
-        for (int i = 0; i < g->nvals; i++) unused += !g->used[i];
+        for (int i = 0; i < g->nvals; i++)
+            unused += !g->used[i];
         if (2 * unused + 10 > stages_left(g)) break;
         switch (family) {
         case 0: /* chain */
@@ -282,9 +284,12 @@ static pl_spec *generate(gen *g, int family)
             break;
         default: { /* random DAG */
             int r = rndn(g, 10);
-            if (r == 0) new_source(g);
-            else if (r == 1) accumulate(g, rndn(g, g->nvals));
-            else new_op(g, rndn(g, g->nvals), rndn(g, 4) ? rndn(g, g->nvals) : -1);
+            if (r == 0)
+                new_source(g);
+            else if (r == 1)
+                accumulate(g, rndn(g, g->nvals));
+            else
+                new_op(g, rndn(g, g->nvals), rndn(g, 4) ? rndn(g, g->nvals) : -1);
             break;
         }
         }
@@ -323,7 +328,10 @@ static pl_status reference(const pl_spec *spec, expect *expected, pl_error *err)
     pl_buffers *bufs = NULL;
     void **state = calloc((size_t)n, sizeof *state);
     bool *opened = calloc((size_t)n, sizeof *opened);
-    pl_run_env env = {.spec = spec, .batches = spec->run.batches, .depth = 1, .workers = 1,
+    pl_run_env env = {.spec = spec,
+                      .batches = spec->run.batches,
+                      .depth = 1,
+                      .workers = 1,
                       .seed = spec->run.seed};
     PL_CHECK_GOTO(pl_buffers_new(spec, 1, NULL, true, spec->run.seed, &bufs, err), st, done);
     for (int s = 0; s < n; s++) {
@@ -344,13 +352,21 @@ static pl_status reference(const pl_spec *spec, expect *expected, pl_error *err)
                 e->len += in->bytes;
                 continue;
             }
-            pl_stage_ctx ctx = {.spec = spec, .stage = sg, .env = &env, .batch = b, .slot = 0,
-                                .worker = 0, .bufs = row, .state = state[s]};
+            pl_stage_ctx ctx = {.spec = spec,
+                                .stage = sg,
+                                .env = &env,
+                                .batch = b,
+                                .slot = 0,
+                                .worker = 0,
+                                .bufs = row,
+                                .state = state[s]};
             PL_CHECK_GOTO(pl_kind_get(sg->kind)->run_host(&ctx, err), st, done);
         }
 done:
     for (int s = 0; s < n; s++)
-        if (opened[s]) pl_kind_get(spec->stages[s].kind)->close(&env, &spec->stages[s], state[s], 0, false, NULL);
+        if (opened[s])
+            pl_kind_get(spec->stages[s].kind)
+                ->close(&env, &spec->stages[s], state[s], 0, false, NULL);
     pl_buffers_free(bufs);
     free(state);
     free(opened);
@@ -388,17 +404,21 @@ static void dump_yaml(const pl_spec *spec, FILE *out)
     for (int s = 0; s < spec->n_stages; s++) {
         const pl_stage *st = &spec->stages[s];
         fprintf(out, "  - {name: %s, kind: %s", st->name, pl_kind_get(st->kind)->name);
-        for (int i = 0; i < st->n_opts; i++) fprintf(out, ", %s: %s", st->opts[i].key, st->opts[i].str);
+        for (int i = 0; i < st->n_opts; i++)
+            fprintf(out, ", %s: %s", st->opts[i].key, st->opts[i].str);
         if (st->kind == PL_KIND_KERNEL) {
             fprintf(out, ", reads: [");
-            for (int i = 0; i < st->n_reads; i++) fprintf(out, "%s%s", i ? ", " : "", st->reads[i].name);
+            for (int i = 0; i < st->n_reads; i++)
+                fprintf(out, "%s%s", i ? ", " : "", st->reads[i].name);
             fprintf(out, "], writes: [");
-            for (int i = 0; i < st->n_writes; i++) fprintf(out, "%s%s", i ? ", " : "", st->writes[i].name);
+            for (int i = 0; i < st->n_writes; i++)
+                fprintf(out, "%s%s", i ? ", " : "", st->writes[i].name);
             fprintf(out, "]");
         }
         if (st->n_after) {
             fprintf(out, ", after: [");
-            for (int i = 0; i < st->n_after; i++) fprintf(out, "%s%s", i ? ", " : "", st->after[i].name);
+            for (int i = 0; i < st->n_after; i++)
+                fprintf(out, "%s%s", i ? ", " : "", st->after[i].name);
             fprintf(out, "]");
         }
         fprintf(out, "}\n");
@@ -434,7 +454,8 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
     memset(&res, 0, sizeof res);
     expect *expected = calloc((size_t)spec->n_stages, sizeof *expected);
     if (pl_spec_check(spec, &err) != PL_OK || pl_plan_compile(spec, &plan, &err) != PL_OK) {
-        fprintf(stderr, "DAG %d (%s): does not check/plan: %s\n", idx, family_name[family], err.msg);
+        fprintf(stderr, "DAG %d (%s): does not check/plan: %s\n", idx, family_name[family],
+                err.msg);
         dump_yaml(spec, stderr);
         bad = 1;
         goto out;
@@ -458,8 +479,9 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
         if (st != PL_ERUNTIME || !strstr(err.msg, "injected failure") ||
             !strstr(err.msg, spec->stages[cfg.fail_stage].name) ||
             res.batches_done > cfg.fail_batch) {
-            fprintf(stderr, "DAG %d: injected failure at %s:%lld not reported right: status %d, "
-                            "batches_done %lld: %s\n",
+            fprintf(stderr,
+                    "DAG %d: injected failure at %s:%lld not reported right: status %d, "
+                    "batches_done %lld: %s\n",
                     idx, spec->stages[cfg.fail_stage].name, (long long)cfg.fail_batch, st,
                     (long long)res.batches_done, err.msg);
             bad++;
@@ -498,7 +520,8 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
         pl_hash_stream hs = {0};
         for (int64_t b = 0; b < o->batches; b++) {
             if (o->batch_checksums[b] != pl_hash(want + b * in->bytes, in->bytes)) {
-                fprintf(stderr, "DAG %d: sink %s batch %lld checksum differs\n", idx, sg->name, (long long)b);
+                fprintf(stderr, "DAG %d: sink %s batch %lld checksum differs\n", idx, sg->name,
+                        (long long)b);
                 bad++;
                 break;
             }
@@ -513,7 +536,8 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
         unsigned char *got = slurp(o->path, &len);
         if (o->batches == 0 && *injected) {
             if (got) {
-                fprintf(stderr, "DAG %d: sink %s wrote nothing but left %s\n", idx, sg->name, o->path);
+                fprintf(stderr, "DAG %d: sink %s wrote nothing but left %s\n", idx, sg->name,
+                        o->path);
                 bad++;
             }
             free(got);
@@ -524,8 +548,9 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
         if (got && npy) {
             FILE *f = fopen(o->path, "rb");
             pl_npy_info info;
-            if (pl_npy_read_header(f, o->path, &info, &err) != PL_OK || info.shape[0] != o->batches ||
-                info.rank != in->rank + 1 || info.data_bytes != want_len) {
+            if (pl_npy_read_header(f, o->path, &info, &err) != PL_OK ||
+                info.shape[0] != o->batches || info.rank != in->rank + 1 ||
+                info.data_bytes != want_len) {
                 fprintf(stderr, "DAG %d: sink %s: bad .npy header\n", idx, sg->name);
                 bad++;
             }
@@ -533,8 +558,9 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
             off = info.data_offset;
         }
         if (!got || len - off != want_len || memcmp(got + off, want, want_len) != 0) {
-            fprintf(stderr, "DAG %d (%s, depth %d, %lld batches, %d workers): sink %s output differs "
-                            "from the sequential evaluation (%zu vs %zu bytes)\n",
+            fprintf(stderr,
+                    "DAG %d (%s, depth %d, %lld batches, %d workers): sink %s output differs "
+                    "from the sequential evaluation (%zu vs %zu bytes)\n",
                     idx, family_name[family], spec->run.depth, (long long)spec->run.batches,
                     cfg.workers, sg->name, got ? len - off : 0, want_len);
             bad++;
@@ -548,7 +574,8 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
     }
     if (bad) dump_yaml(spec, stderr);
 out:
-    for (int s = 0; s < spec->n_stages; s++) free(expected[s].data);
+    for (int s = 0; s < spec->n_stages; s++)
+        free(expected[s].data);
     free(expected);
     pl_run_result_fini(&res);
     pl_plan_free(plan);
@@ -575,7 +602,8 @@ int main(int argc, char **argv)
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/random_dag", build);
     mkdir(dir, 0777);
-    int mismatches = 0, total_stages = 0, max_stages = 0, injected_n = 0, families[4] = {0}, ran = 0;
+    int mismatches = 0, total_stages = 0, max_stages = 0, injected_n = 0, families[4] = {0},
+        ran = 0;
     for (int i = 0; i < count; i++, ran++) {
         int ns = 0;
         bool inj = false;

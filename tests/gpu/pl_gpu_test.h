@@ -52,7 +52,7 @@ static inline const char *gt_scratch(const char *tag)
 static pl_pos gt_nopos = {0};
 
 static inline void gt_buf(pl_spec *s, const char *name, pl_where where, pl_dtype t, int64_t n,
-                   bool persistent, pl_init init)
+                          bool persistent, pl_init init)
 {
     pl_buffer *b = pl_spec_add_buffer(s, name, gt_nopos);
     b->where = where;
@@ -76,7 +76,8 @@ static inline pl_stage *gt_stage(pl_spec *s, const char *name, pl_kind_id kind)
     return st;
 }
 
-static inline void gt_copy(pl_spec *s, const char *name, pl_kind_id kind, const char *from, const char *to)
+static inline void gt_copy(pl_spec *s, const char *name, pl_kind_id kind, const char *from,
+                           const char *to)
 {
     pl_stage *st = gt_stage(s, name, kind);
     gt_opt(s, st, "from", from);
@@ -84,13 +85,15 @@ static inline void gt_copy(pl_spec *s, const char *name, pl_kind_id kind, const 
 }
 
 /* A kernel stage: op, reads (NULL-terminated list in `ins`), one write, optional key/value. */
-static inline pl_stage *gt_kernel(pl_spec *s, const char *name, const char *op, const char *const *ins,
-                           const char *out, const char *key, const char *val)
+static inline pl_stage *gt_kernel(pl_spec *s, const char *name, const char *op,
+                                  const char *const *ins, const char *out, const char *key,
+                                  const char *val)
 {
     pl_stage *st = gt_stage(s, name, PL_KIND_KERNEL);
     gt_opt(s, st, "op", op);
     if (key) gt_opt(s, st, key, val);
-    for (int i = 0; ins && ins[i]; i++) pl_stage_add_read(s, st, ins[i], gt_nopos);
+    for (int i = 0; ins && ins[i]; i++)
+        pl_stage_add_read(s, st, ins[i], gt_nopos);
     if (out) pl_stage_add_write(s, st, out, gt_nopos);
     return st;
 }
@@ -124,7 +127,7 @@ typedef struct gt_run {
 
 /* Checks the spec (after the caller's edits), compiles it and runs it. */
 static inline void gt_run_spec(pl_spec *s, pl_exec_kind ex, bool graphs, const pl_run_cfg *base,
-                        gt_run *out)
+                               gt_run *out)
 {
     memset(out, 0, sizeof *out);
     pl_plan *plan = NULL;
@@ -132,8 +135,10 @@ static inline void gt_run_spec(pl_spec *s, pl_exec_kind ex, bool graphs, const p
     if (out->st == PL_OK) out->st = pl_plan_compile(s, &plan, &out->err);
     if (out->st == PL_OK) {
         pl_run_cfg cfg;
-        if (base) cfg = *base;
-        else pl_run_cfg_init(&cfg);
+        if (base)
+            cfg = *base;
+        else
+            pl_run_cfg_init(&cfg);
         cfg.executor = ex;
         cfg.use_graphs = graphs;
         out->st = ex == PL_EXEC_GPU ? pl_exec_gpu_run(plan, &cfg, &out->res, &out->err)
@@ -184,7 +189,8 @@ static inline double gt_elem(const unsigned char *p, pl_dtype t, size_t i)
         memcpy(&v, p + 2 * i, 2);
         return pl_bf16_to_f32(v);
     }
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -203,9 +209,12 @@ static inline double gt_tolerance(const pl_spec *s)
         const pl_kernel_opts *o = st->priv;
         pl_dtype t = st->n_writes ? s->buffers[st->writes[0].index].dtype : PL_F32;
         double k = 0;
-        if (t == PL_F16 || t == PL_BF16) k = 1e-2;
-        else if (o->op == PL_OP_GEMM) k = 1e-5;
-        else if (o->op == PL_OP_SAXPY || o->op == PL_OP_SUM) k = 1e-6;
+        if (t == PL_F16 || t == PL_BF16)
+            k = 1e-2;
+        else if (o->op == PL_OP_GEMM)
+            k = 1e-5;
+        else if (o->op == PL_OP_SAXPY || o->op == PL_OP_SUM)
+            k = 1e-6;
         if (k > tol) tol = k;
     }
     return tol;
@@ -214,7 +223,7 @@ static inline double gt_tolerance(const pl_spec *s)
 /* Compares two sink files of dtype t. Returns true when they match: same bytes, or (floats) same
  * header and size and relative L2 error <= tol, no NaN where the host has none. */
 static inline bool gt_compare_files(const char *want, const char *got, pl_dtype t, double tol,
-                             char *why, size_t cap)
+                                    char *why, size_t cap)
 {
     size_t na = 0, nb = 0;
     unsigned char *a = gt_read_file(want, &na), *b = gt_read_file(got, &nb);
@@ -234,7 +243,8 @@ static inline bool gt_compare_files(const char *want, const char *got, pl_dtype 
     }
     if (!pl_dtype_is_float(t) || tol <= 0) {
         size_t i = 0;
-        while (i < na && a[i] == b[i]) i++;
+        while (i < na && a[i] == b[i])
+            i++;
         snprintf(why, cap, "bytes differ from offset %zu (dtype %s: exact comparison)", i,
                  pl_dtype_name(t));
         goto done;

@@ -177,8 +177,10 @@ static void gt_compare_pipeline(const char *label, const char *file, gt_builder 
                 if (!ok) fprintf(stderr, "%s: sink '%s' differs: %s\n", tag, want->stage, why);
                 CHECK(ok);
                 gt_compared++;
-                if (strstr(why, "identical") || strstr(why, "equal")) gt_exact++;
-                else if (ok) gt_tolerant++;
+                if (strstr(why, "identical") || strstr(why, "equal"))
+                    gt_exact++;
+                else if (ok)
+                    gt_tolerant++;
             }
             pl_run_result_fini(&r.res);
             pl_spec_free(s);
@@ -216,7 +218,8 @@ static void test_host_between(void)
 /* Device spans come from events inside the graph: within a batch, the kernel starts after the
  * upload ends and the download after the kernel; the sink (host clock) after the download. With
  * timing period `timing` only the sampled batches have device spans (graphs: b % timing ==
- * timing / 2, or the middle batch of a shorter run; --no-graph: every batch unless timing is off); host stages always have theirs. */
+ * timing / 2, or the middle batch of a shorter run; --no-graph: every batch unless timing is off);
+ * host stages always have theirs. */
 static void test_spans(bool graphs, int timing)
 {
     pl_spec *s = NULL;
@@ -322,7 +325,7 @@ int main(void)
         gt_compare_pipeline(names[i], path, NULL);
         free(names[i]);
     }
-    printf("%d pipeline files; %d sink outputs compared: %d bit-identical, %d within tolerance\n", n,
-           gt_compared, gt_exact, gt_tolerant);
+    printf("%d pipeline files; %d sink outputs compared: %d bit-identical, %d within tolerance\n",
+           n, gt_compared, gt_exact, gt_tolerant);
     PL_TEST_DONE();
 }

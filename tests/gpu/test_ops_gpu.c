@@ -39,14 +39,22 @@ static double rnd_val(void)
 static double get(pl_dtype t, const void *p, int64_t i)
 {
     switch (t) {
-    case PL_U8: return ((const uint8_t *)p)[i];
-    case PL_I32: return ((const int32_t *)p)[i];
-    case PL_I64: return (double)((const int64_t *)p)[i];
-    case PL_F16: return pl_f16_to_f32(((const uint16_t *)p)[i]);
-    case PL_BF16: return pl_bf16_to_f32(((const uint16_t *)p)[i]);
-    case PL_F32: return ((const float *)p)[i];
-    case PL_F64: return ((const double *)p)[i];
-    default: return NAN;
+    case PL_U8:
+        return ((const uint8_t *)p)[i];
+    case PL_I32:
+        return ((const int32_t *)p)[i];
+    case PL_I64:
+        return (double)((const int64_t *)p)[i];
+    case PL_F16:
+        return pl_f16_to_f32(((const uint16_t *)p)[i]);
+    case PL_BF16:
+        return pl_bf16_to_f32(((const uint16_t *)p)[i]);
+    case PL_F32:
+        return ((const float *)p)[i];
+    case PL_F64:
+        return ((const double *)p)[i];
+    default:
+        return NAN;
     }
 }
 
@@ -61,8 +69,12 @@ static double sat(double v, double lo, double hi)
 static void put(pl_dtype t, void *p, int64_t i, double v)
 {
     switch (t) {
-    case PL_U8: ((uint8_t *)p)[i] = (uint8_t)sat(v, 0, 255); break;
-    case PL_I32: ((int32_t *)p)[i] = (int32_t)sat(v, INT32_MIN, INT32_MAX); break;
+    case PL_U8:
+        ((uint8_t *)p)[i] = (uint8_t)sat(v, 0, 255);
+        break;
+    case PL_I32:
+        ((int32_t *)p)[i] = (int32_t)sat(v, INT32_MIN, INT32_MAX);
+        break;
     case PL_I64:
         if (v != v)
             ((int64_t *)p)[i] = 0;
@@ -73,11 +85,20 @@ static void put(pl_dtype t, void *p, int64_t i, double v)
         else
             ((int64_t *)p)[i] = (int64_t)nearbyint(v);
         break;
-    case PL_F16: ((uint16_t *)p)[i] = pl_f32_to_f16((float)v); break;
-    case PL_BF16: ((uint16_t *)p)[i] = pl_f32_to_bf16((float)v); break;
-    case PL_F32: ((float *)p)[i] = (float)v; break;
-    case PL_F64: ((double *)p)[i] = v; break;
-    default: break;
+    case PL_F16:
+        ((uint16_t *)p)[i] = pl_f32_to_f16((float)v);
+        break;
+    case PL_BF16:
+        ((uint16_t *)p)[i] = pl_f32_to_bf16((float)v);
+        break;
+    case PL_F32:
+        ((float *)p)[i] = (float)v;
+        break;
+    case PL_F64:
+        ((double *)p)[i] = v;
+        break;
+    default:
+        break;
     }
 }
 
@@ -96,8 +117,7 @@ static void fill_random(pl_dtype t, void *p, int64_t n)
         else if (is_int(t)) {
             double v = (double)((int64_t)(rnd() % 2000001) - 1000000);
             put(t, p, i, v != 0 ? v : 1);
-        }
-        else
+        } else
             put(t, p, i, rnd_val());
     }
 }
@@ -341,12 +361,14 @@ static void test_elementwise(pl_gpu_ctx *ctx)
         int reads[2] = {x, y};
         tcase_stage(&tc, o, 2, reads, 1, &z);
         size_t es = pl_dtype_size(t);
-        for (int b = 0; b < 3; b++) cudaMalloc(&tc.dev[b], (size_t)n1 * es);
+        for (int b = 0; b < 3; b++)
+            cudaMalloc(&tc.dev[b], (size_t)n1 * es);
         cudaMemcpy(tc.dev[x], tc.host[x], (size_t)n1 * es, cudaMemcpyHostToDevice);
         cudaMemcpy(tc.dev[y], tc.host[y], (size_t)n1 * es, cudaMemcpyHostToDevice);
         cudaMemset(tc.dev[z], 0xff, (size_t)n1 * es);
         void *shifted[3];
-        for (int b = 0; b < 3; b++) shifted[b] = (char *)tc.dev[b] + es;
+        for (int b = 0; b < 3; b++)
+            shifted[b] = (char *)tc.dev[b] + es;
         pl_error err;
         void *want = malloc((size_t)n * es), *got = malloc((size_t)n * es);
         void *hshift[3] = {(char *)tc.host[x] + es, (char *)tc.host[y] + es, want};
@@ -388,7 +410,8 @@ static void test_sum(pl_gpu_ctx *ctx)
                 pl_kernel_opts o = {.op = PL_OP_SUM};
                 tcase_stage(&tc, o, 1, &x, 1, &s);
                 double mag = 0;
-                for (int64_t i = 0; i < n; i++) mag += fabs(get(t, tc.host[x], i));
+                for (int64_t i = 0; i < n; i++)
+                    mag += fabs(get(t, tc.host[x], i));
                 char bref[8];
                 void *wants[4] = {0};
                 memset(tc.host[s], 0xff, pl_dtype_size(to));
@@ -428,7 +451,8 @@ static void test_checksum(pl_gpu_ctx *ctx)
         tcase_new(&tc);
         int x = add_buf(&tc, "x", PL_U8, 1, &n);
         int s = add_buf(&tc, "s", PL_I64, 1, &one);
-        for (int64_t i = 0; i < n; i++) ((uint8_t *)tc.host[x])[i] = (uint8_t)(rnd() >> 56);
+        for (int64_t i = 0; i < n; i++)
+            ((uint8_t *)tc.host[x])[i] = (uint8_t)(rnd() >> 56);
         pl_kernel_opts o = {.op = PL_OP_CHECKSUM};
         tcase_stage(&tc, o, 1, &x, 1, &s);
         uint64_t want = 0, got1 = 0, got2 = 0;
@@ -499,10 +523,12 @@ static void test_argmax(pl_gpu_ctx *ctx)
             fill_random(t, tc.host[x], rows * cols);
             for (int64_t r = 0; r < rows && cols > 2; r++) {
                 /* Ties: the row's max copied to a later column; NaNs planted early. */
-                int64_t a = (int64_t)(rnd() % (uint64_t)cols), b = (int64_t)(rnd() % (uint64_t)cols);
+                int64_t a = (int64_t)(rnd() % (uint64_t)cols),
+                        b = (int64_t)(rnd() % (uint64_t)cols);
                 put(t, tc.host[x], r * cols + a, 1e6);
                 put(t, tc.host[x], r * cols + b, 1e6);
-                if (!is_int(t) && r % 3 == 0) put(t, tc.host[x], r * cols + (r % 5 == 0 ? 0 : 1), NAN);
+                if (!is_int(t) && r % 3 == 0)
+                    put(t, tc.host[x], r * cols + (r % 5 == 0 ? 0 : 1), NAN);
             }
             if (t == PL_I64) /* values that doubles would not tell apart */
                 for (int64_t r = 0; r < rows && cols > 2; r++) {
@@ -521,8 +547,8 @@ static void test_argmax(pl_gpu_ctx *ctx)
             g1[y] = got1;
             g2[y] = got2;
             char what[64];
-            snprintf(what, sizeof what, "argmax %s [%lld, %lld]", pl_dtype_name(t),
-                     (long long)rows, (long long)cols);
+            snprintf(what, sizeof what, "argmax %s [%lld, %lld]", pl_dtype_name(t), (long long)rows,
+                     (long long)cols);
             CHECK(run_gpu(ctx, &tc, 0xff, false, false, g1));
             CHECK(cmp_exact(what, PL_I32, got1, want, rows) == 0);
             CHECK(run_gpu(ctx, &tc, 0x5a, true, false, g2));
@@ -537,9 +563,9 @@ static void test_argmax(pl_gpu_ctx *ctx)
 }
 
 /* gemm through cuBLAS: ||gpu - ref|| / ||ref|| (Frobenius) against a double-precision reference
- * on the same (already rounded) inputs (pl_op_run_ref's f32 result must meet the same bound): <= 1e-5 for f32 (full f32, no TF32), <= 1e-2 for f16 and
- * bf16 (one output rounding of 2^-11 / 2^-8 dominates). beta = 0 must ignore C's contents (NaN
- * poison), beta != 0 reads them. */
+ * on the same (already rounded) inputs (pl_op_run_ref's f32 result must meet the same bound): <=
+ * 1e-5 for f32 (full f32, no TF32), <= 1e-2 for f16 and bf16 (one output rounding of 2^-11 / 2^-8
+ * dominates). beta = 0 must ignore C's contents (NaN poison), beta != 0 reads them. */
 static void test_gemm(pl_gpu_ctx *ctx)
 {
     static const int64_t dims[][3] = {{123, 257, 77}, {256, 512, 128}, {1, 9, 1}};
@@ -597,9 +623,11 @@ static void test_gemm(pl_gpu_ctx *ctx)
                     }
                     double rel = sqrt(num / den), tol = t == PL_F32 ? 1e-5 : 1e-2;
                     if (nan || !(rel <= tol))
-                        fprintf(stderr, "gemm %s %lldx%lldx%lld beta=%g: rel error %.3g (tol %g), %lld NaN\n",
-                                pl_dtype_name(t), (long long)m, (long long)k, (long long)n,
-                                o.beta, rel, tol, (long long)nan);
+                        fprintf(
+                            stderr,
+                            "gemm %s %lldx%lldx%lld beta=%g: rel error %.3g (tol %g), %lld NaN\n",
+                            pl_dtype_name(t), (long long)m, (long long)k, (long long)n, o.beta, rel,
+                            tol, (long long)nan);
                     CHECK(nan == 0);
                     CHECK(rel <= tol);
                     if (rel > worst[ti]) worst[ti] = rel;
@@ -642,7 +670,8 @@ static void test_cold_capture(pl_gpu_ctx *ctx)
         b->dtype = bufs[i].t;
         b->rank = bufs[i].rank;
         b->count = 1;
-        for (int d = 0; d < b->rank; d++) b->count *= (b->shape[d] = bufs[i].shape[d]);
+        for (int d = 0; d < b->rank; d++)
+            b->count *= (b->shape[d] = bufs[i].shape[d]);
         b->bytes = (uint64_t)b->count * pl_dtype_size(b->dtype);
         host[i] = malloc(b->bytes);
         got[i] = malloc(b->bytes);
@@ -691,7 +720,8 @@ static void test_cold_capture(pl_gpu_ctx *ctx)
     }
     CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess);
     CHECK(g && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
-    for (int rep = 0; rep < 2 && ge; rep++) CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
+    for (int rep = 0; rep < 2 && ge; rep++)
+        CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
     for (int i = 0; i < NB; i++)
         cudaMemcpy(got[i], dev[i], spec->buffers[i].bytes, cudaMemcpyDeviceToHost);
@@ -701,11 +731,13 @@ static void test_cold_capture(pl_gpu_ctx *ctx)
         memcpy(want[i], host[i], spec->buffers[i].bytes);
         hb[i] = want[i];
     }
-    for (int i = 0; i < ns; i++) CHECK(pl_op_run_ref(spec, &spec->stages[i], hb, &err) == PL_OK);
+    for (int i = 0; i < ns; i++)
+        CHECK(pl_op_run_ref(spec, &spec->stages[i], hb, &err) == PL_OK);
     CHECK(cmp_exact("cold scale", PL_F32, got[Y], want[Y], 300 * 1000) == 0);
     CHECK(cmp_exact("cold argmax", PL_I32, got[AM], want[AM], 300) == 0);
     double sg = *(double *)got[S], sw = *(double *)want[S], mag = 0;
-    for (int64_t i = 0; i < 300 * 1000; i++) mag += fabs(((float *)want[Y])[i]);
+    for (int64_t i = 0; i < 300 * 1000; i++)
+        mag += fabs(((float *)want[Y])[i]);
     CHECK(fabs(sg - sw) <= 1e-12 * mag);
     double num = 0, den = 0;
     for (int64_t i = 0; i < 300 * 64; i++) {
@@ -773,10 +805,12 @@ static void test_errors(pl_gpu_ctx *ctx)
     pl_kernel_opts o = {.op = PL_OP_GEMM, .alpha = 1};
     int reads[2] = {a, b};
     tcase_stage(&tc, o, 2, reads, 1, &c);
-    for (int i = 0; i < 3; i++) cudaMalloc(&tc.dev[i], 64);
+    for (int i = 0; i < 3; i++)
+        cudaMalloc(&tc.dev[i], 64);
     CHECK(pl_gpu_op_record(ctx, tc.spec, tc.st, tc.dev, NULL, 3, &err) == PL_EINPUT);
-    CHECK_STR(err.msg, "test:2:3: error: stage 'k': gemm supports f32, f16 and bf16, not i32 ('a'); "
-                       "convert the operands or use another op");
+    CHECK_STR(err.msg,
+              "test:2:3: error: stage 'k': gemm supports f32, f16 and bf16, not i32 ('a'); "
+              "convert the operands or use another op");
     tc.st->priv = NULL;
     CHECK(pl_gpu_op_record(ctx, tc.spec, tc.st, tc.dev, NULL, 3, &err) == PL_ERUNTIME);
     CHECK_STR(err.msg, "stage 'k': kernel options are not parsed; run pl_spec_check first");
@@ -790,8 +824,9 @@ int main(void)
     CHECK(pl_cuda_check(0, "cudaMemcpyAsync(a, b)", "up", 7, &err) == PL_OK);
     CHECK(pl_cuda_check((int)cudaErrorInvalidValue, "cudaMemcpyAsync(a, b, n, k, s)", "up", 7,
                         &err) == PL_ECUDA);
-    CHECK_STR(err.msg,
-              "stage 'up', batch 7: cudaMemcpyAsync failed: invalid argument (cudaErrorInvalidValue)");
+    CHECK_STR(
+        err.msg,
+        "stage 'up', batch 7: cudaMemcpyAsync failed: invalid argument (cudaErrorInvalidValue)");
     pl_cuda_check((int)cudaErrorInvalidValue, "cudaMalloc(&p, n)", NULL, -1, &err);
     CHECK_STR(err.msg, "cudaMalloc failed: invalid argument (cudaErrorInvalidValue)");
 

@@ -1,7 +1,8 @@
 /* test_yaml: the YAML front end on its own (no check, no plan): a full example lands in the spec
  * field by field with 1-based positions, and every parse-level case of the bad corpus
  * (tests/parser/bad/, not check_*) fails with exactly the message in its .expected file. Also keeps
- * docs/pipeline-yaml.md true to the key tables: every key of every kind, and every op, is listed. */
+ * docs/pipeline-yaml.md true to the key tables: every key of every kind, and every op, is listed.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -198,8 +199,10 @@ static const char *parse(const char *name, const char *text, size_t len, pl_spec
     pl_error_clear(&err);
     pl_status st = pl_yaml_load_string(name, text, len, &s, &err);
     if (st == PL_OK) {
-        if (keep) *keep = s;
-        else pl_spec_free(s);
+        if (keep)
+            *keep = s;
+        else
+            pl_spec_free(s);
         return "OK";
     }
     CHECK(s == NULL);
@@ -269,11 +272,12 @@ static void test_strings(void)
               "t.yaml:2:1: error: control character 0x01 is not allowed in YAML; remove it (only "
               "tab, newline and carriage return may appear)");
     /* Long values are clipped in messages. */
-    CHECK_STR(P("run: {batches: "
-                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                "}\nstages: []\n"),
-              "t.yaml:1:16: error: run: 'batches' must be a whole number, got "
-              "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...'");
+    CHECK_STR(
+        P("run: {batches: "
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "}\nstages: []\n"),
+        "t.yaml:1:16: error: run: 'batches' must be a whole number, got "
+        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...'");
     /* Numbers: int64 edges. */
     CHECK_STR(P("run: {batches: 1099511627776}\nstages: []\n"), "OK");
     CHECK_STR(P("run: {batches: 1099511627777}\nstages: []\n"),
@@ -297,23 +301,27 @@ static void test_strings(void)
     {
         char deep[256] = "stages:\n  - {name: a, kind: lua, x: ";
         /* root map, stages list, stage map, then 13 lists: depth 16 */
-        for (int i = 0; i < 13; i++) strcat(deep, "[");
+        for (int i = 0; i < 13; i++)
+            strcat(deep, "[");
         strcat(deep, "1");
-        for (int i = 0; i < 13; i++) strcat(deep, "]");
+        for (int i = 0; i < 13; i++)
+            strcat(deep, "]");
         strcat(deep, "}\n");
         CHECK(strstr(P(deep), "each item of 'x' must be a single value, not a list") != NULL);
         strcpy(deep, "stages:\n  - {name: a, kind: lua, x: ");
-        for (int i = 0; i < 14; i++) strcat(deep, "[");
+        for (int i = 0; i < 14; i++)
+            strcat(deep, "[");
         strcat(deep, "1");
-        for (int i = 0; i < 14; i++) strcat(deep, "]");
+        for (int i = 0; i < 14; i++)
+            strcat(deep, "]");
         strcat(deep, "}\n");
         CHECK(strstr(P(deep), "t.yaml:2:42: error: nesting deeper than 16 levels") == P(deep));
     }
     /* Duplicate buffer names are left to pl_spec_check: both land in the spec. */
     s = NULL;
-    CHECK_STR(parse("t.yaml", "buffers:\n  x: {shape: [1]}\n  x: {shape: [2]}\nstages: []\n", 56,
-                    &s),
-              "OK");
+    CHECK_STR(
+        parse("t.yaml", "buffers:\n  x: {shape: [1]}\n  x: {shape: [2]}\nstages: []\n", 56, &s),
+        "OK");
     if (s) {
         CHECK_EQ_INT(s->n_buffers, 2);
         pl_spec_free(s);
@@ -334,23 +342,25 @@ static void test_strings(void)
     CHECK_STR(P("stages: [{name: a, kind: lua, code: '~'}]\n"), "OK");
     /* Block scalars keep their text. */
     s = NULL;
-    CHECK_STR(parse("t.yaml", "stages:\n  - name: a\n    kind: lua\n    code: |\n      x = 1\n", 58,
-                    &s),
-              "OK");
+    CHECK_STR(
+        parse("t.yaml", "stages:\n  - name: a\n    kind: lua\n    code: |\n      x = 1\n", 58, &s),
+        "OK");
     if (s) {
         CHECK_STR(pl_stage_opt(&s->stages[0], "code")->str, "x = 1\n");
         pl_spec_free(s);
     }
     /* The first repeat in document order is reported, with the first occurrence. */
-    CHECK_STR(P("stages: [{name: s, kind: lua, a: 1, b: 2, b: 3, a: 4}]\n"),
-              "t.yaml:1:43: error: stage 's': duplicate key 'b' (first given at line 1, column 37); "
-              "keep only one");
+    CHECK_STR(
+        P("stages: [{name: s, kind: lua, a: 1, b: 2, b: 3, a: 4}]\n"),
+        "t.yaml:1:43: error: stage 's': duplicate key 'b' (first given at line 1, column 37); "
+        "keep only one");
     /* Many keys in one mapping: sorted, not compared pairwise (this would take minutes). */
     {
         size_t cap = 200000 * 16 + 64, n = 0;
         char *big = malloc(cap);
         n += (size_t)sprintf(big + n, "stages:\n  - name: s\n    kind: lua\n");
-        for (int i = 0; i < 200000; i++) n += (size_t)sprintf(big + n, "    k%d: 1\n", i);
+        for (int i = 0; i < 200000; i++)
+            n += (size_t)sprintf(big + n, "    k%d: 1\n", i);
         n += (size_t)sprintf(big + n, "    k7: 2\n");
         CHECK_STR(parse("t.yaml", big, n, NULL),
                   "t.yaml:200004:5: error: stage 's': duplicate key 'k7' (first given at line 11, "
@@ -482,7 +492,8 @@ static void test_docs(void)
     char row[96];
     for (const pl_key *k = pl_common_stage_keys; k->name; k++) {
         snprintf(row, sizeof row, "| `%s` |", k->name);
-        if (!strstr(doc, row)) fprintf(stderr, "docs/pipeline-yaml.md: no row for common key %s\n", k->name);
+        if (!strstr(doc, row))
+            fprintf(stderr, "docs/pipeline-yaml.md: no row for common key %s\n", k->name);
         CHECK(strstr(doc, row) != NULL);
     }
     int n;

@@ -89,13 +89,14 @@ int main(void)
         pl_error_clear(&err);
         st = pl_yaml_load_string("oom.yaml", text, sizeof text - 1, &spec, &err);
         fail_at = -1;
-        if (st != PL_ENOMEM) fprintf(stderr, "allocation %ld failed: status %s: %s\n", k,
-                                     pl_status_name(st), err.msg);
+        if (st != PL_ENOMEM)
+            fprintf(stderr, "allocation %ld failed: status %s: %s\n", k, pl_status_name(st),
+                    err.msg);
         CHECK_EQ_INT(st, PL_ENOMEM);
         CHECK(spec == NULL);
         CHECK(strstr(err.msg, "error: out of memory") == err.msg);
-        if (live != before) fprintf(stderr, "allocation %ld failed: %ld blocks leaked\n", k,
-                                    live - before);
+        if (live != before)
+            fprintf(stderr, "allocation %ld failed: %ld blocks leaked\n", k, live - before);
         CHECK_EQ_INT(live, before);
         ok_runs++;
     }

@@ -12,7 +12,7 @@ static int pl_test_failures;
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
             pl_test_failures++;                                                                    \
         }                                                                                          \
     } while (0)
@@ -20,7 +20,7 @@ static int pl_test_failures;
     do {                                                                                           \
         long long pl_a = (long long)(a), pl_b = (long long)(b);                                    \
         if (pl_a != pl_b) {                                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", __FILE__, __LINE__,  \
                     #a, #b, pl_a, pl_b);                                                           \
             pl_test_failures++;                                                                    \
         }                                                                                          \
@@ -41,8 +41,8 @@ static int pl_test_failures;
     } while (0)
 #define PL_TEST_DONE()                                                                             \
     do {                                                                                           \
-        if (pl_test_failures) fprintf(stderr, "%d check(s) failed\n", pl_test_failures);          \
-        return pl_test_failures ? 1 : 0;                                                          \
+        if (pl_test_failures) fprintf(stderr, "%d check(s) failed\n", pl_test_failures);           \
+        return pl_test_failures ? 1 : 0;                                                           \
     } while (0)
 
 #endif

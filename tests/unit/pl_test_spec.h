@@ -75,7 +75,8 @@ static void t_refs(pl_spec *s, int si, const char *names,
 {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", names);
-    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) add(s, &s->stages[si], tok, pl_t_pos());
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " "))
+        add(s, &s->stages[si], tok, pl_t_pos());
 }
 
 static void t_reads(pl_spec *s, int si, const char *names)
@@ -97,8 +98,10 @@ static void t_after(pl_spec *s, int si, const char *names)
 static void t_ref_like_bind(pl_spec *s, int si, const char *key, bool write)
 {
     const pl_opt *o = pl_stage_opt(&s->stages[si], key);
-    if (write) pl_stage_add_write(s, &s->stages[si], o->str, o->val_pos);
-    else pl_stage_add_read(s, &s->stages[si], o->str, o->val_pos);
+    if (write)
+        pl_stage_add_write(s, &s->stages[si], o->str, o->val_pos);
+    else
+        pl_stage_add_read(s, &s->stages[si], o->str, o->val_pos);
 }
 
 static int t_source(pl_spec *s, const char *name, const char *to)

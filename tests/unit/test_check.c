@@ -140,7 +140,8 @@ static void test_buffers(void)
     s = chain();
     t_buf(s, "tab", PL_HOST, PL_I32, 16, true, PL_INIT_FILE);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
-    CHECK_STR(msg, "t.yaml:20:40: error: buffer 'tab': init: file needs 'file: PATH' (raw or .npy)");
+    CHECK_STR(msg,
+              "t.yaml:20:40: error: buffer 'tab': init: file needs 'file: PATH' (raw or .npy)");
     pl_spec_free(s);
 }
 
@@ -434,8 +435,8 @@ static void test_first_error_wins(void)
 {
     const char *msg;
     pl_spec *s = chain();
-    t_host(s, "x_host", 4);            /* duplicate buffer */
-    t_busy(s, "k", "nope", "");        /* duplicate stage and unknown buffer */
+    t_host(s, "x_host", 4);     /* duplicate buffer */
+    t_busy(s, "k", "nope", ""); /* duplicate stage and unknown buffer */
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK(strstr(msg, "duplicate buffer name 'x_host'") != NULL);
     pl_spec_free(s);

@@ -72,7 +72,8 @@ static void test_search(void)
     float corpus[12] = {1, 0, 0, 1, 2, 0, -1, 0, 1, 1, 2, 0}; /* rows 2 and 5 identical */
     float q[4] = {1, 0, 0, 1};
     int32_t payload[6 * 2];
-    for (int i = 0; i < 12; i++) payload[i] = 100 * (i / 2) + i % 2;
+    for (int i = 0; i < 12; i++)
+        payload[i] = 100 * (i / 2) + i % 2;
     char cp[300], qp[300], pp[300];
     snprintf(cp, sizeof cp, "%s/corpus.bin", tmp);
     snprintf(qp, sizeof qp, "%s/q.bin", tmp);
@@ -83,21 +84,22 @@ static void test_search(void)
     for (int metric = 0; metric < 2; metric++)
         for (int threads = 1; threads <= 3; threads += 2) {
             pl_error err;
-            pl_spec *s = load(&err,
-                              "run: {batches: 2, depth: 2}\n"
-                              "buffers:\n"
-                              "  q: {dtype: f32, shape: [2, 2]}\n"
-                              "  c: {dtype: f32, shape: [6, 2], persistent: true, init: file, file: %s}\n"
-                              "  p: {dtype: i32, shape: [6, 2], persistent: true, init: file, file: %s}\n"
-                              "  ids: {dtype: i32, shape: [2, 3]}\n"
-                              "  hits: {dtype: i32, shape: [2, 3, 2]}\n"
-                              "stages:\n"
-                              "  - {name: src, kind: source, to: q, file: %s, wrap: true}\n"
-                              "  - {name: s, kind: search, queries: q, corpus: c, k: 3, metric: %s,"
-                              " ids: ids, payload: p, hits: hits, threads: %d}\n"
-                              "  - {name: o1, kind: sink, from: ids, to: %s/ids.bin}\n"
-                              "  - {name: o2, kind: sink, from: hits, to: %s/hits.bin}\n",
-                              cp, pp, qp, metric ? "l2" : "ip", threads, tmp, tmp);
+            pl_spec *s =
+                load(&err,
+                     "run: {batches: 2, depth: 2}\n"
+                     "buffers:\n"
+                     "  q: {dtype: f32, shape: [2, 2]}\n"
+                     "  c: {dtype: f32, shape: [6, 2], persistent: true, init: file, file: %s}\n"
+                     "  p: {dtype: i32, shape: [6, 2], persistent: true, init: file, file: %s}\n"
+                     "  ids: {dtype: i32, shape: [2, 3]}\n"
+                     "  hits: {dtype: i32, shape: [2, 3, 2]}\n"
+                     "stages:\n"
+                     "  - {name: src, kind: source, to: q, file: %s, wrap: true}\n"
+                     "  - {name: s, kind: search, queries: q, corpus: c, k: 3, metric: %s,"
+                     " ids: ids, payload: p, hits: hits, threads: %d}\n"
+                     "  - {name: o1, kind: sink, from: ids, to: %s/ids.bin}\n"
+                     "  - {name: o2, kind: sink, from: hits, to: %s/hits.bin}\n",
+                     cp, pp, qp, metric ? "l2" : "ip", threads, tmp, tmp);
             CHECK(s != NULL);
             if (!s) {
                 fprintf(stderr, "%s\n", err.msg);
@@ -118,7 +120,8 @@ static void test_search(void)
             int32_t want_ip[6] = {2, 5, 0, 1, 4, 0}, want_l2[6] = {0, 2, 4, 1, 4, 0};
             const int32_t *want = metric ? want_l2 : want_ip;
             for (int b = 0; b < 2 && ids; b++)
-                for (int i = 0; i < 6; i++) CHECK_EQ_INT(ids[b * 6 + i], want[i]);
+                for (int i = 0; i < 6; i++)
+                    CHECK_EQ_INT(ids[b * 6 + i], want[i]);
             snprintf(path, sizeof path, "%s/hits.bin", tmp);
             int32_t *hits = slurp(path, &n);
             CHECK_EQ_INT(n, 2 * 12 * 4);
@@ -142,7 +145,8 @@ static void test_source_files(void)
     int64_t rest[1] = {4};
     size_t hl = pl_npy_format_header(hdr, sizeof hdr, PL_I32, 3, 1, rest);
     int32_t vals[12];
-    for (int i = 0; i < 12; i++) vals[i] = i * 7;
+    for (int i = 0; i < 12; i++)
+        vals[i] = i * 7;
     FILE *f = fopen(np, "wb");
     fwrite(hdr, 1, hl, f);
     fwrite(vals, 1, sizeof vals, f);
@@ -166,7 +170,8 @@ static void test_source_files(void)
     if (got && n == hl + 5 * 16) {
         const int32_t *d = (const int32_t *)(got + hl);
         for (int b = 0; b < 5; b++)
-            for (int i = 0; i < 4; i++) CHECK_EQ_INT(d[b * 4 + i], vals[(b % 3) * 4 + i]);
+            for (int i = 0; i < 4; i++)
+                CHECK_EQ_INT(d[b * 4 + i], vals[(b % 3) * 4 + i]);
         CHECK(strstr((char *)got + 10, "'shape': (5, 4)") != NULL);
     }
     free(got);
@@ -267,10 +272,12 @@ static void test_stop_and_json(void)
     CHECK(res.outputs[0].finalized);
     for (int64_t b = 0; b < 4; b++) {
         float v[8];
-        for (int i = 0; i < 8; i++) v[i] = (float)(b * 8 + i);
+        for (int i = 0; i < 8; i++)
+            v[i] = (float)(b * 8 + i);
         CHECK(res.outputs[0].batch_checksums[b] == pl_hash(v, sizeof v));
         for (int k = 0; k < res.n_stages; k++)
-            CHECK(res.spans[b * res.n_stages + k].end_ns >= res.spans[b * res.n_stages + k].start_ns);
+            CHECK(res.spans[b * res.n_stages + k].end_ns >=
+                  res.spans[b * res.n_stages + k].start_ns);
     }
     char js[300];
     snprintf(js, sizeof js, "%s/r.json", tmp);

@@ -9,7 +9,8 @@
 static void test_known_vectors(void)
 {
     unsigned char all[256];
-    for (int i = 0; i < 256; i++) all[i] = (unsigned char)i;
+    for (int i = 0; i < 256; i++)
+        all[i] = (unsigned char)i;
     CHECK(pl_hash("", 0) == 0);
     CHECK(pl_hash("a", 1) == UINT64_C(0xf16e9d5261d3c456));
     CHECK(pl_hash("abc", 3) == UINT64_C(0xf98343857c1824dd));
@@ -21,7 +22,8 @@ static void test_known_vectors(void)
 static void test_chunks_and_stream(void)
 {
     unsigned char buf[1000];
-    for (int i = 0; i < 1000; i++) buf[i] = (unsigned char)(i * 37 + 11);
+    for (int i = 0; i < 1000; i++)
+        buf[i] = (unsigned char)(i * 37 + 11);
     uint64_t whole = pl_hash(buf, sizeof buf);
     /* Chunks at 8-byte boundaries, summed in any order (what a GPU does with atomicAdd). */
     uint64_t s = pl_hash_sum(buf + 512, 488, 64) + pl_hash_sum(buf, 512, 0);
@@ -65,7 +67,8 @@ static void test_rng(void)
         CHECK(iv[i] >= 5 && iv[i] < 10);
         if (iv[i] >= 5 && iv[i] < 10) seen[iv[i] - 5]++;
     }
-    for (int i = 0; i < 5; i++) CHECK(seen[i] > 100);
+    for (int i = 0; i < 5; i++)
+        CHECK(seen[i] > 100);
 }
 
 int main(void)

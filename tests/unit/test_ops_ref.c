@@ -35,8 +35,10 @@ static pl_stage *kstage(pl_op_id op, const char *const *r, const char *const *w)
     snprintf(name, sizeof name, "k%d", spec->n_stages);
     pl_stage *st = pl_spec_add_stage(spec, name, p);
     st->kind = PL_KIND_KERNEL;
-    for (int i = 0; r && r[i]; i++) pl_stage_add_read(spec, st, r[i], p)->index = pl_spec_find_buffer(spec, r[i]);
-    for (int i = 0; w && w[i]; i++) pl_stage_add_write(spec, st, w[i], p)->index = pl_spec_find_buffer(spec, w[i]);
+    for (int i = 0; r && r[i]; i++)
+        pl_stage_add_read(spec, st, r[i], p)->index = pl_spec_find_buffer(spec, r[i]);
+    for (int i = 0; w && w[i]; i++)
+        pl_stage_add_write(spec, st, w[i], p)->index = pl_spec_find_buffer(spec, w[i]);
     pl_kernel_opts *o = pl_spec_alloc(spec, sizeof *o);
     o->op = op;
     o->alpha = 1;
@@ -49,13 +51,13 @@ static void test_half(void)
     CHECK(pl_f32_to_f16(1.0f) == 0x3c00);
     CHECK(pl_f32_to_f16(-2.0f) == 0xc000);
     CHECK(pl_f32_to_f16(65504.0f) == 0x7bff);
-    CHECK(pl_f32_to_f16(65520.0f) == 0x7c00);   /* rounds to infinity */
+    CHECK(pl_f32_to_f16(65520.0f) == 0x7c00); /* rounds to infinity */
     CHECK(pl_f32_to_f16(65519.0f) == 0x7bff);
-    CHECK(pl_f32_to_f16(0x1p-24f) == 0x0001);   /* smallest subnormal */
-    CHECK(pl_f32_to_f16(0x1p-25f) == 0x0000);   /* tie to even: 0 */
-    CHECK(pl_f32_to_f16(0x1.8p-24f) == 0x0002); /* 1.5 steps: tie to even: 2 */
-    CHECK(pl_f32_to_f16(0x1p-14f) == 0x0400);   /* smallest normal */
-    CHECK(pl_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00); /* tie, even mantissa stays */
+    CHECK(pl_f32_to_f16(0x1p-24f) == 0x0001);          /* smallest subnormal */
+    CHECK(pl_f32_to_f16(0x1p-25f) == 0x0000);          /* tie to even: 0 */
+    CHECK(pl_f32_to_f16(0x1.8p-24f) == 0x0002);        /* 1.5 steps: tie to even: 2 */
+    CHECK(pl_f32_to_f16(0x1p-14f) == 0x0400);          /* smallest normal */
+    CHECK(pl_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);   /* tie, even mantissa stays */
     CHECK(pl_f32_to_f16(1.0f + 0x1.8p-10f) == 0x3c02); /* 1.5 ulp: tie to even (up) */
     CHECK((pl_f32_to_f16(NAN) & 0x7e00) == 0x7e00);
     CHECK(pl_f32_to_f16(INFINITY) == 0x7c00);
@@ -74,7 +76,7 @@ static void test_half(void)
     }
     CHECK_EQ_INT(bad, 0);
     CHECK(pl_f32_to_bf16(1.0f) == 0x3f80);
-    CHECK(pl_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80);  /* tie: even stays */
+    CHECK(pl_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80);   /* tie: even stays */
     CHECK(pl_f32_to_bf16(1.0f + 0x1.8p-7f) == 0x3f82); /* 1.5 ulp: tie to even (up) */
     CHECK(pl_f32_to_bf16(1.0f + 0x1.2p-8f) == 0x3f81); /* above the tie: up */
     CHECK(pl_bf16_to_f32(0xc040) == -3.0f);
@@ -106,7 +108,8 @@ static void test_ops(void)
     float m[6] = {1, 5, 5, 7, -1, 7}, A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {7, 8, 9, 10, 11, 12}, C[4];
     int32_t am[2], xi[4] = {2147483000, -5, 7, 0}, yi[4] = {1000, 5, -9, 3}, zi[4];
     uint16_t xh[4], zh[4];
-    for (int i = 0; i < 4; i++) xh[i] = pl_f32_to_f16(x[i]);
+    for (int i = 0; i < 4; i++)
+        xh[i] = pl_f32_to_f16(x[i]);
     void *bufs[] = {x, y, z, &s, &c, m, am, A, B, C, xi, yi, zi, xh, zh};
     pl_error err;
     const char *X[] = {"x", NULL}, *XY[] = {"x", "y", NULL}, *Z[] = {"z", NULL};
@@ -114,7 +117,8 @@ static void test_ops(void)
     pl_stage *st = kstage(PL_OP_FILL, NULL, Z);
     ((pl_kernel_opts *)st->priv)->value = 2.5;
     CHECK(pl_op_run_ref(spec, st, bufs, &err) == PL_OK);
-    for (int i = 0; i < 4; i++) CHECK(z[i] == 2.5f);
+    for (int i = 0; i < 4; i++)
+        CHECK(z[i] == 2.5f);
 
     st = kstage(PL_OP_SCALE, X, Z);
     ((pl_kernel_opts *)st->priv)->alpha = -2;
@@ -142,7 +146,8 @@ static void test_ops(void)
     const char *M[] = {"m", NULL}, *AM[] = {"am", NULL};
     st = kstage(PL_OP_ARGMAX, M, AM);
     pl_op_run_ref(spec, st, bufs, &err);
-    CHECK(am[0] == 1 && am[1] == 0); /* first index on ties: row0 [1,5,5] -> 1; row1 [7,-1,7] -> 0 */
+    CHECK(am[0] == 1 &&
+          am[1] == 0); /* first index on ties: row0 [1,5,5] -> 1; row1 [7,-1,7] -> 0 */
 
     /* [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]] = [[58,64],[139,154]]. */
     const char *AB[] = {"A", "B", NULL}, *CC[] = {"C", NULL};
@@ -162,7 +167,8 @@ static void test_ops(void)
     st = kstage(PL_OP_SCALE, XI, ZI);
     ((pl_kernel_opts *)st->priv)->alpha = 0.5;
     pl_op_run_ref(spec, st, bufs, &err);
-    CHECK(zi[0] == 1073741500 && zi[1] == -2 && zi[2] == 4 && zi[3] == 0); /* -2.5 -> -2, 3.5 -> 4 */
+    CHECK(zi[0] == 1073741500 && zi[1] == -2 && zi[2] == 4 &&
+          zi[3] == 0); /* -2.5 -> -2, 3.5 -> 4 */
     ((pl_kernel_opts *)st->priv)->alpha = 4;
     pl_op_run_ref(spec, st, bufs, &err);
     CHECK(zi[0] == INT32_MAX && zi[1] == -20);
@@ -172,7 +178,8 @@ static void test_ops(void)
     st = kstage(PL_OP_SCALE, XH, ZH);
     ((pl_kernel_opts *)st->priv)->alpha = 3;
     pl_op_run_ref(spec, st, bufs, &err);
-    CHECK(pl_f16_to_f32(zh[0]) == 3 && pl_f16_to_f32(zh[2]) == 10.5f && pl_f16_to_f32(zh[3]) == 0.75f);
+    CHECK(pl_f16_to_f32(zh[0]) == 3 && pl_f16_to_f32(zh[2]) == 10.5f &&
+          pl_f16_to_f32(zh[3]) == 0.75f);
 
     CHECK_STR(pl_op_name(PL_OP_GEMM), "gemm");
     pl_op_id id;

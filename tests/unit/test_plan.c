@@ -45,8 +45,10 @@ static char *t_dump(const pl_plan *p, bool dot)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (dot) pl_plan_dump_dot(p, f);
-    else pl_plan_dump(p, f);
+    if (dot)
+        pl_plan_dump_dot(p, f);
+    else
+        pl_plan_dump(p, f);
     fclose(f);
     return buf;
 }
@@ -94,12 +96,12 @@ static void test_chain(void)
     CHECK_STR(t_stream_of(p, "save"), "host1");
     CHECK_EQ_INT(p->n_events, 4);
     CHECK_EQ_INT(p->n_waits, 4);
-    for (int i = 0; i < 5; i++) CHECK_EQ_INT(p->order[i], i);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ_INT(p->order[i], i);
     CHECK_EQ_INT(p->stages[t_idx(s, "k")].n_preds, 1);
     CHECK_EQ_INT(p->stages[t_idx(s, "k")].preds[0], t_idx(s, "up"));
     /* each writer waits for the last reader of its slot depth batches back; the sink is ordered */
-    CHECK_STR(t_xdeps(p, xb, sizeof xb),
-              "gen<-up:4 up<-k:4 k<-down:4 down<-save:4 save<-save:1");
+    CHECK_STR(t_xdeps(p, xb, sizeof xb), "gen<-up:4 up<-k:4 k<-down:4 down<-save:4 save<-save:1");
     CHECK_EQ_INT(p->host_per_slot, 8192);
     CHECK_EQ_INT(p->device_per_slot, 8192);
     CHECK_EQ_INT(p->host_persistent, 0);
@@ -269,7 +271,7 @@ static void test_war_and_persistent(void)
     t_dev(s, "y", 64);
     t_buf(s, "w", PL_DEVICE, PL_F32, 64, true, PL_INIT_ZEROS);
     t_copy(s, "up", PL_KIND_H2D, "x_host", "x");
-    t_busy(s, "use", "x w", "y");          /* reads the weights */
+    t_busy(s, "use", "x w", "y");              /* reads the weights */
     int upd = t_busy(s, "update", "y w", "w"); /* then updates them in place */
     t_after(s, upd, "use");
     pl_plan *p = t_plan(s);
