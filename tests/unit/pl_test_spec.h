@@ -153,4 +153,21 @@ static pl_status t_check(pl_spec *s, const char **msg)
     return st;
 }
 
+/* gen -> up -> k -> down -> save, 1024 f32 per batch. It takes lines 1-19 of the fake file
+ * (one line per builder call): whatever a test adds next starts at line 20. */
+static pl_spec *t_chain(void)
+{
+    pl_spec *s = t_new();
+    t_host(s, "x_host", 1024);
+    t_dev(s, "x_dev", 1024);
+    t_dev(s, "y_dev", 1024);
+    t_host(s, "y_host", 1024);
+    t_source(s, "gen", "x_host");
+    t_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    t_busy(s, "k", "x_dev", "y_dev");
+    t_copy(s, "down", PL_KIND_D2H, "y_dev", "y_host");
+    t_sink(s, "save", "y_host");
+    return s;
+}
+
 #endif

@@ -3,26 +3,9 @@
 #include "pl_test.h"
 #include "pl_test_spec.h"
 
-/* gen -> up -> k -> down -> save, 1024 f32 per batch. It takes lines 1-19 of the fake file
- * (one line per builder call): whatever a test adds next starts at line 20. */
-static pl_spec *chain(void)
-{
-    pl_spec *s = t_new();
-    t_host(s, "x_host", 1024);
-    t_dev(s, "x_dev", 1024);
-    t_dev(s, "y_dev", 1024);
-    t_host(s, "y_host", 1024);
-    t_source(s, "gen", "x_host");
-    t_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
-    t_busy(s, "k", "x_dev", "y_dev");
-    t_copy(s, "down", PL_KIND_D2H, "y_dev", "y_host");
-    t_sink(s, "save", "y_host");
-    return s;
-}
-
 static void test_chain_ok(void)
 {
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     const char *msg;
     CHECK_EQ_INT(t_check(s, &msg), PL_OK);
     CHECK(s->checked);
@@ -38,7 +21,7 @@ static void test_chain_ok(void)
 static void test_run_options(void)
 {
     const char *msg;
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     s->run.batches = 0;
     s->run.batches_pos = (pl_pos){"t.yaml", 2, 20};
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -46,7 +29,7 @@ static void test_run_options(void)
                    "1099511627776 (PL_MAX_BATCHES)");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     s->run.depth = 0;
     s->run.depth_pos = (pl_pos){"t.yaml", 2, 32};
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -54,20 +37,20 @@ static void test_run_options(void)
                    "(PL_MAX_DEPTH)");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     s->run.depth = 65;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "error: run: 'depth' is 65; it must be between 1 and 64 (PL_MAX_DEPTH)");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     s->run.device = -1;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "error: run: 'device' is -1; it must be between 0 and 2147483647");
     pl_spec_free(s);
 
     /* run options come first, even when other things are wrong too */
-    s = chain();
+    s = t_chain();
     s->run.depth = 0;
     t_host(s, "x_host", 4);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -78,21 +61,21 @@ static void test_run_options(void)
 static void test_buffers(void)
 {
     const char *msg;
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     t_host(s, "x_host", 4);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:3: error: duplicate buffer name 'x_host' (first declared at "
                    "t.yaml:1:3); rename one of them");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     t_host(s, "9lives", 4);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:3: error: buffer name '9lives' is not valid: use letters, digits and "
                    "'_', starting with a letter or '_', at most 64 bytes");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     t_host(s, "z", 4);
     s->buffers[4].shape[0] = 0;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -100,7 +83,7 @@ static void test_buffers(void)
                    "got '0'");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     t_host(s, "z", 4);
     s->buffers[4].rank = 0;
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -109,7 +92,7 @@ static void test_buffers(void)
     pl_spec_free(s);
 
     /* element count overflows int64 */
-    s = chain();
+    s = t_chain();
     t_host(s, "big", 4);
     s->buffers[4].rank = 3;
     s->buffers[4].shape[0] = INT64_C(1) << 40;
@@ -122,7 +105,7 @@ static void test_buffers(void)
     pl_spec_free(s);
 
     /* no overflow, but over the cap */
-    s = chain();
+    s = t_chain();
     t_buf(s, "big", PL_DEVICE, PL_F64, INT64_C(1) << 34, true, PL_INIT_ZEROS);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:20: error: buffer 'big': 17179869184 elements of f64 is more than "
@@ -131,13 +114,13 @@ static void test_buffers(void)
     pl_spec_free(s);
 
     /* exactly the cap is fine */
-    s = chain();
+    s = t_chain();
     t_buf(s, "cap", PL_DEVICE, PL_U8, INT64_C(1) << 36, true, PL_INIT_ZEROS);
     CHECK_EQ_INT(t_check(s, &msg), PL_OK);
     CHECK_EQ_INT(s->buffers[4].bytes, UINT64_C(1) << 36);
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     t_buf(s, "tab", PL_HOST, PL_I32, 16, true, PL_INIT_FILE);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg,
@@ -148,28 +131,28 @@ static void test_buffers(void)
 static void test_stage_names(void)
 {
     const char *msg;
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     t_busy(s, "k", "y_dev", "x_dev");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:3: error: duplicate stage name 'k' (first declared at t.yaml:10:3); "
                    "rename one of them");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     t_busy(s, "bad-name", "y_dev", "");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:3: error: stage name 'bad-name' is not valid: use letters, digits "
                    "and '_', starting with a letter or '_', at most 64 bytes");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     t_stage(s, "nokind", PL_KIND_COUNT);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:3: error: stage 'nokind' has no kind; add kind: one of source, "
                    "search, h2d, kernel, d2h, lua, sink");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     int a = t_busy(s, "self", "y_dev", "");
     t_after(s, a, "self");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -181,21 +164,21 @@ static void test_stage_names(void)
 static void test_unresolved(void)
 {
     const char *msg;
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     t_busy(s, "k2", "y_dve", "");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:23:3: error: stage 'k2' reads unknown buffer 'y_dve' (did you mean "
                    "'y_dev'?)");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     t_busy(s, "k2", "", "zzz_top");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:23:3: error: stage 'k2' writes unknown buffer 'zzz_top'; declare it "
                    "under buffers: or fix the name");
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     int k2 = t_busy(s, "k2", "y_dev", "");
     t_after(s, k2, "dwn");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -204,7 +187,7 @@ static void test_unresolved(void)
     pl_spec_free(s);
 
     /* a forward reference in after: is fine */
-    s = chain();
+    s = t_chain();
     t_after(s, 0, "save");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT); /* ... but here it makes a cycle */
     CHECK(strstr(msg, "dependency cycle: gen -> up -> k -> down -> save -> gen") != NULL);
@@ -215,7 +198,7 @@ static void test_engines(void)
 {
     const char *msg;
     /* a kernel reading a host buffer */
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     t_busy(s, "k2", "y_host", "");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:23:3: error: stage 'k2' (kernel, runs on the GPU) reads host buffer "
@@ -224,7 +207,7 @@ static void test_engines(void)
     pl_spec_free(s);
 
     /* a host stage writing a device buffer */
-    s = chain();
+    s = t_chain();
     t_dev(s, "d", 16);
     t_source(s, "gen2", "d");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -234,7 +217,7 @@ static void test_engines(void)
     pl_spec_free(s);
 
     /* h2d the wrong way round */
-    s = chain();
+    s = t_chain();
     t_copy(s, "back", PL_KIND_H2D, "y_dev", "y_host");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK(strstr(msg, "error: h2d stage 'back' copies host -> device, but its source 'y_dev' is a "
@@ -242,7 +225,7 @@ static void test_engines(void)
     pl_spec_free(s);
 
     /* d2h into a device buffer */
-    s = chain();
+    s = t_chain();
     t_dev(s, "z_dev", 1024);
     t_copy(s, "d2", PL_KIND_D2H, "y_dev", "z_dev");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -251,7 +234,7 @@ static void test_engines(void)
     pl_spec_free(s);
 
     /* dtype and size mismatch */
-    s = chain();
+    s = t_chain();
     t_buf(s, "h16", PL_HOST, PL_F16, 1024, false, PL_INIT_ZEROS);
     t_copy(s, "up16", PL_KIND_H2D, "h16", "y_dev");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -260,7 +243,7 @@ static void test_engines(void)
     pl_spec_free(s);
 
     /* same dtype and bytes, different shape: fine */
-    s = chain();
+    s = t_chain();
     t_buf(s, "h2", PL_HOST, PL_F32, 1024, false, PL_INIT_NONE);
     s->buffers[4].rank = 2;
     s->buffers[4].shape[0] = 32;
@@ -274,7 +257,7 @@ static void test_hazards(void)
 {
     const char *msg;
     /* write/write: two kernels write y_dev, nothing orders them */
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     t_dev(s, "w_dev", 1024);
     t_busy(s, "k2", "x_dev", "y_dev");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -284,7 +267,7 @@ static void test_hazards(void)
     pl_spec_free(s);
 
     /* the fix the message suggests works */
-    s = chain();
+    s = t_chain();
     t_dev(s, "w_dev", 1024);
     int k2 = t_busy(s, "k2", "x_dev", "y_dev");
     t_after(s, k2, "k");
@@ -293,7 +276,7 @@ static void test_hazards(void)
     pl_spec_free(s);
 
     /* write/write on a host buffer: two sources fill one buffer */
-    s = chain();
+    s = t_chain();
     t_source(s, "gen2", "x_host");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK(strstr(msg, "hazard on buffer 'x_host': stage 'gen2' writes it and stage 'gen' (at ") !=
@@ -302,7 +285,7 @@ static void test_hazards(void)
     pl_spec_free(s);
 
     /* read-modify-write after a writer is ordered by the data (writer -> reader): no hazard */
-    s = chain();
+    s = t_chain();
     t_busy(s, "inplace", "y_dev", "y_dev");
     CHECK_EQ_INT(t_check(s, &msg), PL_OK);
     pl_spec_free(s);
@@ -312,7 +295,7 @@ static void test_cycles(void)
 {
     const char *msg;
     /* two read-modify-write stages of one buffer: each must see the other's write */
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     t_busy(s, "a", "y_dev", "y_dev");
     t_busy(s, "b", "y_dev", "y_dev");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -322,7 +305,7 @@ static void test_cycles(void)
                    "must not wait for");
     pl_spec_free(s);
     /* after: orders them, the cycle is gone */
-    s = chain();
+    s = t_chain();
     t_busy(s, "a", "y_dev", "y_dev");
     int b = t_busy(s, "b", "y_dev", "y_dev");
     t_after(s, b, "a");
@@ -378,7 +361,7 @@ static void test_unwritten_and_init(void)
 {
     const char *msg;
     /* a per-batch buffer read but never written */
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     t_dev(s, "nothing", 1024);
     t_busy(s, "k2", "nothing", "y_dev");
     int k2 = s->n_stages - 1;
@@ -412,14 +395,14 @@ static void test_unwritten_and_init(void)
     pl_spec_free(s);
 
     /* init: makes a read-only per-batch buffer fine ... */
-    s = chain();
+    s = t_chain();
     t_buf(s, "c", PL_DEVICE, PL_F32, 1024, false, PL_INIT_RANDOM);
     t_busy(s, "k2", "c", "y_dev");
     t_after(s, s->n_stages - 1, "k");
     CHECK_EQ_INT(t_check(s, &msg), PL_OK);
     pl_spec_free(s);
     /* ... but writing it would leak one batch into a later one through the slot */
-    s = chain();
+    s = t_chain();
     t_buf(s, "c", PL_DEVICE, PL_F32, 1024, false, PL_INIT_ZEROS);
     t_busy(s, "k2", "y_dev", "c");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
@@ -434,14 +417,14 @@ static void test_unwritten_and_init(void)
 static void test_first_error_wins(void)
 {
     const char *msg;
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     t_host(s, "x_host", 4);     /* duplicate buffer */
     t_busy(s, "k", "nope", ""); /* duplicate stage and unknown buffer */
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK(strstr(msg, "duplicate buffer name 'x_host'") != NULL);
     pl_spec_free(s);
 
-    s = chain();
+    s = t_chain();
     t_busy(s, "k9", "nope", ""); /* unknown buffer */
     t_busy(s, "k", "y_dev", ""); /* duplicate stage, later */
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);

@@ -67,24 +67,9 @@ static const char *t_xdeps(const pl_plan *p, char *buf, size_t n)
     return buf;
 }
 
-static pl_spec *chain(void)
-{
-    pl_spec *s = t_new();
-    t_host(s, "x_host", 1024);
-    t_dev(s, "x_dev", 1024);
-    t_dev(s, "y_dev", 1024);
-    t_host(s, "y_host", 1024);
-    t_source(s, "gen", "x_host");
-    t_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
-    t_busy(s, "k", "x_dev", "y_dev");
-    t_copy(s, "down", PL_KIND_D2H, "y_dev", "y_host");
-    t_sink(s, "save", "y_host");
-    return s;
-}
-
 static void test_chain(void)
 {
-    pl_spec *s = chain();
+    pl_spec *s = t_chain();
     pl_plan *p = t_plan(s);
     char xb[1024];
     CHECK_EQ_INT(p->n_streams, 5);
@@ -312,7 +297,7 @@ static void test_slot_reuse_two_readers(void)
 
 static void test_determinism(void)
 {
-    pl_spec *s1 = chain(), *s2 = chain();
+    pl_spec *s1 = t_chain(), *s2 = t_chain();
     pl_plan *p1 = t_plan(s1), *p1b = t_plan(s1), *p2 = t_plan(s2);
     char *d1 = t_dump(p1, false), *d1b = t_dump(p1b, false), *d2 = t_dump(p2, false);
     CHECK_STR(d1, d1b);
