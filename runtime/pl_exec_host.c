@@ -77,22 +77,6 @@ static void pl__fail(pl__host *h, pl_status st, const pl_error *e)
     pthread_cond_broadcast(&h->cv);
 }
 
-/* Makes sure a stage's failure message says which stage and batch. */
-static void pl__name_error(pl_error *e, const pl_stage *st, int64_t b)
-{
-    char tag[PL_MAX_NAME + 32];
-    snprintf(tag, sizeof tag, "stage '%s'", st->name);
-    if (strstr(e->msg, tag)) return;
-    char old[PL_ERROR_MSG_MAX];
-    memcpy(old, e->msg, sizeof old);
-    const char *rest = strncmp(old, "error: ", 7) == 0 ? old + 7 : old;
-    int n =
-        snprintf(e->msg, sizeof e->msg, "error: stage '%s', batch %lld: ", st->name, (long long)b);
-    if (n > 0 && (size_t)n < sizeof e->msg)
-        memcpy(e->msg + n, rest, strnlen(rest, sizeof e->msg - (size_t)n - 1) + 1);
-    e->msg[sizeof e->msg - 1] = '\0';
-}
-
 typedef struct pl__thread_arg {
     pl__host *h;
     int stream;
@@ -103,7 +87,6 @@ static void *pl__stream_main(void *p)
     pl__thread_arg *a = p;
     pl__host *h = a->h;
     const pl_stream *str = &h->plan->streams[a->stream];
-    const pl_spec *spec = h->plan->spec;
     for (int64_t b = 0; b < h->batches; b++) {
         for (int k = 0; k < str->n_stages; k++) {
             int s = str->stages[k];
@@ -136,7 +119,6 @@ static void *pl__stream_main(void *p)
             pthread_mutex_lock(&h->mu);
             h->worker_busy[w] = false;
             if (st != PL_OK) {
-                pl__name_error(&e, &spec->stages[s], b);
                 pl__fail(h, st, &e);
                 pthread_mutex_unlock(&h->mu);
                 goto out;
