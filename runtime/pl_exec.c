@@ -90,8 +90,12 @@ pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
     case PL_EXEC_AUTO:
         break;
     }
-    /* The library never prints: the choice goes into the result, and the CLI says it. */
-    if (pl_exec_pick(plan, PL_EXEC_AUTO, res->note, sizeof res->note) == PL_EXEC_GPU)
-        return pl_exec_gpu_run(plan, cfg, res, err);
-    return pl_exec_host_run(plan, cfg, res, err);
+    /* The library never prints: the choice goes into the result (after the run: the executors
+     * reset it), and the CLI says it. */
+    char note[sizeof res->note];
+    pl_status st = pl_exec_pick(plan, PL_EXEC_AUTO, note, sizeof note) == PL_EXEC_GPU
+                       ? pl_exec_gpu_run(plan, cfg, res, err)
+                       : pl_exec_host_run(plan, cfg, res, err);
+    memcpy(res->note, note, sizeof note);
+    return st;
 }
