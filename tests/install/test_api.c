@@ -214,9 +214,10 @@ static void test_run(pipectl *h)
     CHECK_EQ_INT(pipectl_run(h, plan, PIPECTL_EXECUTOR_HOST, 65, &r), PIPECTL_EINPUT);
     CHECK_EQ_INT(pipectl_run(h, NULL, PIPECTL_EXECUTOR_HOST, 0, &r), PIPECTL_EINPUT);
     CHECK_STR(pipectl_errmsg(h), "error: pipectl_run: the plan is NULL");
+    pipectl_plan_free(plan);
+    pipectl_pipeline_free(p);
     CHECK_EQ_INT(pipectl_load(h, NULL, &p), PIPECTL_EINPUT);
     CHECK(p == NULL);
-    pipectl_plan_free(plan);
 }
 
 /* A stage that fails at run time: the record names the stage and the batch, the message says the
