@@ -339,7 +339,7 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         }
     }
     for (int s = 0; s < spec->n_stages; s++) {
-        const pl_kind *kind = pl_kind_get(spec->stages[s].kind);
+        const pl_kind *kind = spec->stages[s].kind;
         if (kind && kind->ordered && pl__xadd(&v, s, s, 1, -1, PL_XDEP_ORDERED)) goto oom;
     }
     /* A stage waiting for itself (the last accessor of a buffer it writes) is implied: a stage's
@@ -419,7 +419,7 @@ pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
         ps->stage = s;
         ps->order = k;
         ps->event = -1;
-        ps->engine = pl_kind_get(spec->stages[s].kind)->engine;
+        ps->engine = spec->stages[s].kind->engine;
     }
     if (pl__reduce_preds(plan, &g) || pl__assign_streams(plan) || pl__place_events(plan) ||
         pl__cross_batch(plan, spec, &g))
@@ -465,7 +465,7 @@ static const char *pl__human(uint64_t bytes, char *buf, size_t n)
 
 static const char *pl__kind_name(const pl_spec *spec, int s)
 {
-    const pl_kind *k = pl_kind_get(spec->stages[s].kind);
+    const pl_kind *k = spec->stages[s].kind;
     return k ? k->name : "?";
 }
 
