@@ -543,29 +543,22 @@ static pl_status pl__record_stage(pl__gx *gx, int st, int slot, int r, int64_t b
         PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
     void *const *hb = pl_buffers_slot(gx->hbufs, slot);
     void *const *db = pl_buffers_slot(gx->dbufs, slot);
-    switch (stg->kind) {
-    case PL_KIND_H2D: {
-        int from = stg->reads[0].index, to = stg->writes[0].index;
-        PL_CHECK(PL_CUDA(
-            cudaMemcpyAsync(db[to], hb[from], spec->buffers[to].bytes, cudaMemcpyHostToDevice, s),
-            name, batch, err));
-        break;
-    }
-    case PL_KIND_D2H: {
-        int from = stg->reads[0].index, to = stg->writes[0].index;
-        PL_CHECK(PL_CUDA(
-            cudaMemcpyAsync(hb[to], db[from], spec->buffers[to].bytes, cudaMemcpyDeviceToHost, s),
-            name, batch, err));
-        break;
-    }
-    case PL_KIND_KERNEL:
-        PL_CHECK(pl_gpu_op_record(gx->gctx, spec, stg, db, (void *)s, batch, err));
-        break;
-    default:
+    pl_dev_ctx dc = {
+        .spec = spec,
+        .stage = stg,
+        .env = &gx->rt.env,
+        .batch = batch,
+        .slot = slot,
+        .host_bufs = hb,
+        .dev_bufs = db,
+        .stream = (void *)s,
+        .state = gx->rt.state ? gx->rt.state[st] : NULL,
+    };
+    if (!stg->kind->record)
         return pl_error_set(err, PL_ERUNTIME,
-                            "stage '%s': kind %d has no GPU recording (internal error)", name,
-                            (int)stg->kind);
-    }
+                            "stage '%s': kind %s has no GPU recording (internal error)", name,
+                            stg->kind->name);
+    PL_CHECK(stg->kind->record(&dc, err));
     if (st == gx->fail_dev_stage &&
         (capturing ? r == (int)(gx->cfg->fail_batch % gx->ring) : batch == gx->cfg->fail_batch))
         PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
@@ -1149,12 +1142,15 @@ static pl_status pl__setup(pl__gx *gx, const pl_plan *plan, const pl_run_cfg *cf
         if (plan->streams[k].engine == PL_ENGINE_HOST) gx->host_streams[gx->n_host_streams++] = k;
     PL_CHECK(pl__alloc_buffers(gx, err));
     PL_CHECK(pl_gpu_ctx_new(gx->device, &gx->gctx, err));
+    gx->rt.env.spec = plan->spec; /* what record hooks see when stages are not opened (bench) */
+    gx->rt.env.gpu = gx->gctx;
+    gx->rt.env.on_gpu = true;
     PL_CHECK(pl__create_objects(gx, err));
     pl__probe_marks(gx);
     if (open_stages) {
         int workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
         if (workers < gx->n_host_streams) workers = gx->n_host_streams;
-        PL_CHECK(pl_stage_rt_open(&gx->rt, plan, workers, true, err));
+        PL_CHECK(pl_stage_rt_open(&gx->rt, plan, workers, gx->gctx, err));
         gx->rt_open = true;
     }
     /* Lean graphs unless every batch is timed; timed graphs unless timing is off. */
