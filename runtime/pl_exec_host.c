@@ -77,13 +77,19 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
      * files), as on the GPU executor, so per-batch figures describe the steady state. */
     t0 = pl_now_ns();
+    bool stopped = false;
+    if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
+        stopped = true;
+        pthread_mutex_lock(&sched.mu);
+        pl_sched_set_limit(&sched, 0);
+        pthread_mutex_unlock(&sched.mu);
+    }
     pl_sched_start(&sched, t0);
 
     /* The calling thread reports progress in batch order and turns a stop into a drain: the
      * batches already started finish, nothing new starts. */
     pthread_mutex_lock(&sched.mu);
     int64_t reported = 0;
-    bool stopped = false;
     while (!pl_sched_idle(&sched)) {
         int64_t d = pl_sched_batches_done(&sched);
         while (reported < d) {
