@@ -294,6 +294,18 @@ static void *t_compile_many(void *arg)
     return NULL;
 }
 
+/* A .lua file goes to the Lua front end: the same pipeline as the YAML quickstart. */
+static void test_lua(pipectl *h)
+{
+    pipectl_pipeline *y = NULL, *l = NULL;
+    CHECK_EQ_INT(pipectl_load(h, "pipelines/quickstart.yaml", &y), PIPECTL_OK);
+    CHECK_EQ_INT(pipectl_load(h, "pipelines/quickstart.lua", &l), PIPECTL_OK);
+    CHECK_EQ_INT(pipectl_pipeline_stages(l), pipectl_pipeline_stages(y));
+    CHECK_STR(pipectl_pipeline_name(l), pipectl_pipeline_name(y));
+    pipectl_pipeline_free(y);
+    pipectl_pipeline_free(l);
+}
+
 static void test_threads(pipectl *h)
 {
     pipectl_pipeline *p = NULL;
@@ -320,6 +332,7 @@ int main(void)
     test_bad_corpus(h);
     test_run(h);
     test_run_error(h);
+    test_lua(h);
     test_threads(h);
     pipectl_close(h);
     char cmd[600];
