@@ -70,7 +70,8 @@ static pl_status pl__cublas_check(cublasStatus_t s, const char *call, const char
         pl_error_set(err, PL_ECUDA, "stage '%s': %s failed: %s", stage, call, pl__cublas_text(s));
     else
         return pl_error_set(err, PL_ECUDA, "%s failed: %s", call, pl__cublas_text(s));
-    return pl_error_tag(err, stage, batch);
+    pl_error_tag(err, stage, batch);
+    return PL_ECUDA;
 }
 
 /* One tiny gemm per dtype, outside any capture, so cuBLAS's one-time setup (its internal
