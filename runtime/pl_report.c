@@ -66,7 +66,7 @@ double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_s
 }
 
 /* Bytes per batch that enter (buffers written by sources) and leave (buffers sinks read). */
-static void pl__flow(const pl_spec *spec, uint64_t *in, uint64_t *out)
+void pl_report_flow(const pl_spec *spec, uint64_t *in, uint64_t *out)
 {
     *in = *out = 0;
     for (int s = 0; s < spec->n_stages; s++) {
@@ -110,7 +110,7 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
     const pl_spec *spec = plan->spec;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     uint64_t in, outb;
-    pl__flow(spec, &in, &outb);
+    pl_report_flow(spec, &in, &outb);
     double wall = (double)res->wall_ns * 1e-9;
     fprintf(out, "pipeline '%s': %lld of %lld batches, depth %d, executor %s%s", spec->name,
             (long long)res->batches_done, (long long)res->batches_planned, plan->depth,
@@ -244,7 +244,7 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
 {
     const pl_spec *spec = plan->spec;
     uint64_t in, outb;
-    pl__flow(spec, &in, &outb);
+    pl_report_flow(spec, &in, &outb);
     double wall = (double)res->wall_ns * 1e-9;
     double per = res->batches_done > 0 ? wall / (double)res->batches_done : 0;
     fprintf(out, "{\"pipeline\": ");

@@ -19,6 +19,10 @@ typedef struct pl_stage_stats {
 double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_stats *stats,
                        int *bound_stage);
 
+/* Bytes per batch that enter the pipeline (buffers written by sources) and leave it (buffers that
+ * sinks read). */
+void pl_report_flow(const pl_spec *spec, uint64_t *in, uint64_t *out);
+
 /* The human summary: what flowed, which executor, wall time and throughput, a per-stage table,
  * the per-batch time against the bound, and the outputs written (after an early stop, what each
  * sink kept). The caller prints pl_report_stopped and the error itself. */

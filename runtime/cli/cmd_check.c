@@ -1,48 +1,32 @@
 /* cmd_check: `pipectl check FILE...`: parses and checks pipelines without running them. */
-#include <string.h>
-
 #include "pl_cli.h"
 #include "pl_parse.h"
 
 int pl_cmd_check(int argc, char **argv)
 {
-    int n_files = 0, rc = 0;
-    bool opts_done = false;
-    for (int i = 1; i < argc; i++) {
-        if (!opts_done && strcmp(argv[i], "--") == 0) {
-            opts_done = true;
-            continue;
-        }
-        if (!opts_done && argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr,
-                    "error: unknown option '%s' for 'pipectl check'; see 'pipectl check --help'\n",
-                    argv[i]);
-            return 2;
-        }
-        n_files++;
-    }
-    if (n_files == 0) {
-        fprintf(stderr, "error: 'pipectl check' needs at least one pipeline file; see "
-                        "'pipectl check --help'\n");
-        return 2;
-    }
-    opts_done = false;
+    const pl_cmd *cmd = pl_cmd_find("check", NULL);
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id, rc = 0;
+    while ((id = pl_cli_next(&a, &v)) > 0)
+        ; /* no options but --help */
+    if (id < 0) return a.rc;
+    if (a.n_operands == 0)
+        return pl_cli_usage_error(cmd, "'pipectl check' needs at least one pipeline file");
     /* Every file is checked, even after a failure, so one run reports them all; the exit code is
      * the first failure's. */
-    for (int i = 1; i < argc; i++) {
-        if (!opts_done && strcmp(argv[i], "--") == 0) {
-            opts_done = true;
-            continue;
-        }
+    for (int i = 0; i < a.n_operands; i++) {
+        const char *file = a.operands[i];
         pl_error err;
         pl_spec *spec = NULL;
         pl_error_clear(&err);
-        if (pl_load_checked(argv[i], &spec, &err) != PL_OK) {
+        if (pl_load_checked(file, &spec, &err) != PL_OK) {
             int code = pl_cli_fail(&err);
             if (!rc) rc = code;
             continue;
         }
-        printf("%s: ok (%d stage%s, %d buffer%s)\n", argv[i], spec->n_stages,
+        printf("%s: ok (%d stage%s, %d buffer%s)\n", file, spec->n_stages,
                spec->n_stages == 1 ? "" : "s", spec->n_buffers, spec->n_buffers == 1 ? "" : "s");
         pl_spec_free(spec);
     }

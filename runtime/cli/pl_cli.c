@@ -1,54 +1,102 @@
-/* pl_cli: the command table, prefix lookup and the shared usage/help/failure helpers. */
+/* pl_cli: the command table, prefix lookup with suggestions, and option parsing (getopt_long
+ * over each command's option table) with the shared usage/help/failure helpers. */
 #include "pl_cli.h"
 
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 const pl_cmd pl_cmds[] = {
-    {"run", "pipectl run [options] FILE", "run a pipeline batch after batch",
-     "  --batches N          batches to run (overrides run.batches)\n"
-     "  --depth N            slots in flight (overrides run.depth)\n"
-     "  --executor E         auto (default) | host | gpu\n"
-     "  --no-graph           gpu: plain stream launches instead of CUDA Graphs\n"
-     "  --timing T           gpu: device stage times: sample (default: one batch in 16, mid-\n"
-     "                       period), all (every batch; slower with CUDA Graphs) or off;\n"
-     "                       PIPECTL_GPU_SPANS=0 in the environment also means off\n"
-     "  --trace FILE         write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)\n"
-     "  --json               print the summary as one JSON object on stdout\n"
-     "  --quiet              no progress bar, no summary table\n"
-     "  --workers N          host worker threads (default: max(CPUs, streams))\n"
-     "  --fail-at STAGE:B    testing: make STAGE fail on batch B (exit 1, outputs kept)\n"
-     "environment:\n"
-     "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
-     "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host read\n"
-     "                           back its previous batch (slower; see docs/perf.md)\n"
-     "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name a\n"
-     "                           faulting stage for certain (slower)\n"
-     "  PIPECTL_NVTX=0           no NVTX ranges\n"
-     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n",
-     pl_cmd_run},
-    {"check", "pipectl check FILE...", "check pipelines for errors without running them", "",
-     pl_cmd_check},
-    {"plan", "pipectl plan [--dot] [--depth N] FILE", "print the compiled stream/event plan",
-     "  --dot                print Graphviz DOT instead of the listing\n"
-     "  --depth N            slots in flight (overrides run.depth)\n",
-     pl_cmd_plan},
-    {"doctor", "pipectl doctor", "describe the GPU and measure copy bandwidth and launch cost", "",
-     pl_cmd_doctor},
-    {"bench", "pipectl bench [options]", "measure pipelines against the physical bound",
-     "  --batches N          batches per balanced-pipeline run (default 64)\n"
-     "  --small-batches N    batches per small-batch run (default 2000)\n"
-     "  --small-depth N      depth of the small-batch runs (default 3)\n"
-     "  --small-only         only the stage and small-batch parts\n"
-     "  --quick              one size, fewer configurations, one run each, 500 small batches\n"
-     "  --reps N             runs per configuration, the best kept (default 3)\n"
-     "  --device N           CUDA device (default 0)\n"
-     "  --baseline PATH      the bench_baseline program (default: next to pipectl)\n"
-     "environment: as for 'pipectl run'\n",
-     pl_cmd_bench},
-    {"version", "pipectl version", "print the version", "", pl_cmd_version},
-    {"help", "pipectl help [COMMAND]", "list commands, or describe one", "", pl_cmd_help},
-    {NULL, NULL, NULL, NULL, NULL},
+    {.name = "run",
+     .usage = "pipectl run [options] FILE",
+     .summary = "run a pipeline batch after batch",
+     .opts = pl_cli_run_opts,
+     .notes = "environment:\n"
+              "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
+              "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host "
+              "read\n"
+              "                           back its previous batch (slower; see docs/perf.md)\n"
+              "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name "
+              "a\n"
+              "                           faulting stage for certain (slower)\n"
+              "  PIPECTL_NVTX=0           no NVTX ranges\n"
+              "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n",
+     .operands = "FILE",
+     .fn = pl_cmd_run},
+    {.name = "check",
+     .usage = "pipectl check FILE...",
+     .summary = "check pipelines for errors without running them",
+     .operands = "FILE...",
+     .fn = pl_cmd_check},
+    {.name = "plan",
+     .usage = "pipectl plan [--dot] [--depth N] FILE",
+     .summary = "print the compiled stream/event plan",
+     .opts = pl_cli_plan_opts,
+     .operands = "FILE",
+     .fn = pl_cmd_plan},
+    {.name = "doctor",
+     .usage = "pipectl doctor",
+     .summary = "describe the GPU and measure copy bandwidth and launch cost",
+     .operands = "",
+     .fn = pl_cmd_doctor},
+    {.name = "bench",
+     .usage = "pipectl bench [options]",
+     .summary = "measure pipelines against the physical bound",
+     .opts = pl_cli_bench_opts,
+     .notes = "environment: as for 'pipectl run'\n",
+     .operands = "",
+     .fn = pl_cmd_bench},
+    {.name = "version",
+     .usage = "pipectl version",
+     .summary = "print the version",
+     .operands = "",
+     .fn = pl_cmd_version},
+    {.name = "help",
+     .usage = "pipectl help [COMMAND]",
+     .summary = "list commands, or describe one",
+     .opts = pl_cli_help_opts,
+     .operands = "COMMAND",
+     .fn = pl_cmd_help},
+    /* Build-time generators (CMakeLists.txt runs them): not listed, not prefix-matched. */
+    {.name = "__complete",
+     .usage = "pipectl __complete bash|zsh",
+     .summary = "print the shell completion script",
+     .operands = "",
+     .fn = pl_cmd_gen,
+     .hidden = true},
+    {.name = "__man",
+     .usage = "pipectl __man",
+     .summary = "print the man page (roff)",
+     .operands = "",
+     .fn = pl_cmd_gen,
+     .hidden = true},
+    {0},
 };
+
+/* Optimal string alignment distance (Levenshtein with transpositions), for "did you mean". */
+static int pl__distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 32 || m > 32) return 99;
+    int d[33][33];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int cost = a[i - 1] != b[j - 1];
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
 
 const pl_cmd *pl_cmd_find(const char *name, pl_error *err)
 {
@@ -57,33 +105,77 @@ const pl_cmd *pl_cmd_find(const char *name, pl_error *err)
     int matches = 0;
     for (const pl_cmd *c = pl_cmds; c->name; c++) {
         if (strcmp(c->name, name) == 0) return c;
-        if (n > 0 && strncmp(c->name, name, n) == 0) {
+        if (!c->hidden && n > 0 && strncmp(c->name, name, n) == 0) {
             found = c;
             matches++;
         }
     }
     if (matches == 1) return found;
-    if (matches > 1)
+    if (!err) return NULL;
+    if (matches > 1) {
         pl_error_set(err, PL_EINPUT, "error: ambiguous command '%s'; see 'pipectl help'", name);
+        return NULL;
+    }
+    /* The nearest visible command, if close enough to be a typo: one edit for short names, two
+     * from five letters on (git suggests the same way). */
+    const pl_cmd *best = NULL;
+    int best_d = 99;
+    for (const pl_cmd *c = pl_cmds; c->name; c++) {
+        if (c->hidden) continue;
+        int d = pl__distance(name, c->name);
+        if (d < best_d) best_d = d, best = c;
+    }
+    if (best && best_d <= (strlen(name) >= 5 ? 2 : 1))
+        pl_error_set(err, PL_EINPUT,
+                     "error: unknown command '%s'; did you mean 'pipectl %s'? (see 'pipectl help')",
+                     name, best->name);
     else
         pl_error_set(err, PL_EINPUT, "error: unknown command '%s'; see 'pipectl help'", name);
     return NULL;
 }
 
+void pl_cli_print_opts(const pl_cmd *cmd, FILE *out)
+{
+    for (const pl_cli_opt *o = cmd->opts; o && o->name; o++) {
+        char left[64];
+        int n = o->short_name ? snprintf(left, sizeof left, "  -%c, --%s", o->short_name, o->name)
+                              : snprintf(left, sizeof left, "      --%s", o->name);
+        if (o->arg) snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg);
+        /* The help column starts at 25 (a longer left part gets its own line), wrapped at words
+         * to end by column 79. */
+        if (strlen(left) > 23)
+            fprintf(out, "%s\n%25s", left, "");
+        else
+            fprintf(out, "%-25s", left);
+        const char *h = o->help;
+        int col = 25;
+        while (*h) {
+            size_t w = strcspn(h, " \n");
+            if (col > 25 && col + 1 + (int)w > 79) {
+                fprintf(out, "\n%25s", "");
+                col = 25;
+            } else if (col > 25) {
+                fputc(' ', out);
+                col++;
+            }
+            fprintf(out, "%.*s", (int)w, h);
+            col += (int)w;
+            h += w;
+            while (*h == ' ' || *h == '\n')
+                h++;
+        }
+        fputc('\n', out);
+    }
+}
+
 void pl_cmd_usage(const pl_cmd *cmd, FILE *out)
 {
     fprintf(out, "usage: %s\n\n%s.\n", cmd->usage, cmd->summary);
-    if (cmd->help && *cmd->help) fprintf(out, "\noptions:\n%s", cmd->help);
-}
-
-int pl_cmd_wants_help(const pl_cmd *cmd, int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            pl_cmd_usage(cmd, stdout);
-            return 1;
-        }
-    return 0;
+    if (cmd->opts && cmd->opts[0].name) {
+        fprintf(out, "\noptions:\n");
+        pl_cli_print_opts(cmd, out);
+    }
+    if (cmd->notes && *cmd->notes) fprintf(out, "\n%s", cmd->notes);
 }
 
 int pl_cli_fail(const pl_error *err)
@@ -92,39 +184,171 @@ int pl_cli_fail(const pl_error *err)
     return pl_status_exit_code(err->status);
 }
 
-/* docs/cli.md is this output (a test compares them), so the docs cannot drift from --help. */
-static void pl__help_markdown(FILE *out)
+int pl_cli_usage_error(const pl_cmd *cmd, const char *fmt, ...)
 {
-    fprintf(out,
-            "# pipectl command line\n\n"
-            "Generated by `pipectl help --markdown` from the command table in "
-            "`runtime/cli/pl_cli.c`.\n\n"
-            "Commands may be abbreviated to any unique prefix (`pipectl pl` is `pipectl plan`)."
-            "\nExit codes: 0 success, 1 runtime failure, 2 bad input, 130 interrupted.\n");
-    for (const pl_cmd *c = pl_cmds; c->name; c++) {
-        fprintf(out, "\n## %s\n\n```\n%s\n```\n\n%s.\n", c->name, c->usage, c->summary);
-        if (c->help && *c->help) fprintf(out, "\n```\n%s```\n", c->help);
+    va_list ap;
+    fprintf(stderr, "error: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "; see 'pipectl %s --help'\n", cmd->name);
+    return 2;
+}
+
+void pl_cli_args_init(pl_cli_args *a, const pl_cmd *cmd, int argc, char **argv)
+{
+    memset(a, 0, sizeof *a);
+    a->cmd = cmd;
+    a->argc = argc;
+    a->argv = argv;
+    /* ':' first: a missing value is reported as ':' (our message), not printed by getopt. */
+    size_t k = 0;
+    a->shortopts[k++] = ':';
+    int n = 0;
+    for (const pl_cli_opt *o = cmd->opts; o && o->name && n < PL_CLI_MAX_OPTS; o++, n++) {
+        a->longopts[n] =
+            (struct option){o->name, o->arg ? required_argument : no_argument, NULL, o->id};
+        if (o->short_name) {
+            a->shortopts[k++] = (char)o->short_name;
+            if (o->arg) a->shortopts[k++] = ':';
+        }
     }
+    a->longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+    a->longopts[n] = (struct option){0};
+    a->shortopts[k++] = 'h';
+    a->shortopts[k] = '\0';
+    opterr = 0;
+    optind = 0; /* glibc: 0 reinitialises, so a second parse in one process starts afresh */
+}
+
+static const pl_cli_opt *pl__opt_by_id(const pl_cmd *cmd, int id)
+{
+    for (const pl_cli_opt *o = cmd->opts; o && o->name; o++)
+        if (o->id == id || (o->short_name && o->short_name == id)) return o;
+    return NULL;
+}
+
+int pl_cli_next(pl_cli_args *a, const char **val)
+{
+    *val = NULL;
+    for (;;) {
+        int c = getopt_long(a->argc, a->argv, a->shortopts, a->longopts, NULL);
+        if (c == -1) {
+            a->operands = a->argv + optind;
+            a->n_operands = a->argc - optind;
+            return 0;
+        }
+        if (c == 'h') {
+            pl_cmd_usage(a->cmd, stdout);
+            a->rc = 0;
+            return -1;
+        }
+        /* The argument getopt was looking at: the last one it consumed. */
+        const char *arg = optind > 0 && optind <= a->argc ? a->argv[optind - 1] : "";
+        if (c == '?') {
+            char shortopt[3] = {'-', (char)optopt, '\0'};
+            a->rc = pl_cli_usage_error(a->cmd, "unknown option '%s' for 'pipectl %s'",
+                                       optopt ? shortopt : arg, a->cmd->name);
+            return -1;
+        }
+        if (c == ':') {
+            const pl_cli_opt *o = pl__opt_by_id(a->cmd, optopt);
+            a->rc = pl_cli_usage_error(a->cmd, "%s%s needs a value (%s)", o ? "--" : "",
+                                       o ? o->name : arg, o ? o->arg : "?");
+            return -1;
+        }
+        const pl_cli_opt *o = pl__opt_by_id(a->cmd, c);
+        if (!o) continue;
+        *val = optarg;
+        return o->id;
+    }
+}
+
+int pl_cli_int(const pl_cmd *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
+               int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = val && *val ? strtoll(val, &end, 10) : 0;
+    if (!val || !*val || errno || *end || v < lo || v > hi) {
+        char his[32];
+        if (hi == INT64_MAX)
+            snprintf(his, sizeof his, "or more");
+        else if (hi == ((int64_t)1 << 40))
+            snprintf(his, sizeof his, "to 2^40");
+        else
+            snprintf(his, sizeof his, "to %lld", (long long)hi);
+        return pl_cli_usage_error(cmd, "%s needs a whole number from %lld %s, got '%s'", opt,
+                                  (long long)lo, his, val ? val : "");
+    }
+    *out = v;
+    return 0;
+}
+
+int pl_cli_choice(const pl_cmd *cmd, const char *opt, const char *val, const char *values)
+{
+    size_t n = strlen(val);
+    int i = 0;
+    for (const char *p = values;; i++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, val, n) == 0) return i;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    char list[128];
+    size_t k = 0;
+    for (const char *p = values; *p && k + 6 < sizeof list; p++) {
+        if (*p == '|') {
+            bool last = !strchr(p + 1, '|');
+            const char *sep = last ? " or " : ", ";
+            memcpy(list + k, sep, strlen(sep));
+            k += strlen(sep);
+        } else {
+            list[k++] = *p;
+        }
+    }
+    list[k] = '\0';
+    pl_cli_usage_error(cmd, "%s must be %s, got '%s'", opt, list, val);
+    return -1;
 }
 
 int pl_cmd_help(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--markdown") == 0) {
-        pl__help_markdown(stdout);
+    const pl_cmd *self = pl_cmd_find("help", NULL);
+    pl_cli_args a;
+    pl_cli_args_init(&a, self, argc, argv);
+    const char *v;
+    int id;
+    bool markdown = false;
+    while ((id = pl_cli_next(&a, &v)) > 0)
+        markdown = true; /* --markdown, the only option */
+    if (id < 0) return a.rc;
+    if (markdown) {
+        pl_cli_help_markdown(stdout);
         return 0;
     }
-    if (argc > 1) {
+    if (a.n_operands > 1)
+        return pl_cli_usage_error(self, "'pipectl help' takes one command name, got %d",
+                                  a.n_operands);
+    if (a.n_operands == 1) {
         pl_error err;
-        const pl_cmd *c = pl_cmd_find(argv[1], &err);
+        const pl_cmd *c = pl_cmd_find(a.operands[0], &err);
         if (!c) return pl_cli_fail(&err);
         pl_cmd_usage(c, stdout);
         return 0;
     }
     printf("pipectl: declarative GPU pipelines that keep the copy engines and the SMs busy.\n\n"
-           "usage: pipectl COMMAND [options] [FILE]\n\ncommands:\n");
+           "usage: pipectl COMMAND [options] [FILE]\n       pipectl --version | --help\n\n"
+           "commands:\n");
     for (const pl_cmd *c = pl_cmds; c->name; c++)
-        printf("  %-10s %s\n", c->name, c->summary);
+        if (!c->hidden) printf("  %-10s %s\n", c->name, c->summary);
     printf("\n'pipectl help COMMAND' or 'pipectl COMMAND --help' describes one.\n"
            "Exit codes: 0 success, 1 runtime failure, 2 bad input, 130 interrupted.\n");
     return 0;
 }
+
+const pl_cli_opt pl_cli_help_opts[] = {
+    {"markdown", 0, NULL, NULL, "print every command's help as Markdown (docs/cli.md)", 256},
+    {0},
+};
