@@ -79,7 +79,7 @@ size_t pl_progress_format(char *buf, size_t cap, int width, int64_t done, int64_
         for (int i = P_COUNT; i < P_N; i++)
             if (part[i]) len += (len ? 2 : 0) + (int)strlen(part[i]);
         int room = max - len - 3; /* the bar: "[####....] " */
-        if (bar && room >= 10) {
+        if (bar && room >= 8) {
             bar_w = room > 40 ? 40 : room;
             break;
         }
