@@ -252,6 +252,7 @@ static pl_status pl__sink_output(const pl_stage *st, void *state, pl_output *out
     memset(out, 0, sizeof *out);
     *has = true;
     snprintf(out->stage, sizeof out->stage, "%s", st->name);
+    out->checksummed = ((const pl__sink_opts *)st->priv)->checksum;
     if (!s) return PL_OK;
     out->batches = s->written;
     out->batch_bytes = s->batch_bytes;
