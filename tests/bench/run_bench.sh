@@ -68,7 +68,7 @@ if [ $built -eq 0 ]; then
             env PIPECTL_GPU_RUNAHEAD=0 "$P" bench --reps "$REPS"
     fi
     if want run; then
-        for p in quickstart overlap; do
+        for p in quickstart overlap host_step; do
             [ -f "pipelines/$p.yaml" ] || continue
             step "run $p (gpu)" 60 run.log "$P" run --executor gpu "pipelines/$p.yaml"
             step "run $p (gpu, --timing all)" 60 run.log "$P" run --executor gpu --timing all "pipelines/$p.yaml"
