@@ -130,9 +130,11 @@ for k in "$k1" "$k2"; do
         json=$dir/pipectl_${k}_$r.json
         echo "### $P run --executor gpu --json --batches $k $yaml (rep $r)" >>"$log"
         rc=0
-        timeout 300 "$P" run --executor gpu --json --batches "$k" "$yaml" >"$json" 2>>"$log" || rc=$?
-        if [ $rc -eq 2 ] && grep -q "host stage" "$log"; then
-            refused=$(grep "host stage" "$log" | tail -1)
+        timeout 300 "$P" run --executor gpu --json --batches "$k" "$yaml" >"$json" 2>"$json.err" || rc=$?
+        cat "$json.err" >>"$log"
+        # Exit 2 after `pipectl check` passed: the executor refused the pipeline (bad input for it).
+        if [ $rc -eq 2 ]; then
+            refused=$(grep . "$json.err" | tail -1 || true)
             break 2
         fi
         [ $rc -eq 0 ] || die "pipectl run (batches $k) exit $rc (see $log)"
