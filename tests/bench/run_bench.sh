@@ -13,7 +13,7 @@
 # hoststep sanitizer"; any subset, in that order; also "bench0": `pipectl bench` again with
 # PIPECTL_GPU_RUNAHEAD=0, one graph per slot, right after "bench", for an A/B in one call).
 # hoststep takes BYTES, BATCHES, DEPTH, KERNEL from the environment (run_host_step.sh says how);
-# its rc is 3 while the GPU executor refuses a host stage between device stages.
+# its rc is 3 if pipectl refuses the pipeline (exit 2), with the baseline's figures still shown.
 set -u
 OUT=${OUT:-out/bench}
 BUILD=${BUILD:-build-dev}
