@@ -4,8 +4,9 @@
  * two device segments) and for every pipeline in pipelines/ (host_step.yaml/.lua: a Lua stage
  * between two device segments), with the default sampled timing (lean and timed graphs mixed in
  * one run), and the built-in ones also timing every 2nd batch, every batch and none; a pipeline
- * the GPU executor refuses fails the test. Also: device spans respect the dependencies, and
- * exactly the sampled batches have device spans. Skipped (77) without a CUDA device.
+ * the GPU executor refuses fails the test. Also: a host stage between device stages run once
+ * through both executors (checksums equal), device spans respect the dependencies, and exactly
+ * the sampled batches have device spans. Skipped (77) without a CUDA device.
  * PL_GT_SELFTEST=1 runs the same comparisons host against host (checks the test itself). */
 #include <dirent.h>
 
@@ -187,7 +188,8 @@ static void gt_compare_pipeline(const char *label, const char *file, gt_builder 
 
 /* source -> up -> scale -> down -> sink, then a second source (a host stage ordered after the
  * download: between the two device segments of the batch) -> up2 -> add of both device results ->
- * down2 -> sink. Segment 2 reads y_dev, which segment 1 wrote. */
+ * down2 -> sink. Segment 2 reads y_dev, which segment 1 wrote. Compared like the other built-in
+ * pipelines, in every mode and timing. */
 static void build_between(pl_spec *s)
 {
     build_chain(s);
@@ -205,6 +207,38 @@ static void build_between(pl_spec *s)
     pl_stage *sink = gt_stage(s, "save2", pl_kind_find("sink"));
     gt_opt(s, sink, "from", "w_host");
     gt_opt(s, sink, "to", "w.npy");
+}
+
+/* A host stage between device stages of one batch: the device work is cut into two segments,
+ * each captured per slot, with the host stage run between them; outputs equal the host's. */
+static void test_host_between(void)
+{
+    pl_spec *s = NULL;
+    pl_error e;
+    pl_spec_new(NULL, &s, &e);
+    build_chain(s);
+    gt_buf(s, "z_host", PL_HOST, PL_F32, 100003, false, PL_INIT_NONE);
+    gt_buf(s, "z_dev", PL_DEVICE, PL_F32, 100003, false, PL_INIT_NONE);
+    pl_stage *g2 = gt_stage(s, "gen2", pl_kind_find("source"));
+    gt_opt(s, g2, "to", "z_host");
+    pl_stage_add_after(s, g2, "down", gt_nopos);
+    gt_copy(s, "up2", pl_kind_find("h2d"), "z_host", "z_dev");
+    gt_redirect_sinks(s, gt_scratch("between"));
+    gt_run h, r;
+    gt_run_spec(s, PL_EXEC_HOST, false, NULL, &h);
+    gt_run_spec(s, PL_EXEC_GPU, true, NULL, &r);
+    printf("host stage between device stages: host %s, gpu %s\n", pl_status_name(h.st),
+           pl_status_name(r.st));
+    CHECK_EQ_INT(h.st, PL_OK);
+    CHECK_EQ_INT(r.st, PL_OK);
+    CHECK_EQ_INT(r.res.n_outputs, h.res.n_outputs);
+    for (int i = 0; i < r.res.n_outputs && i < h.res.n_outputs; i++) {
+        CHECK_EQ_INT(r.res.outputs[i].batches, h.res.outputs[i].batches);
+        CHECK(r.res.outputs[i].checksum == h.res.outputs[i].checksum);
+    }
+    pl_run_result_fini(&h.res);
+    pl_run_result_fini(&r.res);
+    pl_spec_free(s);
 }
 
 /* Device spans come from events inside the graph: within a batch, the kernel starts after the
@@ -293,6 +327,7 @@ int main(void)
     }
     gt_timing = 16;
     if (!gt_selftest) {
+        test_host_between();
         for (int t = 0; t < 4; t++) {
             const int timing[4] = {16, 0, -1, 4};
             test_spans(true, timing[t]);
