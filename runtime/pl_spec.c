@@ -150,26 +150,37 @@ pl_opt *pl_stage_add_opt(pl_spec *spec, pl_stage *st, const char *key, pl_pos po
     return o->key ? o : NULL;
 }
 
-pl_status pl_opt_add_item(pl_spec *spec, pl_opt *opt, const char *text, pl_pos pos)
+pl_status pl_opt_add_tagged_item(pl_spec *spec, pl_opt *opt, const char *tag, const char *text,
+                                 pl_pos pos)
 {
     if ((opt->n_items & (opt->n_items - 1)) == 0) { /* powers of two: grow */
         int cap = opt->n_items ? opt->n_items * 2 : 4;
         const char **items = pl_spec_alloc(spec, (size_t)cap * sizeof *items);
+        const char **tags = pl_spec_alloc(spec, (size_t)cap * sizeof *tags);
         pl_pos *ipos = pl_spec_alloc(spec, (size_t)cap * sizeof *ipos);
-        if (!items || !ipos) return PL_ENOMEM;
+        if (!items || !tags || !ipos) return PL_ENOMEM;
         if (opt->n_items) {
             memcpy(items, opt->items, (size_t)opt->n_items * sizeof *items);
+            memcpy(tags, opt->item_tags, (size_t)opt->n_items * sizeof *tags);
             memcpy(ipos, opt->item_pos, (size_t)opt->n_items * sizeof *ipos);
         }
         opt->items = items;
+        opt->item_tags = tags;
         opt->item_pos = ipos;
     }
     const char *t = pl_spec_strdup(spec, text);
-    if (!t) return PL_ENOMEM;
+    const char *g = tag ? pl_spec_strdup(spec, tag) : NULL;
+    if (!t || (tag && !g)) return PL_ENOMEM;
     opt->items[opt->n_items] = t;
+    opt->item_tags[opt->n_items] = g;
     opt->item_pos[opt->n_items] = pos;
     opt->n_items++;
     return PL_OK;
+}
+
+pl_status pl_opt_add_item(pl_spec *spec, pl_opt *opt, const char *text, pl_pos pos)
+{
+    return pl_opt_add_tagged_item(spec, opt, NULL, text, pos);
 }
 
 static pl_ref *pl__add_ref(pl_spec *spec, pl_ref **arr, int *n, int *cap, const char *name,
