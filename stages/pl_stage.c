@@ -271,8 +271,8 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                                    "unknown key '%s' in %s stage '%s' (did you mean '%s'?)", o->key,
                                    kind->name, st->name, best);
             return pl_error_at(err, PL_EINPUT, o->pos,
-                               "unknown key '%s' in %s stage '%s'; see docs/pipeline-yaml.md for "
-                               "the keys of '%s'",
+                               "unknown key '%s' in %s stage '%s'; 'pipectl help %s' lists its "
+                               "keys",
                                o->key, kind->name, st->name, kind->name);
         }
         if (k->type == PL_KEY_FUNC)

@@ -129,6 +129,27 @@ fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', reads = {
 fails("local p = pipectl.pipeline{}\nreturn p", "p.lua:1:1: error: the pipeline has no 'stages:'")
 fails("local p = pipectl.pipeline{}\np.buffer('x', {})\nreturn p",
       "p.lua:2:1: error: buffer must be called on a pipeline with a colon")
+-- one checker for YAML and Lua: the same messages (in YAML's notation), Lua's extras kept
+local one = assert(load("local p = pipectl.pipeline{}\np:buffer('x', {shape = 8})\n" ..
+  "p:stage{name = 'a', kind = 'lua', code = 'x', reads = 'x'}\nreturn p"))
+assert(one:find("buffer x where=host dtype=f32 shape=8 ", 1, true), one)
+assert(one:find("stage a kind=lua reads=[x] code=x", 1, true), one)
+fails("return pipectl.pipeline{run = 5}",
+      "p.lua:1:1: error: 'run' must be a mapping like {batches: 16, depth: 3}, not a single value")
+fails("return pipectl.pipeline{name = {}}",
+      "p.lua:1:1: error: 'name' must be a single value like name: my_pipeline, not a list")
+fails("return pipectl.pipeline{run = {batches = '0x10'}}",
+      "p.lua:1:1: error: run: 'batches' must be a whole number, got '0x10'")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', code = 'x', args = print}\nreturn p",
+      "p.lua:2:1: error: stage 'a': 'args' is a function; only `fn` of a lua stage takes a function")
+fails("local p = pipectl.pipeline{}\nlocal t = {}\nt.t = t\np:stage{name = 'a', kind = 'lua', code = 'x', args = t}\nreturn p",
+      "p.lua:4:1: error: tables nested deeper than 16 levels (PL_MAX_NESTING), or a table that contains itself")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'h2d', 'x', from = 'y'}\nreturn p",
+      "p.lua:2:1: error: a table mixes unnamed values (array elements) with named keys")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', fn = 5}\nreturn p",
+      "p.lua:2:1: error: stage 'a': 'fn' must be a Lua function (pipeline.lua only; in YAML give script: or code:), not a single value")
+fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, dtype = 'f32', persistent = 'yes'})\nreturn p",
+      "p.lua:2:1: error: buffer 'x': 'persistent' is 'yes'; it must be one of: false, true")
 -- syntax and runtime errors keep Lua's line
 fails("local p = pipectl.pipeline{}\n\np:stage{name = 'a' kind = 'h2d'}\nreturn p",
       "p.lua:3:1: error: '}' expected near 'kind'")
