@@ -171,6 +171,7 @@ static pl_status pl__conv(pl__front *f, lua_State *L, int idx, pl_value *parent,
                         "contains itself; a pipeline needs at most 4: flatten this value",
                         PL_MAX_NESTING);
     v->table = true;
+    luaL_checkstack(L, 4, "a pipeline table");
     if (vt == PL_VAL_LIST) {
         lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
         for (lua_Integer i = 1; i <= n; i++) {

@@ -856,15 +856,15 @@ static pl_status pl__walk_stage(pl_walk *w, const pl_value *m, int number)
     for (const pl_key *d = kd->keys; d->name; d++) {
         if (d->type == PL_KEY_FUNC) continue;
         const pl_value *k = NULL;
-        for (const pl_value *c = m->child; c && c->next && !k; c = c->next->next)
-            if (strcmp(c->text, d->name) == 0) k = c;
-        for (const pl_key *f = kd->keys; f->name && !k; f++) {
+        for (const pl_key *f = kd->keys; f->name && !k; f++) { /* a function standing in for d */
             size_t n = f->values ? strcspn(f->values, "|") : 0;
             if (f->type != PL_KEY_FUNC || n != strlen(d->name) || strncmp(f->values, d->name, n))
                 continue;
             for (const pl_value *c = m->child; c && c->next && !k; c = c->next->next)
                 if (strcmp(c->text, f->name) == 0) k = c;
         }
+        for (const pl_value *c = m->child; c && c->next && !k; c = c->next->next)
+            if (strcmp(c->text, d->name) == 0) k = c;
         if (k) PL_CHECK(pl__walk_stage_key(w, where, m, k, si, kd));
     }
     for (const pl_value *k = m->child; k && k->next; k = k->next->next)

@@ -146,6 +146,8 @@ fails("local p = pipectl.pipeline{}\nlocal t = {}\nt.t = t\np:stage{name = 'a', 
       "p.lua:4:1: error: tables nested deeper than 16 levels (PL_MAX_NESTING), or a table that contains itself")
 fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'h2d', 'x', from = 'y'}\nreturn p",
       "p.lua:2:1: error: a table mixes unnamed values (array elements) with named keys")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', fn = print, script = 'x.lua'}\nreturn p",
+      "p.lua:2:1: error: stage 'a': give either 'fn' or 'script'/'code', not both")
 fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', fn = 5}\nreturn p",
       "p.lua:2:1: error: stage 'a': 'fn' must be a Lua function (pipeline.lua only; in YAML give script: or code:), not a single value")
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, dtype = 'f32', persistent = 'yes'})\nreturn p",
