@@ -576,28 +576,6 @@ static const pl_field pl__buffer_fields[] = {
 
 const pl_section pl_schema_buffer = {"buffer", "## `buffers`", "a buffer", pl__buffer_fields};
 
-/* Element count and byte size against int64 and PL_MAX_BUFFER_BYTES, at the shape's position. */
-static pl_status pl__check_size(pl_walk *w, const char *where, const pl_buffer *b)
-{
-    uint64_t count = 1, esize = pl_dtype_size(b->dtype);
-    for (int d = 0; d < b->rank; d++) {
-        uint64_t dim = (uint64_t)b->shape[d];
-        if (count > (uint64_t)INT64_MAX / dim)
-            return pl__fail(w, b->shape_pos,
-                            "%sthe shape has more than 2^63-1 elements; a buffer holds at most "
-                            "%llu bytes (64 GiB, PL_MAX_BUFFER_BYTES): make it smaller",
-                            where, (unsigned long long)PL_MAX_BUFFER_BYTES);
-        count *= dim;
-    }
-    if (count > PL_MAX_BUFFER_BYTES / esize)
-        return pl__fail(w, b->shape_pos,
-                        "%s%llu elements of %s is more than %llu bytes (64 GiB, "
-                        "PL_MAX_BUFFER_BYTES) per buffer: make the shape smaller",
-                        where, (unsigned long long)count, pl_dtype_name(b->dtype),
-                        (unsigned long long)PL_MAX_BUFFER_BYTES);
-    return PL_OK;
-}
-
 static pl_status pl__walk_buffer(pl_walk *w, const pl_value *k, const pl_value *v)
 {
     char where[96], what[32];
@@ -628,7 +606,8 @@ static pl_status pl__walk_buffer(pl_walk *w, const pl_value *k, const pl_value *
         return pl__fail(w, keys[file]->pos,
                         "%s'file' is only used with init: file; add init: file or remove 'file'",
                         where);
-    return pl__check_size(w, where, b);
+    uint64_t count;
+    return pl_buffer_count(b, &count, w->err);
 }
 
 /* ---- stages ------------------------------------------------------------------------------- */

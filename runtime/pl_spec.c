@@ -1,6 +1,7 @@
 /* pl_spec: the spec's arena, builders used by the front ends, lookups and dtype tables. */
 #include "pl_spec.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,6 +210,29 @@ pl_ref *pl_stage_add_write(pl_spec *spec, pl_stage *st, const char *name, pl_pos
 pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos)
 {
     return pl__add_ref(spec, &st->after, &st->n_after, &st->cap_after, name, pos);
+}
+
+pl_status pl_buffer_count(const pl_buffer *b, uint64_t *count, pl_error *err)
+{
+    uint64_t esize = pl_dtype_size(b->dtype), n = 1;
+    for (int i = 0; i < b->rank; i++) {
+        uint64_t d = (uint64_t)b->shape[i];
+        if (n > (uint64_t)INT64_MAX / d)
+            return pl_error_at(err, PL_EINPUT, b->shape_pos,
+                               "buffer '%s': the shape has more than 2^63-1 elements; a buffer "
+                               "holds at most %" PRIu64 " bytes (64 GiB, PL_MAX_BUFFER_BYTES): "
+                               "make it smaller",
+                               b->name, (uint64_t)PL_MAX_BUFFER_BYTES);
+        n *= d;
+    }
+    if (n > PL_MAX_BUFFER_BYTES / esize)
+        return pl_error_at(
+            err, PL_EINPUT, b->shape_pos,
+            "buffer '%s': %" PRIu64 " elements of %s is more than %" PRIu64
+            " bytes (64 GiB, PL_MAX_BUFFER_BYTES) per buffer: make the shape smaller",
+            b->name, n, pl_dtype_name(b->dtype), (uint64_t)PL_MAX_BUFFER_BYTES);
+    *count = n;
+    return PL_OK;
 }
 
 int pl_spec_find_buffer(const pl_spec *spec, const char *name)

@@ -167,6 +167,11 @@ pl_ref *pl_stage_add_read(pl_spec *spec, pl_stage *st, const char *name, pl_pos 
 pl_ref *pl_stage_add_write(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
 pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
 
+/* The 64 GiB rule, written once (the front ends and pl_spec_check call it): the element count of
+ * b's shape against int64 and count * dtype size against PL_MAX_BUFFER_BYTES. PL_OK and *count,
+ * or PL_EINPUT at b->shape_pos naming the buffer. The shape's dimensions must be >= 1. */
+pl_status pl_buffer_count(const pl_buffer *b, uint64_t *count, pl_error *err);
+
 /* Lookups (linear or hashed; -1 when absent). */
 int pl_spec_find_buffer(const pl_spec *spec, const char *name);
 int pl_spec_find_stage(const pl_spec *spec, const char *name);
