@@ -441,10 +441,10 @@ const pl_section pl_schema_run = {"run", "## `run`", "run options", pl__run_fiel
 
 /* ---- buffers ------------------------------------------------------------------------------ */
 
-static const char *pl__buf_where(const pl_buffer *b, char buf[96])
+static const char *pl__buf_where(const char *name, char buf[96])
 {
     char cb[72];
-    snprintf(buf, 96, "buffer '%s': ", pl__clip(b->name, cb));
+    snprintf(buf, 96, "buffer '%s': ", pl__clip(name, cb));
     return buf;
 }
 
@@ -453,7 +453,7 @@ static pl_status pl__take_where(pl_walk *w, const pl_field *f, const pl_value *v
     pl_buffer *b = obj;
     char wb[96];
     int idx;
-    PL_CHECK(pl__want_enum(w, pl__buf_where(b, wb), f, v, &idx));
+    PL_CHECK(pl__want_enum(w, pl__buf_where(b->name, wb), f, v, &idx));
     b->where = idx ? PL_DEVICE : PL_HOST;
     b->where_pos = v->pos;
     return PL_OK;
@@ -464,7 +464,7 @@ static pl_status pl__take_dtype(pl_walk *w, const pl_field *f, const pl_value *v
     pl_buffer *b = obj;
     char wb[96];
     int idx;
-    PL_CHECK(pl__want_enum(w, pl__buf_where(b, wb), f, v, &idx));
+    PL_CHECK(pl__want_enum(w, pl__buf_where(b->name, wb), f, v, &idx));
     if (!pl_dtype_parse(v->text, &b->dtype)) return pl__oom(w); /* the table is inconsistent */
     b->dtype_pos = v->pos;
     return PL_OK;
@@ -474,7 +474,7 @@ static pl_status pl__take_shape(pl_walk *w, const pl_field *f, const pl_value *v
 {
     pl_buffer *b = obj;
     char wb[96], cb[72], what[32];
-    const char *where = pl__buf_where(b, wb);
+    const char *where = pl__buf_where(b->name, wb);
     (void)f;
     const pl_value *first;
     int n;
@@ -518,7 +518,7 @@ static pl_status pl__take_persistent(pl_walk *w, const pl_field *f, const pl_val
     pl_buffer *b = obj;
     char wb[96];
     int idx;
-    PL_CHECK(pl__want_enum(w, pl__buf_where(b, wb), f, v, &idx));
+    PL_CHECK(pl__want_enum(w, pl__buf_where(b->name, wb), f, v, &idx));
     b->persistent = idx == 1;
     b->persistent_pos = v->pos;
     return PL_OK;
@@ -529,7 +529,7 @@ static pl_status pl__take_init(pl_walk *w, const pl_field *f, const pl_value *v,
     pl_buffer *b = obj;
     char wb[96];
     int idx;
-    PL_CHECK(pl__want_enum(w, pl__buf_where(b, wb), f, v, &idx));
+    PL_CHECK(pl__want_enum(w, pl__buf_where(b->name, wb), f, v, &idx));
     b->init = idx == 0 ? PL_INIT_ZEROS : idx == 1 ? PL_INIT_RANDOM : PL_INIT_FILE;
     b->init_pos = v->pos;
     return PL_OK;
@@ -539,7 +539,7 @@ static pl_status pl__take_file(pl_walk *w, const pl_field *f, const pl_value *v,
 {
     pl_buffer *b = obj;
     char wb[96];
-    PL_CHECK(pl__want_scalar(w, pl__buf_where(b, wb), f->key.name, v, f->example));
+    PL_CHECK(pl__want_scalar(w, pl__buf_where(b->name, wb), f->key.name, v, f->example));
     b->init_file = pl_spec_strdup(w->spec, v->text);
     return b->init_file ? PL_OK : pl__oom(w);
 }
@@ -583,8 +583,7 @@ static pl_status pl__walk_buffer(pl_walk *w, const pl_value *k, const pl_value *
         return pl__fail(w, k->pos,
                         "a buffer name must be a single word, not %s; write 'name: {shape: [N]}'",
                         pl_value_what(k, what));
-    pl_buffer probe = {.name = k->text};
-    pl__buf_where(&probe, where);
+    pl__buf_where(k->text, where);
     if (!pl__is_map(v))
         return pl__fail(w, v->pos,
                         "%sexpected a mapping like {where: host, dtype: f32, shape: [1024]}, "
