@@ -437,7 +437,8 @@ static const pl_field pl__run_fields[] = {
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 
-const pl_section pl_schema_run = {"run", "## `run`", "run options", pl__run_fields};
+const pl_section pl_schema_run = {"run", "## `run`",
+                                  "run options (pipectl run flags override them)", pl__run_fields};
 
 /* ---- buffers ------------------------------------------------------------------------------ */
 
@@ -574,7 +575,9 @@ static const pl_field pl__buffer_fields[] = {
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 
-const pl_section pl_schema_buffer = {"buffer", "## `buffers`", "a buffer", pl__buffer_fields};
+const pl_section pl_schema_buffer = {"buffer", "## `buffers`",
+                                     "a buffer: where it lives, its element type and shape",
+                                     pl__buffer_fields};
 
 static pl_status pl__walk_buffer(pl_walk *w, const pl_value *k, const pl_value *v)
 {

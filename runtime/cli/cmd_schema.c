@@ -86,6 +86,7 @@ static bool pl__json_default(FILE *out, const pl_key *k)
     case PL_KEY_PATH:
     case PL_KEY_ENUM:
     case PL_KEY_NAME:
+        if (strchr(d, ' ')) return false; /* prose: "the file's base name" */
         fputs(", \"default\": ", out);
         pl__json_str(out, d);
         return true;
@@ -163,6 +164,9 @@ static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
 /* The properties of a section of the file (run, a buffer), and its required keys. */
 static void pl__json_fields(FILE *out, const pl_section *sec, const char *indent)
 {
+    fprintf(out, "%s\"description\": ", indent);
+    pl__json_str(out, sec->doc);
+    fputs(",\n", out);
     fprintf(out, "%s\"properties\": {", indent);
     for (int i = 0; sec->fields[i].key.name; i++) {
         fprintf(out, "%s\n%s  \"%s\": ", i ? "," : "", indent, sec->fields[i].key.name);
@@ -227,7 +231,7 @@ static void pl__json_schema(FILE *out)
         const pl_key *k = &top[i].key;
         fprintf(out, "    \"%s\": ", k->name);
         if (strcmp(k->name, "run") == 0)
-            fputs("{\"type\": [\"object\", \"null\"], \"$ref\": \"#/$defs/run\"", out);
+            fputs("{\"anyOf\": [{\"type\": \"null\"}, {\"$ref\": \"#/$defs/run\"}]", out);
         else if (strcmp(k->name, "buffers") == 0)
             fprintf(out,
                     "{\"type\": [\"object\", \"null\"], \"propertyNames\": {\"pattern\": "

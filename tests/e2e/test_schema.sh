@@ -28,6 +28,8 @@ printf '%s\nstages:\n  - {name: s, kind: sink, from: x, checksum: maybe}\n' "$he
 printf '%s\nstages:\n  - {name: k, kind: kernel, op: fill, value: lots, writes: [xd]}\n' "$head" >"$bad/kind_number.yaml"
 printf '%s\nstages:\n  - {name: up, kind: h2d, from: x}\nrun: {depth: 65}\n' "$head" >"$bad/run_depth.yaml"
 printf 'buffers: {x: {dtype: f32}}\nstages: []\n' >"$bad/buffer_no_shape.yaml"
+printf 'run:\nbuffers:\nstages:\n' >"$work/empty_sections.yaml"
+printf 'run: 5\nstages: []\n' >"$bad/run_scalar.yaml"
 printf 'buffers: {x: {shape: [4, 0]}}\nstages: []\n' >"$bad/buffer_shape_zero.yaml"
 printf 'buffers: {x: {shape: [4]}}\nstages:\n  - {kind: source, to: x}\n' >"$bad/stage_no_name.yaml"
 for f in top_unknown_key run_unknown_key buffer_unknown_key buffer_bad_dtype buffer_bad_where \
@@ -45,6 +47,7 @@ v = jsonschema.Draft202012Validator(schema)
 fail = 0
 good = sorted(glob.glob(os.path.join(src, "pipelines", "*.yaml")))
 good.append(os.path.join(src, "tests", "parser", "good", "quickstart.yaml"))
+good.append(os.path.join(os.path.dirname(bad), "empty_sections.yaml"))
 for f in good:
     errs = list(v.iter_errors(yaml.safe_load(open(f))))
     for e in errs[:3]:
