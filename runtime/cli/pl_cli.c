@@ -52,9 +52,16 @@ const pl_cmd pl_cmds[] = {
      .summary = "print the version",
      .operands = "",
      .fn = pl_cmd_version},
+    {.name = "schema",
+     .usage = "pipectl schema",
+     .summary = "print the JSON Schema of pipeline.yaml (for editors)",
+     .notes = "e.g. pipectl schema > pipeline.schema.json, then start a pipeline file with\n"
+              "'# yaml-language-server: $schema=pipeline.schema.json'\n",
+     .operands = "",
+     .fn = pl_cmd_schema},
     {.name = "help",
-     .usage = "pipectl help [COMMAND]",
-     .summary = "list commands, or describe one",
+     .usage = "pipectl help [COMMAND | kinds | KIND]",
+     .summary = "list commands, or describe one; list stage kinds, or one kind's keys",
      .opts = pl_cli_help_opts,
      .operands = "COMMAND",
      .fn = pl_cmd_help},
@@ -312,43 +319,3 @@ int pl_cli_choice(const pl_cmd *cmd, const char *opt, const char *val, const cha
     pl_cli_usage_error(cmd, "%s must be %s, got '%s'", opt, list, val);
     return -1;
 }
-
-int pl_cmd_help(int argc, char **argv)
-{
-    const pl_cmd *self = pl_cmd_find("help", NULL);
-    pl_cli_args a;
-    pl_cli_args_init(&a, self, argc, argv);
-    const char *v;
-    int id;
-    bool markdown = false;
-    while ((id = pl_cli_next(&a, &v)) > 0)
-        markdown = true; /* --markdown, the only option */
-    if (id < 0) return a.rc;
-    if (markdown) {
-        pl_cli_help_markdown(stdout);
-        return 0;
-    }
-    if (a.n_operands > 1)
-        return pl_cli_usage_error(self, "'pipectl help' takes one command name, got %d",
-                                  a.n_operands);
-    if (a.n_operands == 1) {
-        pl_error err;
-        const pl_cmd *c = pl_cmd_find(a.operands[0], &err);
-        if (!c) return pl_cli_fail(&err);
-        pl_cmd_usage(c, stdout);
-        return 0;
-    }
-    printf("pipectl: declarative GPU pipelines that keep the copy engines and the SMs busy.\n\n"
-           "usage: pipectl COMMAND [options] [FILE]\n       pipectl --version | --help\n\n"
-           "commands:\n");
-    for (const pl_cmd *c = pl_cmds; c->name; c++)
-        if (!c->hidden) printf("  %-10s %s\n", c->name, c->summary);
-    printf("\n'pipectl help COMMAND' or 'pipectl COMMAND --help' describes one.\n"
-           "Exit codes: 0 success, 1 runtime failure, 2 bad input, 130 interrupted.\n");
-    return 0;
-}
-
-const pl_cli_opt pl_cli_help_opts[] = {
-    {"markdown", 0, NULL, NULL, "print every command's help as Markdown (docs/cli.md)", 256},
-    {0},
-};
