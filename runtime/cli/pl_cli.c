@@ -134,8 +134,8 @@ const pl_cmd *pl_cmd_find(const char *name, pl_error *err)
     }
     if (best && best_d <= (strlen(name) >= 5 ? 2 : 1))
         pl_error_set(err, PL_EINPUT,
-                     "error: unknown command '%s'; did you mean 'pipectl %s'? (see 'pipectl help')",
-                     name, best->name);
+                     "error: unknown command '%s' (did you mean '%s'?); see 'pipectl help'", name,
+                     best->name);
     else
         pl_error_set(err, PL_EINPUT, "error: unknown command '%s'; see 'pipectl help'", name);
     return NULL;
@@ -254,8 +254,28 @@ int pl_cli_next(pl_cli_args *a, const char **val)
         const char *arg = optind > 0 && optind <= a->argc ? a->argv[optind - 1] : "";
         if (c == '?') {
             char shortopt[3] = {'-', (char)optopt, '\0'};
-            a->rc = pl_cli_usage_error(a->cmd, "unknown option '%s' for 'pipectl %s'",
-                                       optopt ? shortopt : arg, a->cmd->name);
+            /* A misspelt long option: the nearest one of this command, as for commands. */
+            const char *near = NULL;
+            if (!optopt && strncmp(arg, "--", 2) == 0) {
+                size_t n = strcspn(arg + 2, "=");
+                char name[64];
+                snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1),
+                         arg + 2);
+                int best = 99;
+                for (const pl_cli_opt *o = a->cmd->opts; o && o->name; o++) {
+                    int d = pl__distance(name, o->name);
+                    if (d < best) best = d, near = o->name;
+                }
+                if (best > (strlen(name) >= 5 ? 2 : 1)) near = NULL;
+            }
+            if (near)
+                a->rc = pl_cli_usage_error(a->cmd,
+                                           "unknown option '%s' for 'pipectl %s' (did you mean "
+                                           "'--%s'?)",
+                                           arg, a->cmd->name, near);
+            else
+                a->rc = pl_cli_usage_error(a->cmd, "unknown option '%s' for 'pipectl %s'",
+                                           optopt ? shortopt : arg, a->cmd->name);
             return -1;
         }
         if (c == ':') {

@@ -49,6 +49,8 @@ grep -q '^  -b, --batches N  ' "$tmp/o" || err "run -h: no '-b, --batches N' lin
 # Usage errors: exact messages, exit 2.
 expect 2 "error: unknown option '--bogus' for 'pipectl run'; see 'pipectl run --help'" "$pipectl" run --bogus "$q"
 expect 2 "error: unknown option '-z' for 'pipectl run'; see 'pipectl run --help'" "$pipectl" run -z "$q"
+expect 2 "error: unknown option '--batchs=2' for 'pipectl run' (did you mean '--batches'?); see 'pipectl run --help'" "$pipectl" run --batchs=2 "$q"
+expect 2 "error: unknown option '--tracee' for 'pipectl run' (did you mean '--trace'?); see 'pipectl run --help'" "$pipectl" run --tracee t.json "$q"
 expect 2 "error: --batches needs a value (N); see 'pipectl run --help'" "$pipectl" run "$q" --batches
 expect 2 "error: --batches needs a whole number from 1 to 2^40, got 'x'; see 'pipectl run --help'" "$pipectl" run --batches=x "$q"
 expect 2 "error: --executor must be auto, host or gpu, got 'cpu'; see 'pipectl run --help'" "$pipectl" run --executor cpu "$q"
@@ -59,9 +61,9 @@ expect 2 "error: 'pipectl bench' takes no file (got 'x.yaml'); see 'pipectl benc
 
 # Commands: prefixes, suggestions for typos, nothing suggested for something far away.
 expect 0 "" "$pipectl" pl "$q"
-expect 2 "error: unknown command 'chek'; did you mean 'pipectl check'? (see 'pipectl help')" "$pipectl" chek "$q"
-expect 2 "error: unknown command 'rnu'; did you mean 'pipectl run'? (see 'pipectl help')" "$pipectl" rnu "$q"
-expect 2 "error: unknown command 'bnech'; did you mean 'pipectl bench'? (see 'pipectl help')" "$pipectl" bnech
+expect 2 "error: unknown command 'chek' (did you mean 'check'?); see 'pipectl help'" "$pipectl" chek "$q"
+expect 2 "error: unknown command 'rnu' (did you mean 'run'?); see 'pipectl help'" "$pipectl" rnu "$q"
+expect 2 "error: unknown command 'bnech' (did you mean 'bench'?); see 'pipectl help'" "$pipectl" bnech
 expect 2 "error: unknown command 'frobnicate'; see 'pipectl help'" "$pipectl" frobnicate
 expect 2 "error: unknown command '__'; see 'pipectl help'" "$pipectl" __
 expect 2 "error: unknown option '--bogus'; options follow the command: 'pipectl COMMAND [options]' (see 'pipectl help')" "$pipectl" --bogus
