@@ -221,16 +221,15 @@ void pl_cli_complete_bash(FILE *out)
     fprintf(out, "    esac\n}\ncomplete -o filenames -o bashdefault -F _pipectl pipectl\n");
 }
 
-/* Text inside a zsh _arguments spec in single quotes: no quote, brackets or colons. */
-static void pl__zsh_text(FILE *out, const char *s)
+/* Text inside a single-quoted zsh _arguments spec, first line only: a quote closes and reopens
+ * the string; in a [description] brackets are escaped, in a message colons. */
+static void pl__zsh_text(FILE *out, const char *s, bool brackets)
 {
     for (; *s && *s != '\n'; s++) {
         if (*s == '\'')
             fputs("'\\''", out);
-        else if (*s == '[' || *s == ']')
-            fputc(*s == '[' ? '(' : ')', out);
-        else if (*s == ':')
-            fputc(';', out);
+        else if ((brackets && (*s == '[' || *s == ']')) || (!brackets && *s == ':'))
+            fprintf(out, "\\%c", *s);
         else
             fputc(*s, out);
     }
@@ -244,7 +243,7 @@ void pl_cli_complete_zsh(FILE *out)
     for (const pl_cmd *c = pl_cmds; c->name; c++) {
         if (c->hidden) continue;
         fprintf(out, "        '%s:", c->name);
-        pl__zsh_text(out, c->summary);
+        pl__zsh_text(out, c->summary, false);
         fprintf(out, "'\n");
     }
     fprintf(out, "    )\n"
@@ -267,11 +266,11 @@ void pl_cli_complete_zsh(FILE *out)
                         o->arg ? "+" : "", o->name, o->arg ? "=" : "");
             else
                 fprintf(out, "'--%s%s[", o->name, o->arg ? "=" : "");
-            pl__zsh_text(out, o->help);
+            pl__zsh_text(out, o->help, true);
             fprintf(out, "]");
             if (o->arg) {
                 fprintf(out, ":");
-                pl__zsh_text(out, o->arg);
+                pl__zsh_text(out, o->arg, false);
                 if (o->values) {
                     fprintf(out, ":(");
                     pl__words(out, o->values);
