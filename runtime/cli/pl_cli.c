@@ -268,7 +268,23 @@ int pl_cli_next(pl_cli_args *a, const char **val)
                 }
                 if (best > (strlen(name) >= 5 ? 2 : 1)) near = NULL;
             }
-            if (near)
+            /* A prefix of several long options: getopt_long's '?' too; name them. */
+            char several[256] = "";
+            if (!optopt && strncmp(arg, "--", 2) == 0) {
+                size_t n = strcspn(arg + 2, "="), k = 0;
+                int hits = 0;
+                for (const pl_cli_opt *o = a->cmd->opts; o && o->name; o++)
+                    if (n > 0 && strncmp(o->name, arg + 2, n) == 0 && k + 40 < sizeof several) {
+                        k += (size_t)snprintf(several + k, sizeof several - k, "%s--%s",
+                                              hits ? ", " : "", o->name);
+                        hits++;
+                    }
+                if (hits < 2) several[0] = '\0';
+            }
+            if (several[0])
+                a->rc = pl_cli_usage_error(a->cmd, "ambiguous option '%s' for 'pipectl %s' (%s)",
+                                           arg, a->cmd->name, several);
+            else if (near)
                 a->rc = pl_cli_usage_error(a->cmd,
                                            "unknown option '%s' for 'pipectl %s' (did you mean "
                                            "'--%s'?)",

@@ -51,6 +51,7 @@ expect 2 "error: unknown option '--bogus' for 'pipectl run'; see 'pipectl run --
 expect 2 "error: unknown option '-z' for 'pipectl run'; see 'pipectl run --help'" "$pipectl" run -z "$q"
 expect 2 "error: unknown option '--batchs=2' for 'pipectl run' (did you mean '--batches'?); see 'pipectl run --help'" "$pipectl" run --batchs=2 "$q"
 expect 2 "error: unknown option '--tracee' for 'pipectl run' (did you mean '--trace'?); see 'pipectl run --help'" "$pipectl" run --tracee t.json "$q"
+expect 2 "error: ambiguous option '--small' for 'pipectl bench' (--small-batches, --small-depth, --small-only); see 'pipectl bench --help'" "$pipectl" bench --small
 expect 2 "error: --batches needs a value (N); see 'pipectl run --help'" "$pipectl" run "$q" --batches
 expect 2 "error: --batches needs a whole number from 1 to 2^40, got 'x'; see 'pipectl run --help'" "$pipectl" run --batches=x "$q"
 expect 2 "error: --executor must be auto, host or gpu, got 'cpu'; see 'pipectl run --help'" "$pipectl" run --executor cpu "$q"
