@@ -314,15 +314,15 @@ int pl_cli_int(const pl_cmd *cmd, const char *opt, const char *val, int64_t lo, 
     errno = 0;
     long long v = val && *val ? strtoll(val, &end, 10) : 0;
     if (!val || !*val || errno || *end || v < lo || v > hi) {
-        char his[32];
+        char range[64];
         if (hi == INT64_MAX)
-            snprintf(his, sizeof his, "or more");
+            snprintf(range, sizeof range, ">= %lld", (long long)lo);
         else if (hi == ((int64_t)1 << 40))
-            snprintf(his, sizeof his, "to 2^40");
+            snprintf(range, sizeof range, "from %lld to 2^40", (long long)lo);
         else
-            snprintf(his, sizeof his, "to %lld", (long long)hi);
-        return pl_cli_usage_error(cmd, "%s needs a whole number from %lld %s, got '%s'", opt,
-                                  (long long)lo, his, val ? val : "");
+            snprintf(range, sizeof range, "from %lld to %lld", (long long)lo, (long long)hi);
+        return pl_cli_usage_error(cmd, "%s needs a whole number %s, got '%s'", opt, range,
+                                  val ? val : "");
     }
     *out = v;
     return 0;

@@ -54,6 +54,7 @@ expect 2 "error: unknown option '--tracee' for 'pipectl run' (did you mean '--tr
 expect 2 "error: ambiguous option '--small' for 'pipectl bench' (--small-batches, --small-depth, --small-only); see 'pipectl bench --help'" "$pipectl" bench --small
 expect 2 "error: --batches needs a value (N); see 'pipectl run --help'" "$pipectl" run "$q" --batches
 expect 2 "error: --batches needs a whole number from 1 to 2^40, got 'x'; see 'pipectl run --help'" "$pipectl" run --batches=x "$q"
+expect 2 "error: --reps needs a whole number >= 1, got '0'; see 'pipectl bench --help'" "$pipectl" bench --reps=0
 expect 2 "error: --executor must be auto, host or gpu, got 'cpu'; see 'pipectl run --help'" "$pipectl" run --executor cpu "$q"
 expect 2 "error: --progress must be auto, always or never, got 'yes'; see 'pipectl run --help'" "$pipectl" run --progress=yes "$q"
 expect 2 "error: 'pipectl run' needs a pipeline file; see 'pipectl run --help'" "$pipectl" run -e host
