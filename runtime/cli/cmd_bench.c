@@ -615,19 +615,19 @@ int pl_cmd_bench(int argc, char **argv)
             small_only = true;
             break;
         case PL__O_BATCHES:
-            rc = pl_cli_int(cmd, "--batches", v, 2, INT64_MAX, &batches);
+            rc = pl_cli_int(cmd, id, v, 2, INT64_MAX, &batches);
             break;
         case PL__O_SMALL_DEPTH:
-            rc = pl_cli_int(cmd, "--small-depth", v, 1, INT64_MAX, &small_depth);
+            rc = pl_cli_int(cmd, id, v, 1, INT64_MAX, &small_depth);
             break;
         case PL__O_SMALL_BATCHES:
-            rc = pl_cli_int(cmd, "--small-batches", v, 1, INT64_MAX, &small);
+            rc = pl_cli_int(cmd, id, v, 1, INT64_MAX, &small);
             break;
         case PL__O_REPS:
-            rc = pl_cli_int(cmd, "--reps", v, 1, INT64_MAX, &reps);
+            rc = pl_cli_int(cmd, id, v, 1, INT64_MAX, &reps);
             break;
         case PL__O_DEVICE:
-            rc = pl_cli_int(cmd, "--device", v, 0, INT64_MAX, &device);
+            rc = pl_cli_int(cmd, id, v, 0, INT64_MAX, &device);
             break;
         case PL__O_BASELINE:
             baseline = v;

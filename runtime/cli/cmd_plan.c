@@ -23,7 +23,7 @@ int pl_cmd_plan(int argc, char **argv)
     while ((id = pl_cli_next(&a, &v)) > 0) {
         if (id == PL__O_DOT)
             dot = true;
-        else if (pl_cli_int(cmd, "--depth", v, 1, PL_MAX_DEPTH, &depth))
+        else if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &depth))
             return 2;
     }
     if (id < 0) return a.rc;

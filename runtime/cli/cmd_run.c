@@ -88,24 +88,24 @@ int pl_cmd_run(int argc, char **argv)
     while ((id = pl_cli_next(&a, &v)) > 0) {
         switch (id) {
         case PL__O_BATCHES:
-            if (pl_cli_int(cmd, "--batches", v, 1, PL_MAX_BATCHES, &batches)) return 2;
+            if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &batches)) return 2;
             break;
         case PL__O_DEPTH:
-            if (pl_cli_int(cmd, "--depth", v, 1, PL_MAX_DEPTH, &depth)) return 2;
+            if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &depth)) return 2;
             break;
         case PL__O_WORKERS:
-            if (pl_cli_int(cmd, "--workers", v, 1, 64, &workers)) return 2;
+            if (pl_cli_int(cmd, id, v, 1, 64, &workers)) return 2;
             break;
         case PL__O_EXECUTOR:
-            if ((k = pl_cli_choice(cmd, "--executor", v, "auto|host|gpu")) < 0) return 2;
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
             exec = k == 0 ? PL_EXEC_AUTO : k == 1 ? PL_EXEC_HOST : PL_EXEC_GPU;
             break;
         case PL__O_TIMING:
-            if ((k = pl_cli_choice(cmd, "--timing", v, "sample|all|off")) < 0) return 2;
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
             timing = timings[k];
             break;
         case PL__O_PROGRESS:
-            if ((k = pl_cli_choice(cmd, "--progress", v, "auto|always|never")) < 0) return 2;
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
             progress = (pl_progress_mode)k;
             break;
         case PL__O_FAIL_AT:

@@ -307,9 +307,11 @@ int pl_cli_next(pl_cli_args *a, const char **val)
     }
 }
 
-int pl_cli_int(const pl_cmd *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
-               int64_t *out)
+int pl_cli_int(const pl_cmd *cmd, int id, const char *val, int64_t lo, int64_t hi, int64_t *out)
 {
+    const pl_cli_opt *o = pl__opt_by_id(cmd, id);
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", o ? o->name : "?");
     char *end;
     errno = 0;
     long long v = val && *val ? strtoll(val, &end, 10) : 0;
@@ -328,8 +330,12 @@ int pl_cli_int(const pl_cmd *cmd, const char *opt, const char *val, int64_t lo, 
     return 0;
 }
 
-int pl_cli_choice(const pl_cmd *cmd, const char *opt, const char *val, const char *values)
+int pl_cli_choice(const pl_cmd *cmd, int id, const char *val)
 {
+    const pl_cli_opt *o = pl__opt_by_id(cmd, id);
+    const char *values = o && o->values ? o->values : "";
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", o ? o->name : "?");
     size_t n = strlen(val);
     int i = 0;
     for (const char *p = values;; i++) {

@@ -73,12 +73,13 @@ int pl_cli_next(pl_cli_args *a, const char **val);
  */
 int pl_cli_usage_error(const pl_cmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* A whole number lo..hi; else a usage error naming the option ("--batches needs a whole number
- * from 1 to 64, got 'x'"). Returns 0 or 2. */
-int pl_cli_int(const pl_cmd *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
-               int64_t *out);
-/* val is one of the '|'-separated words of `values`: its index; else a usage error, -1. */
-int pl_cli_choice(const pl_cmd *cmd, const char *opt, const char *val, const char *values);
+/* The value of option `id` (of cmd's table) as a whole number lo..hi; else a usage error naming
+ * the option ("--batches needs a whole number from 1 to 64, got 'x'"). Returns 0 or 2. */
+int pl_cli_int(const pl_cmd *cmd, int id, const char *val, int64_t lo, int64_t hi, int64_t *out);
+/* The value of option `id` as the index of one of the '|'-separated words of its table entry's
+ * `values` (so the accepted words, the help and the completions are one list); else a usage
+ * error ("--executor must be auto, host or gpu, got 'cpu'") and -1. */
+int pl_cli_choice(const pl_cmd *cmd, int id, const char *val);
 
 /* The generated documents (pl_cli_gen.c), all from pl_cmds and the option tables. */
 void pl_cli_help_markdown(FILE *out); /* docs/cli.md */
