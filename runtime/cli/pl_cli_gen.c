@@ -289,9 +289,8 @@ void pl_cli_complete_zsh(FILE *out)
         else if (strcmp(c->operands, "FILE") == 0)
             fprintf(out, " \\\n            '1:pipeline file:_files'");
         else if (strcmp(c->operands, "COMMAND") == 0) {
-            fprintf(out, " \\\n            '1:command:(");
-            for (const pl_cmd *d = pl_cmds; d->name; d++)
-                if (!d->hidden) fprintf(out, "%s%s", d == pl_cmds ? "" : " ", d->name);
+            fprintf(out, " \\\n            '1:command or stage kind:(");
+            pl__help_topics(out);
             fprintf(out, ")'");
         }
         fprintf(out, "\n        ;;\n");

@@ -113,6 +113,19 @@ complete_words() { # WORDS... (the last is the word being completed)
 [ "$(complete_words help ch)" = "check " ] || err "bash: 'help ch<TAB>' gave '$(complete_words help ch)'"
 if command -v zsh >/dev/null; then
     zsh -n "$zsh_c" || err "zsh -n: the zsh completion does not parse"
+    # Its dispatch, with zsh's completion functions stubbed to print what they are given.
+    zsh_args() { # WORDS... (CURRENT is the last)
+        zsh -f -c '_arguments() { print -l -- "$@"; }; _describe() { print -l -- $cmds; };
+                   compadd() { print -- "$@"; }; words=("$@"); CURRENT=$#; source "$0"' \
+            "$zsh_c" pipectl "$@"
+    }
+    zsh_args ru --ex | grep -qxF -- "(-e --executor)--executor=[auto (default) | host | gpu]:E:(auto host gpu)" ||
+        err "zsh: 'pipectl ru --ex<TAB>' does not offer --executor with its values: $(zsh_args ru --ex | head -5)"
+    zsh_args plan x | grep -qxF -- "1:pipeline file:_files" || err "zsh: plan does not complete a file"
+    zsh_args c | grep -q '^check:check pipelines' || err "zsh: no command list: $(zsh_args c | head -3)"
+    zsh_args help k | grep -q "^1:command or stage kind:(.* kinds .*kernel" || err "zsh: help does not complete kinds"
+else
+    echo "zsh not found: the zsh completion was not parsed"
 fi
 head -1 "$zsh_c" | grep -qx '#compdef pipectl' || err "zsh completion: no '#compdef pipectl' line"
 
