@@ -155,7 +155,8 @@ int pl_cmd_run(int argc, char **argv)
     pl_progress prog;
     uint64_t bytes_in, bytes_out;
     pl_report_flow(spec, &bytes_in, &bytes_out);
-    pl_progress_init(&prog, progress, quiet || json, bytes_in, stderr);
+    /* bytes/s of what the sources bring in, else of what the sinks take out */
+    pl_progress_init(&prog, progress, quiet || json, bytes_in ? bytes_in : bytes_out, stderr);
     cfg.on_batch = pl_progress_update;
     cfg.user = &prog;
     if (fail_at) {
