@@ -23,8 +23,8 @@ typedef struct pl_progress {
     int last_len; /* columns of the line on screen, to clear it */
 } pl_progress;
 
-/* quiet: --quiet or --json, which switch `auto` off. bytes_per_batch: what a batch brings in
- * (sources), for the bytes/s figure; 0 leaves it out. */
+/* quiet: --quiet or --json, which switch `auto` off. bytes_per_batch: what a batch moves
+ * (pipectl run: the sources' input, else the sinks' output), for bytes/s; 0 leaves it out. */
 void pl_progress_init(pl_progress *p, pl_progress_mode mode, bool quiet, uint64_t bytes_per_batch,
                       FILE *out);
 /* pl_run_cfg.on_batch: user is the pl_progress. Redraws at most 10 times a second, and for the
