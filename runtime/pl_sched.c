@@ -231,16 +231,28 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
         s->owned[k] = owned ? owned[k] : true;
     /* Output stages and the commit point; without non-output stages there is nothing to wait
      * for. */
-    /* The commit set is every stage that is not an output nor runs after one within the batch: a
-     * stage after a sink (after: [save]) cannot finish batch b before that sink does. */
+    /* The commit set is every stage that is not an output nor runs after one within the batch,
+     * by data or by stream order: a stage after a sink (after: [save]), or behind such a stage on
+     * a shared copy stream, cannot finish batch b before that sink does. Streams are filled in
+     * plan order, so a stream predecessor comes first in plan order too. */
+    int *sprev = malloc(ns * sizeof *sprev);
+    if (!sprev) goto oom;
+    for (int v = 0; v < n; v++)
+        sprev[v] = -1;
+    for (int k = 0; k < nstr; k++)
+        for (int j = 1; j < plan->streams[k].n_stages; j++)
+            sprev[plan->streams[k].stages[j]] = plan->streams[k].stages[j - 1];
     for (int k = 0; k < n; k++) {
         int v = plan->order[k];
         s->is_out[v] = (plan->spec->stages[v].kind->role & PL_ROLE_OUTPUT) != 0;
         const pl_plan_stage *ps = &plan->stages[v];
-        for (int i = 0; i < ps->n_preds; i++)
-            if (s->is_out[ps->preds[i]] || s->after_out[ps->preds[i]]) s->after_out[v] = true;
+        for (int i = 0; i <= ps->n_preds; i++) {
+            int u = i < ps->n_preds ? ps->preds[i] : sprev[v];
+            if (u >= 0 && (s->is_out[u] || s->after_out[u])) s->after_out[v] = true;
+        }
         s->at_commit += !s->is_out[v] && !s->after_out[v];
     }
+    free(sprev);
     if (s->at_commit == 0) s->commit = plan->batches;
     for (int k = 0; k < nstr; k++)
         for (int j = 0; j < plan->streams[k].n_stages; j++)
