@@ -292,20 +292,45 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
     /* Writers of each buffer, as positions in its accessor list: the loops below pair writers
      * with accessors (a buffer read by thousands of stages has few writers). */
     int *wpos = malloc(((size_t)g->n + 1) * sizeof *wpos);
-    if (!wpos) return pl_error_set(err, PL_ENOMEM, "error: out of memory checking hazards");
+    pl_walk w = {0};
+    if (!wpos || pl_walk_init(&w, g->n) != PL_OK) {
+        free(wpos);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory checking hazards");
+    }
 
-    /* Hazards: two accessors of one buffer, one writing, with no path either way. The one
+    /* Hazards: two accessors of one buffer, one writing, with no path either way. A writer and a
+     * stage that only reads are always ordered (pl_graph_build adds writer -> reader unless
+     * after: already puts the reader first), so only writers need a search: they are all
+     * ordered when each is reached from the one before it in plan order. Otherwise the pair
      * reported is the first by (later accessor, earlier accessor) in declaration order. */
     for (int b = 0; b < g->n_buffers; b++) {
         int lo = g->acc_off[b], hi = g->acc_off[b + 1], nw = 0, bj = -1, bi = -1;
         for (int k = lo; k < hi; k++)
             if (g->acc_mode[k] & PL_ACC_WRITE) wpos[nw++] = k;
+        if (nw < 2) continue;
+        /* Writers by plan position (insertion sort: writers of one buffer are few). */
+        for (int x = 1; x < nw; x++) {
+            int v = wpos[x], y = x - 1;
+            while (y >= 0 && g->pos[g->acc[wpos[y]]] > g->pos[g->acc[v]]) {
+                wpos[y + 1] = wpos[y];
+                y--;
+            }
+            wpos[y + 1] = v;
+        }
+        bool chained = true;
+        for (int x = 1; x < nw && chained; x++)
+            chained = pl_walk_reaches(&w, g->succ_off, g->succ, g->pos, g->acc[wpos[x - 1]],
+                                      g->acc[wpos[x]]);
+        if (chained) continue;
         for (int x = 0; x < nw; x++) {
             for (int k = lo; k < hi; k++) {
                 int i = k < wpos[x] ? k : wpos[x], j = k < wpos[x] ? wpos[x] : k;
                 if (i == j || (bj >= 0 && (j > bj || (j == bj && i >= bi)))) continue;
+                if (!(g->acc_mode[i] & PL_ACC_WRITE) || !(g->acc_mode[j] & PL_ACC_WRITE)) continue;
                 int a = g->acc[i], c = g->acc[j];
-                if (pl_reach_has(&g->reach, a, c) || pl_reach_has(&g->reach, c, a)) continue;
+                if (pl_walk_reaches(&w, g->succ_off, g->succ, g->pos, a, c) ||
+                    pl_walk_reaches(&w, g->succ_off, g->succ, g->pos, c, a))
+                    continue;
                 bj = j;
                 bi = i;
             }
@@ -314,6 +339,7 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
         bool wi = g->acc_mode[bi] & PL_ACC_WRITE, wj = g->acc_mode[bj] & PL_ACC_WRITE;
         const pl_stage *sa = &spec->stages[g->acc[bi]], *sc = &spec->stages[g->acc[bj]];
         free(wpos);
+        pl_walk_fini(&w);
         return pl_error_at(err, PL_EINPUT, pl__access_pos(sc, b, wj),
                            "hazard on buffer '%s': stage '%s' %s it and stage '%s' (at %s) %s it, "
                            "and nothing orders them; add after: [%s] to stage '%s' (or the "
@@ -322,21 +348,30 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
                            pl__pos_str(pl__access_pos(sa, b, wi), p, sizeof p),
                            wi ? "writes" : "reads", sa->name, sc->name);
     }
+    pl_walk_fini(&w);
 
-    /* A per-batch buffer without init must be written in the batch before anything reads it. */
+    /* A per-batch buffer without init must be written in the batch before anything reads it. A
+     * writer w and a reader r != w are ordered one way or the other, so w precedes r exactly
+     * when it comes first in plan order: the two earliest writers answer for every reader. */
     for (int b = 0; b < g->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
         if (buf->persistent || buf->init != PL_INIT_NONE) continue;
-        int lo = g->acc_off[b], hi = g->acc_off[b + 1], nw = 0;
-        for (int k = lo; k < hi; k++)
-            if (g->acc_mode[k] & PL_ACC_WRITE) wpos[nw++] = k;
+        int lo = g->acc_off[b], hi = g->acc_off[b + 1], w1 = -1, w2 = -1;
+        for (int k = lo; k < hi; k++) {
+            if (!(g->acc_mode[k] & PL_ACC_WRITE)) continue;
+            int s = g->acc[k];
+            if (w1 < 0 || g->pos[s] < g->pos[w1]) {
+                w2 = w1;
+                w1 = s;
+            } else if (w2 < 0 || g->pos[s] < g->pos[w2]) {
+                w2 = s;
+            }
+        }
         for (int j = lo; j < hi; j++) {
             if (!(g->acc_mode[j] & PL_ACC_READ)) continue;
             int r = g->acc[j];
-            bool written = false;
-            for (int x = 0; x < nw && !written; x++)
-                written = g->acc[wpos[x]] != r && pl_reach_has(&g->reach, g->acc[wpos[x]], r);
-            if (written) continue;
+            int first = w1 == r ? w2 : w1;
+            if (first >= 0 && g->pos[first] < g->pos[r]) continue;
             const pl_stage *sr = &spec->stages[r];
             free(wpos);
             return pl_error_at(err, PL_EINPUT, pl__access_pos(sr, b, false),

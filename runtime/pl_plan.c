@@ -48,24 +48,137 @@ static int pl__int_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Scratch for pl__implied: a max-heap of stages by plan position and per-stage stamps. */
+typedef struct pl__imp {
+    int n;
+    unsigned cur;
+    unsigned *seen; /* == cur: pushed by the current search */
+    int *heap;
+    int *cands; /* candidates sorted by position */
+} pl__imp;
+
+static pl_status pl__imp_init(pl__imp *m, int n)
+{
+    memset(m, 0, sizeof *m);
+    m->n = n;
+    m->seen = calloc((size_t)n + 1, sizeof *m->seen);
+    m->heap = malloc(((size_t)n + 1) * sizeof *m->heap);
+    m->cands = malloc(((size_t)n + 1) * sizeof *m->cands);
+    return m->seen && m->heap && m->cands ? PL_OK : PL_ENOMEM;
+}
+
+static void pl__imp_fini(pl__imp *m)
+{
+    free(m->seen);
+    free(m->heap);
+    free(m->cands);
+    memset(m, 0, sizeof *m);
+}
+
+static void pl__hpush(int *h, int *n, int v, const int *pos)
+{
+    int i = (*n)++;
+    while (i > 0 && pos[h[(i - 1) / 2]] < pos[v]) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static int pl__hpop(int *h, int *n, const int *pos)
+{
+    int top = h[0], last = h[--(*n)], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && pos[h[c + 1]] > pos[h[c]]) c++;
+        if (pos[h[c]] <= pos[last]) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = last;
+    return top;
+}
+
+/* Transitive reduction of one stage's incoming edges: sets implied[i] when cand[i] reaches
+ * another candidate (a path of length >= 1 in the DAG whose predecessors of x are
+ * padj[poff[x] .. poff[x+1])). One backward search from all candidates at once, highest plan
+ * position first, that stops as soon as no unmarked candidate can still be reached (every node
+ * left is placed before all of them): it visits the stages between the candidates, not the whole
+ * graph. `cand` holds distinct stages. */
+static void pl__implied(pl__imp *m, const int *poff, const int *padj, const int *pos,
+                        const int *cand, int nc, char *implied)
+{
+    if (++m->cur == 0) {
+        memset(m->seen, 0, (size_t)m->n * sizeof *m->seen);
+        m->cur = 1;
+    }
+    unsigned s = m->cur;
+    for (int i = 0; i < nc; i++) {
+        implied[i] = 0;
+        m->cands[i] = cand[i];
+    }
+    if (nc < 2) return;
+    for (int i = 1; i < nc; i++) { /* by position (insertion sort: in-degrees are small) */
+        int v = m->cands[i], j = i - 1;
+        while (j >= 0 && pos[m->cands[j]] > pos[v]) {
+            m->cands[j + 1] = m->cands[j];
+            j--;
+        }
+        m->cands[j + 1] = v;
+    }
+    int hn = 0, low = 0; /* m->cands[low]: the lowest candidate not known to be implied */
+    for (int i = 0; i < nc; i++)
+        for (int e = poff[cand[i]]; e < poff[cand[i] + 1]; e++) {
+            int y = padj[e];
+            if (m->seen[y] == s) continue;
+            m->seen[y] = s;
+            pl__hpush(m->heap, &hn, y, pos);
+        }
+    /* A candidate pushed (seen) was reached from another one. */
+    while (hn > 0) {
+        while (low < nc && m->seen[m->cands[low]] == s)
+            low++;
+        if (low == nc || pos[m->heap[0]] < pos[m->cands[low]]) break;
+        int x = pl__hpop(m->heap, &hn, pos);
+        for (int e = poff[x]; e < poff[x + 1]; e++) {
+            int y = padj[e];
+            if (m->seen[y] == s) continue;
+            m->seen[y] = s;
+            pl__hpush(m->heap, &hn, y, pos);
+        }
+    }
+    for (int i = 0; i < nc; i++)
+        implied[i] = m->seen[cand[i]] == s;
+}
+
 /* Intra-batch predecessors after transitive reduction: u is dropped when it reaches another
  * predecessor of the same stage. */
 static pl_status pl__reduce_preds(pl_plan *plan, const pl_graph *g)
 {
+    pl__imp m;
+    char *implied = malloc((size_t)g->n + 1);
+    if (pl__imp_init(&m, g->n) != PL_OK || !implied) {
+        pl__imp_fini(&m);
+        free(implied);
+        return PL_ENOMEM;
+    }
     for (int v = 0; v < g->n; v++) {
         int lo = g->pred_off[v], hi = g->pred_off[v + 1];
         pl_plan_stage *ps = &plan->stages[v];
         ps->preds = malloc(((size_t)(hi - lo) + 1) * sizeof *ps->preds);
-        if (!ps->preds) return PL_ENOMEM;
-        for (int i = lo; i < hi; i++) {
-            int u = g->pred[i];
-            bool implied = false;
-            for (int j = lo; j < hi && !implied; j++)
-                if (j != i && pl_reach_has(&g->reach, u, g->pred[j])) implied = true;
-            if (!implied) ps->preds[ps->n_preds++] = u;
+        if (!ps->preds) {
+            pl__imp_fini(&m);
+            free(implied);
+            return PL_ENOMEM;
         }
+        pl__implied(&m, g->pred_off, g->pred, g->pos, g->pred + lo, hi - lo, implied);
+        for (int i = lo; i < hi; i++)
+            if (!implied[i - lo]) ps->preds[ps->n_preds++] = g->pred[i];
         pl__sort_by_order(ps->preds, ps->n_preds, plan->stages);
     }
+    pl__imp_fini(&m);
+    free(implied);
     return PL_OK;
 }
 
@@ -135,24 +248,29 @@ static pl_status pl__place_events(pl_plan *plan)
 {
     pl_status st = PL_OK;
     int n = plan->n_stages;
-    int *off = calloc((size_t)n + 1, sizeof *off), *adj = NULL, *sprev = NULL, *tmp = NULL;
+    int *sprev = NULL, *tmp = NULL, *pos = NULL;
     int *poff = NULL, *padj = NULL, *kept_src = NULL, *kept_dst = NULL;
-    pl_reach r = {0};
-    if (!off) return PL_ENOMEM;
+    char *implied = NULL;
+    pl__imp imp = {0};
     /* Edges of the combined graph: reduced preds, and each stream's previous stage. */
     int m = 0;
     for (int v = 0; v < n; v++)
         m += plan->stages[v].n_preds + 1;
-    adj = malloc(((size_t)m + 1) * sizeof *adj);
     padj = malloc(((size_t)m + 1) * sizeof *padj);
     poff = calloc((size_t)n + 1, sizeof *poff);
     sprev = malloc(((size_t)n + 1) * sizeof *sprev); /* stream predecessor, -1 for the first */
     tmp = malloc(((size_t)n + 1) * sizeof *tmp);
+    pos = malloc(((size_t)n + 1) * sizeof *pos);
+    implied = malloc((size_t)n + 1);
     kept_src = malloc(((size_t)m + 1) * sizeof *kept_src);
     kept_dst = malloc(((size_t)m + 1) * sizeof *kept_dst);
-    if (!adj || !padj || !poff || !sprev || !tmp || !kept_src || !kept_dst) goto oom;
-    for (int v = 0; v < n; v++)
+    if (!padj || !poff || !sprev || !tmp || !pos || !implied || !kept_src || !kept_dst ||
+        pl__imp_init(&imp, n) != PL_OK)
+        goto oom;
+    for (int v = 0; v < n; v++) {
         sprev[v] = -1;
+        pos[v] = plan->stages[v].order; /* streams follow plan order: it orders this graph too */
+    }
     for (int s = 0; s < plan->n_streams; s++)
         for (int i = 1; i < plan->streams[s].n_stages; i++)
             sprev[plan->streams[s].stages[i]] = plan->streams[s].stages[i - 1];
@@ -167,32 +285,22 @@ static pl_status pl__place_events(pl_plan *plan)
             dup |= ps->preds[i] == sprev[v];
         if (sprev[v] >= 0 && !dup) padj[poff[v + 1]++] = sprev[v];
     }
-    /* Successor lists from the predecessor lists. */
-    for (int v = 0; v < n; v++)
-        for (int i = poff[v]; i < poff[v + 1]; i++)
-            off[padj[i] + 1]++;
-    for (int v = 0; v < n; v++)
-        off[v + 1] += off[v];
-    int *cur = tmp; /* next free slot per node */
-    for (int v = 0; v < n; v++)
-        cur[v] = off[v];
-    for (int v = 0; v < n; v++)
-        for (int i = poff[v]; i < poff[v + 1]; i++)
-            adj[cur[padj[i]]++] = v;
-    PL_CHECK_GOTO(pl_reach_compute(&r, n, plan->order, off, adj, NULL), st, done);
 
     /* Kept cross-stream edges, in plan order of the waiting stage. */
     int nk = 0;
     for (int k = 0; k < n; k++) {
         int v = plan->order[k];
         const pl_plan_stage *ps = &plan->stages[v];
+        bool cross = false;
+        for (int i = 0; i < ps->n_preds; i++)
+            cross |= plan->stages[ps->preds[i]].stream != ps->stream;
+        if (!cross) continue;
+        int lo = poff[v], np = poff[v + 1] - lo;
+        pl__implied(&imp, poff, padj, pos, padj + lo, np, implied);
         for (int i = 0; i < ps->n_preds; i++) {
             int u = ps->preds[i];
             if (plan->stages[u].stream == ps->stream) continue;
-            bool implied = false;
-            for (int j = poff[v]; j < poff[v + 1] && !implied; j++)
-                if (padj[j] != u && pl_reach_has(&r, u, padj[j])) implied = true;
-            if (implied) continue;
+            if (implied[i]) continue; /* preds come first in v's combined list, in this order */
             kept_src[nk] = u;
             kept_dst[nk] = v;
             nk++;
@@ -235,9 +343,9 @@ static pl_status pl__place_events(pl_plan *plan)
 oom:
     st = PL_ENOMEM;
 done:
-    pl_reach_fini(&r);
-    free(off);
-    free(adj);
+    pl__imp_fini(&imp);
+    free(pos);
+    free(implied);
     free(poff);
     free(padj);
     free(sprev);
@@ -278,12 +386,6 @@ static int pl__xdep_cmp(const void *a, const void *b)
     return (x->buffer > y->buffer) - (x->buffer < y->buffer);
 }
 
-/* u precedes-or-is v within a batch. */
-static bool pl__le(const pl_graph *g, int u, int v)
-{
-    return u == v || pl_reach_has(&g->reach, u, v);
-}
-
 /* Cross-batch deps. Per-batch buffers: each writer of batch i+depth waits for the last accessors
  * of batch i (those with no successor among the buffer's accessors), because they share a slot.
  * Written persistent buffers: the first accessors of batch i+1 wait for the last accessors of
@@ -291,18 +393,22 @@ static bool pl__le(const pl_graph *g, int u, int v)
  * readers ordered before the writer by after:, which must see the previous batch's write).
  * Ordered kinds: stage(i+1) waits for stage(i). A stage never waits for itself otherwise (its
  * batches run in order on its stream). Then implied ones are dropped: (a -> b, d) is
- * implied by (a' -> b', d') when d' <= d, a precedes-or-is a' and b' precedes-or-is b. */
+ * implied by (a' -> b', d') when d' <= d, a precedes-or-is a' and b' precedes-or-is b.
+ *
+ * No reachability table: every question is a search bounded by plan positions (pl_walk), and the
+ * implied-dep test searches forward from a only through stages below which some dep of distance
+ * <= d ends at a position <= b's (min_to), so a chain or a fan-out costs what it touches. */
 static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_graph *g)
 {
+    pl_status st = PL_OK;
     pl__xvec v = {0};
     char *keep = NULL;
-    int words = g->reach.words;
-    /* acc: the buffer's accessors as a bitset; below: the stages some accessor reaches. Then
-     * l is last when its row misses acc, and t is first when `below` misses t. */
-    uint64_t *acc = calloc((size_t)words + 1, sizeof *acc);
-    uint64_t *below = calloc((size_t)words + 1, sizeof *below);
-    int *lasts = malloc(((size_t)g->n + 1) * sizeof *lasts);
-    if (!acc || !below || !lasts) goto oom;
+    int n = g->n;
+    const int *pos = g->pos;
+    pl_walk w = {0};
+    int *lasts = malloc(((size_t)n + 1) * sizeof *lasts);
+    int *dists = NULL, *min_to = NULL, *from_off = NULL, *from_idx = NULL;
+    if (!lasts || pl_walk_init(&w, n) != PL_OK) goto oom;
     for (int b = 0; b < g->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
         int lo = g->acc_off[b], hi = g->acc_off[b + 1];
@@ -310,27 +416,24 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         for (int i = lo; i < hi; i++)
             written |= (g->acc_mode[i] & PL_ACC_WRITE) != 0;
         if (!written) continue;
-        memset(acc, 0, (size_t)words * sizeof *acc);
-        memset(below, 0, (size_t)words * sizeof *below);
+        /* The accessors are the targets; none lies outside [pmin, pmax]. */
+        int pmin = n, pmax = -1;
+        pl_walk_targets(&w);
         for (int i = lo; i < hi; i++) {
             int a = g->acc[i];
-            acc[a >> 6] |= UINT64_C(1) << (a & 63);
-            const uint64_t *row = g->reach.bits + (size_t)a * (size_t)words;
-            for (int w = 0; w < words; w++)
-                below[w] |= row[w];
+            pl_walk_target(&w, a);
+            if (pos[a] < pmin) pmin = pos[a];
+            if (pos[a] > pmax) pmax = pos[a];
         }
         int nl = 0;
-        for (int i = lo; i < hi; i++) {
-            const uint64_t *row = g->reach.bits + (size_t)g->acc[i] * (size_t)words;
-            bool last = true;
-            for (int w = 0; w < words && last; w++)
-                last = (row[w] & acc[w]) == 0;
-            if (last) lasts[nl++] = g->acc[i];
-        }
+        for (int i = lo; i < hi; i++)
+            if (!pl_walk_any(&w, g->succ_off, g->succ, pos, g->acc[i], true, pmax))
+                lasts[nl++] = g->acc[i];
         for (int j = lo; j < hi; j++) {
             int t = g->acc[j];
-            bool target = buf->persistent ? !((below[t >> 6] >> (t & 63)) & 1u)
-                                          : (g->acc_mode[j] & PL_ACC_WRITE) != 0;
+            bool target = buf->persistent
+                              ? !pl_walk_any(&w, g->pred_off, g->pred, pos, t, false, pmin)
+                              : (g->acc_mode[j] & PL_ACC_WRITE) != 0;
             if (!target) continue;
             for (int i = 0; i < nl; i++)
                 if (pl__xadd(&v, lasts[i], t, buf->persistent ? 1 : plan->depth, b,
@@ -357,34 +460,107 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
     for (int i = 0; i < v.n; i++)
         if (m == 0 || v.a[m - 1].from != v.a[i].from || v.a[m - 1].to != v.a[i].to)
             v.a[m++] = v.a[i];
+
+    /* The distinct distances (1 and depth), and per distance class D: min_to[D][u] = the lowest
+     * position of `to` over deps of distance <= D whose `from` is u or below u. */
+    int nd = 0;
+    dists = malloc(((size_t)m + 1) * sizeof *dists);
+    if (!dists) goto oom;
+    for (int i = 0; i < m; i++) {
+        int k = 0;
+        while (k < nd && dists[k] != v.a[i].distance)
+            k++;
+        if (k == nd) dists[nd++] = v.a[i].distance;
+    }
+    min_to = malloc(((size_t)nd * (size_t)n + 1) * sizeof *min_to);
+    from_off = calloc((size_t)n + 2, sizeof *from_off);
+    from_idx = malloc(((size_t)m + 1) * sizeof *from_idx);
     keep = malloc((size_t)m + 1);
-    if (!keep) goto oom;
+    if (!min_to || !from_off || !from_idx || !keep) goto oom;
+    for (int i = 0; i < m; i++)
+        from_off[v.a[i].from + 1]++;
+    for (int u = 0; u < n; u++)
+        from_off[u + 1] += from_off[u];
+    {
+        int *fill = lasts; /* reuse: next free slot per `from` */
+        for (int u = 0; u < n; u++)
+            fill[u] = from_off[u];
+        for (int i = 0; i < m; i++)
+            from_idx[fill[v.a[i].from]++] = i;
+    }
+    for (int k = 0; k < nd; k++) {
+        int *mt = min_to + (size_t)k * (size_t)n;
+        for (int q = n - 1; q >= 0; q--) {
+            int u = g->order[q], best = n;
+            for (int e = from_off[u]; e < from_off[u + 1]; e++) {
+                const pl_xdep *y = &v.a[from_idx[e]];
+                if (y->distance <= dists[k] && pos[y->to] < best) best = pos[y->to];
+            }
+            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
+                if (mt[g->succ[e]] < best) best = mt[g->succ[e]];
+            mt[u] = best;
+        }
+    }
+    /* x = (a -> b, d) is implied when some other y = (a' -> b', d' <= d) has a' at or below a
+     * and b' at or above b. Forward from a through stages whose min_to allows such a y; the b'
+     * found are then looked for above b in one backward search. */
     for (int i = 0; i < m; i++) {
         const pl_xdep *x = &v.a[i];
+        int k = 0;
+        while (dists[k] != x->distance)
+            k++;
+        const int *mt = min_to + (size_t)k * (size_t)n;
+        int limit = pos[x->to], top = 0, cmin = n;
+        bool found = false, any = false;
         keep[i] = 1;
-        for (int j = 0; j < m && keep[i]; j++) {
-            const pl_xdep *y = &v.a[j];
-            if (j == i || y->distance > x->distance) continue;
-            if (pl__le(g, x->from, y->from) && pl__le(g, y->to, x->to)) keep[i] = 0;
+        pl_walk_targets(&w);
+        if (++w.cur == 0) { /* a fresh visit stamp for this forward search */
+            memset(w.seen, 0, (size_t)n * sizeof *w.seen);
+            w.cur = 1;
         }
+        w.stack[top++] = x->from;
+        w.seen[x->from] = w.cur;
+        while (top > 0 && !found) {
+            int u = w.stack[--top];
+            for (int e = from_off[u]; e < from_off[u + 1] && !found; e++) {
+                int j = from_idx[e];
+                const pl_xdep *y = &v.a[j];
+                if (j == i || y->distance > x->distance || pos[y->to] > limit) continue;
+                if (y->to == x->to) {
+                    found = true;
+                } else {
+                    pl_walk_target(&w, y->to);
+                    any = true;
+                    if (pos[y->to] < cmin) cmin = pos[y->to];
+                }
+            }
+            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++) {
+                int c = g->succ[e];
+                if (w.seen[c] == w.cur || mt[c] > limit) continue;
+                w.seen[c] = w.cur;
+                w.stack[top++] = c;
+            }
+        }
+        if (!found && any) found = pl_walk_any(&w, g->pred_off, g->pred, pos, x->to, false, cmin);
+        if (found) keep[i] = 0;
     }
     plan->xdeps = malloc(((size_t)m + 1) * sizeof *plan->xdeps);
     if (!plan->xdeps) goto oom;
     for (int i = 0; i < m; i++)
         if (keep[i]) plan->xdeps[plan->n_xdeps++] = v.a[i];
-    free(keep);
-    free(v.a);
-    free(acc);
-    free(below);
-    free(lasts);
-    return PL_OK;
+    goto done;
 oom:
+    st = PL_ENOMEM;
+done:
     free(keep);
     free(v.a);
-    free(acc);
-    free(below);
     free(lasts);
-    return PL_ENOMEM;
+    free(dists);
+    free(min_to);
+    free(from_off);
+    free(from_idx);
+    pl_walk_fini(&w);
+    return st;
 }
 
 pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
