@@ -1,11 +1,15 @@
 /* pl_check: resolves and validates a spec: run options, buffers, stages (options, binds, names,
  * engines, copy endpoints), then the dependency graph (cycles, hazards, reads of unwritten
- * buffers). The first error wins; every message says where, what and how to fix it. */
+ * buffers), and, separately, the files a run will touch (pl_spec_check_files). Without a
+ * diagnostics list the first error wins; with one, every independent error of a phase is listed.
+ * Every message says where, what and how to fix it. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_buffers.h"
+#include "pl_diag.h"
 #include "pl_graph.h"
 #include "pl_spec.h"
 #include "pl_stage.h"
@@ -404,21 +408,49 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
     return PL_OK;
 }
 
+/* Records the outcome of one check: a failure goes to the list (when there is one) and, if it is
+ * the first, to *err and *first. Returns true when the caller must stop now: no list (the first
+ * error wins) or out of memory. Phases stop at their end when anything failed, since later
+ * phases rely on earlier ones (sizes, binds, resolved names). */
+static bool pl__note(pl_status s, const pl_error *e, pl_diags *d, pl_error *err, pl_status *first)
+{
+    if (s == PL_OK) return false;
+    if (*first == PL_OK) {
+        *first = s;
+        if (err) *err = *e;
+    }
+    pl_diags_add(d, PL_SEV_ERROR, e);
+    return !d || s == PL_ENOMEM;
+}
+
 pl_status pl_spec_check(pl_spec *spec, pl_error *err)
 {
-    pl_status st = PL_OK;
+    return pl_spec_check_all(spec, NULL, err);
+}
+
+pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
+{
+    pl_status st = PL_OK, first = PL_OK;
+    pl_error e;
     pl_names bufs = {0}, stages = {0};
     const char **bnames = NULL, **snames = NULL;
     pl_graph g = {0};
     /* Binds add refs, so a second check would double them: checking a checked spec is a no-op. */
     if (spec->checked) return PL_OK;
+    pl_error_clear(&e);
 
-    PL_CHECK_GOTO(pl__check_run(spec, err), st, done);
+#define PL__NOTE(expr)                                                                             \
+    do {                                                                                           \
+        pl_error_clear(&e);                                                                        \
+        if (pl__note((expr), &e, diags, err, &first)) goto done;                                   \
+    } while (0)
+
+    PL__NOTE(pl__check_run(spec, &e));
     if (spec->n_buffers > PL_MAX_BUFFERS || spec->n_stages > PL_MAX_STAGES) {
-        st = pl_error_set(err, PL_EINPUT,
-                          "error: %d buffers and %d stages; a pipeline may have at most %d of "
-                          "each kind",
-                          spec->n_buffers, spec->n_stages, PL_MAX_STAGES);
+        PL__NOTE(pl_error_set(&e, PL_EINPUT,
+                              "error: %d buffers and %d stages; a pipeline may have at most %d of "
+                              "each kind",
+                              spec->n_buffers, spec->n_stages, PL_MAX_STAGES));
         goto done;
     }
     if (pl_names_init(&bufs, spec->n_buffers) || pl_names_init(&stages, spec->n_stages)) goto oom;
@@ -427,35 +459,69 @@ pl_status pl_spec_check(pl_spec *spec, pl_error *err)
     if (!bnames || !snames) goto oom;
 
     for (int i = 0; i < spec->n_buffers; i++) {
-        PL_CHECK_GOTO(pl__check_buffer(&spec->buffers[i], &bufs, spec, err), st, done);
+        PL__NOTE(pl__check_buffer(&spec->buffers[i], &bufs, spec, &e));
         bnames[i] = spec->buffers[i].name;
     }
+    if (first != PL_OK) goto done;
     /* Names and binds first: after: may name a stage declared further down. */
     for (int i = 0; i < spec->n_stages; i++) {
-        PL_CHECK_GOTO(pl__check_stage_decl(spec, &spec->stages[i], &stages, err), st, done);
+        PL__NOTE(pl__check_stage_decl(spec, &spec->stages[i], &stages, &e));
         snames[i] = spec->stages[i].name;
     }
+    if (first != PL_OK) goto done;
     for (int i = 0; i < spec->n_stages; i++) {
         pl_stage *s = &spec->stages[i];
-        PL_CHECK_GOTO(pl__resolve_stage(spec, s, &bufs, bnames, &stages, snames, err), st, done);
+        pl_error_clear(&e);
+        pl_status rs = pl__resolve_stage(spec, s, &bufs, bnames, &stages, snames, &e);
         /* The generic rules run before the kind's validate, so validators may rely on them
          * (a copy has exactly one read and one write, a kernel's operands are on the device). */
-        PL_CHECK_GOTO(pl__check_engine(spec, s, err), st, done);
+        if (rs == PL_OK) rs = pl__check_engine(spec, s, &e);
         const pl_kind *kind = pl_kind_get(s->kind);
-        if (kind->validate) PL_CHECK_GOTO(kind->validate(spec, s, err), st, done);
+        if (rs == PL_OK && kind->validate) rs = kind->validate(spec, s, &e);
+        if (pl__note(rs, &e, diags, err, &first)) goto done;
     }
+    if (first != PL_OK) goto done;
 
-    PL_CHECK_GOTO(pl_graph_build(spec, &g, err), st, done);
-    PL_CHECK_GOTO(pl__check_graph(spec, &g, err), st, done);
+    PL_CHECK_GOTO(pl_graph_build(spec, &g, &e), st, fail_e);
+    PL__NOTE(pl__check_graph(spec, &g, &e));
+    if (first != PL_OK) goto done;
     spec->checked = true;
     goto done;
+#undef PL__NOTE
 oom:
-    st = pl_error_set(err, PL_ENOMEM, "error: out of memory checking the pipeline");
+    pl_error_set(&e, PL_ENOMEM, "error: out of memory checking the pipeline");
+    st = PL_ENOMEM;
+fail_e:
+    pl__note(st, &e, diags, err, &first);
 done:
     pl_graph_fini(&g);
     pl_names_fini(&bufs);
     pl_names_fini(&stages);
     free(bnames);
     free(snames);
-    return st;
+    return first;
+}
+
+pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, pl_diags *diags, pl_error *err)
+{
+    pl_status first = PL_OK;
+    pl_error e;
+    if (!spec->checked)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: pl_spec_check_files needs a checked spec; call pl_spec_check "
+                            "first");
+    for (int i = 0; i < spec->n_buffers; i++) {
+        const pl_buffer *b = &spec->buffers[i];
+        if (b->init != PL_INIT_FILE) continue;
+        pl_error_clear(&e);
+        if (pl__note(pl_buffer_check_init_file(spec, b, &e), &e, diags, err, &first)) return first;
+    }
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *s = &spec->stages[i];
+        const pl_kind *kind = pl_kind_get(s->kind);
+        if (!kind->check_files) continue;
+        pl_error_clear(&e);
+        if (pl__note(kind->check_files(spec, s, batches, &e), &e, diags, err, &first)) return first;
+    }
+    return first;
 }

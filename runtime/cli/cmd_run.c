@@ -148,6 +148,8 @@ int pl_cmd_run(int argc, char **argv)
     if (batches > 0) spec->run.batches = batches;
     if (depth > 0) spec->run.depth = (int)depth;
     int rc = 0;
+    /* The files, for the batches this run will issue, before anything opens (exit 2). */
+    PL_CHECK_GOTO(pl_spec_check_files(spec, spec->run.batches, NULL, &err), st, fail);
     PL_CHECK_GOTO(pl_plan_compile(spec, &plan, &err), st, fail);
 
     pl_run_cfg cfg;
