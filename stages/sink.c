@@ -298,7 +298,7 @@ static pl_status pl__target_resolve(const pl_spec *spec, const pl_stage *st, pl_
                                    st->name, t->path,
                                    S_ISBLK(sb.st_mode) ? "a block device" : "a socket");
             }
-        } else if (errno != ENOENT) {
+        } else if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: pl__check_dir names it */
             return pl_error_at(err, PL_EINPUT, o->to_pos, "sink '%s': cannot write '%s': %s",
                                st->name, t->path, strerror(errno));
         }
@@ -369,7 +369,8 @@ static pl_status pl__open_locked(const pl_stage *st, pl_pos pos, const char *par
 {
     *out = -1;
     for (int attempt = 0; attempt < 64; attempt++) {
-        int fd = open(partial, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+        int fd =
+            open(partial, O_RDWR | O_CREAT | O_CLOEXEC, 0666); /* read back by pl__save_again */
         if (fd < 0)
             return pl_error_at(err, PL_EIO, pos, "sink '%s': cannot create '%s': %s", st->name,
                                partial, strerror(errno));

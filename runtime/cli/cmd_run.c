@@ -227,11 +227,15 @@ int pl_cmd_run(int argc, char **argv)
                     trace);
         }
     }
-    /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report. */
+    /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report.
+     * A sink writing to stdout (`to: -`) owns it: the summary goes to stderr then. */
+    FILE *rep = stdout;
+    for (int i = 0; i < res.n_outputs; i++)
+        if (res.outputs[i].path && strcmp(res.outputs[i].path, "-") == 0) rep = stderr;
     if (json)
-        pl_report_json(stdout, plan, &res, st, &err);
+        pl_report_json(rep, plan, &res, st, &err);
     else if (!quiet && res.executor)
-        pl_report_print(stdout, plan, &res, st);
+        pl_report_print(rep, plan, &res, st);
     fflush(stdout);
     if (st != PL_OK) {
         if (res.executor) pl_report_stopped(stderr, &res);
