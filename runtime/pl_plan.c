@@ -387,6 +387,222 @@ static int pl__xdep_cmp(const void *a, const void *b)
     return (x->buffer > y->buffer) - (x->buffer < y->buffer);
 }
 
+/* Sorting helpers for pl__prune_xdeps: deps of one stage by a position, then index. */
+typedef struct pl__pk {
+    int key, idx;
+} pl__pk;
+
+static int pl__pk_cmp(const void *a, const void *b)
+{
+    const pl__pk *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* keep[i] = 0 when x = a[i] = (f -> t, d) is implied by another y = (f' -> t', d' <= d) with f'
+ * at or below f and t' at or above t (within a batch). No reachability table:
+ * - F: the stages at or below f through which such a y can still be found: a forward search
+ *   that enters c only when min_to[c] (the lowest position of a `to` over deps of distance <= d
+ *   leaving c or below it) is <= pos[t];
+ * - T: the stages at or above t, a backward search entering p only when max_from[p] (the highest
+ *   position of a `from` over deps of distance <= d arriving at p or above it) is >= pos[f];
+ * - then the deps leaving F towards positions <= pos[t] are scanned for a `to` in T, or the deps
+ *   arriving in T from positions >= pos[f] for a `from` in F: whichever list is shorter. A chain
+ *   keeps F and T tiny; a fan-out (one stage with thousands of deps) is scanned from the side
+ *   where its deps are few. Memory: O(stages + deps) per distance class (there are two: 1 and
+ *   depth). */
+static pl_status pl__prune_xdeps(const pl_graph *g, const pl_xdep *a, int m, char *keep)
+{
+    pl_status st = PL_ENOMEM;
+    int n = g->n;
+    const int *pos = g->pos;
+    int nd = 0, dists[2 * 64 + 2];
+    int *min_to = NULL, *max_from = NULL, *foff = NULL, *fidx = NULL, *toff = NULL, *tidx = NULL;
+    unsigned *fmark = NULL, *tmark = NULL;
+    int *stack = NULL, *flist = NULL, *tlist = NULL;
+    pl__pk *tmp = NULL;
+    for (int i = 0; i < m; i++)
+        keep[i] = 1;
+    if (m == 0) return PL_OK;
+    for (int i = 0; i < m; i++) {
+        int k = 0;
+        while (k < nd && dists[k] != a[i].distance)
+            k++;
+        if (k == nd) {
+            if (nd == (int)(sizeof dists / sizeof *dists)) return PL_ERUNTIME;
+            dists[nd++] = a[i].distance;
+        }
+    }
+    min_to = malloc(((size_t)nd * (size_t)n + 1) * sizeof *min_to);
+    max_from = malloc(((size_t)nd * (size_t)n + 1) * sizeof *max_from);
+    foff = calloc((size_t)n + 2, sizeof *foff);
+    toff = calloc((size_t)n + 2, sizeof *toff);
+    fidx = malloc(((size_t)m + 1) * sizeof *fidx);
+    tidx = malloc(((size_t)m + 1) * sizeof *tidx);
+    fmark = calloc((size_t)n + 1, sizeof *fmark);
+    tmark = calloc((size_t)n + 1, sizeof *tmark);
+    stack = malloc(((size_t)n + 1) * sizeof *stack);
+    flist = malloc(((size_t)n + 1) * sizeof *flist);
+    tlist = malloc(((size_t)n + 1) * sizeof *tlist);
+    tmp = malloc(((size_t)m + 1) * sizeof *tmp);
+    if (!min_to || !max_from || !foff || !toff || !fidx || !tidx || !fmark || !tmark || !stack ||
+        !flist || !tlist || !tmp)
+        goto done;
+    /* Deps by `from` (each list by position of `to`, ascending) and by `to` (by position of
+     * `from`, descending), so scans stop at the first dep out of range. */
+    for (int i = 0; i < m; i++) {
+        foff[a[i].from + 1]++;
+        toff[a[i].to + 1]++;
+    }
+    for (int u = 0; u < n; u++) {
+        foff[u + 1] += foff[u];
+        toff[u + 1] += toff[u];
+    }
+    for (int i = 0; i < m; i++)
+        tmp[i] = (pl__pk){a[i].from, i};
+    qsort(tmp, (size_t)m, sizeof *tmp, pl__pk_cmp);
+    for (int i = 0; i < m; i++)
+        fidx[i] = tmp[i].idx;
+    for (int u = 0; u < n; u++) {
+        int lo = foff[u], c = foff[u + 1] - lo;
+        for (int e = 0; e < c; e++)
+            tmp[e] = (pl__pk){pos[a[fidx[lo + e]].to], fidx[lo + e]};
+        qsort(tmp, (size_t)c, sizeof *tmp, pl__pk_cmp);
+        for (int e = 0; e < c; e++)
+            fidx[lo + e] = tmp[e].idx;
+    }
+    for (int i = 0; i < m; i++)
+        tmp[i] = (pl__pk){a[i].to, i};
+    qsort(tmp, (size_t)m, sizeof *tmp, pl__pk_cmp);
+    for (int i = 0; i < m; i++)
+        tidx[i] = tmp[i].idx;
+    for (int t = 0; t < n; t++) {
+        int lo = toff[t], c = toff[t + 1] - lo;
+        for (int e = 0; e < c; e++)
+            tmp[e] = (pl__pk){-pos[a[tidx[lo + e]].from], tidx[lo + e]};
+        qsort(tmp, (size_t)c, sizeof *tmp, pl__pk_cmp);
+        for (int e = 0; e < c; e++)
+            tidx[lo + e] = tmp[e].idx;
+    }
+    for (int k = 0; k < nd; k++) {
+        int *mt = min_to + (size_t)k * (size_t)n, *mf = max_from + (size_t)k * (size_t)n;
+        for (int q = n - 1; q >= 0; q--) {
+            int u = g->order[q], best = n;
+            for (int e = foff[u]; e < foff[u + 1]; e++)
+                if (a[fidx[e]].distance <= dists[k] && pos[a[fidx[e]].to] < best)
+                    best = pos[a[fidx[e]].to];
+            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
+                if (mt[g->succ[e]] < best) best = mt[g->succ[e]];
+            mt[u] = best;
+        }
+        for (int q = 0; q < n; q++) {
+            int t = g->order[q], best = -1;
+            for (int e = toff[t]; e < toff[t + 1]; e++)
+                if (a[tidx[e]].distance <= dists[k] && pos[a[tidx[e]].from] > best)
+                    best = pos[a[tidx[e]].from];
+            for (int e = g->pred_off[t]; e < g->pred_off[t + 1]; e++)
+                if (mf[g->pred[e]] > best) best = mf[g->pred[e]];
+            mf[t] = best;
+        }
+    }
+    unsigned stamp = 0;
+    for (int i = 0; i < m; i++) {
+        const pl_xdep *x = &a[i];
+        int k = 0;
+        while (dists[k] != x->distance)
+            k++;
+        const int *mt = min_to + (size_t)k * (size_t)n, *mf = max_from + (size_t)k * (size_t)n;
+        int lim_to = pos[x->to], lim_from = pos[x->from];
+        if (++stamp == 0) {
+            memset(fmark, 0, (size_t)n * sizeof *fmark);
+            memset(tmark, 0, (size_t)n * sizeof *tmark);
+            stamp = 1;
+        }
+        int nf = 0, nt = 0, top = 0;
+        stack[top++] = x->from; /* F */
+        fmark[x->from] = stamp;
+        while (top > 0) {
+            int u = stack[--top];
+            flist[nf++] = u;
+            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++) {
+                int c = g->succ[e];
+                if (fmark[c] == stamp || mt[c] > lim_to) continue;
+                fmark[c] = stamp;
+                stack[top++] = c;
+            }
+        }
+        stack[top++] = x->to; /* T */
+        tmark[x->to] = stamp;
+        while (top > 0) {
+            int t = stack[--top];
+            tlist[nt++] = t;
+            for (int e = g->pred_off[t]; e < g->pred_off[t + 1]; e++) {
+                int p = g->pred[e];
+                if (tmark[p] == stamp || mf[p] < lim_from) continue;
+                tmark[p] = stamp;
+                stack[top++] = p;
+            }
+        }
+        /* The shorter scan: deps leaving F (to <= lim_to) or arriving in T (from >= lim_from),
+         * counted by binary search in the sorted lists. */
+        int64_t cost_f = 0, cost_t = 0;
+        for (int q = 0; q < nf; q++) {
+            int lo = foff[flist[q]], hi = foff[flist[q] + 1];
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (pos[a[fidx[mid]].to] <= lim_to)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            cost_f += lo - foff[flist[q]];
+        }
+        for (int q = 0; q < nt; q++) {
+            int lo = toff[tlist[q]], hi = toff[tlist[q] + 1];
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (pos[a[tidx[mid]].from] >= lim_from)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            cost_t += lo - toff[tlist[q]];
+        }
+        bool found = false;
+        if (cost_f <= cost_t) {
+            for (int q = 0; q < nf && !found; q++)
+                for (int e = foff[flist[q]]; e < foff[flist[q] + 1] && !found; e++) {
+                    const pl_xdep *y = &a[fidx[e]];
+                    if (pos[y->to] > lim_to) break;
+                    found = fidx[e] != i && y->distance <= x->distance && tmark[y->to] == stamp;
+                }
+        } else {
+            for (int q = 0; q < nt && !found; q++)
+                for (int e = toff[tlist[q]]; e < toff[tlist[q] + 1] && !found; e++) {
+                    const pl_xdep *y = &a[tidx[e]];
+                    if (pos[y->from] < lim_from) break;
+                    found = tidx[e] != i && y->distance <= x->distance && fmark[y->from] == stamp;
+                }
+        }
+        if (found) keep[i] = 0;
+    }
+    st = PL_OK;
+done:
+    free(min_to);
+    free(max_from);
+    free(foff);
+    free(toff);
+    free(fidx);
+    free(tidx);
+    free(fmark);
+    free(tmark);
+    free(stack);
+    free(flist);
+    free(tlist);
+    free(tmp);
+    return st;
+}
+
 /* Cross-batch deps. Per-batch buffers: each writer of batch i+depth waits for the last accessors
  * of batch i (those with no successor among the buffer's accessors), because they share a slot.
  * Written persistent buffers: the first accessors of batch i+1 wait for the last accessors of
@@ -397,8 +613,7 @@ static int pl__xdep_cmp(const void *a, const void *b)
  * implied by (a' -> b', d') when d' <= d, a precedes-or-is a' and b' precedes-or-is b.
  *
  * No reachability table: every question is a search bounded by plan positions (pl_walk), and the
- * implied-dep test searches forward from a only through stages below which some dep of distance
- * <= d ends at a position <= b's (min_to), so a chain or a fan-out costs what it touches. */
+ * implied-dep test is pl__prune_xdeps. */
 static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_graph *g)
 {
     pl_status st = PL_OK;
@@ -408,7 +623,6 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
     const int *pos = g->pos;
     pl_walk w = {0};
     int *lasts = malloc(((size_t)n + 1) * sizeof *lasts);
-    int *dists = NULL, *min_to = NULL, *from_off = NULL, *from_idx = NULL;
     if (!lasts || pl_walk_init(&w, n) != PL_OK) goto oom;
     for (int b = 0; b < g->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
@@ -462,89 +676,8 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         if (m == 0 || v.a[m - 1].from != v.a[i].from || v.a[m - 1].to != v.a[i].to)
             v.a[m++] = v.a[i];
 
-    /* The distinct distances (1 and depth), and per distance class D: min_to[D][u] = the lowest
-     * position of `to` over deps of distance <= D whose `from` is u or below u. */
-    int nd = 0;
-    dists = malloc(((size_t)m + 1) * sizeof *dists);
-    if (!dists) goto oom;
-    for (int i = 0; i < m; i++) {
-        int k = 0;
-        while (k < nd && dists[k] != v.a[i].distance)
-            k++;
-        if (k == nd) dists[nd++] = v.a[i].distance;
-    }
-    min_to = malloc(((size_t)nd * (size_t)n + 1) * sizeof *min_to);
-    from_off = calloc((size_t)n + 2, sizeof *from_off);
-    from_idx = malloc(((size_t)m + 1) * sizeof *from_idx);
     keep = malloc((size_t)m + 1);
-    if (!min_to || !from_off || !from_idx || !keep) goto oom;
-    for (int i = 0; i < m; i++)
-        from_off[v.a[i].from + 1]++;
-    for (int u = 0; u < n; u++)
-        from_off[u + 1] += from_off[u];
-    {
-        int *fill = lasts; /* reuse: next free slot per `from` */
-        for (int u = 0; u < n; u++)
-            fill[u] = from_off[u];
-        for (int i = 0; i < m; i++)
-            from_idx[fill[v.a[i].from]++] = i;
-    }
-    for (int k = 0; k < nd; k++) {
-        int *mt = min_to + (size_t)k * (size_t)n;
-        for (int q = n - 1; q >= 0; q--) {
-            int u = g->order[q], best = n;
-            for (int e = from_off[u]; e < from_off[u + 1]; e++) {
-                const pl_xdep *y = &v.a[from_idx[e]];
-                if (y->distance <= dists[k] && pos[y->to] < best) best = pos[y->to];
-            }
-            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
-                if (mt[g->succ[e]] < best) best = mt[g->succ[e]];
-            mt[u] = best;
-        }
-    }
-    /* x = (a -> b, d) is implied when some other y = (a' -> b', d' <= d) has a' at or below a
-     * and b' at or above b. Forward from a through stages whose min_to allows such a y; the b'
-     * found are then looked for above b in one backward search. */
-    for (int i = 0; i < m; i++) {
-        const pl_xdep *x = &v.a[i];
-        int k = 0;
-        while (dists[k] != x->distance)
-            k++;
-        const int *mt = min_to + (size_t)k * (size_t)n;
-        int limit = pos[x->to], top = 0, cmin = n;
-        bool found = false, any = false;
-        keep[i] = 1;
-        pl_walk_targets(&w);
-        if (++w.cur == 0) { /* a fresh visit stamp for this forward search */
-            memset(w.seen, 0, (size_t)n * sizeof *w.seen);
-            w.cur = 1;
-        }
-        w.stack[top++] = x->from;
-        w.seen[x->from] = w.cur;
-        while (top > 0 && !found) {
-            int u = w.stack[--top];
-            for (int e = from_off[u]; e < from_off[u + 1] && !found; e++) {
-                int j = from_idx[e];
-                const pl_xdep *y = &v.a[j];
-                if (j == i || y->distance > x->distance || pos[y->to] > limit) continue;
-                if (y->to == x->to) {
-                    found = true;
-                } else {
-                    pl_walk_target(&w, y->to);
-                    any = true;
-                    if (pos[y->to] < cmin) cmin = pos[y->to];
-                }
-            }
-            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++) {
-                int c = g->succ[e];
-                if (w.seen[c] == w.cur || mt[c] > limit) continue;
-                w.seen[c] = w.cur;
-                w.stack[top++] = c;
-            }
-        }
-        if (!found && any) found = pl_walk_any(&w, g->pred_off, g->pred, pos, x->to, false, cmin);
-        if (found) keep[i] = 0;
-    }
+    if (!keep || pl__prune_xdeps(g, v.a, m, keep) != PL_OK) goto oom;
     plan->xdeps = malloc(((size_t)m + 1) * sizeof *plan->xdeps);
     if (!plan->xdeps) goto oom;
     for (int i = 0; i < m; i++)
@@ -556,10 +689,6 @@ done:
     free(keep);
     free(v.a);
     free(lasts);
-    free(dists);
-    free(min_to);
-    free(from_off);
-    free(from_idx);
     pl_walk_fini(&w);
     return st;
 }
