@@ -47,6 +47,7 @@ struct pl_lua {
     const char *hint_time;    /* "raise `time_limit_ms`" */
     _Atomic int64_t deadline; /* monotonic ns when the current call must end; 0: none */
     _Atomic int active;       /* inside a watched call */
+    _Atomic int kicking;      /* the watchdog is signalling the thread: it must not exit yet */
     _Atomic pthread_t thread; /* the thread running it */
     bool watched;             /* registered with the watchdog */
     int stopped;              /* 1: interrupted (pl_lua_interrupt), 2: over its time limit */
@@ -580,7 +581,11 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
     int rc = lua_pcall(L, 1, 0, base + 1);
     lx->in_call = 0;
     if (lx->watched) {
-        atomic_store_explicit(&lx->active, 0, memory_order_release);
+        /* Dekker-style with the watchdog (both seq_cst): either it sees the call ended, or we
+         * see its kick in progress and wait, so the thread it signals is alive until then. */
+        atomic_store(&lx->active, 0);
+        while (atomic_load(&lx->kicking))
+            ;
         atomic_store_explicit(&lx->deadline, 0, memory_order_relaxed);
         pl__current = NULL;
     }
@@ -619,7 +624,7 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
  * count hook to fire at the next instruction (lua_sethook is async-signal-safe: lua.c stops
  * scripts on Ctrl-C the same way), and the hook raises. The kick is repeated every period until
  * the call ends, so a kick that lands while the hook resets its step is not lost. A call pays
- * one clock read and three relaxed/release stores; nothing is done per instruction. */
+ * one clock read and a few atomic operations; nothing is done per instruction. */
 #define PL__WD_PERIOD_NS 10000000 /* 10 ms */
 #define PL__KICK_SIGNAL SIGURG    /* ignored by default: a stray kick does nothing */
 
@@ -666,9 +671,12 @@ static void *pl__watchdog(void *arg)
             pl_lua *lx = pl__wd.list[i];
             if (!atomic_load_explicit(&lx->active, memory_order_acquire)) continue;
             int64_t dl = atomic_load_explicit(&lx->deadline, memory_order_relaxed);
-            if (intr || (dl && now >= dl))
+            if (!intr && !(dl && now >= dl)) continue;
+            atomic_store(&lx->kicking, 1);
+            if (atomic_load(&lx->active))
                 pthread_kill(atomic_load_explicit(&lx->thread, memory_order_relaxed),
                              PL__KICK_SIGNAL);
+            atomic_store(&lx->kicking, 0);
         }
         pthread_mutex_unlock(&pl__wd.mu);
         nanosleep(&period, NULL);
