@@ -26,7 +26,7 @@ stages:
     code: |
       function run(batch, opts, bufs)
         if batch < 3 then return end
-        local s = string.rep("a", 200000)
+        local s = string.rep("a", 20000)
         while true do s = s:gsub("a", "a") end
       end
   - {name: save, kind: sink, from: x, to: out/x.npy}
