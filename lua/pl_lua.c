@@ -53,8 +53,11 @@ struct pl_lua {
     int stopped;              /* 1: interrupted (pl_lua_interrupt), 2: over its time limit */
 };
 
-/* pl_lua_interrupt: set from signal handlers (sig_atomic_t), read by the hook and the watchdog. */
-static volatile sig_atomic_t pl__interrupt;
+/* pl_lua_interrupt: set from signal handlers, read by the hook and the watchdog on other threads:
+ * a lock-free atomic (async-signal-safe and race-free, which volatile sig_atomic_t is not across
+ * threads). */
+static _Atomic int pl__interrupt;
+#define PL__INTERRUPTED() atomic_load_explicit(&pl__interrupt, memory_order_relaxed)
 
 /* The state the calling thread is running a call of, for the kick signal's handler. */
 static _Thread_local pl_lua *pl__current;
@@ -163,9 +166,10 @@ static void pl__hook(lua_State *L, lua_Debug *ar)
      * s:gsub(...), runs few instructions but takes long). The watchdog makes this hook run at
      * the next instruction when one is due. */
     int64_t dl = atomic_load_explicit(&lx->deadline, memory_order_relaxed);
-    if (pl__interrupt || (dl && pl__now_ns() >= dl)) {
+    int intr = PL__INTERRUPTED();
+    if (intr || (dl && pl__now_ns() >= dl)) {
         lua_getinfo(L, "Sl", ar);
-        lx->stopped = pl__interrupt ? 1 : 2;
+        lx->stopped = intr ? 1 : 2;
         if (lx->stopped == 1)
             snprintf(lx->fatal_msg, sizeof lx->fatal_msg, "%s:%d: interrupted", ar->short_src,
                      ar->currentline);
@@ -564,7 +568,7 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
     }
     lx->stopped = 0;
     if (lx->watched) {
-        if (pl__interrupt) {
+        if (PL__INTERRUPTED()) {
             snprintf(msg, msg_cap, "interrupted");
             return PL_EINTR;
         }
@@ -666,7 +670,7 @@ static void *pl__watchdog(void *arg)
     pthread_mutex_lock(&pl__wd.mu);
     while (pl__wd.gen == gen) {
         int64_t now = pl__now_ns();
-        bool intr = pl__interrupt != 0;
+        bool intr = PL__INTERRUPTED() != 0;
         for (int i = 0; i < pl__wd.n; i++) {
             pl_lua *lx = pl__wd.list[i];
             if (!atomic_load_explicit(&lx->active, memory_order_acquire)) continue;
@@ -750,17 +754,17 @@ static void pl__unwatch(pl_lua *lx)
 
 void pl_lua_interrupt(void)
 {
-    pl__interrupt = 1;
+    atomic_store_explicit(&pl__interrupt, 1, memory_order_relaxed);
 }
 
 void pl_lua_interrupt_clear(void)
 {
-    pl__interrupt = 0;
+    atomic_store_explicit(&pl__interrupt, 0, memory_order_relaxed);
 }
 
 bool pl_lua_interrupted(void)
 {
-    return pl__interrupt != 0;
+    return PL__INTERRUPTED() != 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
