@@ -8,6 +8,7 @@
 #   parser/: base, stages/ (key tables), lua/; never the plan or the executors
 #   runtime/ (check, plan, executors): never the CLI; the GPU executor's internals (pl_gx.h,
 #            pl_exec_gpu_int.h) only from runtime/gpu/ and the bench CLI
+#   runtime/pipectl.h (the public API): includes nothing of ours, so embedders need no other header
 cd "$(dirname "$0")/.." || exit 2
 base="pl_status.h pl_spec.h pl_hash.h pl_rng.h pl_npy.h pl_half.h pl_buffers.h pl_nvtx.h pl_graph.h"
 stage_h=$(cd stages && ls *.h | tr '\n' ' ')
@@ -48,5 +49,6 @@ for f in runtime/*.c runtime/*.h runtime/gpu/*.c runtime/gpu/*.h runtime/gpu/*.c
         esac
     done
 done
+check runtime/pipectl.h
 [ $bad -eq 0 ] && echo "layering: ok"
 exit $bad
