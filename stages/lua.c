@@ -21,7 +21,7 @@ static const pl_key pl__lua_keys[] = {
     {"time_limit_ms", PL_KEY_INT, NULL, "10000",
      "wall-clock limit per call, milliseconds (0: none); C calls count too"},
     {"args", PL_KEY_STR, NULL, NULL, "free text handed to the function as opts.args"},
-    {"fn", PL_KEY_FUNC, NULL, NULL,
+    {"fn", PL_KEY_FUNC, "script|code", NULL,
      "pipeline.lua only: the function itself, instead of script/code and function"},
     {NULL, 0, NULL, NULL, NULL},
 };

@@ -508,6 +508,11 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
     }
     pl__target t;
     pl_status ps = pl__target_resolve(env->spec, st, &t, err);
+    if (ps == PL_EINPUT) {
+        /* The same words as at check time, but now it is the run that cannot write: I/O. */
+        if (err) err->status = PL_EIO;
+        ps = PL_EIO;
+    }
     if (ps != PL_OK) goto fail;
     snprintf(s->path, sizeof s->path, "%s", t.path);
     s->npy = o->npy;
