@@ -412,10 +412,11 @@ static int pl__pk_cmp(const void *a, const void *b)
  * - T: the stages at or above t, a backward search entering p only when max_from[p] (the highest
  *   position of a `from` over deps of distance <= d arriving at p or above it) is >= pos[f];
  * - then the deps leaving F towards positions <= pos[t] are scanned for a `to` in T, or the deps
- *   arriving in T from positions >= pos[f] for a `from` in F: whichever list is shorter. A chain
- *   keeps F and T tiny; a fan-out (one stage with thousands of deps) is scanned from the side
- *   where its deps are few. Memory: O(stages + deps) per distance class (there are two: 1 and
- *   depth). */
+ *   arriving in T from positions >= pos[f] for a `from` in F, or every pair of F x T is looked
+ *   up: whichever is cheapest. A chain keeps F and T tiny; a fan-out (one stage with thousands
+ *   of deps) is scanned from the side where its deps are few, and a fan-out joined again (a
+ *   join with a dep to every branch) by pairs. Memory: O(stages + deps) per distance class (there
+ * are two: 1 and depth). */
 static pl_status pl__prune_xdeps(const pl_graph *g, const pl_xdep *a, int m, char *keep)
 {
     pl_status st = PL_ENOMEM;
@@ -574,7 +575,23 @@ static pl_status pl__prune_xdeps(const pl_graph *g, const pl_xdep *a, int m, cha
             cost_t += lo - toff[tlist[q]];
         }
         bool found = false;
-        if (cost_f <= cost_t) {
+        int64_t cost_p = (int64_t)nf * nt; /* every (F, T) pair, each by binary search */
+        if (cost_p < cost_f && cost_p < cost_t) {
+            for (int q = 0; q < nf && !found; q++)
+                for (int r = 0; r < nt && !found; r++) {
+                    int lo = foff[flist[q]], hi = foff[flist[q] + 1], want = pos[tlist[r]];
+                    while (lo < hi) {
+                        int mid = lo + (hi - lo) / 2;
+                        if (pos[a[fidx[mid]].to] < want)
+                            lo = mid + 1;
+                        else
+                            hi = mid;
+                    }
+                    /* One dep per (from, to): the one found, if any, is the pair's. */
+                    found = lo < foff[flist[q] + 1] && pos[a[fidx[lo]].to] == want &&
+                            fidx[lo] != i && a[fidx[lo]].distance <= x->distance;
+                }
+        } else if (cost_f <= cost_t) {
             for (int q = 0; q < nf && !found; q++)
                 for (int e = foff[flist[q]]; e < foff[flist[q] + 1] && !found; e++) {
                     const pl_xdep *y = &a[fidx[e]];
