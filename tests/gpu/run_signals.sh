@@ -54,12 +54,11 @@ for p in lua dev; do
         sleep 2
         t0=$(date +%s%3N)
         kill -"$sig" $pid
-        (sleep 10; kill -KILL $pid 2>/dev/null) &
-        w=$!
+        for _ in $(seq 1 1000); do kill -0 $pid 2>/dev/null || break; sleep 0.01; done
+        kill -0 $pid 2>/dev/null && kill -KILL $pid
         wait $pid
         rc=$?
         t1=$(date +%s%3N)
-        kill $w 2>/dev/null
         want=$((128 + $(kill -l $sig)))
         f=$d/out/x.npy
         n=$( [ -f "$f" ] && rows "$f")
