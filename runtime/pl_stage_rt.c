@@ -145,7 +145,17 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
                 pl_error_tag(&cerr, st->name, -1);
                 if (err) *err = cerr;
             }
-            if (out_of && out_of[s] >= 0) res->outputs[out_of[s]].finalized = cs == PL_OK;
+            if (out_of && out_of[s] >= 0) {
+                pl_output *o = &res->outputs[out_of[s]];
+                o->finalized = cs == PL_OK;
+                /* A sink whose close failed may have lost its file (its directory was removed):
+                 * never report a file that is not there; the close error says what happened. */
+                if (cs != PL_OK && o->path && strcmp(o->path, "-") != 0 &&
+                    access(o->path, F_OK) != 0) {
+                    free(o->path);
+                    o->path = NULL;
+                }
+            }
             rt->opened[s] = false;
         }
         free(out_of);

@@ -121,6 +121,12 @@ typedef struct pl_kind {
     pl_status (*bind)(pl_spec *spec, pl_stage *st, pl_error *err);
     /* Called after names resolve and buffer sizes are known: shapes, dtypes, where. */
     pl_status (*validate)(const pl_spec *spec, const pl_stage *st, pl_error *err);
+    /* Optional, check time (pl_spec_check_files, `pipectl check`, `pipectl run` before anything
+     * opens): the files a run of `batches` batches will touch. Inputs exist, are readable and
+     * hold what the buffers need (dtype, shape, enough batches); outputs can be created. Reads
+     * metadata and headers only, creates nothing; errors are PL_EINPUT at the option's position. */
+    pl_status (*check_files)(const pl_spec *spec, const pl_stage *st, int64_t batches,
+                             pl_error *err);
     /* Optional per-run state (files, corpora, Lua states). close() is always called once open()
      * succeeded, also after an error; `completed` is how many batches finished in order. */
     pl_status (*open)(const pl_run_env *env, const pl_stage *st, void **state, pl_error *err);

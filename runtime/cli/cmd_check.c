@@ -1,8 +1,42 @@
-/* cmd_check: `pipectl check FILE...`: parses and checks pipelines without running them. */
+/* cmd_check: `pipectl check FILE...`: parses and checks pipelines without running them: the spec
+ * (every error of a phase, up to PL__MAX_SHOWN per file) and then the files a run would touch. */
 #include <string.h>
 
 #include "pl_cli.h"
+#include "pl_diag.h"
 #include "pl_parse.h"
+
+#define PL__MAX_SHOWN 20
+
+/* Checks one file; prints its errors (or "ok"); returns the exit code. */
+static int pl__check_one(const char *file)
+{
+    pl_error err;
+    pl_spec *spec = NULL;
+    pl_error_clear(&err);
+    if (pl_load_file(file, &spec, &err) != PL_OK) return pl_cli_fail(&err);
+    pl_diags d;
+    pl_diags_init(&d, PL__MAX_SHOWN);
+    pl_status st = pl_spec_check_all(spec, &d, &err);
+    if (st == PL_OK) st = pl_spec_check_files(spec, spec->run.batches, &d, &err);
+    int rc = 0;
+    if (st != PL_OK) {
+        /* The first error is err (the one every other command reports); the list adds the rest. */
+        rc = pl_status_exit_code(st);
+        for (int i = 0; i < d.n; i++)
+            fprintf(stderr, "%s\n", d.items[i].err.msg);
+        if (d.n == 0) fprintf(stderr, "%s\n", err.msg);
+        if (d.dropped)
+            fprintf(stderr, "%s: %d more error%s not shown (the first %d are above)\n", file,
+                    d.dropped, d.dropped == 1 ? "" : "s", d.n);
+    } else {
+        printf("%s: ok (%d stage%s, %d buffer%s)\n", file, spec->n_stages,
+               spec->n_stages == 1 ? "" : "s", spec->n_buffers, spec->n_buffers == 1 ? "" : "s");
+    }
+    pl_diags_fini(&d);
+    pl_spec_free(spec);
+    return rc;
+}
 
 int pl_cmd_check(int argc, char **argv)
 {
@@ -34,17 +68,8 @@ int pl_cmd_check(int argc, char **argv)
             opts_done = true;
             continue;
         }
-        pl_error err;
-        pl_spec *spec = NULL;
-        pl_error_clear(&err);
-        if (pl_load_checked(argv[i], &spec, &err) != PL_OK) {
-            int code = pl_cli_fail(&err);
-            if (!rc) rc = code;
-            continue;
-        }
-        printf("%s: ok (%d stage%s, %d buffer%s)\n", argv[i], spec->n_stages,
-               spec->n_stages == 1 ? "" : "s", spec->n_buffers, spec->n_buffers == 1 ? "" : "s");
-        pl_spec_free(spec);
+        int code = pl__check_one(argv[i]);
+        if (!rc) rc = code;
     }
     return rc;
 }

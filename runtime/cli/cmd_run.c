@@ -1,6 +1,7 @@
 /* cmd_run: `pipectl run`: load and check a pipeline, compile the plan, run it on the chosen
- * executor with a progress bar, print the summary (or JSON). Ctrl-C stops cleanly (completed
- * batches are kept; a second Ctrl-C kills). */
+ * executor with a progress bar, print the summary (or JSON). SIGINT (Ctrl-C), SIGTERM and SIGHUP
+ * stop cleanly: completed batches are kept, a running Lua call is interrupted, and the exit code
+ * is 128 + the signal; a second signal of the same kind kills. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,18 +9,24 @@
 
 #include "pl_cli.h"
 #include "pl_exec.h"
+#include "pl_lua.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_report.h"
 #include "pl_trace.h"
 
+/* The signal that stopped the run (0: none). timeout(1), systemd, docker and Slurm send SIGTERM;
+ * closing the terminal sends SIGHUP: all of them mean "stop and keep what is done". */
 static volatile sig_atomic_t pl__stop;
 
-static void pl__on_sigint(int sig)
+static void pl__on_signal(int sig)
 {
-    (void)sig;
-    pl__stop = 1; /* SA_RESETHAND: the next Ctrl-C gets the default action and kills */
+    pl__stop = sig; /* SA_RESETHAND: the next one of this kind gets the default action and kills */
+    pl_lua_interrupt(); /* async-signal-safe: a flag the Lua watchdog and hook read */
 }
+
+static const int pl__stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define PL__N_STOP_SIGNALS 3
 
 typedef struct pl__progress {
     bool on;
@@ -141,6 +148,8 @@ int pl_cmd_run(int argc, char **argv)
     if (batches > 0) spec->run.batches = batches;
     if (depth > 0) spec->run.depth = (int)depth;
     int rc = 0;
+    /* The files, for the batches this run will issue, before anything opens (exit 2). */
+    PL_CHECK_GOTO(pl_spec_check_files(spec, spec->run.batches, NULL, &err), st, fail);
     PL_CHECK_GOTO(pl_plan_compile(spec, &plan, &err), st, fail);
 
     pl_run_cfg cfg;
@@ -176,15 +185,35 @@ int pl_cmd_run(int argc, char **argv)
     cfg.executor = pl_exec_pick(plan, exec, note, sizeof note);
     if (note[0]) fprintf(stderr, "%s\n", note); /* said before a long run, as it starts */
 
-    struct sigaction sa, old;
+    struct sigaction sa, old[PL__N_STOP_SIGNALS], ign, old_pipe;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = pl__on_sigint;
+    sa.sa_handler = pl__on_signal;
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
+        sigaddset(&sa.sa_mask, pl__stop_signals[i]);
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    pl__stop = 0;
+    pl_lua_interrupt_clear();
+    for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
+        sigaction(pl__stop_signals[i], &sa, &old[i]);
+    /* A sink writing to a pipe whose reader went away fails with EPIPE (an error naming it)
+     * instead of the process dying with nothing finalized. */
+    sigaction(SIGPIPE, &ign, &old_pipe);
     st = pl_run(plan, &cfg, &res, &err);
-    sigaction(SIGINT, &old, NULL);
+    for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
+        sigaction(pl__stop_signals[i], &old[i], NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
     if (prog.on) fprintf(stderr, "\r%*s\r", prog.width + 32, "");
+    int stop_sig = pl__stop;
+    /* Whoever noticed the stop first (the executor, a Lua call) reported it; say which signal. */
+    if (st == PL_EINTR && stop_sig)
+        pl_error_set(&err, PL_EINTR, "error: interrupted (%s)",
+                     stop_sig == SIGINT    ? "Ctrl-C"
+                     : stop_sig == SIGTERM ? "SIGTERM"
+                                           : "SIGHUP");
 
     /* The timeline of what completed is written also after an error or Ctrl-C. */
     if (trace && res.executor) {
@@ -202,11 +231,15 @@ int pl_cmd_run(int argc, char **argv)
                     trace);
         }
     }
-    /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report. */
+    /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report.
+     * A sink writing to stdout (`to: -`) owns it: the summary goes to stderr then. */
+    FILE *rep = stdout;
+    for (int i = 0; i < res.n_outputs; i++)
+        if (res.outputs[i].path && strcmp(res.outputs[i].path, "-") == 0) rep = stderr;
     if (json)
-        pl_report_json(stdout, plan, &res, st, &err);
+        pl_report_json(rep, plan, &res, st, &err);
     else if (!quiet && res.executor)
-        pl_report_print(stdout, plan, &res, st);
+        pl_report_print(rep, plan, &res, st);
     fflush(stdout);
     if (st != PL_OK) {
         if (res.executor) pl_report_stopped(stderr, &res);
@@ -215,6 +248,7 @@ int pl_cmd_run(int argc, char **argv)
     goto out;
 fail:
     rc = pl_cli_fail(&err);
+    if (st == PL_EINTR && pl__stop) rc = 128 + pl__stop;
 out:
     pl_run_result_fini(&res);
     pl_plan_free(plan);

@@ -24,9 +24,18 @@ const pl_cmd pl_cmds[] = {
      "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name a\n"
      "                           faulting stage for certain (slower)\n"
      "  PIPECTL_NVTX=0           no NVTX ranges\n"
-     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n",
+     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
+     "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch starts,\n"
+     "  a running Lua call is interrupted, every sink keeps the batches completed in order\n"
+     "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the signal\n"
+     "  number (130, 143, 129). A second signal of the same kind kills at once. SIGPIPE is\n"
+     "  ignored during the run: a sink writing to a closed pipe fails with an error instead.\n",
      pl_cmd_run},
-    {"check", "pipectl check FILE...", "check pipelines for errors without running them", "",
+    {"check", "pipectl check FILE...", "check pipelines for errors without running them",
+     "Reports every error it finds (up to 20 per file), each as file:line:col: error: ...;\n"
+     "then checks the files a run of run.batches batches would touch: inputs exist, are\n"
+     "readable and hold the buffers' dtype, shape and enough whole batches; sink targets can\n"
+     "be written. Nothing is run or created. Exit 2 when anything is wrong.\n",
      pl_cmd_check},
     {"plan", "pipectl plan [--dot] [--depth N] FILE", "print the compiled stream/event plan",
      "  --dot                print Graphviz DOT instead of the listing\n"
