@@ -50,6 +50,9 @@ typedef struct pl_run_env {
     int workers;     /* host workers (lua states, search threads) */
     uint64_t seed;
     bool on_gpu; /* the GPU executor runs it (host buffers are pinned) */
+    /* The run's host thread pool (runtime/pl_pool.h): workers - 1 helpers, as the calling worker
+     * joins in. Owned by the stage runtime; kinds borrow it and may grow it in open(). */
+    struct pl_pool *pool;
 } pl_run_env;
 
 /* What a stage sees when it runs one batch on the host. */
