@@ -11,11 +11,11 @@ typedef struct pl__job {
     pl_pool_fn fn;
     void *arg;
     int64_t n_tasks;
-    int64_t next;  /* next task to hand out */
-    int parallel;  /* most threads at once, the submitter included */
-    int joined;    /* slots handed out (the submitter holds slot 0) */
-    int active;    /* threads working on it now */
-    bool listed;   /* in the pool's job list (tasks or slots left) */
+    int64_t next; /* next task to hand out */
+    int parallel; /* most threads at once, the submitter included */
+    int joined;   /* slots handed out (the submitter holds slot 0) */
+    int active;   /* threads working on it now */
+    bool listed;  /* in the pool's job list (tasks or slots left) */
     struct pl__job *link;
 } pl__job;
 

@@ -194,8 +194,8 @@ static pl_status pl__search_close(const pl_run_env *env, const pl_stage *st, voi
 }
 
 /* Checks the loaded index against the stage: dimension, metric, size. */
-static pl_status pl__search_check_index(const pl_spec *spec, const pl_stage *st,
-                                        const pl_faiss *ix, const char *path, pl_error *err)
+static pl_status pl__search_check_index(const pl_spec *spec, const pl_stage *st, const pl_faiss *ix,
+                                        const char *path, pl_error *err)
 {
     const pl__search_opts *o = st->priv;
     const pl_buffer *q = pl_kind_rbuf(spec, st, o->queries);
@@ -285,7 +285,7 @@ typedef struct pl__faiss_job {
     int64_t nq, d, k, block;
     int64_t *labels;
     float *dist;
-    pl_status *st; /* per task */
+    pl_status *st;  /* per task */
     pl_error *errs; /* per task */
 } pl__faiss_job;
 
@@ -373,12 +373,11 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
         PL_CHECK(pl__search_index(ctx, s, q, nq, d, ids, scores, who, err));
     } else {
         const pl_buffer *cb = pl_kind_rbuf(spec, st, o->corpus);
-        pl_search_corpus c = {.data = ctx->bufs[cb->index],
-                              .dtype = cb->dtype,
-                              .n = cb->shape[0],
-                              .d = d};
+        pl_search_corpus c = {
+            .data = ctx->bufs[cb->index], .dtype = cb->dtype, .n = cb->shape[0], .d = d};
         /* The norms double as the finiteness check, so every metric computes them: once per run
-         * for a corpus that cannot change, else per batch (n x d, against the search's q x n x d). */
+         * for a corpus that cannot change, else per batch (n x d, against the search's q x n x d).
+         */
         int64_t bad = -1;
         if (s->cache_norms) {
             pthread_mutex_lock(&s->mu);
@@ -406,8 +405,8 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
                               who, cb->name, (long long)bad);
             goto done;
         }
-        PL_CHECK_GOTO(pl_search_exact(ctx->env->pool, s->parallel, q, nq, &c,
-                                      (pl_metric)o->metric, o->k, ids, scores, who, err),
+        PL_CHECK_GOTO(pl_search_exact(ctx->env->pool, s->parallel, q, nq, &c, (pl_metric)o->metric,
+                                      o->k, ids, scores, who, err),
                       ps, done);
     }
     if (o->payload >= 0) {

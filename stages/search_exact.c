@@ -66,6 +66,8 @@ int64_t pl_search_tile_rows(int64_t d)
     /* About 256 KiB of f32 rows: with the score block it stays in L2 on current server cores,
      * and a tile is still milliseconds of sgemm, large against the pool's cost per task. */
     int64_t t = (256 * 1024) / (4 * (d > 0 ? d : 1));
+    const char *env = getenv("PIPECTL_SEARCH_TILE"); /* for benchmarks (docs/perf.md) */
+    if (env && atoll(env) > 0) return atoll(env);
     if (t < 256) t = 256;
     if (t > 4096) t = 4096;
     return t & ~(int64_t)63;
@@ -145,20 +147,31 @@ static void pl__exact_task(void *arg, int64_t task, int slot)
         else if (x->metric == PL_METRIC_COSINE)
             for (int64_t j = 0; j < rows; j++)
                 row[j] *= norm[j];
-        for (int64_t j = 0; j < rows; j++) {
-            float v = row[j];
-            if (v != v) v = -INFINITY; /* NaN is never near */
-            pl__hit h = {v, (int32_t)(r0 + j)};
-            /* Most candidates lose to the worst kept: test that before touching the heap. */
-            if (*size == x->k && !pl__better(h, heap[0])) continue;
-            pl__offer(heap, size, x->k, h);
+        /* Most candidates lose to the worst kept: a block of 16 whose scores are all below it
+         * (a vectorised compare; NaN and ties fail it and take the careful path) is skipped. */
+        float thr = *size == x->k ? heap[0].s : -INFINITY;
+        for (int64_t j0 = 0; j0 < rows; j0 += 16) {
+            int64_t jn = rows - j0 < 16 ? rows - j0 : 16;
+            int any = 0;
+            for (int64_t j = 0; j < jn; j++)
+                any |= !(row[j0 + j] < thr);
+            if (!any) continue;
+            for (int64_t j = j0; j < j0 + jn; j++) {
+                float v = row[j];
+                if (v < thr) continue;
+                if (v != v) v = -INFINITY; /* NaN is never near */
+                pl__hit h = {v, (int32_t)(r0 + j)};
+                if (*size == x->k && !pl__better(h, heap[0])) continue;
+                pl__offer(heap, size, x->k, h);
+                if (*size == x->k) thr = heap[0].s;
+            }
         }
     }
 }
 
 pl_status pl_search_exact(pl_pool *pool, int parallel, const float *queries, int64_t nq,
-                          const pl_search_corpus *corpus, pl_metric metric, int64_t k,
-                          int32_t *ids, float *scores, const char *who, pl_error *err)
+                          const pl_search_corpus *corpus, pl_metric metric, int64_t k, int32_t *ids,
+                          float *scores, const char *who, pl_error *err)
 {
     if (nq <= 0) return PL_OK;
     pl__exact x = {.q = queries, .nq = nq, .d = corpus->d, .k = k, .c = corpus, .metric = metric};

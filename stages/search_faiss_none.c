@@ -19,9 +19,7 @@ pl_status pl_faiss_load(const char *path, int64_t nprobe, int64_t ef_search, pl_
     return PL__NO_FAISS;
 }
 
-void pl_faiss_free(pl_faiss *index)
-{
-}
+void pl_faiss_free(pl_faiss *index) {}
 
 int64_t pl_faiss_dim(const pl_faiss *index)
 {
