@@ -45,6 +45,18 @@ const pl_cmd pl_cmds[] = {
      "  --baseline PATH      the bench_baseline program (default: next to pipectl)\n"
      "environment: as for 'pipectl run'\n",
      pl_cmd_bench},
+    {"index", "pipectl index build --corpus FILE.npy --factory STRING -o FILE | info FILE",
+     "build a FAISS index for the search stage's 'index:', or describe one",
+     "  --corpus FILE.npy    the corpus, f32 [n, d] (row i is document i)\n"
+     "  --factory STRING     FAISS index_factory string: \"IVF4096,Flat\", \"HNSW32\",\n"
+     "                       \"IVF1024,PQ32\", \"Flat\" (exact)...\n"
+     "  -o FILE              the index file to write\n"
+     "  --metric M           ip (default), l2 or cosine (rows normalised, inner product);\n"
+     "                       the search stage's metric must match\n"
+     "  --train N            train on the first N rows only (default: all)\n"
+     "  --threads N          FAISS (OpenMP) threads while building (default: all cores)\n"
+     "needs a pipectl built with FAISS (libfaiss-dev); exit 2 without it\n",
+     pl_cmd_index},
     {"version", "pipectl version", "print the version", "", pl_cmd_version},
     {"help", "pipectl help [COMMAND]", "list commands, or describe one", "", pl_cmd_help},
     {NULL, NULL, NULL, NULL, NULL},
