@@ -304,7 +304,7 @@ static pl_status pl__search_index(pl_stage_ctx *ctx, const pl__search_state *s, 
 {
     const pl__search_opts *o = ctx->stage->priv;
     int64_t k = o->k, block = (nq + s->parallel - 1) / s->parallel;
-    if (block < 8) block = 8; /* below that FAISS's per-call costs dominate */
+
     int64_t n_tasks = (nq + block - 1) / block;
     pl__faiss_job j = {.index = s->index, .q = q, .nq = nq, .d = d, .k = k, .block = block};
     j.labels = malloc((size_t)(nq * k) * sizeof *j.labels);

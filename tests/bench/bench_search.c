@@ -222,7 +222,6 @@ int main(int argc, char **argv)
         if (pl_faiss_load(index_path, nprobe, ef, &fj.ix, &err) != PL_OK) die(err.msg);
         fj.labels = malloc((size_t)(nq * k) * sizeof *fj.labels);
         fj.block = (nq + threads - 1) / threads;
-        if (fj.block < 8) fj.block = 8;
         int64_t tasks = (nq + fj.block - 1) / fj.block;
         for (int64_t r = 0; r < reps; r++) {
             double t0 = now_s();

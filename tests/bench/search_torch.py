@@ -116,6 +116,7 @@ def main():
     n, d = c.shape
     flop = 2.0 * q.shape[0] * n * d
     libs = ["torch", "numpy"] if args.lib == "both" else [args.lib]
+    saved = False
     for lib in libs:
         try:
             if lib == "torch":
@@ -140,8 +141,9 @@ def main():
         print("what=%s threads=%d n=%d d=%d nq=%d k=%d ms=%.3f gflops=%.1f%s" %
               (lib, args.threads, n, d, q.shape[0], args.k, t * 1e3, flop / t / 1e9, extra))
         sys.stdout.flush()
-        if args.ids_out and lib == libs[0]:
+        if args.ids_out and not saved:  # the first library that ran
             np.save(args.ids_out, ids.astype(np.int32))
+            saved = True
     return 0
 
 
