@@ -12,6 +12,11 @@ static void pl__blas_init(void)
     openblas_set_num_threads(1);
 }
 
+void pl_blas_init(void)
+{
+    pthread_once(&pl__blas_once, pl__blas_init);
+}
+
 void pl_blas_sgemm(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {

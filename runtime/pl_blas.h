@@ -13,6 +13,10 @@
 void pl_blas_sgemm(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
+/* Switches OpenBLAS to one thread (once per process; pl_blas_sgemm does it too). For code that
+ * reaches BLAS through another library from pool threads (FAISS). */
+void pl_blas_init(void);
+
 /* "OpenBLAS 0.3.21 (Haswell kernels)": the library and the kernels it picked for this CPU, for
  * reports. Returns a static string. */
 const char *pl_blas_describe(void);

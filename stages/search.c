@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_blas.h"
 #include "pl_buffers.h"
 #include "pl_kind_util.h"
 #include "pl_search.h"
@@ -260,6 +261,7 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
     }
     pl_status ps = PL_OK;
     if (o->index) {
+        pl_blas_init(); /* FAISS's own BLAS calls run on pool threads too */
         char path[4096];
         pl_spec_path(spec, o->index, path, sizeof path);
         pl_error e;

@@ -13,7 +13,7 @@
 # ); python3 there needs numpy and torch.
 # Environment: OUT (default out/search_bench), BUILD (default build-search), JOBS (16),
 # THREADS ("1 16"), SIZES ("100000x384 1000000x768"), FAISS_N (1000000), FACTORY
-# ("IVF4096,Flat"), CLUSTERS (FAISS_N / 50: the data's clusters), NPROBES ("8 16 32 64"), REPS (5), STEPS ("build exact faiss rag": any subset),
+# ("IVF4096,Flat"), TILES (corpus rows per task tried by the "tiles" step), CLUSTERS (FAISS_N / 50: the data's clusters), NPROBES ("8 16 32 64"), REPS (5), STEPS ("build exact tiles faiss rag": any subset),
 # DEADLINE (seconds after which remaining steps are skipped; default 560).
 set -euo pipefail
 OUT=${OUT:-out/search_bench}
@@ -26,7 +26,8 @@ FACTORY=${FACTORY:-IVF4096,Flat}
 CLUSTERS=${CLUSTERS:-$((FAISS_N / 50))}
 NPROBES=${NPROBES:-8 16 32 64}
 REPS=${REPS:-5}
-STEPS=${STEPS:-build exact faiss rag}
+STEPS=${STEPS:-build exact tiles faiss rag}
+TILES=${TILES:-128 256 512 1024 2048 4096}
 DEADLINE=${DEADLINE:-560}
 PY=${PY:-python3}
 FT=${FTHREADS:-$(nproc)} # threads for the FAISS part
@@ -100,6 +101,19 @@ if want exact; then
                 "$(awk -v a="$(kv ms "$th")" -v b="$(kv ms "$ex")" 'BEGIN{if(a>0&&b>0)printf "%.2f",a/b; else print "?"}')" \
                 "$(kv same_position "$cmpl")" "640 (vs the first Python library)" "$(kv gflops "$go")" "$(kv gflops "$gt")"
         done
+    done
+fi
+
+if want tiles && ! late; then
+    # The tile size (corpus rows per pool task; default from the dimension) at the first size and
+    # the most threads: PIPECTL_SEARCH_TILE overrides it.
+    size=${SIZES%% *}
+    t=${THREADS##* }
+    for tile in $TILES; do
+        late && break
+        o=$(PIPECTL_SEARCH_TILE=$tile run 120 "$B" --corpus "$OUT/data/c_${size}.npy" \
+            --queries "$OUT/data/q_${size}.npy" --k 10 --threads "$t" --reps "$REPS" | grep "what=exact") || true
+        row "%-44s %8s ms %6s GF/s" "tile $tile rows ($size, t=$t)" "$(kv ms "$o")" "$(kv gflops "$o")"
     done
 fi
 
