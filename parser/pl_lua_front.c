@@ -466,21 +466,18 @@ static pl_status pl__stage(pl__front *f, lua_State *L, int idx, int number, int 
     int n_kinds;
     const char *const *kinds = pl_kind_names(&n_kinds);
     if (lua_getfield(L, idx, "kind") == LUA_TNIL)
-        return pl__fail(f, line,
-                        "stage '%.64s' has no 'kind'; add kind = one of source, search, h2d, "
-                        "kernel, d2h, lua, sink",
-                        name);
+        return pl__fail(f, line, "stage '%.64s' has no 'kind'; add kind = one of %s", name,
+                        pl_kind_list());
     int kind_idx;
     PL_CHECK(pl__want_word(f, L, -1, where, "kind", kinds, n_kinds, line, &kind_idx));
     lua_pop(L, 1);
-    pl_kind_id kid;
-    if (!pl_kind_parse(kinds[kind_idx], &kid)) return pl__oom(f);
-    const pl_kind *kind = pl_kind_get(kid);
+    const pl_kind *kind = pl_kind_find(kinds[kind_idx]);
+    if (!kind) return pl__oom(f);
 
     pl_stage *st = pl_spec_add_stage(f->spec, name, pl__pos(f, line));
     if (!st) return pl__oom(f);
     int si = st->index;
-    st->kind = kid;
+    st->kind = kind;
     st->kind_pos = pl__pos(f, line);
 
     static const char *const refkeys[] = {"reads", "writes", "after"};
@@ -494,7 +491,8 @@ static pl_status pl__stage(pl__front *f, lua_State *L, int idx, int number, int 
     /* fn: the stage's function, found again in each worker state (stages/lua.c). */
     bool has_fn = lua_getfield(L, idx, "fn") != LUA_TNIL;
     if (has_fn) {
-        if (kid != PL_KIND_LUA)
+        const pl_key *fk = pl_kind_key(kind, "fn");
+        if (!fk || fk->type != PL_KEY_FUNC)
             return pl__fail(f, line, "%s'fn' is only for lua stages (this one is %s)", where,
                             kind->name);
         if (lua_type(L, -1) != LUA_TFUNCTION)
@@ -512,6 +510,7 @@ static pl_status pl__stage(pl__front *f, lua_State *L, int idx, int number, int 
     /* Kind keys in the kind's table order (Lua tables have no written order), then the rest
      * sorted by name, so the spec is the same on every run. */
     for (const pl_key *k = kind->keys; k->name; k++) {
+        if (k->type == PL_KEY_FUNC) continue; /* handled above */
         if (has_fn && strcmp(k->name, "script") == 0) {
             pl_opt *o = pl_stage_add_opt(f->spec, &f->spec->stages[si], "script", pl__pos(f, line));
             if (!o) return pl__oom(f);
@@ -537,7 +536,7 @@ static pl_status pl__stage(pl__front *f, lua_State *L, int idx, int number, int 
                             where);
         }
         const char *k = lua_tostring(L, -1);
-        if (pl__index_of(k, common, 5) >= 0 || strcmp(k, "fn") == 0 || pl_kind_key(kid, k) != NULL)
+        if (pl__index_of(k, common, 5) >= 0 || strcmp(k, "fn") == 0 || pl_kind_key(kind, k) != NULL)
             continue;
         if (n_extra == 64) continue; /* the first 64 are plenty to report */
         extra[n_extra] = pl_spec_strdup(f->spec, k);

@@ -829,18 +829,16 @@ static pl_status pl__load_stage(pl__yaml *y, const pl__node *m, int number)
     const char *const *kinds = pl_kind_names(&n_kinds);
     if (!kind) PL_CHECK(pl__misspelled(y, m, where, "kind"));
     if (!kind)
-        return pl__fail(y, name->pos,
-                        "stage '%s' has no 'kind'; add kind: one of source, search, h2d, kernel, "
-                        "d2h, lua, sink",
-                        pl__clip(name->text, cb));
+        return pl__fail(y, name->pos, "stage '%s' has no 'kind'; add kind: one of %s",
+                        pl__clip(name->text, cb), pl_kind_list());
     int kind_idx;
     PL_CHECK(pl__want_word(y, where, "kind", kind, kinds, n_kinds, &kind_idx));
-    pl_kind_id kid;
-    if (!pl_kind_parse(kinds[kind_idx], &kid)) return pl__oom(y); /* the table is inconsistent */
+    const pl_kind *kd = pl_kind_find(kinds[kind_idx]);
+    if (!kd) return pl__oom(y); /* the table is inconsistent */
 
     pl_stage *st = pl_spec_add_stage(y->spec, name->text, name->pos);
     if (!st) return pl__oom(y);
-    st->kind = kid;
+    st->kind = kd;
     st->kind_pos = kind->pos;
     for (const pl__node *k = m->child; k && k->next; k = k->next->next) {
         const pl__node *v = k->next;

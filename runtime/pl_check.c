@@ -111,12 +111,10 @@ static pl_status pl__check_stage_decl(pl_spec *spec, pl_stage *st, pl_names *nam
         return pl_error_at(err, PL_EINPUT, st->pos,
                            "duplicate stage name '%s' (first declared at %s); rename one of them",
                            st->name, pl__pos_str(spec->stages[first].pos, p, sizeof p));
-    const pl_kind *kind = pl_kind_get(st->kind);
+    const pl_kind *kind = st->kind;
     if (!kind)
-        return pl_error_at(err, PL_EINPUT, st->pos,
-                           "stage '%s' has no kind; add kind: one of source, search, h2d, kernel, "
-                           "d2h, lua, sink",
-                           st->name);
+        return pl_error_at(err, PL_EINPUT, st->pos, "stage '%s' has no kind; add kind: one of %s",
+                           st->name, pl_kind_list());
     PL_CHECK(pl_stage_check_opts(spec, st, err));
     if (kind->bind) PL_CHECK(kind->bind(spec, st, err));
     return PL_OK;
@@ -178,7 +176,7 @@ static pl_status pl__resolve_stage(const pl_spec *spec, pl_stage *st, const pl_n
  * right way between ends of one dtype and size. */
 static pl_status pl__check_engine(const pl_spec *spec, const pl_stage *st, pl_error *err)
 {
-    const pl_kind *kind = pl_kind_get(st->kind);
+    const pl_kind *kind = st->kind;
     pl_engine e = kind->engine;
     if (e == PL_ENGINE_HOST || e == PL_ENGINE_COMPUTE) {
         pl_where want = e == PL_ENGINE_HOST ? PL_HOST : PL_DEVICE;
@@ -406,7 +404,7 @@ pl_status pl_spec_check(pl_spec *spec, pl_error *err)
         /* The generic rules run before the kind's validate, so validators may rely on them
          * (a copy has exactly one read and one write, a kernel's operands are on the device). */
         PL_CHECK_GOTO(pl__check_engine(spec, s, err), st, done);
-        const pl_kind *kind = pl_kind_get(s->kind);
+        const pl_kind *kind = s->kind;
         if (kind->validate) PL_CHECK_GOTO(kind->validate(spec, s, err), st, done);
     }
 

@@ -38,18 +38,6 @@ typedef struct pl_span {
     int64_t start_ns, end_ns;
 } pl_span;
 
-/* One file a sink wrote (or, without `to`, the checksums it computed). Added by helper C: the
- * report and bundles list outputs; pl_stage_rt_close fills them from the sinks. */
-typedef struct pl_output {
-    char stage[PL_MAX_NAME + 1];
-    char *path;                /* final file name as opened (NULL: checksums only); owned */
-    int64_t batches;           /* batches written, in order */
-    uint64_t batch_bytes;      /* bytes per batch */
-    uint64_t checksum;         /* pl_hash of all data bytes written (headers excluded) */
-    uint64_t *batch_checksums; /* [batches]: pl_hash of each batch's bytes; owned */
-    bool finalized;            /* the file is complete under its final name */
-} pl_output;
-
 typedef struct pl_run_result {
     const char *executor; /* "host" or "gpu" (static string) */
     bool graphs;

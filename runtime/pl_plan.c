@@ -12,6 +12,7 @@
 void pl_plan_free(pl_plan *plan)
 {
     if (!plan) return;
+    pl_plan_segments_free(plan);
     if (plan->stages)
         for (int i = 0; i < plan->n_stages; i++) {
             free(plan->stages[i].preds);
@@ -339,7 +340,7 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         }
     }
     for (int s = 0; s < spec->n_stages; s++) {
-        const pl_kind *kind = pl_kind_get(spec->stages[s].kind);
+        const pl_kind *kind = spec->stages[s].kind;
         if (kind && kind->ordered && pl__xadd(&v, s, s, 1, -1, PL_XDEP_ORDERED)) goto oom;
     }
     /* A stage waiting for itself (the last accessor of a buffer it writes) is implied: a stage's
@@ -419,10 +420,10 @@ pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
         ps->stage = s;
         ps->order = k;
         ps->event = -1;
-        ps->engine = pl_kind_get(spec->stages[s].kind)->engine;
+        ps->engine = spec->stages[s].kind->engine;
     }
     if (pl__reduce_preds(plan, &g) || pl__assign_streams(plan) || pl__place_events(plan) ||
-        pl__cross_batch(plan, spec, &g))
+        pl__cross_batch(plan, spec, &g) || pl_plan_segments(plan))
         goto oom;
     for (int b = 0; b < spec->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
@@ -465,7 +466,7 @@ static const char *pl__human(uint64_t bytes, char *buf, size_t n)
 
 static const char *pl__kind_name(const pl_spec *spec, int s)
 {
-    const pl_kind *k = pl_kind_get(spec->stages[s].kind);
+    const pl_kind *k = spec->stages[s].kind;
     return k ? k->name : "?";
 }
 
@@ -534,6 +535,35 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
             fprintf(out, "runs in batch order\n");
             break;
         }
+    }
+
+    fprintf(out,
+            "\nsegments (device stages between host stages; one graph per segment and slot):\n");
+    if (!plan->n_segments) fprintf(out, "  none (host stages only)\n");
+    for (int k = -1; k < plan->n_segments; k++) {
+        if (k >= 0) {
+            const pl_segment *sg = &plan->segments[k];
+            fprintf(out, "  s%d:", k);
+            for (int i = 0; i < sg->n_stages; i++)
+                fprintf(out, "%s %s", i ? "," : "", spec->stages[sg->stages[i]].name);
+            for (int i = 0; i < sg->n_host_deps; i++)
+                fprintf(out, "%s %s", i ? "," : "; launched after",
+                        spec->stages[sg->host_deps[i]].name);
+            int nobs = 0;
+            for (int i = 0; i < sg->n_stages; i++)
+                if (plan->stages[sg->stages[i]].observe)
+                    fprintf(out, "%s %s", nobs++ ? "," : "; host sees",
+                            spec->stages[sg->stages[i]].name);
+            fputc('\n', out);
+        }
+        int nh = 0;
+        for (int i = 0; i < plan->n_stages; i++) {
+            int v = plan->order[i];
+            if (plan->stages[v].segment >= 0 || plan->stages[v].after != k) continue;
+            if (!nh++) fprintf(out, "  host, %s:", k < 0 ? "before any device work" : "then");
+            fprintf(out, "%s %s", nh > 1 ? "," : "", spec->stages[v].name);
+        }
+        if (nh) fputc('\n', out);
     }
 
     uint64_t d = (uint64_t)plan->depth;

@@ -71,10 +71,10 @@ static void pl__flow(const pl_spec *spec, uint64_t *in, uint64_t *out)
     *in = *out = 0;
     for (int s = 0; s < spec->n_stages; s++) {
         const pl_stage *st = &spec->stages[s];
-        if (st->kind == PL_KIND_SOURCE)
+        if (st->kind->role & PL_ROLE_INPUT)
             for (int i = 0; i < st->n_writes; i++)
                 *in += spec->buffers[st->writes[i].index].bytes;
-        if (st->kind == PL_KIND_SINK)
+        if (st->kind->role & PL_ROLE_OUTPUT)
             for (int i = 0; i < st->n_reads; i++)
                 *out += spec->buffers[st->reads[i].index].bytes;
     }
@@ -150,10 +150,9 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
             int s = plan->order[i];
             const pl_stage *sg = &spec->stages[s];
             fprintf(out, "  %-*s  %-7s %-8s %6lld %10s %10s %10s %5.1f%%\n", w, sg->name,
-                    pl_kind_get(sg->kind)->name, pl_engine_name(plan->stages[s].engine),
-                    (long long)st[s].count, pl__time(st[s].mean_s, b1, sizeof b1),
-                    pl__time(st[s].p50_s, b2, sizeof b2), pl__time(st[s].p99_s, b3, sizeof b3),
-                    100 * st[s].busy);
+                    sg->kind->name, pl_engine_name(plan->stages[s].engine), (long long)st[s].count,
+                    pl__time(st[s].mean_s, b1, sizeof b1), pl__time(st[s].p50_s, b2, sizeof b2),
+                    pl__time(st[s].p99_s, b3, sizeof b3), 100 * st[s].busy);
         }
         /* Device stages timed on fewer batches than completed: say so (pl_run_cfg.timing_period).
          */
@@ -284,8 +283,7 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
         const pl_stage *sg = &spec->stages[s];
         fprintf(out, "%s{\"name\": ", i ? ", " : "");
         pl__json_str(out, sg->name);
-        fprintf(out,
-                ", \"kind\": \"%s\", \"engine\": \"%s\", \"stream\": ", pl_kind_get(sg->kind)->name,
+        fprintf(out, ", \"kind\": \"%s\", \"engine\": \"%s\", \"stream\": ", sg->kind->name,
                 pl_engine_name(plan->stages[s].engine));
         pl__json_str(out, plan->streams[plan->stages[s].stream].name);
         fprintf(out,

@@ -134,7 +134,7 @@ pl_stage *pl_spec_add_stage(pl_spec *spec, const char *name, pl_pos pos)
     if (name && !st->name) return NULL;
     st->pos = pos;
     st->index = spec->n_stages++;
-    st->kind = PL_KIND_COUNT; /* "not given" until the front end sets it */
+    st->kind = NULL; /* "not given" until the front end sets it */
     return st;
 }
 

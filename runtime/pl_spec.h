@@ -95,22 +95,15 @@ typedef struct pl_ref {
     int index;
 } pl_ref;
 
-typedef enum pl_kind_id {
-    PL_KIND_SOURCE,
-    PL_KIND_SEARCH,
-    PL_KIND_H2D,
-    PL_KIND_KERNEL,
-    PL_KIND_D2H,
-    PL_KIND_LUA,
-    PL_KIND_SINK,
-    PL_KIND_COUNT
-} pl_kind_id;
+/* A stage's kind: its whole behaviour (stages/pl_stage.h). The spec only points at it, so adding a
+ * kind changes nothing here. */
+struct pl_kind;
 
 typedef struct pl_stage {
     const char *name;
     pl_pos pos; /* of the stage (its name) */
     int index;
-    pl_kind_id kind;
+    const struct pl_kind *kind; /* static, from the kind table; NULL until the front end sets it */
     pl_pos kind_pos;
     pl_opt *opts; /* kind-specific options, in the order written */
     int n_opts, cap_opts;

@@ -7,7 +7,6 @@
 
 #include "pl_nvtx.h"
 #include "pl_pool.h"
-#include "pl_sink.h"
 
 int pl_default_workers(const pl_plan *plan)
 {
@@ -17,8 +16,8 @@ int pl_default_workers(const pl_plan *plan)
     return w > 64 ? 64 : w;
 }
 
-pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers, bool on_gpu,
-                           pl_error *err)
+pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
+                           struct pl_gpu_ctx *gpu, pl_error *err)
 {
     memset(rt, 0, sizeof *rt);
     const pl_spec *spec = plan->spec;
@@ -28,7 +27,8 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers, bo
     rt->env.depth = plan->depth;
     rt->env.workers = workers > 0 ? workers : 1;
     rt->env.seed = spec->run.seed;
-    rt->env.on_gpu = on_gpu;
+    rt->env.on_gpu = gpu != NULL;
+    rt->env.gpu = gpu;
     rt->n_stages = spec->n_stages;
     rt->state = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->state);
     rt->opened = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->opened);
@@ -45,7 +45,7 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers, bo
     for (int i = 0; i < plan->n_stages; i++) {
         int s = plan->order[i];
         const pl_stage *st = &spec->stages[s];
-        const pl_kind *kind = pl_kind_get(st->kind);
+        const pl_kind *kind = st->kind;
         if (!kind->open) {
             rt->opened[s] = kind->close != NULL;
             continue;
@@ -65,7 +65,7 @@ pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
 {
     const pl_spec *spec = rt->plan->spec;
     const pl_stage *st = &spec->stages[stage];
-    const pl_kind *kind = pl_kind_get(st->kind);
+    const pl_kind *kind = st->kind;
     if (cfg && cfg->fail_stage == stage && cfg->fail_batch == batch)
         return pl_error_set(err, PL_ERUNTIME,
                             "error: stage '%s', batch %lld: injected failure (test hook "
@@ -100,30 +100,32 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
         const pl_spec *spec = rt->plan->spec;
         int n_sinks = 0;
         for (int s = 0; s < rt->n_stages; s++)
-            n_sinks += rt->opened[s] && spec->stages[s].kind == PL_KIND_SINK;
+            n_sinks += rt->opened[s] && spec->stages[s].kind->output != NULL;
         int *out_of = calloc((size_t)(rt->n_stages > 0 ? rt->n_stages : 1), sizeof *out_of);
         if (res && n_sinks && out_of) {
             free(res->outputs);
             res->outputs = calloc((size_t)n_sinks, sizeof *res->outputs);
             res->n_outputs = 0;
         }
-        /* Describe the sinks (in stage order) while their states are still open. */
+        /* Describe the outputs (in stage order) while their states are still open. */
         for (int s = 0; s < rt->n_stages && out_of; s++) {
             out_of[s] = -1;
-            if (!rt->opened[s] || spec->stages[s].kind != PL_KIND_SINK || !res || !res->outputs)
-                continue;
-            out_of[s] = res->n_outputs;
-            if (pl_sink_describe(&spec->stages[s], rt->state[s], &res->outputs[res->n_outputs++]) !=
-                    PL_OK &&
-                first == PL_OK)
-                first = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+            const pl_kind *kind = spec->stages[s].kind;
+            if (!rt->opened[s] || !kind->output || !res || !res->outputs) continue;
+            bool has = false;
+            pl_output *o = &res->outputs[res->n_outputs];
+            if (kind->output(&spec->stages[s], rt->state[s], o, &has) != PL_OK) {
+                if (first == PL_OK) first = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+                has = true; /* keep what it filled, so it is freed */
+            }
+            if (has) out_of[s] = res->n_outputs++;
         }
         /* Close in reverse plan order: consumers before producers. */
         for (int i = rt->plan->n_stages - 1; i >= 0; i--) {
             int s = rt->plan->order[i];
             if (!rt->opened[s]) continue;
             const pl_stage *st = &spec->stages[s];
-            const pl_kind *kind = pl_kind_get(st->kind);
+            const pl_kind *kind = st->kind;
             pl_error cerr;
             pl_error_clear(&cerr);
             pl_status cs = kind->close ? kind->close(&rt->env, st, rt->state[s],

@@ -19,10 +19,11 @@ typedef struct pl_stage_rt {
 int pl_default_workers(const pl_plan *plan);
 
 /* Fills rt->env (batches and depth from the plan, seed from the spec, `workers` host workers,
- * on_gpu) and opens every stage in plan order. On failure the stages already opened are closed
- * (completed 0, failed) and everything is freed; the error names the stage. */
-pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers, bool on_gpu,
-                           pl_error *err);
+ * `gpu`: the GPU executor's device state, NULL on the host executor) and opens every stage in
+ * plan order. On failure the stages already opened are closed (completed 0, failed) and
+ * everything is freed; the error names the stage. */
+pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
+                           struct pl_gpu_ctx *gpu, pl_error *err);
 
 /* Runs stage `stage` of batch `batch` with run_host: ctx.worker = worker (0..env.workers-1; the
  * caller guarantees no two threads run hooks with the same worker at once), bufs = that slot's

@@ -8,7 +8,15 @@ static const pl_key pl__d2h_keys[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
-pl_status pl_copy_run_host(pl_stage_ctx *ctx, pl_error *err); /* h2d.c */
+/* h2d.c: a copy is a copy, whichever way it goes. */
+pl_status pl_copy_run_host(pl_stage_ctx *ctx, pl_error *err);
+pl_status pl_copy_record(const pl_dev_ctx *ctx, pl_error *err);
+void pl_copy_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap);
+#ifdef PL_WITH_CUDA
+#define PL__COPY_RECORD pl_copy_record
+#else
+#define PL__COPY_RECORD NULL
+#endif
 
 static pl_status pl__d2h_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 {
@@ -24,4 +32,6 @@ const pl_kind pl_kind_d2h = {
     .doc = "device-to-host copy (device buffer to pinned host buffer)",
     .bind = pl__d2h_bind,
     .run_host = pl_copy_run_host,
+    .record = PL__COPY_RECORD,
+    .describe = pl_copy_describe,
 };

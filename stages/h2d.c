@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "pl_kind_util.h"
+#ifdef PL_WITH_CUDA
+#include "pl_gpu.h"
+#endif
 
 static const pl_key pl__h2d_keys[] = {
     {"from", PL_KEY_NAME, NULL, NULL, "host buffer (required)"},
@@ -29,6 +32,32 @@ pl_status pl_copy_run_host(pl_stage_ctx *ctx, pl_error *err)
     return PL_OK;
 }
 
+/* Shared with d2h: "x -> x_dev". */
+void pl_copy_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap);
+void pl_copy_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s -> %s", pl_kind_rbuf(spec, st, 0)->name,
+             pl_kind_wbuf(spec, st, 0)->name);
+}
+
+#ifdef PL_WITH_CUDA
+/* Shared with d2h: one cudaMemcpyAsync between this slot's host and device copies. */
+pl_status pl_copy_record(const pl_dev_ctx *ctx, pl_error *err);
+pl_status pl_copy_record(const pl_dev_ctx *ctx, pl_error *err)
+{
+    const pl_stage *st = ctx->stage;
+    int from = st->reads[0].index, to = st->writes[0].index;
+    bool to_device = st->kind->engine == PL_ENGINE_H2D;
+    void *dst = to_device ? ctx->dev_bufs[to] : ctx->host_bufs[to];
+    const void *src = to_device ? ctx->host_bufs[from] : ctx->dev_bufs[from];
+    return pl_gpu_copy_async(dst, src, ctx->spec->buffers[to].bytes, to_device, ctx->stream,
+                             st->name, ctx->batch, err);
+}
+#define PL__COPY_RECORD pl_copy_record
+#else
+#define PL__COPY_RECORD NULL
+#endif
+
 const pl_kind pl_kind_h2d = {
     .name = "h2d",
     .engine = PL_ENGINE_H2D,
@@ -36,4 +65,6 @@ const pl_kind pl_kind_h2d = {
     .doc = "host-to-device copy (pinned host buffer to device buffer)",
     .bind = pl__h2d_bind,
     .run_host = pl_copy_run_host,
+    .record = PL__COPY_RECORD,
+    .describe = pl_copy_describe,
 };

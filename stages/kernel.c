@@ -2,6 +2,9 @@
  * the host executor each op runs its C reference (ops_ref.c); `busy` sleeps for duration_us. */
 #include "pl_kind_util.h"
 #include "pl_ops.h"
+#ifdef PL_WITH_CUDA
+#include "pl_gpu.h"
+#endif
 
 static const pl_key pl__kernel_keys[] = {
     {"op", PL_KEY_ENUM, "fill|scale|saxpy|add|sum|checksum|argmax|gemm|busy", NULL,
@@ -186,6 +189,41 @@ static pl_status pl__kernel_run(pl_stage_ctx *ctx, pl_error *err)
     return pl_op_run_host(ctx->spec, ctx->stage, ctx->bufs, ctx->env->pool, ctx->env->workers, err);
 }
 
+static void pl__kernel_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)
+{
+    (void)spec;
+    const pl_kernel_opts *o = st->priv;
+    switch (o->op) {
+    case PL_OP_FILL:
+        snprintf(buf, cap, "fill value=%g", o->value);
+        break;
+    case PL_OP_SCALE:
+    case PL_OP_SAXPY:
+        snprintf(buf, cap, "%s alpha=%g", pl_op_name(o->op), o->alpha);
+        break;
+    case PL_OP_GEMM:
+        snprintf(buf, cap, "gemm alpha=%g beta=%g", o->alpha, o->beta);
+        break;
+    case PL_OP_BUSY:
+        snprintf(buf, cap, "busy %g us", o->duration_us);
+        break;
+    default:
+        snprintf(buf, cap, "%s", pl_op_name(o->op));
+        break;
+    }
+}
+
+#ifdef PL_WITH_CUDA
+static pl_status pl__kernel_record(const pl_dev_ctx *ctx, pl_error *err)
+{
+    return pl_gpu_op_record(ctx->env->gpu, ctx->spec, ctx->stage, ctx->dev_bufs, ctx->stream,
+                            ctx->batch, err);
+}
+#define PL__KERNEL_RECORD pl__kernel_record
+#else
+#define PL__KERNEL_RECORD NULL
+#endif
+
 const pl_kind pl_kind_kernel = {
     .name = "kernel",
     .engine = PL_ENGINE_COMPUTE,
@@ -195,4 +233,6 @@ const pl_kind pl_kind_kernel = {
     .bind = pl__kernel_bind,
     .validate = pl__kernel_validate,
     .run_host = pl__kernel_run,
+    .record = PL__KERNEL_RECORD,
+    .describe = pl__kernel_describe,
 };

@@ -47,7 +47,7 @@ static inline pl_status pl_kind_bind_ref(pl_spec *spec, pl_stage *st, const char
     if (!o) {
         if (!required) return PL_OK;
         return pl_error_at(err, PL_EINPUT, st->pos, "%s stage '%s' needs '%s:' (%s)",
-                           pl_kind_get(st->kind)->name, st->name, key, what);
+                           st->kind->name, st->name, key, what);
     }
     pl_ref *r = write ? pl_stage_add_write(spec, st, o->str, o->val_pos)
                       : pl_stage_add_read(spec, st, o->str, o->val_pos);

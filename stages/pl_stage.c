@@ -3,27 +3,13 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-extern const pl_kind pl_kind_source, pl_kind_search, pl_kind_h2d, pl_kind_kernel, pl_kind_d2h,
-    pl_kind_lua, pl_kind_sink;
-
-static const pl_kind *const pl__kinds[PL_KIND_COUNT] = {
-    [PL_KIND_SOURCE] = &pl_kind_source, [PL_KIND_SEARCH] = &pl_kind_search,
-    [PL_KIND_H2D] = &pl_kind_h2d,       [PL_KIND_KERNEL] = &pl_kind_kernel,
-    [PL_KIND_D2H] = &pl_kind_d2h,       [PL_KIND_LUA] = &pl_kind_lua,
-    [PL_KIND_SINK] = &pl_kind_sink,
-};
-
-static const char *const pl__kind_names[PL_KIND_COUNT] = {
-    "source", "search", "h2d", "kernel", "d2h", "lua", "sink",
-};
-
 const pl_key pl_common_stage_keys[] = {
     {"name", PL_KEY_STR, NULL, NULL, "stage name, unique in the pipeline (required)"},
-    {"kind", PL_KEY_STR, NULL, NULL,
-     "source | search | h2d | kernel | d2h | lua | sink (required)"},
+    {"kind", PL_KEY_STR, NULL, NULL, "the stage kind (required): pipectl help kinds lists them"},
     {"reads", PL_KEY_NAMES, NULL, "[]", "buffers the stage reads"},
     {"writes", PL_KEY_NAMES, NULL, "[]", "buffers the stage writes"},
     {"after", PL_KEY_NAMES, NULL, "[]",
@@ -37,32 +23,54 @@ const char *pl_engine_name(pl_engine e)
     return (unsigned)e < PL_ENGINE_COUNT ? names[e] : "?";
 }
 
-const pl_kind *pl_kind_get(pl_kind_id id)
+/* The table itself lives in pl_kinds.c, the one place that names every kind. */
+extern const pl_kind *const pl_kind_table[];
+
+const pl_kind *const *pl_kinds(int *n)
 {
-    return (unsigned)id < PL_KIND_COUNT ? pl__kinds[id] : NULL;
+    int k = 0;
+    while (pl_kind_table[k])
+        k++;
+    if (n) *n = k;
+    return pl_kind_table;
 }
 
-bool pl_kind_parse(const char *name, pl_kind_id *out)
+const pl_kind *pl_kind_find(const char *name)
 {
-    for (int i = 0; i < PL_KIND_COUNT; i++)
-        if (strcmp(name, pl__kind_names[i]) == 0) {
-            *out = (pl_kind_id)i;
-            return true;
-        }
-    return false;
+    for (int i = 0; name && pl_kind_table[i]; i++)
+        if (strcmp(name, pl_kind_table[i]->name) == 0) return pl_kind_table[i];
+    return NULL;
 }
+
+#define PL__MAX_KINDS 64
 
 const char *const *pl_kind_names(int *n)
 {
-    *n = PL_KIND_COUNT;
-    return pl__kind_names;
+    /* Built once from the table; a benign race writes the same pointers. */
+    static const char *names[PL__MAX_KINDS + 1];
+    int k = 0;
+    for (; pl_kind_table[k] && k < PL__MAX_KINDS; k++)
+        names[k] = pl_kind_table[k]->name;
+    *n = k;
+    return names;
 }
 
-const pl_key *pl_kind_key(pl_kind_id id, const char *key)
+const char *pl_kind_list(void)
+{
+    static char list[PL__MAX_KINDS * (PL_MAX_NAME + 2)];
+    if (!list[0]) {
+        size_t n = 0;
+        for (int k = 0; pl_kind_table[k] && n < sizeof list; k++)
+            n += (size_t)snprintf(list + n, sizeof list - n, k ? ", %s" : "%s",
+                                  pl_kind_table[k]->name);
+    }
+    return list;
+}
+
+const pl_key *pl_kind_key(const pl_kind *kind, const char *key)
 {
     for (const pl_key *k = pl_common_stage_keys; k->name; k++)
         if (strcmp(k->name, key) == 0) return k;
-    const pl_kind *kind = pl_kind_get(id);
     if (!kind) return NULL;
     for (const pl_key *k = kind->keys; k->name; k++)
         if (strcmp(k->name, key) == 0) return k;
@@ -228,6 +236,8 @@ static const char *pl__type_word(pl_key_type t)
         return "a list of names";
     case PL_KEY_INTS:
         return "a list of integers";
+    case PL_KEY_FUNC:
+        return "a Lua function";
     }
     return "?";
 }
@@ -235,7 +245,7 @@ static const char *pl__type_word(pl_key_type t)
 pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error *err)
 {
     (void)spec;
-    const pl_kind *kind = pl_kind_get(st->kind);
+    const pl_kind *kind = st->kind;
     for (int i = 0; i < st->n_opts; i++) {
         const pl_opt *o = &st->opts[i];
         /* Front ends store name, kind, reads, writes and after directly; opts hold the rest. */
@@ -259,6 +269,11 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                                "the keys of '%s'",
                                o->key, kind->name, st->name, kind->name);
         }
+        if (k->type == PL_KEY_FUNC)
+            return pl_error_at(err, PL_EINPUT, o->pos,
+                               "stage '%s': '%s' takes a Lua function, so it exists only in "
+                               "pipeline.lua; in YAML give script: (or code:) and function:",
+                               st->name, o->key);
         bool want_list = k->type == PL_KEY_NAMES || k->type == PL_KEY_INTS;
         if (want_list != o->is_list)
             return pl_error_at(err, PL_EINPUT, o->val_pos, "stage '%s': '%s' must be %s, not %s",
@@ -305,6 +320,7 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                                    st->name, o->key);
             break;
         case PL_KEY_NAMES:
+        case PL_KEY_FUNC:
             break;
         }
         for (int j = 0; j < i; j++)

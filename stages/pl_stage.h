@@ -1,6 +1,8 @@
 /* pl_stage: the one small interface every stage kind implements, and the table of kinds.
  * Adding a kind: one file under stages/ defining a `const pl_kind pl_kind_<name>`, plus one line
- * in pl_kinds.c. */
+ * in stages/pl_kinds.c. Nothing outside stages/ asks which kind a stage is: the checker, the plan
+ * compiler, both executors, the report, the front ends and the CLI call these hooks and read these
+ * fields, so every list of kinds and every key table comes from here. */
 #ifndef PL_STAGE_H
 #define PL_STAGE_H
 
@@ -29,6 +31,7 @@ typedef enum pl_key_type {
     PL_KEY_NAME,  /* one buffer name */
     PL_KEY_NAMES, /* list of buffer names */
     PL_KEY_INTS,  /* list of integers */
+    PL_KEY_FUNC,  /* a Lua function value: pipeline.lua only (the front end keeps it, not opts) */
 } pl_key_type;
 
 typedef struct pl_key {
@@ -50,6 +53,9 @@ typedef struct pl_run_env {
     int workers;     /* host workers (lua states, search threads) */
     uint64_t seed;
     bool on_gpu; /* the GPU executor runs it (host buffers are pinned) */
+    /* The GPU executor's per-device state (runtime/gpu/pl_gpu.h: cuBLAS, scratch, modules);
+     * NULL on the host executor. Borrowed: valid from open() to close(). */
+    struct pl_gpu_ctx *gpu;
     /* The run's host thread pool (runtime/pl_pool.h): workers - 1 helpers, as the calling worker
      * joins in. Owned by the stage runtime; kinds borrow it and may grow it in open(). */
     struct pl_pool *pool;
@@ -70,11 +76,43 @@ typedef struct pl_stage_ctx {
     void *state; /* from the kind's open(), or NULL */
 } pl_stage_ctx;
 
+/* What a device-engine stage sees when the GPU executor records one batch of it on a stream:
+ * inside a slot graph's capture (batch -1: the graph replays for every batch of the slot) or as
+ * plain launches (--no-graph). Everything is borrowed from the executor. */
+typedef struct pl_dev_ctx {
+    const pl_spec *spec;
+    const pl_stage *stage;
+    const pl_run_env *env;
+    int64_t batch; /* -1 while capturing */
+    int slot;
+    void *const *host_bufs; /* this slot's pinned host buffers (device entries NULL) */
+    void *const *dev_bufs;  /* this slot's device buffers (host entries NULL) */
+    void *stream;           /* cudaStream_t, possibly capturing */
+    void *state;            /* from the kind's open(), or NULL */
+} pl_dev_ctx;
+
+/* One file a sink wrote (or, without `to`, the checksums it computed): what the report and
+ * bundles list. Filled by a kind's `output` hook while the stage is still open. */
+typedef struct pl_output {
+    char stage[PL_MAX_NAME + 1];
+    char *path;                /* final file name as opened (NULL: checksums only); owned */
+    int64_t batches;           /* batches written, in order */
+    uint64_t batch_bytes;      /* bytes per batch */
+    uint64_t checksum;         /* pl_hash of all data bytes written (headers excluded) */
+    uint64_t *batch_checksums; /* [batches]: pl_hash of each batch's bytes; owned */
+    bool finalized;            /* the file is complete under its final name */
+} pl_output;
+
+/* What a stage means for the data flow of a batch (flags): reports count bytes in and out. */
+enum { PL_ROLE_INPUT = 1, PL_ROLE_OUTPUT = 2 };
+
 typedef struct pl_kind {
     const char *name;
     pl_engine engine;
     const pl_key *keys; /* kind-specific keys, terminated by {NULL} */
     const char *doc;    /* one line */
+    unsigned role;      /* PL_ROLE_* flags: its writes enter the pipeline (sources), its reads
+                         * leave it (sinks) */
     /* Called by pl_spec_check after option types are checked and before names resolve: parse
      * options into st->priv (arena memory) and add the reads/writes the options imply. */
     pl_status (*bind)(pl_spec *spec, pl_stage *st, pl_error *err);
@@ -88,16 +126,29 @@ typedef struct pl_kind {
     /* Runs one batch on the host. Device-engine kinds implement it too: it is the host executor's
      * reference (memcpy, the C version of a kernel op). */
     pl_status (*run_host)(pl_stage_ctx *ctx, pl_error *err);
+    /* Device-engine kinds, CUDA builds: enqueue one batch on ctx->stream (a copy, a kernel, a
+     * cuBLAS call). Must be capturable: no synchronization, no allocation. NULL for host kinds. */
+    pl_status (*record)(const pl_dev_ctx *ctx, pl_error *err);
+    /* One line for `pipectl plan` and reports: what this stage does with its options
+     * ("scale alpha=2", "x -> x_dev"). Optional. */
+    void (*describe)(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap);
+    /* Sinks: describe what the open stage wrote so far (called before close). *has = false when
+     * the stage writes nothing the report lists. Optional. */
+    pl_status (*output)(const pl_stage *st, void *state, pl_output *out, bool *has);
     /* Stages whose batches must run in batch order (sinks writing one file). */
     bool ordered;
 } pl_kind;
 
-const pl_kind *pl_kind_get(pl_kind_id id);
-/* Returns true and sets *out when `name` is a kind. */
-bool pl_kind_parse(const char *name, pl_kind_id *out);
+/* The kinds, in table order (stages/pl_kinds.c), NULL-terminated; *n gets their count. */
+const pl_kind *const *pl_kinds(int *n);
+/* The kind called `name`, or NULL. */
+const pl_kind *pl_kind_find(const char *name);
+/* Their names in table order (for "must be one of" messages and schemas). */
 const char *const *pl_kind_names(int *n);
-/* The key definition for `key` in kind `id` (common keys included), or NULL. */
-const pl_key *pl_kind_key(pl_kind_id id, const char *key);
+/* "source, search, h2d, ..." (static; for messages). */
+const char *pl_kind_list(void);
+/* The key definition for `key` in `kind` (common keys included), or NULL. */
+const pl_key *pl_kind_key(const pl_kind *kind, const char *key);
 
 /* Typed option access for bind hooks. Errors point at the value's position. */
 pl_status pl_opt_get_int(const pl_stage *st, const char *key, int64_t def, int64_t min, int64_t max,

@@ -429,6 +429,17 @@ done:
     return ps;
 }
 
+static void pl__search_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)
+{
+    const pl__search_opts *o = st->priv;
+    static const char *const metrics[] = {"ip", "l2", "cosine"};
+    if (o->index)
+        snprintf(buf, cap, "top-%lld %s, FAISS index %s", (long long)o->k, metrics[o->metric],
+                 o->index);
+    else
+        snprintf(buf, cap, "top-%lld %s, exact (BLAS)", (long long)o->k, metrics[o->metric]);
+}
+
 const pl_kind pl_kind_search = {
     .name = "search",
     .engine = PL_ENGINE_HOST,
@@ -440,4 +451,5 @@ const pl_kind pl_kind_search = {
     .open = pl__search_open,
     .close = pl__search_close,
     .run_host = pl__search_run,
+    .describe = pl__search_describe,
 };

@@ -15,7 +15,8 @@
 #include "pl_hash.h"
 #include "pl_kind_util.h"
 #include "pl_npy.h"
-#include "pl_sink.h"
+
+extern const pl_kind pl_kind_sink; /* defined below; sinks compare notes with each other */
 
 static const pl_key pl__sink_keys[] = {
     {"from", PL_KEY_NAME, NULL, NULL, "the host buffer to write (required)"},
@@ -80,7 +81,7 @@ static pl_status pl__sink_validate(const pl_spec *spec, const pl_stage *st, pl_e
     for (int i = 0; i < st->index; i++) {
         const pl_stage *other = &spec->stages[i];
         const pl__sink_opts *oo = other->priv;
-        if (other->kind == PL_KIND_SINK && oo && oo->to && strcmp(oo->to, o->to) == 0)
+        if (other->kind == &pl_kind_sink && oo && oo->to && strcmp(oo->to, o->to) == 0)
             return pl_error_at(err, PL_EINPUT, o->to_pos,
                                "sinks '%s' and '%s' both write '%s' (line %d); give each sink its "
                                "own file",
@@ -245,10 +246,13 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
     return ps;
 }
 
-pl_status pl_sink_describe(const pl_stage *st, const void *state, pl_output *out)
+/* What the open sink wrote so far: final path (copied), batches, bytes per batch, checksums
+ * (copied). `finalized` is left false: the runtime sets it once close succeeds. */
+static pl_status pl__sink_output(const pl_stage *st, void *state, pl_output *out, bool *has)
 {
     const pl__sink_state *s = state;
     memset(out, 0, sizeof *out);
+    *has = true;
     snprintf(out->stage, sizeof out->stage, "%s", st->name);
     if (!s) return PL_OK;
     out->batches = s->written;
@@ -269,6 +273,7 @@ pl_status pl_sink_describe(const pl_stage *st, const void *state, pl_output *out
 const pl_kind pl_kind_sink = {
     .name = "sink",
     .engine = PL_ENGINE_HOST,
+    .role = PL_ROLE_OUTPUT,
     .keys = pl__sink_keys,
     .doc = "writes a host buffer's batches in order to a raw or .npy file, with checksums",
     .bind = pl__sink_bind,
@@ -276,5 +281,6 @@ const pl_kind pl_kind_sink = {
     .open = pl__sink_open,
     .close = pl__sink_close,
     .run_host = pl__sink_run,
+    .output = pl__sink_output,
     .ordered = true,
 };

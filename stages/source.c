@@ -328,6 +328,7 @@ static pl_status pl__source_run(pl_stage_ctx *ctx, pl_error *err)
 const pl_kind pl_kind_source = {
     .name = "source",
     .engine = PL_ENGINE_HOST,
+    .role = PL_ROLE_INPUT,
     .keys = pl__source_keys,
     .doc = "fills a per-batch host buffer from a file, a seeded generator or a constant",
     .bind = pl__source_bind,

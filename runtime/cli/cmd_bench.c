@@ -56,13 +56,13 @@ static pl_status pl__opt(pl_spec *spec, pl_stage *st, const char *key, const cha
     return PL_OK;
 }
 
-static pl_status pl__copy_stage(pl_spec *spec, const char *name, pl_kind_id kind, const char *from,
+static pl_status pl__copy_stage(pl_spec *spec, const char *name, const char *kind, const char *from,
                                 const char *to, pl_error *err)
 {
     pl_pos nopos = {0};
     pl_stage *st = pl_spec_add_stage(spec, name, nopos);
     if (!st) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    st->kind = kind;
+    st->kind = pl_kind_find(kind);
     PL_CHECK(pl__opt(spec, st, "from", from, err));
     return pl__opt(spec, st, "to", to, err);
 }
@@ -73,7 +73,7 @@ static pl_status pl__kernel_stage(pl_spec *spec, const char *name, const char *o
     pl_pos nopos = {0};
     pl_stage *st = pl_spec_add_stage(spec, name, nopos);
     if (!st) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    st->kind = PL_KIND_KERNEL;
+    st->kind = pl_kind_find("kernel");
     PL_CHECK(pl__opt(spec, st, "op", op, err));
     if (key) PL_CHECK(pl__opt(spec, st, key, val, err));
     if (!pl_stage_add_read(spec, st, in, nopos) || !pl_stage_add_write(spec, st, out, nopos))
@@ -108,7 +108,7 @@ static pl_status pl__bench_plan(uint64_t bytes, int n_scale, double busy_us, int
     }
     PL_CHECK_GOTO(pl__buf(spec, "y_dev", PL_DEVICE, n, PL_INIT_NONE, err), st, fail);
     PL_CHECK_GOTO(pl__buf(spec, "y_host", PL_HOST, n, PL_INIT_NONE, err), st, fail);
-    PL_CHECK_GOTO(pl__copy_stage(spec, "up", PL_KIND_H2D, "x_host", "x_dev", err), st, fail);
+    PL_CHECK_GOTO(pl__copy_stage(spec, "up", "h2d", "x_host", "x_dev", err), st, fail);
     if (n_scale == 0) {
         snprintf(val, sizeof val, "%.3f", busy_us);
         PL_CHECK_GOTO(
@@ -129,7 +129,7 @@ static pl_status pl__bench_plan(uint64_t bytes, int n_scale, double busy_us, int
             snprintf(prev, sizeof prev, "%s", name);
         }
     }
-    PL_CHECK_GOTO(pl__copy_stage(spec, "down", PL_KIND_D2H, "y_dev", "y_host", err), st, fail);
+    PL_CHECK_GOTO(pl__copy_stage(spec, "down", "d2h", "y_dev", "y_host", err), st, fail);
     PL_CHECK_GOTO(pl_spec_check(spec, err), st, fail);
     PL_CHECK_GOTO(pl_plan_compile(spec, plan_out, err), st, fail);
     *spec_out = spec;

@@ -25,3 +25,12 @@ pl_status pl_cuda_check(int cuda_status, const char *call, const char *stage, in
     return pl_error_set(err, PL_ECUDA, "%s%.*s failed: %s (%s)", where, (int)len, name,
                         cudaGetErrorString(e), cudaGetErrorName(e));
 }
+
+pl_status pl_gpu_copy_async(void *dst, const void *src, uint64_t bytes, bool to_device,
+                            void *stream, const char *stage, int64_t batch, pl_error *err)
+{
+    return PL_CUDA(cudaMemcpyAsync(dst, src, bytes,
+                                   to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                   (cudaStream_t)stream),
+                   stage, batch, err);
+}

@@ -16,6 +16,11 @@ pl_status pl_cuda_check(int cuda_status, const char *call, const char *stage, in
                         pl_error *err);
 #define PL_CUDA(call, stage, batch, err) pl_cuda_check((int)(call), #call, (stage), (batch), (err))
 
+/* Enqueues a copy of `bytes` on `stream` (cudaStream_t): to_device = pinned host -> device, else
+ * device -> pinned host. Capturable. Errors name the call, the stage and the batch. */
+pl_status pl_gpu_copy_async(void *dst, const void *src, uint64_t bytes, bool to_device,
+                            void *stream, const char *stage, int64_t batch, pl_error *err);
+
 /* Per-device state the ops need: cuBLAS handle with a preallocated workspace (so gemm can be
  * captured into a graph), the busy kernel's calibration. Created once per run. */
 typedef struct pl_gpu_ctx pl_gpu_ctx;

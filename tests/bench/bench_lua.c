@@ -52,7 +52,7 @@ static double pl__bench(const char *label, int n_bufs, const char *body, int64_t
         exit(1);
     }
     const pl_stage *st = &spec->stages[0];
-    const pl_kind *k = pl_kind_get(st->kind);
+    const pl_kind *k = (st->kind);
     pl_run_env env = {.spec = spec, .batches = calls, .depth = 1, .workers = 1};
     void *state = NULL;
     if (k->open(&env, st, &state, &err) != PL_OK) {

@@ -77,7 +77,7 @@ static const char *data_buf(gen *g, const char *prefix, pl_where w)
     return buf(g, prefix, w, PL_F32, 2, g->R, g->R, false, PL_INIT_NONE);
 }
 
-static pl_stage *stage(gen *g, pl_kind_id kind)
+static pl_stage *stage(gen *g, const pl_kind *kind)
 {
     char name[32];
     snprintf(name, sizeof name, "s%d", g->spec->n_stages);
@@ -121,7 +121,7 @@ static const char *pick(gen *g, int i)
 static int new_source(gen *g)
 {
     const char *h = data_buf(g, "h", PL_HOST), *d = data_buf(g, "d", PL_DEVICE);
-    pl_stage *st = stage(g, PL_KIND_SOURCE);
+    pl_stage *st = stage(g, pl_kind_find("source"));
     opt(g, st, "to", "%s", h);
     int kind = rndn(g, 10);
     if (kind < 6) {
@@ -146,7 +146,7 @@ static int new_source(gen *g)
         opt(g, st, "file", "%s", path);
         opt(g, st, "wrap", "true");
     }
-    pl_stage *up = stage(g, PL_KIND_H2D);
+    pl_stage *up = stage(g, pl_kind_find("h2d"));
     opt(g, up, "from", "%s", h);
     opt(g, up, "to", "%s", d);
     add_val(g, d);
@@ -157,10 +157,10 @@ static int new_source(gen *g)
 static void export(gen *g, const char *dev, pl_dtype t, int rank, int64_t d0, int64_t d1)
 {
     const char *h = buf(g, "o", PL_HOST, t, rank, d0, d1, false, PL_INIT_NONE);
-    pl_stage *down = stage(g, PL_KIND_D2H);
+    pl_stage *down = stage(g, pl_kind_find("d2h"));
     opt(g, down, "from", "%s", dev);
     opt(g, down, "to", "%s", h);
-    pl_stage *sk = stage(g, PL_KIND_SINK);
+    pl_stage *sk = stage(g, pl_kind_find("sink"));
     opt(g, sk, "from", "%s", h);
     int f = rndn(g, 5);
     if (f < 4) opt(g, sk, "to", "%s/dag%d_%s.%s", g->dir, g->dag, sk->name, f < 2 ? "npy" : "bin");
@@ -172,7 +172,7 @@ static int new_op(gen *g, int a, int b)
     static const char *ops[] = {"scale", "saxpy", "add", "gemm", "fill", "scale"};
     int which = rndn(g, 6);
     const char *out = data_buf(g, "d", PL_DEVICE);
-    pl_stage *st = stage(g, PL_KIND_KERNEL);
+    pl_stage *st = stage(g, pl_kind_find("kernel"));
     opt(g, st, "op", "%s", ops[which]);
     pl_pos p = pos(g);
     switch (which) {
@@ -208,7 +208,7 @@ static void accumulate(gen *g, int v)
 {
     const char *acc = buf(g, "acc", PL_DEVICE, PL_F32, 2, g->R, g->R, true,
                           rndn(g, 2) ? PL_INIT_ZEROS : PL_INIT_RANDOM);
-    pl_stage *st = stage(g, PL_KIND_KERNEL);
+    pl_stage *st = stage(g, pl_kind_find("kernel"));
     opt(g, st, "op", "add");
     pl_pos p = pos(g);
     pl_stage_add_read(g->spec, st, acc, p);
@@ -222,7 +222,7 @@ static void reduce(gen *g, int v)
 {
     int which = rndn(g, 3);
     const char *out;
-    pl_stage *st = stage(g, PL_KIND_KERNEL);
+    pl_stage *st = stage(g, pl_kind_find("kernel"));
     pl_pos p = pos(g);
     pl_stage_add_read(g->spec, st, pick(g, v), p);
     if (which == 0) {
@@ -268,7 +268,7 @@ static pl_spec *generate(gen *g, int family)
             break;
         case 1: { /* diamond: v -> a, b -> add */
             int a = new_op(g, cur, -1), b = new_op(g, cur, -1);
-            pl_stage *st = stage(g, PL_KIND_KERNEL);
+            pl_stage *st = stage(g, pl_kind_find("kernel"));
             opt(g, st, "op", "add");
             const char *out = data_buf(g, "d", PL_DEVICE);
             pl_pos p = pos(g);
@@ -335,8 +335,8 @@ static pl_status reference(const pl_spec *spec, expect *expected, pl_error *err)
                       .seed = spec->run.seed};
     PL_CHECK_GOTO(pl_buffers_new(spec, 1, NULL, true, spec->run.seed, &bufs, err), st, done);
     for (int s = 0; s < n; s++) {
-        const pl_kind *k = pl_kind_get(spec->stages[s].kind);
-        if (spec->stages[s].kind == PL_KIND_SINK || !k->open) continue;
+        const pl_kind *k = (spec->stages[s].kind);
+        if (spec->stages[s].kind == pl_kind_find("sink") || !k->open) continue;
         PL_CHECK_GOTO(k->open(&env, &spec->stages[s], &state[s], err), st, done);
         opened[s] = true;
     }
@@ -344,7 +344,7 @@ static pl_status reference(const pl_spec *spec, expect *expected, pl_error *err)
         for (int s = 0; s < n; s++) {
             const pl_stage *sg = &spec->stages[s];
             void *const *row = pl_buffers_slot(bufs, 0);
-            if (sg->kind == PL_KIND_SINK) {
+            if (sg->kind == pl_kind_find("sink")) {
                 const pl_buffer *in = &spec->buffers[sg->reads[0].index];
                 expect *e = &expected[s];
                 e->data = realloc(e->data, e->len + in->bytes);
@@ -360,13 +360,12 @@ static pl_status reference(const pl_spec *spec, expect *expected, pl_error *err)
                                 .worker = 0,
                                 .bufs = row,
                                 .state = state[s]};
-            PL_CHECK_GOTO(pl_kind_get(sg->kind)->run_host(&ctx, err), st, done);
+            PL_CHECK_GOTO((sg->kind)->run_host(&ctx, err), st, done);
         }
 done:
     for (int s = 0; s < n; s++)
         if (opened[s])
-            pl_kind_get(spec->stages[s].kind)
-                ->close(&env, &spec->stages[s], state[s], 0, false, NULL);
+            (spec->stages[s].kind)->close(&env, &spec->stages[s], state[s], 0, false, NULL);
     pl_buffers_free(bufs);
     free(state);
     free(opened);
@@ -403,10 +402,10 @@ static void dump_yaml(const pl_spec *spec, FILE *out)
     fprintf(out, "stages:\n");
     for (int s = 0; s < spec->n_stages; s++) {
         const pl_stage *st = &spec->stages[s];
-        fprintf(out, "  - {name: %s, kind: %s", st->name, pl_kind_get(st->kind)->name);
+        fprintf(out, "  - {name: %s, kind: %s", st->name, (st->kind)->name);
         for (int i = 0; i < st->n_opts; i++)
             fprintf(out, ", %s: %s", st->opts[i].key, st->opts[i].str);
-        if (st->kind == PL_KIND_KERNEL) {
+        if (st->kind == pl_kind_find("kernel")) {
             fprintf(out, ", reads: [");
             for (int i = 0; i < st->n_reads; i++)
                 fprintf(out, "%s%s", i ? ", " : "", st->reads[i].name);
@@ -498,7 +497,7 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
     int oi = 0;
     for (int s = 0; s < spec->n_stages; s++) {
         const pl_stage *sg = &spec->stages[s];
-        if (sg->kind != PL_KIND_SINK) continue;
+        if (sg->kind != pl_kind_find("sink")) continue;
         const pl_output *o = oi < res.n_outputs ? &res.outputs[oi] : NULL;
         oi++;
         if (!o || strcmp(o->stage, sg->name) != 0) {

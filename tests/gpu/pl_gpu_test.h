@@ -69,14 +69,14 @@ static inline void gt_opt(pl_spec *s, pl_stage *st, const char *key, const char 
     o->str = pl_spec_strdup(s, val);
 }
 
-static inline pl_stage *gt_stage(pl_spec *s, const char *name, pl_kind_id kind)
+static inline pl_stage *gt_stage(pl_spec *s, const char *name, const pl_kind *kind)
 {
     pl_stage *st = pl_spec_add_stage(s, name, gt_nopos);
     st->kind = kind;
     return st;
 }
 
-static inline void gt_copy(pl_spec *s, const char *name, pl_kind_id kind, const char *from,
+static inline void gt_copy(pl_spec *s, const char *name, const pl_kind *kind, const char *from,
                            const char *to)
 {
     pl_stage *st = gt_stage(s, name, kind);
@@ -89,7 +89,7 @@ static inline pl_stage *gt_kernel(pl_spec *s, const char *name, const char *op,
                                   const char *const *ins, const char *out, const char *key,
                                   const char *val)
 {
-    pl_stage *st = gt_stage(s, name, PL_KIND_KERNEL);
+    pl_stage *st = gt_stage(s, name, pl_kind_find("kernel"));
     gt_opt(s, st, "op", op);
     if (key) gt_opt(s, st, key, val);
     for (int i = 0; ins && ins[i]; i++)
@@ -106,7 +106,7 @@ static inline void gt_redirect_sinks(pl_spec *s, const char *dir)
 {
     for (int i = 0; i < s->n_stages; i++) {
         pl_stage *st = &s->stages[i];
-        if (st->kind != PL_KIND_SINK) continue;
+        if (st->kind != pl_kind_find("sink")) continue;
         for (int j = 0; j < st->n_opts; j++) {
             pl_opt *o = &st->opts[j];
             if (strcmp(o->key, "to") != 0 || !o->str) continue;
@@ -205,7 +205,7 @@ static inline double gt_tolerance(const pl_spec *s)
     double tol = 0;
     for (int i = 0; i < s->n_stages; i++) {
         const pl_stage *st = &s->stages[i];
-        if (st->kind != PL_KIND_KERNEL || !st->priv) continue;
+        if (st->kind != pl_kind_find("kernel") || !st->priv) continue;
         const pl_kernel_opts *o = st->priv;
         pl_dtype t = st->n_writes ? s->buffers[st->writes[0].index].dtype : PL_F32;
         double k = 0;

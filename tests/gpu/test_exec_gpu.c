@@ -29,13 +29,13 @@ static void build_chain(pl_spec *s)
     gt_buf(s, "x_dev", PL_DEVICE, PL_F32, 100003, false, PL_INIT_NONE);
     gt_buf(s, "y_dev", PL_DEVICE, PL_F32, 100003, false, PL_INIT_NONE);
     gt_buf(s, "y_host", PL_HOST, PL_F32, 100003, false, PL_INIT_NONE);
-    pl_stage *src = gt_stage(s, "gen", PL_KIND_SOURCE);
+    pl_stage *src = gt_stage(s, "gen", pl_kind_find("source"));
     gt_opt(s, src, "to", "x_host");
-    gt_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    gt_copy(s, "up", pl_kind_find("h2d"), "x_host", "x_dev");
     const char *in[] = {"x_dev", NULL};
     gt_kernel(s, "scale", "scale", in, "y_dev", "alpha", "3");
-    gt_copy(s, "down", PL_KIND_D2H, "y_dev", "y_host");
-    pl_stage *sink = gt_stage(s, "save", PL_KIND_SINK);
+    gt_copy(s, "down", pl_kind_find("d2h"), "y_dev", "y_host");
+    pl_stage *sink = gt_stage(s, "save", pl_kind_find("sink"));
     gt_opt(s, sink, "from", "y_host");
     gt_opt(s, sink, "to", "y.npy");
 }
@@ -54,20 +54,20 @@ static void build_forkjoin(pl_spec *s)
     gt_buf(s, "h_dev", PL_DEVICE, PL_I64, 1, false, PL_INIT_NONE);
     gt_buf(s, "c_host", PL_HOST, PL_F32, n, false, PL_INIT_NONE);
     gt_buf(s, "h_host", PL_HOST, PL_I64, 1, false, PL_INIT_NONE);
-    pl_stage *src = gt_stage(s, "gen", PL_KIND_SOURCE);
+    pl_stage *src = gt_stage(s, "gen", pl_kind_find("source"));
     gt_opt(s, src, "to", "x_host");
-    gt_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    gt_copy(s, "up", pl_kind_find("h2d"), "x_host", "x_dev");
     const char *x[] = {"x_dev", NULL}, *ab[] = {"a_dev", "b_dev", NULL};
     gt_kernel(s, "twice", "scale", x, "a_dev", "alpha", "2");
     gt_kernel(s, "half", "scale", x, "b_dev", "alpha", "0.5");
     gt_kernel(s, "hash", "checksum", x, "h_dev", NULL, NULL);
     gt_kernel(s, "sum2", "add", ab, "c_dev", NULL, NULL);
-    gt_copy(s, "down", PL_KIND_D2H, "c_dev", "c_host");
-    gt_copy(s, "down_hash", PL_KIND_D2H, "h_dev", "h_host");
-    pl_stage *k1 = gt_stage(s, "save", PL_KIND_SINK);
+    gt_copy(s, "down", pl_kind_find("d2h"), "c_dev", "c_host");
+    gt_copy(s, "down_hash", pl_kind_find("d2h"), "h_dev", "h_host");
+    pl_stage *k1 = gt_stage(s, "save", pl_kind_find("sink"));
     gt_opt(s, k1, "from", "c_host");
     gt_opt(s, k1, "to", "c.npy");
-    pl_stage *k2 = gt_stage(s, "save_hash", PL_KIND_SINK);
+    pl_stage *k2 = gt_stage(s, "save_hash", pl_kind_find("sink"));
     gt_opt(s, k2, "from", "h_host");
     gt_opt(s, k2, "to", "h.npy");
 }
@@ -84,15 +84,15 @@ static void build_accum(pl_spec *s)
     gt_buf(s, "acc", PL_DEVICE, PL_F32, n, true, PL_INIT_ZEROS);
     gt_buf(s, "tmp", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
     gt_buf(s, "acc_host", PL_HOST, PL_F32, n, false, PL_INIT_NONE);
-    pl_stage *src = gt_stage(s, "gen", PL_KIND_SOURCE);
+    pl_stage *src = gt_stage(s, "gen", pl_kind_find("source"));
     gt_opt(s, src, "to", "x_host");
-    gt_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    gt_copy(s, "up", pl_kind_find("h2d"), "x_host", "x_dev");
     const char *a[] = {"acc", NULL}, *tx[] = {"tmp", "x_dev", NULL};
     gt_kernel(s, "decay", "scale", a, "tmp", "alpha", "0.5");
     pl_stage *acc = gt_kernel(s, "accumulate", "add", tx, "acc", NULL, NULL);
     pl_stage_add_after(s, acc, "decay", gt_nopos);
-    gt_copy(s, "down", PL_KIND_D2H, "acc", "acc_host");
-    pl_stage *k = gt_stage(s, "save", PL_KIND_SINK);
+    gt_copy(s, "down", pl_kind_find("d2h"), "acc", "acc_host");
+    pl_stage *k = gt_stage(s, "save", pl_kind_find("sink"));
     gt_opt(s, k, "from", "acc_host");
     gt_opt(s, k, "to", "acc.npy");
 }
@@ -199,10 +199,10 @@ static void test_host_between(void)
     build_chain(s);
     gt_buf(s, "z_host", PL_HOST, PL_F32, 100003, false, PL_INIT_NONE);
     gt_buf(s, "z_dev", PL_DEVICE, PL_F32, 100003, false, PL_INIT_NONE);
-    pl_stage *g2 = gt_stage(s, "gen2", PL_KIND_SOURCE);
+    pl_stage *g2 = gt_stage(s, "gen2", pl_kind_find("source"));
     gt_opt(s, g2, "to", "z_host");
     pl_stage_add_after(s, g2, "down", gt_nopos);
-    gt_copy(s, "up2", PL_KIND_H2D, "z_host", "z_dev");
+    gt_copy(s, "up2", pl_kind_find("h2d"), "z_host", "z_dev");
     gt_redirect_sinks(s, gt_scratch("between"));
     gt_run r;
     gt_run_spec(s, PL_EXEC_GPU, true, NULL, &r);

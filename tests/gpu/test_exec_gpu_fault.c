@@ -24,13 +24,13 @@ static pl_spec *gt_chain(const char *dir)
     gt_buf(s, "x_dev", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
     gt_buf(s, "y_dev", PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
     gt_buf(s, "y_host", PL_HOST, PL_F32, n, false, PL_INIT_NONE);
-    pl_stage *src = gt_stage(s, "gen", PL_KIND_SOURCE);
+    pl_stage *src = gt_stage(s, "gen", pl_kind_find("source"));
     gt_opt(s, src, "to", "x_host");
-    gt_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    gt_copy(s, "up", pl_kind_find("h2d"), "x_host", "x_dev");
     const char *in[] = {"x_dev", NULL};
     gt_kernel(s, "scale", "scale", in, "y_dev", "alpha", "3");
-    gt_copy(s, "down", PL_KIND_D2H, "y_dev", "y_host");
-    pl_stage *sink = gt_stage(s, "save", PL_KIND_SINK);
+    gt_copy(s, "down", pl_kind_find("d2h"), "y_dev", "y_host");
+    pl_stage *sink = gt_stage(s, "save", pl_kind_find("sink"));
     gt_opt(s, sink, "from", "y_host");
     gt_opt(s, sink, "to", "y.npy");
     gt_redirect_sinks(s, dir);

@@ -11,6 +11,7 @@
 #include "pl_half.h"
 #include "pl_hash.h"
 #include "pl_ops.h"
+#include "pl_stage.h"
 #include "pl_spec.h"
 #include "../unit/pl_test.h"
 
@@ -170,7 +171,7 @@ static void tcase_stage(tcase *tc, pl_kernel_opts o, int nr, const int *reads, i
 {
     pl_pos pos = {"test", 2, 3};
     tc->st = pl_spec_add_stage(tc->spec, "k", pos);
-    tc->st->kind = PL_KIND_KERNEL;
+    tc->st->kind = pl_kind_find("kernel");
     for (int i = 0; i < nr; i++) {
         pl_ref *r = pl_stage_add_read(tc->spec, tc->st, tc->spec->buffers[reads[i]].name, pos);
         r->index = reads[i];
@@ -697,7 +698,7 @@ static void test_cold_capture(pl_gpu_ctx *ctx)
     int ns = (int)(sizeof stages / sizeof stages[0]);
     for (int i = 0; i < ns; i++) {
         pl_stage *st = pl_spec_add_stage(spec, pl_op_name(stages[i].o.op), pos);
-        st->kind = PL_KIND_KERNEL;
+        st->kind = pl_kind_find("kernel");
         for (int r = 0; r < stages[i].nr; r++)
             pl_stage_add_read(spec, st, bufs[stages[i].r[r]].name, pos)->index = stages[i].r[r];
         pl_stage_add_write(spec, st, bufs[stages[i].w].name, pos)->index = stages[i].w;

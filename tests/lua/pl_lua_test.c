@@ -104,8 +104,7 @@ static void t_dump(luaL_Buffer *b, const pl_spec *s, bool pos)
     }
     for (int i = 0; i < s->n_stages; i++) {
         const pl_stage *st = &s->stages[i];
-        ADD("stage %s kind=%s", st->name,
-            pl_kind_get(st->kind) ? pl_kind_get(st->kind)->name : "?");
+        ADD("stage %s kind=%s", st->name, (st->kind) ? (st->kind)->name : "?");
         if (pos) ADD(" @%s:%d:%d", st->pos.file, st->pos.line, st->pos.col);
         const pl_ref *lists[3] = {st->reads, st->writes, st->after};
         int counts[3] = {st->n_reads, st->n_writes, st->n_after};
@@ -231,7 +230,7 @@ static void *t_worker_main(void *p)
                                 tw->w,
                                 (void *const *)&r->mem[b * r->spec->n_buffers],
                                 r->states[s]};
-            pl_status rc = pl_kind_get(st->kind)->run_host(&ctx, &r->errs[tw->w]);
+            pl_status rc = (st->kind)->run_host(&ctx, &r->errs[tw->w]);
             if (rc != PL_OK) {
                 r->status[tw->w] = rc;
                 return NULL;
@@ -252,8 +251,8 @@ static pl_status t_resolve(pl_spec *spec, pl_error *err)
     }
     for (int s = 0; s < spec->n_stages; s++) {
         pl_stage *st = &spec->stages[s];
-        const pl_kind *k = pl_kind_get(st->kind);
-        if (st->kind != PL_KIND_LUA)
+        const pl_kind *k = (st->kind);
+        if (st->kind != pl_kind_find("lua"))
             return pl_error_set(err, PL_EINPUT, "test.run: stage '%s' is not a lua stage",
                                 st->name);
         PL_CHECK(pl_stage_check_opts(spec, st, err));
@@ -309,7 +308,7 @@ static int t_run_pipeline(lua_State *L)
             r.mem[b * spec->n_buffers + i] = calloc(1, spec->buffers[i].bytes);
     int opened = 0;
     for (; opened < spec->n_stages && st == PL_OK; opened++)
-        st = pl_kind_get(spec->stages[opened].kind)
+        st = (spec->stages[opened].kind)
                  ->open(&r.env, &spec->stages[opened], &r.states[opened], &err);
     if (st != PL_OK) opened--;
     if (st == PL_OK) {
@@ -330,8 +329,7 @@ static int t_run_pipeline(lua_State *L)
         free(tw);
     }
     for (int s = 0; s < opened; s++)
-        pl_kind_get(spec->stages[s].kind)
-            ->close(&r.env, &spec->stages[s], r.states[s], 0, false, NULL);
+        (spec->stages[s].kind)->close(&r.env, &spec->stages[s], r.states[s], 0, false, NULL);
     if (st == PL_OK) {
         lua_createtable(L, (int)r.env.batches, 0);
         for (int64_t b = 0; b < r.env.batches; b++) {

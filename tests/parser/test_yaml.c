@@ -119,7 +119,7 @@ static void test_full_example(void)
     const pl_stage *g = find_stage(s, "gen");
     if (g) {
         CHECK_EQ_INT(g->index, 0);
-        CHECK_EQ_INT(g->kind, PL_KIND_SOURCE);
+        CHECK_EQ_INT(g->kind, pl_kind_find("source"));
         CHECK_POS(g->pos, 17, 12);
         CHECK_POS(g->kind_pos, 17, 23);
         CHECK_EQ_INT(g->n_opts, 4);
@@ -140,7 +140,7 @@ static void test_full_example(void)
     }
     const pl_stage *up = find_stage(s, "up");
     if (up) {
-        CHECK_EQ_INT(up->kind, PL_KIND_H2D);
+        CHECK_EQ_INT(up->kind, pl_kind_find("h2d"));
         CHECK_POS(up->pos, 18, 11);
         CHECK_POS(up->kind_pos, 19, 11);
         const pl_opt *o = pl_stage_opt(up, "from");
@@ -152,7 +152,7 @@ static void test_full_example(void)
     }
     const pl_stage *d = find_stage(s, "double");
     if (d) {
-        CHECK_EQ_INT(d->kind, PL_KIND_KERNEL);
+        CHECK_EQ_INT(d->kind, pl_kind_find("kernel"));
         CHECK_EQ_INT(d->n_reads, 1);
         CHECK_EQ_INT(d->n_writes, 1);
         CHECK_EQ_INT(d->n_after, 1);
@@ -502,7 +502,7 @@ static void test_docs(void)
         char *sec = doc_section(doc, kinds[i]);
         if (!sec) fprintf(stderr, "docs/pipeline-yaml.md: no section '### %s ('\n", kinds[i]);
         CHECK(sec != NULL);
-        for (const pl_key *k = pl_kind_get((pl_kind_id)i)->keys; sec && k->name; k++) {
+        for (const pl_key *k = pl_kind_find(kinds[i])->keys; sec && k->name; k++) {
             snprintf(row, sizeof row, "| `%s` |", k->name);
             if (!strstr(sec, row))
                 fprintf(stderr, "docs/pipeline-yaml.md: %s has no row for key %s\n", kinds[i],

@@ -54,7 +54,7 @@ static void t_dev(pl_spec *s, const char *name, int64_t n)
     t_buf(s, name, PL_DEVICE, PL_F32, n, false, PL_INIT_NONE);
 }
 
-static int t_stage(pl_spec *s, const char *name, pl_kind_id kind)
+static int t_stage(pl_spec *s, const char *name, const pl_kind *kind)
 {
     pl_stage *st = pl_spec_add_stage(s, name, pl_t_pos());
     st->kind = kind;
@@ -106,26 +106,27 @@ static void t_ref_like_bind(pl_spec *s, int si, const char *key, bool write)
 
 static int t_source(pl_spec *s, const char *name, const char *to)
 {
-    int si = t_stage(s, name, PL_KIND_SOURCE);
+    int si = t_stage(s, name, pl_kind_find("source"));
     t_opt(s, si, "to", to);
-    if (!pl_kind_get(PL_KIND_SOURCE)->bind) t_ref_like_bind(s, si, "to", true);
+    if (!(pl_kind_find("source"))->bind) t_ref_like_bind(s, si, "to", true);
     return si;
 }
 
 static int t_sink(pl_spec *s, const char *name, const char *from)
 {
-    int si = t_stage(s, name, PL_KIND_SINK);
+    int si = t_stage(s, name, pl_kind_find("sink"));
     t_opt(s, si, "from", from);
-    if (!pl_kind_get(PL_KIND_SINK)->bind) t_ref_like_bind(s, si, "from", false);
+    if (!(pl_kind_find("sink"))->bind) t_ref_like_bind(s, si, "from", false);
     return si;
 }
 
-static int t_copy(pl_spec *s, const char *name, pl_kind_id kind, const char *from, const char *to)
+static int t_copy(pl_spec *s, const char *name, const pl_kind *kind, const char *from,
+                  const char *to)
 {
     int si = t_stage(s, name, kind);
     t_opt(s, si, "from", from);
     t_opt(s, si, "to", to);
-    if (!pl_kind_get(kind)->bind) {
+    if (!(kind)->bind) {
         t_ref_like_bind(s, si, "from", false);
         t_ref_like_bind(s, si, "to", true);
     }
@@ -135,7 +136,7 @@ static int t_copy(pl_spec *s, const char *name, pl_kind_id kind, const char *fro
 /* A `busy` kernel: any device reads and writes, as written. */
 static int t_busy(pl_spec *s, const char *name, const char *reads, const char *writes)
 {
-    int si = t_stage(s, name, PL_KIND_KERNEL);
+    int si = t_stage(s, name, pl_kind_find("kernel"));
     t_opt(s, si, "op", "busy");
     t_opt(s, si, "duration_us", "1");
     t_reads(s, si, reads);
@@ -163,9 +164,9 @@ static pl_spec *t_chain(void)
     t_dev(s, "y_dev", 1024);
     t_host(s, "y_host", 1024);
     t_source(s, "gen", "x_host");
-    t_copy(s, "up", PL_KIND_H2D, "x_host", "x_dev");
+    t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x_dev");
     t_busy(s, "k", "x_dev", "y_dev");
-    t_copy(s, "down", PL_KIND_D2H, "y_dev", "y_host");
+    t_copy(s, "down", pl_kind_find("d2h"), "y_dev", "y_host");
     t_sink(s, "save", "y_host");
     return s;
 }

@@ -146,7 +146,7 @@ static void test_stage_names(void)
     pl_spec_free(s);
 
     s = t_chain();
-    t_stage(s, "nokind", PL_KIND_COUNT);
+    t_stage(s, "nokind", NULL);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:3: error: stage 'nokind' has no kind; add kind: one of source, "
                    "search, h2d, kernel, d2h, lua, sink");
@@ -218,7 +218,7 @@ static void test_engines(void)
 
     /* h2d the wrong way round */
     s = t_chain();
-    t_copy(s, "back", PL_KIND_H2D, "y_dev", "y_host");
+    t_copy(s, "back", pl_kind_find("h2d"), "y_dev", "y_host");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK(strstr(msg, "error: h2d stage 'back' copies host -> device, but its source 'y_dev' is a "
                       "device buffer; for device -> host use kind: d2h") != NULL);
@@ -227,7 +227,7 @@ static void test_engines(void)
     /* d2h into a device buffer */
     s = t_chain();
     t_dev(s, "z_dev", 1024);
-    t_copy(s, "d2", PL_KIND_D2H, "y_dev", "z_dev");
+    t_copy(s, "d2", pl_kind_find("d2h"), "y_dev", "z_dev");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK(strstr(msg, "error: d2h stage 'd2' copies device -> host, but its destination 'z_dev' is "
                       "a device buffer; for host -> device use kind: h2d") != NULL);
@@ -236,7 +236,7 @@ static void test_engines(void)
     /* dtype and size mismatch */
     s = t_chain();
     t_buf(s, "h16", PL_HOST, PL_F16, 1024, false, PL_INIT_ZEROS);
-    t_copy(s, "up16", PL_KIND_H2D, "h16", "y_dev");
+    t_copy(s, "up16", pl_kind_find("h2d"), "h16", "y_dev");
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:21:3: error: h2d stage 'up16' copies 'h16' (f16, 2048 bytes) to 'y_dev' "
                    "(f32, 4096 bytes); both ends need the same dtype and byte size");
@@ -248,7 +248,7 @@ static void test_engines(void)
     s->buffers[4].rank = 2;
     s->buffers[4].shape[0] = 32;
     s->buffers[4].shape[1] = 32;
-    t_copy(s, "down2", PL_KIND_D2H, "y_dev", "h2");
+    t_copy(s, "down2", pl_kind_find("d2h"), "y_dev", "h2");
     CHECK_EQ_INT(t_check(s, &msg), PL_OK);
     pl_spec_free(s);
 }

@@ -8,6 +8,7 @@
 #include "pl_hash.h"
 #include "pl_ops.h"
 #include "pl_pool.h"
+#include "pl_stage.h"
 #include "pl_test.h"
 
 static pl_spec *spec;
@@ -35,7 +36,7 @@ static pl_stage *kstage(pl_op_id op, const char *const *r, const char *const *w)
     char name[32];
     snprintf(name, sizeof name, "k%d", spec->n_stages);
     pl_stage *st = pl_spec_add_stage(spec, name, p);
-    st->kind = PL_KIND_KERNEL;
+    st->kind = pl_kind_find("kernel");
     for (int i = 0; r && r[i]; i++)
         pl_stage_add_read(spec, st, r[i], p)->index = pl_spec_find_buffer(spec, r[i]);
     for (int i = 0; w && w[i]; i++)

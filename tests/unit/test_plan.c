@@ -120,6 +120,11 @@ static void test_chain(void)
               "  down waits for save, d=4: slot reuse of 'y_host'\n"
               "  save waits for save, d=1: runs in batch order\n"
               "\n"
+              "segments (device stages between host stages; one graph per segment and slot):\n"
+              "  host, before any device work: gen\n"
+              "  s0: up, k, down; launched after gen; host sees up, down\n"
+              "  host, then: save\n"
+              "\n"
               "memory:\n"
               "  per slot:    host 8.0 KiB (8192 bytes), device 8.0 KiB (8192 bytes)\n"
               "  persistent:  host 0 B (0 bytes), device 0 B (0 bytes)\n"
@@ -144,11 +149,11 @@ static void test_diamond(void)
     t_dev(s, "y2", 64);
     t_dev(s, "z", 64);
     t_host(s, "z_host", 64);
-    t_copy(s, "up", PL_KIND_H2D, "x_host", "x");
+    t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x");
     t_busy(s, "a", "x", "y1");
     t_busy(s, "b", "x", "y2");
     t_busy(s, "c", "y1 y2", "z");
-    t_copy(s, "down", PL_KIND_D2H, "z", "z_host");
+    t_copy(s, "down", pl_kind_find("d2h"), "z", "z_host");
     pl_plan *p = t_plan(s);
     CHECK_EQ_INT(p->n_streams, 4);
     CHECK_STR(t_stream_of(p, "a"), "compute0");
@@ -181,7 +186,7 @@ static void test_fork_join(void)
     }
     t_dev(s, "z", 64);
     t_host(s, "z_host", 64);
-    t_copy(s, "up", PL_KIND_H2D, "x_host", "x");
+    t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x");
     for (int i = 0; i < 8; i++) {
         char y[16];
         snprintf(name, sizeof name, "k%d", i);
@@ -189,7 +194,7 @@ static void test_fork_join(void)
         t_busy(s, name, "x", y);
     }
     t_busy(s, "join", reads, "z");
-    t_copy(s, "down", PL_KIND_D2H, "z", "z_host");
+    t_copy(s, "down", pl_kind_find("d2h"), "z", "z_host");
     pl_plan *p = t_plan(s);
     CHECK_EQ_INT(p->n_streams, 10); /* h2d, compute0..7, d2h */
     CHECK_STR(t_stream_of(p, "k0"), "compute0");
@@ -212,8 +217,8 @@ static void test_stream_order_implies(void)
     t_dev(s, "a", 64);
     t_dev(s, "b", 64);
     t_dev(s, "c", 64);
-    t_copy(s, "u1", PL_KIND_H2D, "a_host", "a");
-    t_copy(s, "u2", PL_KIND_H2D, "b_host", "b");
+    t_copy(s, "u1", pl_kind_find("h2d"), "a_host", "a");
+    t_copy(s, "u2", pl_kind_find("h2d"), "b_host", "b");
     t_busy(s, "k", "a b", "c");
     pl_plan *p = t_plan(s);
     const pl_plan_stage *k = &p->stages[t_idx(s, "k")];
@@ -233,7 +238,7 @@ static void test_reduced_preds(void)
     t_dev(s, "x", 64);
     t_dev(s, "y", 64);
     t_dev(s, "z", 64);
-    t_copy(s, "up", PL_KIND_H2D, "x_host", "x");
+    t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x");
     t_busy(s, "k1", "x", "y");
     t_busy(s, "k2", "x y", "z");
     pl_plan *p = t_plan(s);
@@ -255,7 +260,7 @@ static void test_war_and_persistent(void)
     t_dev(s, "x", 64);
     t_dev(s, "y", 64);
     t_buf(s, "w", PL_DEVICE, PL_F32, 64, true, PL_INIT_ZEROS);
-    t_copy(s, "up", PL_KIND_H2D, "x_host", "x");
+    t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x");
     t_busy(s, "use", "x w", "y");              /* reads the weights */
     int upd = t_busy(s, "update", "y w", "w"); /* then updates them in place */
     t_after(s, upd, "use");
@@ -285,7 +290,7 @@ static void test_slot_reuse_two_readers(void)
     t_dev(s, "x", 64);
     t_dev(s, "y1", 64);
     t_dev(s, "y2", 64);
-    t_copy(s, "up", PL_KIND_H2D, "x_host", "x");
+    t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x");
     t_busy(s, "a", "x", "y1");
     t_busy(s, "b", "x", "y2");
     s->run.depth = 2;
@@ -339,7 +344,7 @@ static void test_generated_1000(void)
         t_dev(s, b, 256);
     }
     t_source(s, "gen", "in_host");
-    t_copy(s, "up", PL_KIND_H2D, "in_host", "in");
+    t_copy(s, "up", pl_kind_find("h2d"), "in_host", "in");
     for (int i = 0; i < n_kernels; i++) {
         size_t k = (size_t)snprintf(reads, sizeof reads, "in");
         for (int j = 0; j < 3 && i > 0; j++) {
@@ -359,7 +364,7 @@ static void test_generated_1000(void)
         t_host(s, h, 256);
         snprintf(d, sizeof d, "d%d", n_kernels - 1 - i);
         snprintf(name, sizeof name, "down%d", i);
-        t_copy(s, name, PL_KIND_D2H, d, h);
+        t_copy(s, name, pl_kind_find("d2h"), d, h);
         snprintf(name, sizeof name, "save%d", i);
         t_sink(s, name, h);
     }
