@@ -3,7 +3,8 @@
  * - exact top-k (stages/search_exact.c): the query batch times corpus tiles through BLAS sgemm,
  *   one tile per pool task, then a bounded heap per query; the tiles depend on the corpus shape
  *   only, so results never depend on the thread count;
- * - FAISS indexes (stages/search_faiss.cpp, when built with FAISS): load, search, build. */
+ * - FAISS indexes (stages/search_faiss.cpp, when built with FAISS): load, search (IVF-Flat scanned
+ *   with BLAS by pipectl, others by FAISS), build. */
 #ifndef PL_SEARCH_H
 #define PL_SEARCH_H
 
@@ -70,11 +71,18 @@ int pl_faiss_metric(const pl_faiss *index);
 /* "IVF4096,Flat"-style description (class name), static or owned by the index. */
 const char *pl_faiss_describe(const pl_faiss *index);
 
-/* Top-k of nq queries on one thread (FAISS's OpenMP set to one thread for this call: pipectl
- * parallelises over query blocks with its pool). labels: nq * k, -1 where the index found fewer
- * than k; dist: nq * k (may be NULL). Thread-safe: several threads may search one index. */
-pl_status pl_faiss_search(const pl_faiss *index, int64_t nq, const float *queries, int64_t k,
-                          int64_t *labels, float *dist, pl_error *err);
+/* Top-k of nq queries (f32 [nq, d]) on the caller and up to parallel-1 helpers of `pool`.
+ * An IndexIVFFlat with a flat quantizer is scanned by pipectl itself: the coarse step is
+ * pl_search_exact over the centroids, then each probed list is one pool task multiplying the
+ * queries that probe it by the list's vectors with BLAS (each list read once per batch); ties to
+ * the smaller id. Other indexes (HNSW, PQ, ...), or any index when PIPECTL_FAISS_NATIVE is set
+ * at load, run FAISS's own search on query blocks, one FAISS (OpenMP) thread each. labels:
+ * nq * k, -1 where the index found fewer than k; dist: nq * k, the metric's value (inner
+ * product, or squared distance), may be NULL. Thread-safe: several threads may search one index.
+ * Messages carry no "error: " prefix (the caller adds stage and batch). */
+pl_status pl_faiss_search(const pl_faiss *index, pl_pool *pool, int parallel, int64_t nq,
+                          const float *queries, int64_t k, int64_t *labels, float *dist,
+                          pl_error *err);
 
 /* Builds an index with FAISS's index_factory(d, factory, metric) over the f32 corpus [n, d]
  * (cosine: rows normalised first, inner-product index), trains it on the corpus (or on its

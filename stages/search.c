@@ -281,52 +281,30 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
     return ps;
 }
 
-typedef struct pl__faiss_job {
-    const pl_faiss *index;
-    const float *q;
-    int64_t nq, d, k, block;
-    int64_t *labels;
-    float *dist;
-    pl_status *st;  /* per task */
-    pl_error *errs; /* per task */
-} pl__faiss_job;
-
-static void pl__faiss_task(void *arg, int64_t t, int slot)
-{
-    pl__faiss_job *j = arg;
-    int64_t q0 = t * j->block, n = j->nq - q0 < j->block ? j->nq - q0 : j->block;
-    j->st[t] = pl_faiss_search(j->index, n, j->q + q0 * j->d, j->k, j->labels + q0 * j->k,
-                               j->dist + q0 * j->k, &j->errs[t]);
-}
-
-/* The index answers: query blocks spread over the pool, one FAISS thread each. */
+/* The index answers (pl_faiss_search spreads the batch over the pool). */
 static pl_status pl__search_index(pl_stage_ctx *ctx, const pl__search_state *s, const float *q,
                                   int64_t nq, int64_t d, int32_t *ids, float *scores,
                                   const char *who, pl_error *err)
 {
     const pl__search_opts *o = ctx->stage->priv;
-    int64_t k = o->k, block = (nq + s->parallel - 1) / s->parallel;
-
-    int64_t n_tasks = (nq + block - 1) / block;
-    pl__faiss_job j = {.index = s->index, .q = q, .nq = nq, .d = d, .k = k, .block = block};
-    j.labels = malloc((size_t)(nq * k) * sizeof *j.labels);
-    j.dist = malloc((size_t)(nq * k) * sizeof *j.dist);
-    j.st = calloc((size_t)n_tasks, sizeof *j.st);
-    j.errs = calloc((size_t)n_tasks, sizeof *j.errs);
+    int64_t k = o->k;
+    int64_t *labels = malloc((size_t)(nq * k) * sizeof *labels);
+    float *dist = malloc((size_t)(nq * k) * sizeof *dist);
     pl_status ps = PL_OK;
-    if (!j.labels || !j.dist || !j.st || !j.errs) {
+    pl_error e;
+    pl_error_clear(&e);
+    if (!labels || !dist) {
         ps = pl_error_set(err, PL_ENOMEM, "error: %s: out of memory", who);
         goto done;
     }
-    pl_pool_run(ctx->env->pool, n_tasks, s->parallel, pl__faiss_task, &j);
-    for (int64_t t = 0; t < n_tasks; t++)
-        if (j.st[t] != PL_OK) {
-            ps = pl_error_set(err, j.st[t], "error: %s: %s", who, j.errs[t].msg);
-            goto done;
-        }
+    if (pl_faiss_search(s->index, ctx->env->pool, s->parallel, nq, q, k, labels, dist, &e) !=
+        PL_OK) {
+        ps = pl_error_set(err, e.status, "error: %s: %s", who, e.msg);
+        goto done;
+    }
     int64_t n = pl_faiss_ntotal(s->index);
     for (int64_t i = 0; i < nq * k; i++) {
-        int64_t l = j.labels[i];
+        int64_t l = labels[i];
         if (l < -1 || l >= n || l > INT32_MAX) {
             ps = pl_error_set(err, PL_ERUNTIME,
                               "error: %s: the index returned id %lld, outside 0..%lld (an index "
@@ -342,16 +320,14 @@ static pl_status pl__search_index(pl_stage_ctx *ctx, const pl__search_state *s, 
             for (int64_t t = 0; t < d; t++)
                 qq += (double)q[qi * d + t] * q[qi * d + t];
             for (int64_t t = 0; t < k; t++) {
-                float v = j.dist[qi * k + t];
+                float v = dist[qi * k + t];
                 if (o->metric == PL_METRIC_COSINE) v = qq > 0 ? (float)(v / sqrt(qq)) : 0.0f;
-                scores[qi * k + t] = j.labels[qi * k + t] < 0 ? NAN : v;
+                scores[qi * k + t] = labels[qi * k + t] < 0 ? NAN : v;
             }
         }
 done:
-    free(j.labels);
-    free(j.dist);
-    free(j.st);
-    free(j.errs);
+    free(labels);
+    free(dist);
     return ps;
 }
 

@@ -41,8 +41,9 @@ const char *pl_faiss_describe(const pl_faiss *index)
     return "";
 }
 
-pl_status pl_faiss_search(const pl_faiss *index, int64_t nq, const float *queries, int64_t k,
-                          int64_t *labels, float *dist, pl_error *err)
+pl_status pl_faiss_search(const pl_faiss *index, pl_pool *pool, int parallel, int64_t nq,
+                          const float *queries, int64_t k, int64_t *labels, float *dist,
+                          pl_error *err)
 {
     return PL__NO_FAISS;
 }

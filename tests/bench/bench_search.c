@@ -92,24 +92,6 @@ static void gemm_task(void *arg, int64_t t, int slot)
                 g->out + (size_t)slot * (size_t)(g->nq * g->tile), (blasint)rows);
 }
 
-typedef struct faiss_job {
-    pl_faiss *ix;
-    const float *q;
-    int64_t nq, d, k, block;
-    int64_t *labels;
-} faiss_job;
-
-/* As the search stage runs an index: query blocks over the pool, one FAISS thread each. */
-static void faiss_task(void *arg, int64_t t, int slot)
-{
-    faiss_job *j = arg;
-    int64_t q0 = t * j->block, m = j->nq - q0 < j->block ? j->nq - q0 : j->block;
-    pl_error err;
-    if (pl_faiss_search(j->ix, m, j->q + q0 * j->d, j->k, j->labels + q0 * j->k, NULL, &err) !=
-        PL_OK)
-        die(err.msg);
-}
-
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -218,23 +200,22 @@ int main(int argc, char **argv)
         free(g.out);
     }
     if (index_path) {
-        faiss_job fj = {.q = q, .nq = nq, .d = d, .k = k};
-        if (pl_faiss_load(index_path, nprobe, ef, &fj.ix, &err) != PL_OK) die(err.msg);
-        fj.labels = malloc((size_t)(nq * k) * sizeof *fj.labels);
-        fj.block = (nq + threads - 1) / threads;
-        int64_t tasks = (nq + fj.block - 1) / fj.block;
+        pl_faiss *ix = NULL;
+        if (pl_faiss_load(index_path, nprobe, ef, &ix, &err) != PL_OK) die(err.msg);
+        int64_t *labels = malloc((size_t)(nq * k) * sizeof *labels);
         for (int64_t r = 0; r < reps; r++) {
             double t0 = now_s();
-            pl_pool_run(pool, tasks, threads, faiss_task, &fj);
+            if (pl_faiss_search(ix, pool, threads, nq, q, k, labels, NULL, &err) != PL_OK)
+                die(err.msg);
             t[r] = now_s() - t0;
         }
         qsort(t, (size_t)reps, sizeof *t, cmp_d);
         printf("what=faiss threads=%d index=%s nprobe=%lld ms=%.3f best_ms=%.3f\n", threads,
-               pl_faiss_describe(fj.ix), (long long)nprobe, t[reps / 2] * 1e3, t[0] * 1e3);
+               pl_faiss_describe(ix), (long long)nprobe, t[reps / 2] * 1e3, t[0] * 1e3);
         for (int64_t i = 0; i < nq * k; i++)
-            ids[i] = (int32_t)fj.labels[i];
-        free(fj.labels);
-        pl_faiss_free(fj.ix);
+            ids[i] = (int32_t)labels[i];
+        free(labels);
+        pl_faiss_free(ix);
     } else {
         pl_search_corpus pc = {.data = c, .dtype = PL_F32, .n = n, .d = d};
         uint16_t *half = NULL;

@@ -132,14 +132,21 @@ if want faiss && ! late; then
         row "%-44s %ss" "index build $FACTORY" "$((SECONDS - t0))"
     fi
     for p in $NPROBES; do
-        late && break
-        fl=$(run 120 "$B" --queries "$q" --corpus "$q" --index "$ix" --nprobe "$p" --k 10 \
-            --threads "$FT" --reps "$REPS" --ref-ids "$OUT/data/fids_exact.npy") || true
-        f=$(grep "what=faiss" <<<"$fl" || true)
-        cm=$(grep "what=compare" <<<"$fl" || true)
-        row "%-44s %8s ms  recall@10 %s  exact/faiss %sx" "faiss $FACTORY nprobe $p" "$(kv ms "$f")" \
-            "$(kv recall "$cm")" \
-            "$(awk -v a="$(kv ms "$ex")" -v b="$(kv ms "$f")" 'BEGIN{if(a>0&&b>0)printf "%.1f",a/b; else print "?"}')"
+        for mode in blas native; do
+            late && break
+            env=()
+            [ "$mode" = native ] && env=(PIPECTL_FAISS_NATIVE=1)
+            fl=$(env "${env[@]}" timeout 120 "$B" --queries "$q" --corpus "$q" --index "$ix" \
+                --nprobe "$p" --k 10 --threads "$FT" --reps "$REPS" \
+                --ref-ids "$OUT/data/fids_exact.npy" 2>>"$LOG") || true
+            echo "### faiss $mode nprobe $p" >>"$LOG"
+            echo "$fl" >>"$LOG"
+            f=$(grep "what=faiss" <<<"$fl" || true)
+            cm=$(grep "what=compare" <<<"$fl" || true)
+            row "%-44s %8s ms  recall@10 %s  exact/faiss %sx" "faiss $FACTORY nprobe $p ($mode scan)" \
+                "$(kv ms "$f")" "$(kv recall "$cm")" \
+                "$(awk -v a="$(kv ms "$ex")" -v b="$(kv ms "$f")" 'BEGIN{if(a>0&&b>0)printf "%.1f",a/b; else print "?"}')"
+        done
     done
 fi
 
