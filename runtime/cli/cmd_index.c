@@ -16,7 +16,16 @@ static int pl__index_usage(const char *fmt, const char *arg)
     return 2;
 }
 
-/* Reads an f32 [n, d] .npy into *out (malloc'ed, the caller frees). */
+static int pl__no_faiss(void)
+{
+    pl_error err;
+    pl_error_set(&err, PL_EINPUT,
+                 "error: 'pipectl index' needs FAISS, and this pipectl was built without it; "
+                 "install libfaiss-dev and rebuild (cmake finds it; -DPL_WITH_FAISS=ON insists)");
+    return pl_cli_fail(&err);
+}
+
+/* Reads an f32 [..., n, d] .npy into *out (malloc'ed, the caller frees). */
 static pl_status pl__load_corpus(const char *path, float **out, int64_t *n, int64_t *d,
                                  pl_error *err)
 {
@@ -28,7 +37,7 @@ static pl_status pl__load_corpus(const char *path, float **out, int64_t *n, int6
     pl_npy_info info;
     pl_status st = pl_npy_read_header(f, path, &info, err);
     if (st == PL_OK &&
-        (!pl_npy_descr_matches(info.descr, PL_F32) || info.rank != 2 || info.fortran_order))
+        (!pl_npy_descr_matches(info.descr, PL_F32) || info.rank < 2 || info.fortran_order))
         st = pl_error_set(err, PL_EINPUT,
                           "error: corpus '%s' holds '%s' of rank %d%s; the index needs f32 "
                           "[n, d] in C order (numpy: np.save(path, x.astype(np.float32)))",
@@ -48,8 +57,11 @@ static pl_status pl__load_corpus(const char *path, float **out, int64_t *n, int6
         *out = NULL;
         return st;
     }
-    *n = info.shape[0];
-    *d = info.shape[1];
+    /* Leading dimensions are rows too: a sink's [batches, rows, d] file is a corpus. */
+    *d = info.shape[info.rank - 1];
+    *n = 1;
+    for (int i = 0; i < info.rank - 1; i++)
+        *n *= info.shape[i];
     return PL_OK;
 }
 
@@ -93,13 +105,7 @@ static int pl__index_build(int argc, char **argv)
     else
         return pl__index_usage("--metric is ip, l2 or cosine, not '%s'", metric_s);
     pl_error err;
-    if (!pl_faiss_available()) {
-        pl_error_set(&err, PL_EINPUT,
-                     "error: 'pipectl index' needs FAISS, and this pipectl was built without it; "
-                     "install libfaiss-dev and rebuild (cmake finds it; -DPL_WITH_FAISS=ON "
-                     "insists)");
-        return pl_cli_fail(&err);
-    }
+    if (!pl_faiss_available()) return pl__no_faiss();
     float *x = NULL;
     int64_t n = 0, d = 0;
     if (pl__load_corpus(corpus, &x, &n, &d, &err) != PL_OK) return pl_cli_fail(&err);
@@ -114,6 +120,7 @@ static int pl__index_build(int argc, char **argv)
 static int pl__index_info(int argc, char **argv)
 {
     if (argc != 2) return pl__index_usage("%s", "'pipectl index info' needs one index file");
+    if (!pl_faiss_available()) return pl__no_faiss();
     pl_error err;
     pl_faiss *ix = NULL;
     if (pl_faiss_load(argv[1], 0, 0, &ix, &err) != PL_OK) return pl_cli_fail(&err);

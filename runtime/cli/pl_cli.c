@@ -47,7 +47,8 @@ const pl_cmd pl_cmds[] = {
      pl_cmd_bench},
     {"index", "pipectl index build --corpus FILE.npy --factory STRING -o FILE | info FILE",
      "build a FAISS index for the search stage's 'index:', or describe one",
-     "  --corpus FILE.npy    the corpus, f32 [n, d] (row i is document i)\n"
+     "  --corpus FILE.npy    the corpus, f32 [n, d] (row i is document i; leading\n"
+     "                       dimensions count as rows: a sink's [batches, n, d] works)\n"
      "  --factory STRING     FAISS index_factory string: \"IVF4096,Flat\", \"HNSW32\",\n"
      "                       \"IVF1024,PQ32\", \"Flat\" (exact)...\n"
      "  -o FILE              the index file to write\n"
