@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pl_blas.h"
 #include "pl_buffers.h"
@@ -25,7 +26,8 @@ static const pl_key pl__search_keys[] = {
      "host f32 buffer [q, k]: each hit's metric value (ip, squared distance, cosine)"},
     {"payload", PL_KEY_NAME, NULL, NULL, "host buffer [n, p] of per-document data (token ids)"},
     {"hits", PL_KEY_NAME, NULL, NULL, "host buffer [q, k, p], payload's dtype: gathered rows"},
-    {"threads", PL_KEY_INT, NULL, "0 (the run's host workers)", "threads to search with"},
+    {"threads", PL_KEY_INT, NULL, "0 (the run's host workers, at most the cores)",
+     "threads to search with, from the run's thread pool (at most 64)"},
     {"index", PL_KEY_PATH, NULL, NULL,
      "a FAISS index file (pipectl index build) to search instead of the exact scan"},
     {"nprobe", PL_KEY_INT, NULL, "0 (the index's own)", "index: IVF lists visited per query"},
@@ -248,7 +250,11 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
     pthread_mutex_init(&s->mu, NULL);
     s->bad_row = -1;
     *state = s;
+    /* Default: the run's workers, but no more threads than cores (workers may exceed the cores
+     * when the plan has many streams; an oversubscribed sgemm only loses). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->parallel = o->threads > 0 ? (int)o->threads : env->workers;
+    if (o->threads == 0 && cpus > 0 && s->parallel > cpus) s->parallel = (int)cpus;
     if (s->parallel > 64) s->parallel = 64; /* OpenBLAS keeps buffers for 64 callers at once */
     if (env->pool && s->parallel - 1 > pl_pool_threads(env->pool))
         PL_CHECK(pl_pool_reserve(env->pool, s->parallel - 1, err));
