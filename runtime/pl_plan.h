@@ -107,6 +107,11 @@ typedef struct pl_plan {
 /* Compiles a checked spec (pl_spec_check must have succeeded). depth/batches come from
  * spec->run. Deterministic: the same spec gives the same plan. */
 pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err);
+/* The same with spec->run's batches and depth replaced (0 keeps the spec's), without touching the
+ * spec: the spec is only read, so several threads may compile one spec at once. PL_EINPUT when
+ * batches is outside 0..PL_MAX_BATCHES or depth outside 0..PL_MAX_DEPTH. */
+pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, pl_plan **out,
+                               pl_error *err);
 void pl_plan_free(pl_plan *plan);
 /* Computes segments, `after`, `xin`, `seg_waits`, `record_end`, `observe` (called by
  * pl_plan_compile; exposed for tests). Returns PL_ENOMEM on allocation failure. */

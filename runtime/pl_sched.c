@@ -103,22 +103,6 @@ bool pl_sched_idle(const pl_sched *s)
     return s->n_running == 0;
 }
 
-/* Makes sure a stage's failure message says which stage and batch. */
-static void pl__name_error(pl_error *e, const pl_stage *st, int64_t b)
-{
-    char tag[PL_MAX_NAME + 32];
-    snprintf(tag, sizeof tag, "stage '%s'", st->name);
-    if (strstr(e->msg, tag)) return;
-    char old[PL_ERROR_MSG_MAX];
-    memcpy(old, e->msg, sizeof old);
-    const char *rest = strncmp(old, "error: ", 7) == 0 ? old + 7 : old;
-    int n =
-        snprintf(e->msg, sizeof e->msg, "error: stage '%s', batch %lld: ", st->name, (long long)b);
-    if (n > 0 && (size_t)n < sizeof e->msg)
-        memcpy(e->msg + n, rest, strnlen(rest, sizeof e->msg - (size_t)n - 1) + 1);
-    e->msg[sizeof e->msg - 1] = '\0';
-}
-
 typedef struct pl__worker_arg {
     pl_sched *s;
     int worker;
@@ -157,7 +141,7 @@ static void *pl__worker_main(void *p)
         pthread_mutex_lock(&s->mu);
         s->running[k] = false;
         if (st != PL_OK) {
-            pl__name_error(&e, &plan->spec->stages[stage], b);
+            /* pl_stage_rt_run_host attached the stage and batch to the record. */
             pl_sched_fail(s, b, st, &e); /* the stream stays at (stage, b) >= limit: it is done */
             continue;
         }

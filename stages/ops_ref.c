@@ -243,7 +243,7 @@ static void pl__gemm_task(void *arg, int64_t t, int slot)
  * of C over the pool. f16/bf16 operands are widened to f32 first and C rounded back once. */
 static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_t k, int64_t n,
                           const void *A, const void *B, void *C, pl_pool *pool, int parallel,
-                          pl_error *err, const char *name)
+                          pl_error *err)
 {
     float *af = NULL, *bf = NULL, *cf = NULL;
     if (t != PL_F32) {
@@ -254,7 +254,7 @@ static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_
             free(af);
             free(bf);
             free(cf);
-            return pl_error_set(err, PL_ENOMEM, "error: stage '%s': out of memory in gemm", name);
+            return pl_error_set(err, PL_ENOMEM, "error: out of memory in gemm");
         }
         for (int64_t i = 0; i < m * k; i++)
             af[i] = pl__ldf(A, t, i);
@@ -353,7 +353,7 @@ pl_status pl_op_run_host(const pl_spec *spec, const pl_stage *st, void *const *b
         const pl_buffer *a = pl_kind_rbuf(spec, st, 0), *b = pl_kind_rbuf(spec, st, 1);
         const pl_buffer *c = pl_kind_wbuf(spec, st, 0);
         return pl__gemm(o, c->dtype, a->shape[0], a->shape[1], b->shape[1], bufs[a->index],
-                        bufs[b->index], bufs[c->index], pool, parallel, err, st->name);
+                        bufs[b->index], bufs[c->index], pool, parallel, err);
     }
     case PL_OP_BUSY:
         pl__sleep_us(o->duration_us);
@@ -361,5 +361,5 @@ pl_status pl_op_run_host(const pl_spec *spec, const pl_stage *st, void *const *b
     case PL_OP_COUNT:
         break;
     }
-    return pl_error_set(err, PL_ERUNTIME, "error: stage '%s': unknown op", st->name);
+    return pl_error_set(err, PL_ERUNTIME, "error: unknown op %d", (int)o->op);
 }

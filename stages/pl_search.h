@@ -42,7 +42,7 @@ int64_t pl_search_norms(const void *data, pl_dtype dtype, int64_t n, int64_t d, 
  * ids: i32 [nq, k]; scores (may be NULL): f32 [nq, k], each hit's value of the metric (ip: q.c;
  * l2: |q-c|^2 computed as |q|^2 - 2 q.c + |c|^2, at least 0; cosine: q.c / (|q| |c|)). Runs on the
  * caller and up to parallel-1 helpers of `pool` (NULL: the caller only). 1 <= k <= n. PL_ENOMEM
- * when scratch memory cannot be had; `who` ("stage 's', batch 3") starts that message. */
+ * when scratch memory cannot be had; `who` (may be NULL) starts that message. */
 pl_status pl_search_exact(pl_pool *pool, int parallel, const float *queries, int64_t nq,
                           const pl_search_corpus *corpus, pl_metric metric, int64_t k, int32_t *ids,
                           float *scores, const char *who, pl_error *err);

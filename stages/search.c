@@ -289,8 +289,7 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
 
 /* The index answers (pl_faiss_search spreads the batch over the pool). */
 static pl_status pl__search_index(pl_stage_ctx *ctx, const pl__search_state *s, const float *q,
-                                  int64_t nq, int64_t d, int32_t *ids, float *scores,
-                                  const char *who, pl_error *err)
+                                  int64_t nq, int64_t d, int32_t *ids, float *scores, pl_error *err)
 {
     const pl__search_opts *o = ctx->stage->priv;
     int64_t k = o->k;
@@ -300,12 +299,12 @@ static pl_status pl__search_index(pl_stage_ctx *ctx, const pl__search_state *s, 
     pl_error e;
     pl_error_clear(&e);
     if (!labels || !dist) {
-        ps = pl_error_set(err, PL_ENOMEM, "error: %s: out of memory", who);
+        ps = pl_error_set(err, PL_ENOMEM, "error: out of memory");
         goto done;
     }
     if (pl_faiss_search(s->index, ctx->env->pool, s->parallel, nq, q, k, labels, dist, &e) !=
         PL_OK) {
-        ps = pl_error_set(err, e.status, "error: %s: %s", who, e.msg);
+        ps = pl_error_set(err, e.status, "error: %s", e.msg);
         goto done;
     }
     int64_t n = pl_faiss_ntotal(s->index);
@@ -313,9 +312,9 @@ static pl_status pl__search_index(pl_stage_ctx *ctx, const pl__search_state *s, 
         int64_t l = labels[i];
         if (l < -1 || l >= n || l > INT32_MAX) {
             ps = pl_error_set(err, PL_ERUNTIME,
-                              "error: %s: the index returned id %lld, outside 0..%lld (an index "
-                              "with its own ids cannot address the payload rows)",
-                              who, (long long)l, (long long)n - 1);
+                              "error: the index returned id %lld, outside 0..%lld (an index with "
+                              "its own ids cannot address the payload rows)",
+                              (long long)l, (long long)n - 1);
             goto done;
         }
         ids[i] = (int32_t)l;
@@ -349,12 +348,10 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
     int32_t *ids = ctx->bufs[ib->index];
     float *scores = o->scores >= 0 ? ctx->bufs[pl_kind_wbuf(spec, st, o->scores)->index] : NULL;
     int64_t nq = qb->shape[0], d = qb->shape[1];
-    char who[160];
-    snprintf(who, sizeof who, "stage '%s', batch %lld", st->name, (long long)ctx->batch);
     pl_status ps = PL_OK;
     float *own_norms = NULL;
     if (s->index) {
-        PL_CHECK(pl__search_index(ctx, s, q, nq, d, ids, scores, who, err));
+        PL_CHECK(pl__search_index(ctx, s, q, nq, d, ids, scores, err));
     } else {
         const pl_buffer *cb = pl_kind_rbuf(spec, st, o->corpus);
         pl_search_corpus c = {
@@ -380,17 +377,16 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
             if (own_norms) bad = pl_search_norms(c.data, c.dtype, c.n, d, o->metric, own_norms);
         }
         if (!c.norms)
-            return pl_error_set(err, PL_ENOMEM, "error: %s: out of memory for the corpus norms",
-                                who);
+            return pl_error_set(err, PL_ENOMEM, "error: out of memory for the corpus norms");
         if (bad >= 0) {
             ps = pl_error_set(err, PL_EINPUT,
-                              "error: %s: corpus '%s' row %lld holds a NaN or an infinity; "
-                              "search needs finite vectors (fix or drop that row)",
-                              who, cb->name, (long long)bad);
+                              "error: corpus '%s' row %lld holds a NaN or an infinity; search "
+                              "needs finite vectors (fix or drop that row)",
+                              cb->name, (long long)bad);
             goto done;
         }
         PL_CHECK_GOTO(pl_search_exact(ctx->env->pool, s->parallel, q, nq, &c, (pl_metric)o->metric,
-                                      o->k, ids, scores, who, err),
+                                      o->k, ids, scores, NULL, err),
                       ps, done);
     }
     if (o->payload >= 0) {

@@ -192,9 +192,9 @@ pl_status pl_search_exact(pl_pool *pool, int parallel, const float *queries, int
     pl_status st = PL_OK;
     if (!x.heaps || !x.sizes || !x.sbuf || (x.conv_n && !x.conv) || !all) {
         st = pl_error_set(err, PL_ENOMEM,
-                          "error: %s: out of memory for search scratch (%d threads x %lld queries "
+                          "error: %s%sout of memory for search scratch (%d threads x %lld queries "
                           "x k %lld)",
-                          who, slots, (long long)nq, (long long)k);
+                          who ? who : "", who ? ": " : "", slots, (long long)nq, (long long)k);
         goto done;
     }
     pl_pool_run(pool, n_tasks, slots, pl__exact_task, &x);

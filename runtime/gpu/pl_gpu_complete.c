@@ -11,10 +11,10 @@
 /* After a fault: which stage of which batch was running? With fault marks, a stage is a
  * candidate when its mark is still 0 while every device predecessor of its segment has its mark.
  * Without them (the default: see pl_gx_probe_marks), the candidates are the device stages not
- * yet seen to finish: in segment k of batch b from stage index mi on, and every launched batch
- * and segment not yet read back. Compute stages first (copies between valid allocations do not
- * fault), then the earliest batch. */
-static void pl__locate_fault(pl_gx *gx, int64_t b, int k, int mi, cudaError_t ce, pl_error *e)
+ * yet seen to finish: those after the last stage confirmed finished in each segment's batch being
+ * read back, and every later launched batch and segment. Compute stages first (copies between valid
+ * allocations do not fault), then the earliest batch. */
+static void pl__locate_fault(pl_gx *gx, int64_t b, cudaError_t ce, pl_error *e)
 {
     const pl_plan *p = gx->plan;
     const volatile uint32_t *marks = gx->marks;
@@ -25,8 +25,7 @@ static void pl__locate_fault(pl_gx *gx, int64_t b, int k, int mi, cudaError_t ce
         for (int j = 0; j < gx->nseg; j++) {
             if (bb >= gx->launched[j] || bb < gx->mon_b[j]) continue;
             const pl_segment *sg = &p->segments[j];
-            int from =
-                (bb == gx->mon_b[j] && j == k) ? mi : (bb == gx->mon_b[j] ? gx->mon_i[j] : 0);
+            int from = bb == gx->mon_b[j] ? gx->mon_conf[j] : 0;
             for (int i = from; i < sg->n_stages; i++) {
                 int st = sg->stages[i];
                 const pl_plan_stage *ps = &p->stages[st];
@@ -111,8 +110,8 @@ static void pl__device_failed(pl_gx *gx, int64_t b, int k, int mi, cudaError_t c
             if (gx->plan->stages[st].segment >= 0) pl_sched_set_done(s, st, ok + 1);
         pthread_mutex_unlock(&s->mu);
     }
-    if (ok > b) b = ok, mi = 0;
-    pl__locate_fault(gx, b, k, mi, ce, &e);
+    if (ok > b) b = ok;
+    pl__locate_fault(gx, b, ce, &e);
     pthread_mutex_lock(&s->mu);
     pl_sched_fail(s, ok < b ? ok : b, PL_ECUDA, &e);
     pthread_mutex_unlock(&s->mu);
