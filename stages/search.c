@@ -59,8 +59,8 @@ static pl_status pl__search_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     PL_CHECK(pl_kind_bind_ref(spec, st, "queries", false, true, "the f32 query vectors [q, d]",
                               &o->queries, err));
     PL_CHECK(pl_kind_bind_ref(spec, st, "corpus", false, !index,
-                              "the corpus vectors [n, d], or 'index:' a FAISS index", &o->corpus,
-                              err));
+                              "the corpus vectors [n, d]; or 'index:', a FAISS index file",
+                              &o->corpus, err));
     PL_CHECK(pl_kind_bind_ref(spec, st, "payload", false, false, "", &o->payload, err));
     PL_CHECK(pl_kind_bind_ref(spec, st, "ids", true, true, "an i32 buffer [q, k] for hit indices",
                               &o->ids, err));
