@@ -255,9 +255,11 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->parallel = o->threads > 0 ? (int)o->threads : env->workers;
     if (o->threads == 0 && cpus > 0 && s->parallel > cpus) s->parallel = (int)cpus;
-    if (s->parallel > 64) s->parallel = 64; /* OpenBLAS keeps buffers for 64 callers at once */
+    /* OpenBLAS keeps work buffers for a bounded number of concurrent callers (MAX_THREADS). */
+    if (s->parallel > 64) s->parallel = 64;
+    pl_status ps = PL_OK;
     if (env->pool && s->parallel - 1 > pl_pool_threads(env->pool))
-        PL_CHECK(pl_pool_reserve(env->pool, s->parallel - 1, err));
+        ps = pl_pool_reserve(env->pool, s->parallel - 1, err);
     if (o->corpus >= 0) {
         const pl_buffer *c = pl_kind_rbuf(spec, st, o->corpus);
         s->cache_norms = c->persistent;
@@ -265,8 +267,7 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
             for (int w = 0; w < spec->stages[i].n_writes; w++)
                 if (spec->stages[i].writes[w].index == c->index) s->cache_norms = false;
     }
-    pl_status ps = PL_OK;
-    if (o->index) {
+    if (ps == PL_OK && o->index) {
         pl_blas_init(); /* FAISS's own BLAS calls run on pool threads too */
         char path[4096];
         pl_spec_path(spec, o->index, path, sizeof path);
