@@ -22,6 +22,13 @@ void pl_blas_sgemm(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, c
 {
     pthread_once(&pl__blas_once, pl__blas_init);
     if (m <= 0 || n <= 0) return;
+    if (m == 1 && trans_b) {
+        /* One row against many (an IVF list probed by one query): gemv reads B once, where
+         * gemm would first pack it. */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)k, alpha, b, (blasint)ldb, a,
+                    1, beta, c, 1);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (blasint)m,
                 (blasint)n, (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
                 (blasint)ldc);

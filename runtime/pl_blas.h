@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 /* C[m, n] = alpha * A[m, k] op(B) + beta * C, row-major, f32. trans_b: B is stored [n, k] (so
- * op(B) = B^T); otherwise [k, n]. lda/ldb/ldc are row strides in elements. Single-threaded. */
+ * op(B) = B^T); otherwise [k, n]. lda/ldb/ldc are row strides in elements. Single-threaded.
+ * m == 1 with trans_b goes through sgemv (same result up to summation order). */
 void pl_blas_sgemm(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
