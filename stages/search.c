@@ -21,7 +21,8 @@ static const pl_key pl__search_keys[] = {
     {"metric", PL_KEY_ENUM, "ip|l2|cosine", "ip",
      "inner product (larger is nearer), squared L2 or cosine similarity"},
     {"ids", PL_KEY_NAME, NULL, NULL,
-     "host i32 buffer [q, k]: hit indices, nearest first (required; -1: the index found fewer)"},
+     "host i32 buffer [q, k]: hit indices, nearest first, -1 where an index found fewer "
+     "(required)"},
     {"scores", PL_KEY_NAME, NULL, NULL,
      "host f32 buffer [q, k]: each hit's metric value (ip, squared distance, cosine)"},
     {"payload", PL_KEY_NAME, NULL, NULL, "host buffer [n, p] of per-document data (token ids)"},
