@@ -24,7 +24,9 @@ const pl_cmd pl_cmds[] = {
      "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name a\n"
      "                           faulting stage for certain (slower)\n"
      "  PIPECTL_NVTX=0           no NVTX ranges\n"
-     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n",
+     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
+     "  PIPECTL_SEARCH_TILE=N    search: corpus rows per pool task (benchmarks; default from d)\n"
+     "  PIPECTL_FAISS_NATIVE=1   search: IVF-Flat indexes scanned by FAISS, not with BLAS\n",
      pl_cmd_run},
     {"check", "pipectl check FILE...", "check pipelines for errors without running them", "",
      pl_cmd_check},
