@@ -147,15 +147,19 @@ static void pl__exact_task(void *arg, int64_t task, int slot)
         else if (x->metric == PL_METRIC_COSINE)
             for (int64_t j = 0; j < rows; j++)
                 row[j] *= norm[j];
-        /* Most candidates lose to the worst kept: a block of 16 whose scores are all below it
-         * (a vectorised compare; NaN and ties fail it and take the careful path) is skipped. */
+        /* Most candidates lose to the worst kept: a full block of 16 all below it is skipped (a
+         * fixed-length count of compares, which the compiler vectorises); NaN and ties count as
+         * "in" and take the careful path. */
         float thr = *size == x->k ? heap[0].s : -INFINITY;
         for (int64_t j0 = 0; j0 < rows; j0 += 16) {
             int64_t jn = rows - j0 < 16 ? rows - j0 : 16;
-            int any = 0;
-            for (int64_t j = 0; j < jn; j++)
-                any |= !(row[j0 + j] < thr);
-            if (!any) continue;
+            if (jn == 16) {
+                const float *blk = row + j0;
+                int n_in = 0;
+                for (int j = 0; j < 16; j++)
+                    n_in += !(blk[j] < thr);
+                if (n_in == 0) continue;
+            }
             for (int64_t j = j0; j < j0 + jn; j++) {
                 float v = row[j];
                 if (v < thr) continue;
