@@ -88,9 +88,12 @@ static pl_status pl__init_file_open(const pl_spec *spec, const pl_buffer *b, FIL
                              pl_npy_descr(b->dtype));
             goto fail;
         }
-        bool same = info.rank == b->rank;
+        /* A leading dimension of 1 is the same bytes in the same order: one batch saved by a
+         * pipectl sink is (1, ...). */
+        int lead = info.rank == b->rank + 1 && info.shape[0] == 1 ? 1 : 0;
+        bool same = info.rank == b->rank + lead;
         for (int i = 0; same && i < b->rank; i++)
-            same = info.shape[i] == b->shape[i];
+            same = info.shape[i + lead] == b->shape[i];
         if (!same) {
             char have[160], want[160];
             pl_npy_shape_str(info.rank, info.shape, have, sizeof have);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "pl_nvtx.h"
+#include "pl_pool.h"
 
 int pl_default_workers(const pl_plan *plan)
 {
@@ -34,6 +35,12 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     if (!rt->state || !rt->opened) {
         pl_stage_rt_close(rt, NULL, true, NULL, NULL);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory opening stages");
+    }
+    /* One pool for the whole run: a kind's parallel host work never starts threads per batch. */
+    pl_status pst = pl_pool_new(rt->env.workers - 1, &rt->env.pool, err);
+    if (pst != PL_OK) {
+        pl_stage_rt_close(rt, NULL, true, NULL, NULL);
+        return pst;
     }
     for (int i = 0; i < plan->n_stages; i++) {
         int s = plan->order[i];
@@ -160,6 +167,8 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
         }
         free(out_of);
     }
+    pl_pool_free(rt->env.pool); /* after every close: a close may still use it */
+    rt->env.pool = NULL;
     free(rt->state);
     free(rt->opened);
     rt->state = NULL;

@@ -186,7 +186,7 @@ static pl_status pl__kernel_validate(const pl_spec *spec, const pl_stage *st, pl
 
 static pl_status pl__kernel_run(pl_stage_ctx *ctx, pl_error *err)
 {
-    return pl_op_run_ref(ctx->spec, ctx->stage, ctx->bufs, err);
+    return pl_op_run_host(ctx->spec, ctx->stage, ctx->bufs, ctx->env->pool, ctx->env->workers, err);
 }
 
 static void pl__kernel_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)

@@ -62,6 +62,9 @@ typedef struct pl_run_env {
     /* The GPU executor's per-device state (runtime/gpu/pl_gpu.h: cuBLAS, scratch, modules);
      * NULL on the host executor. Borrowed: valid from open() to close(). */
     struct pl_gpu_ctx *gpu;
+    /* The run's host thread pool (runtime/pl_pool.h): workers - 1 helpers, as the calling worker
+     * joins in. Owned by the stage runtime; kinds borrow it and may grow it in open(). */
+    struct pl_pool *pool;
 } pl_run_env;
 
 /* What a stage sees when it runs one batch on the host. */

@@ -2,7 +2,9 @@
 # layering.sh: the include rules that keep the architecture what the file list says. Run by the
 # build (target pl_layering, before the library compiles) and by CTest. Exits 1 naming each
 # violating #include.
-#   base (runtime/pl_{status,spec,hash,rng,npy,half,buffers,nvtx,graph}): include only base
+#   base (runtime/pl_{status,spec,hash,rng,npy,half,buffers,nvtx,graph,pool,blas}): include only
+#        base (pool: the run's host thread pool; blas: the one door to BLAS; both leaves that
+#        stages use for parallel host work)
 #   stages/: base, stages/, lua/ (the Lua binding) and runtime/gpu/pl_gpu.h (CUDA wrappers); never
 #            the plan, the executors, the scheduler or the CLI
 #   parser/: base, stages/ (key tables), lua/, parser/; never the plan or the executors
@@ -10,7 +12,7 @@
 #            pl_exec_gpu_int.h) only from runtime/gpu/ and the bench CLI
 #   runtime/pipectl.h (the public API): includes nothing of ours, so embedders need no other header
 cd "$(dirname "$0")/.." || exit 2
-base="pl_status.h pl_spec.h pl_hash.h pl_rng.h pl_npy.h pl_half.h pl_buffers.h pl_nvtx.h pl_graph.h"
+base="pl_status.h pl_spec.h pl_hash.h pl_rng.h pl_npy.h pl_half.h pl_buffers.h pl_nvtx.h pl_graph.h pl_pool.h pl_blas.h"
 stage_h=$(cd stages && ls *.h | tr '\n' ' ')
 lua_h=$(cd lua && ls *.h | tr '\n' ' ')
 cli_h=$(cd runtime/cli && ls *.h | tr '\n' ' ')

@@ -25,6 +25,8 @@ const pl_cmd pl_cmds[] = {
      "                           faulting stage for certain (slower)\n"
      "  PIPECTL_NVTX=0           no NVTX ranges\n"
      "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
+     "  PIPECTL_SEARCH_TILE=N    search: corpus rows per pool task (benchmarks; default from d)\n"
+     "  PIPECTL_FAISS_NATIVE=1   search: IVF-Flat indexes scanned by FAISS, not with BLAS\n"
      "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch starts,\n"
      "  a running Lua call is interrupted, every sink keeps the batches completed in order\n"
      "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the signal\n"
@@ -54,6 +56,19 @@ const pl_cmd pl_cmds[] = {
      "  --baseline PATH      the bench_baseline program (default: next to pipectl)\n"
      "environment: as for 'pipectl run'\n",
      pl_cmd_bench},
+    {"index", "pipectl index build --corpus FILE.npy --factory STRING -o FILE | info FILE",
+     "build a FAISS index for the search stage's 'index:', or describe one",
+     "  --corpus FILE.npy    the corpus, f32 [n, d] (row i is document i; leading\n"
+     "                       dimensions count as rows: a sink's [batches, n, d] works)\n"
+     "  --factory STRING     FAISS index_factory string: \"IVF4096,Flat\", \"HNSW32\",\n"
+     "                       \"IVF1024,PQ32\", \"Flat\" (exact)...\n"
+     "  -o FILE              the index file to write\n"
+     "  --metric M           ip (default), l2 or cosine (rows normalised, inner product);\n"
+     "                       the search stage's metric must match\n"
+     "  --train N            train on the first N rows only (default: all)\n"
+     "  --threads N          FAISS (OpenMP) threads while building (default: all cores)\n"
+     "needs a pipectl built with FAISS (libfaiss-dev); exit 2 without it\n",
+     pl_cmd_index},
     {"version", "pipectl version", "print the version", "", pl_cmd_version},
     {"schema", "pipectl schema", "print the JSON Schema of pipeline.yaml (for editors)",
      "  (no options) e.g. pipectl schema > pipeline.schema.json, then start a pipeline file\n"
