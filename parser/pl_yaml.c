@@ -772,6 +772,21 @@ static pl_status pl__load_opt(pl__yaml *y, const char *where, const pl__node *k,
     }
     o->is_list = true;
     for (const pl__node *it = v->child; it; it = it->next) {
+        /* A one-key mapping item ({f32: 1.5}: a user kernel's typed argument) is kept as the text
+         * "f32: 1.5", spaced so that column offsets into the text match the file. */
+        const pl__node *mk = it->type == PL__MAP && it->n == 2 ? it->child : NULL;
+        const pl__node *mv = mk ? mk->next : NULL;
+        if (mk && mk->type == PL__SCALAR && mv && mv->type == PL__SCALAR && !pl__is_null(mv)) {
+            int gap = mv->pos.line == mk->pos.line ? mv->pos.col - mk->pos.col - (int)mk->len - 1
+                                                   : 1;
+            if (gap < 0 || gap > 64) gap = 1;
+            size_t n = mk->len + mv->len + (size_t)gap + 2;
+            char *text = pl_spec_alloc(y->spec, n);
+            if (!text) return pl__oom(y);
+            snprintf(text, n, "%s:%*s%s", mk->text, gap, "", mv->text);
+            if (pl_opt_add_item(y->spec, o, text, mk->pos) != PL_OK) return pl__oom(y);
+            continue;
+        }
         if (it->type != PL__SCALAR || pl__is_null(it))
             return pl__fail(y, it->pos, "%seach item of '%s' must be a single value, not %s", where,
                             k->text, pl__what(it));

@@ -238,6 +238,10 @@ static const char *pl__type_word(pl_key_type t)
         return "a list of integers";
     case PL_KEY_FUNC:
         return "a Lua function";
+    case PL_KEY_STRS:
+        return "a list of values";
+    case PL_KEY_EXPRS:
+        return "an expression or a list of them";
     }
     return "?";
 }
@@ -274,8 +278,9 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                                "stage '%s': '%s' takes a Lua function, so it exists only in "
                                "pipeline.lua; in YAML give script: (or code:) and function:",
                                st->name, o->key);
-        bool want_list = k->type == PL_KEY_NAMES || k->type == PL_KEY_INTS;
-        if (want_list != o->is_list)
+        bool want_list =
+            k->type == PL_KEY_NAMES || k->type == PL_KEY_INTS || k->type == PL_KEY_STRS;
+        if (k->type != PL_KEY_EXPRS && want_list != o->is_list)
             return pl_error_at(err, PL_EINPUT, o->val_pos, "stage '%s': '%s' must be %s, not %s",
                                st->name, o->key, pl__type_word(k->type),
                                o->is_list ? "a list" : "a single value");
@@ -321,6 +326,8 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
             break;
         case PL_KEY_NAMES:
         case PL_KEY_FUNC:
+        case PL_KEY_STRS:
+        case PL_KEY_EXPRS:
             break;
         }
         for (int j = 0; j < i; j++)

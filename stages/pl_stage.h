@@ -32,6 +32,8 @@ typedef enum pl_key_type {
     PL_KEY_NAMES, /* list of buffer names */
     PL_KEY_INTS,  /* list of integers */
     PL_KEY_FUNC,  /* a Lua function value: pipeline.lua only (the front end keeps it, not opts) */
+    PL_KEY_STRS,  /* list of strings (user-kernel args, NVRTC options, include folders) */
+    PL_KEY_EXPRS, /* one integer expression, or a list of 1-3 (grid:, block:) */
 } pl_key_type;
 
 typedef struct pl_key {

@@ -1,8 +1,20 @@
 /* cmd_check: `pipectl check FILE...`: parses and checks pipelines without running them. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "pl_cli.h"
 #include "pl_parse.h"
+#include "pl_ukern.h"
+
+/* --arch sm_90 | 90: the SM user kernels are compiled for; 0 when `v` is not one. */
+int pl_cli_parse_arch(const char *v)
+{
+    if (!v) return 0;
+    const char *d = strncmp(v, "sm_", 3) == 0 ? v + 3 : v;
+    char *end;
+    long a = strtol(d, &end, 10);
+    return *d && !*end && a >= 50 && a < 1000 ? (int)a : 0;
+}
 
 int pl_cmd_check(int argc, char **argv)
 {
@@ -11,6 +23,21 @@ int pl_cmd_check(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!opts_done && strcmp(argv[i], "--") == 0) {
             opts_done = true;
+            continue;
+        }
+        if (!opts_done && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0)) {
+            pl_ukern_set_verbose(true);
+            continue;
+        }
+        if (!opts_done && strcmp(argv[i], "--arch") == 0) {
+            int a = pl_cli_parse_arch(i + 1 < argc ? argv[i + 1] : NULL);
+            if (!a) {
+                fprintf(stderr, "error: --arch needs an SM version like sm_90 or 90; see "
+                                "'pipectl check --help'\n");
+                return 2;
+            }
+            pl_ukern_set_arch(a);
+            i++;
             continue;
         }
         if (!opts_done && argv[i][0] == '-' && argv[i][1]) {
@@ -32,6 +59,12 @@ int pl_cmd_check(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!opts_done && strcmp(argv[i], "--") == 0) {
             opts_done = true;
+            continue;
+        }
+        if (!opts_done && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0))
+            continue;
+        if (!opts_done && strcmp(argv[i], "--arch") == 0) {
+            i++;
             continue;
         }
         pl_error err;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "pl_cli.h"
+#include "pl_ukern.h"
 #include "pl_exec.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
@@ -119,6 +120,13 @@ int pl_cmd_run(int argc, char **argv)
             json = true;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
             quiet = true;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            pl_ukern_set_verbose(true);
+        } else if (strcmp(a, "--arch") == 0) {
+            int sm = pl_cli_parse_arch(v);
+            if (!sm) return pl__usage_error("--arch needs an SM version like sm_90, got '%s'", v ? v : "");
+            pl_ukern_set_arch(sm);
+            i++;
         } else if (a[0] == '-' && a[1]) {
             return pl__usage_error("unknown option '%s' for 'pipectl run'", a);
         } else if (file) {

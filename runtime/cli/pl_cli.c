@@ -17,6 +17,9 @@ const pl_cmd pl_cmds[] = {
      "  --quiet              no progress bar, no summary table\n"
      "  --workers N          host worker threads (default: max(CPUs, streams))\n"
      "  --fail-at STAGE:B    testing: make STAGE fail on batch B (exit 1, outputs kept)\n"
+     "  -v, --verbose        say what user kernels compiled, and what came from the cache\n"
+     "  --arch SM            check user kernels for SM (sm_90); on a GPU they are built for\n"
+     "                       the device's own arch\n"
      "environment:\n"
      "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
      "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host read\n"
@@ -24,9 +27,18 @@ const pl_cmd pl_cmds[] = {
      "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name a\n"
      "                           faulting stage for certain (slower)\n"
      "  PIPECTL_NVTX=0           no NVTX ranges\n"
-     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n",
+     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
+     "  PIPECTL_ARCH=sm_NN, XDG_CACHE_HOME   as for 'pipectl check'\n",
      pl_cmd_run},
-    {"check", "pipectl check FILE...", "check pipelines for errors without running them", "",
+    {"check", "pipectl check [-v] [--arch SM] FILE...",
+     "check pipelines for errors without running them",
+     "  -v, --verbose        say what user kernels compiled, and what came from the cache\n"
+     "  --arch SM            compile user kernels for SM (sm_90 or 90; default: PIPECTL_ARCH,\n"
+     "                       else sm_90); NVRTC needs no GPU, so CI checks kernels\n"
+     "environment:\n"
+     "  PIPECTL_ARCH=sm_NN       the SM user kernels are checked for (on a GPU: the device's)\n"
+     "  XDG_CACHE_HOME           compiled kernels are cached in $XDG_CACHE_HOME/pipectl\n"
+     "                           (default ~/.cache/pipectl)\n",
      pl_cmd_check},
     {"plan", "pipectl plan [--dot] [--depth N] FILE", "print the compiled stream/event plan",
      "  --dot                print Graphviz DOT instead of the listing\n"

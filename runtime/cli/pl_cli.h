@@ -22,6 +22,8 @@ void pl_cmd_usage(const pl_cmd *cmd, FILE *out);
 int pl_cmd_wants_help(const pl_cmd *cmd, int argc, char **argv);
 /* Prints err->msg to stderr and returns the exit code of err->status. */
 int pl_cli_fail(const pl_error *err);
+/* `--arch` values: "sm_90" or "90" -> 90; 0 when it is not an SM version. */
+int pl_cli_parse_arch(const char *v);
 
 int pl_cmd_check(int argc, char **argv);
 int pl_cmd_plan(int argc, char **argv);
