@@ -433,6 +433,24 @@ static pl_status pl__opt(pl__front *f, lua_State *L, int idx, const char *where,
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, idx, i);
         const char *s = pl__scalar_text(L, -1, buf, sizeof buf);
+        /* A one-key table item ({f32 = 1.5}: a user kernel's typed argument) is kept as the text
+         * "f32:1.5", as the YAML front end keeps {f32: 1.5}. */
+        char pair[128];
+        if (!s && lua_type(L, -1) == LUA_TTABLE) {
+            lua_pushnil(L);
+            if (lua_next(L, -2)) {
+                char vb[64];
+                const char *v = pl__scalar_text(L, -1, vb, sizeof vb);
+                bool one = lua_type(L, -2) == LUA_TSTRING && v;
+                if (one) snprintf(pair, sizeof pair, "%s:%s", lua_tostring(L, -2), v);
+                lua_pop(L, 1);
+                if (lua_next(L, -2)) {
+                    lua_pop(L, 2); /* a second key: not a typed argument */
+                    one = false;
+                }
+                if (one) s = pair;
+            }
+        }
         if (!s)
             return pl__fail(f, line, "%seach item of '%s' must be a single value, not a %s", where,
                             key, luaL_typename(L, -1));

@@ -599,6 +599,67 @@ static bool pl__ptx_entries(const char *ptx, const char *fn, char *out, size_t c
     return found;
 }
 
+/* The parameter sizes of PTX kernel `fn` (".param .u64 a", ".param .align 8 .b8 s[16]"): *n of
+ * them into sizes; false when the entry is not found or a parameter is not understood. */
+static bool pl__ptx_params(const char *ptx, const char *fn, size_t *sizes, int cap, int *n)
+{
+    *n = 0;
+    size_t fl = strlen(fn);
+    for (const char *q = strstr(ptx, ".entry"); q; q = strstr(q + 6, ".entry")) {
+        const char *s = q + 6;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (strncmp(s, fn, fl) != 0 || (s[fl] != '(' && !isspace((unsigned char)s[fl]))) continue;
+        const char *p = strchr(s, '(');
+        const char *end = p ? strchr(p, ')') : NULL;
+        if (!p || !end) return false;
+        for (const char *a = strstr(p, ".param"); a && a < end; a = strstr(a + 6, ".param")) {
+            const char *t = a + 6;
+            size_t size = 0;
+            while (*t && t < end && *t != ',' && *t != '\n') {
+                while (*t == ' ' || *t == '\t')
+                    t++;
+                if (*t == '.' && isalpha((unsigned char)t[1]) && strncmp(t, ".align", 6) != 0 &&
+                    strncmp(t, ".ptr", 4) != 0) {
+                    int bits = atoi(t + 2);
+                    if (bits == 8 || bits == 16 || bits == 32 || bits == 64) size = (size_t)bits / 8;
+                }
+                const char *br = *t == '[' ? t : NULL;
+                if (br) size *= (size_t)strtoull(br + 1, NULL, 10);
+                while (*t && t < end && *t != ' ' && *t != '\t' && *t != ',' && *t != '\n')
+                    t++;
+                while (*t && t < end && *t != ',' && *t != '\n' && (*t == ' ' || *t == '\t'))
+                    t++;
+            }
+            if (!size || *n >= cap) return false;
+            sizes[(*n)++] = size;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* args: against the kernel's parameters (count, then each size). */
+static pl_status pl__check_params(const pl_stage *st, const pl_ukern *uk, const size_t *sizes, int np,
+                                  pl_error *err)
+{
+    if (np != uk->n_args)
+        return pl_error_at(err, PL_EINPUT, uk->args_pos,
+                           "stage '%s': kernel '%s' takes %d parameter%s, but args: gives %d",
+                           st->name, uk->function, np, np == 1 ? "" : "s", uk->n_args);
+    for (int i = 0; i < np; i++) {
+        size_t want = pl_uarg_size(uk->args[i].type);
+        if (sizes[i] != want)
+            return pl_error_at(err, PL_EINPUT, uk->args[i].pos,
+                               "stage '%s': argument %d '%s' is %s (%zu bytes), but parameter %d "
+                               "of kernel '%s' is %zu bytes",
+                               st->name, i + 1, uk->args[i].text,
+                               pl_uarg_type_name(uk->args[i].type), want, i + 1, uk->function,
+                               sizes[i]);
+    }
+    return PL_OK;
+}
+
 pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *err)
 {
     const pl_opt *src = pl_stage_opt(st, "source"), *code = pl_stage_opt(st, "code"),
@@ -710,6 +771,10 @@ pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *e
             return pl_error_at(err, PL_EINPUT, uk->function_pos,
                                "stage '%s': %s has no kernel '%s'; it has: %s", st->name, uk->name,
                                uk->function, list[0] ? list : "no .entry at all");
+        size_t sizes[PL_UKERN_MAX_ARGS + 1];
+        int np = 0;
+        if (pl__ptx_params(uk->text, uk->function, sizes, PL_UKERN_MAX_ARGS + 1, &np))
+            PL_CHECK(pl__check_params(st, uk, sizes, np, err));
     }
     uk->image = uk->text;
     uk->image_size = uk->len + (uk->format == PL_UMOD_PTX ? 1 : 0);
@@ -845,24 +910,10 @@ static pl_status pl__open_gpu(const pl_run_env *env, const pl_stage *st, pl__uk_
     }
     int np = 0;
     const pl_umod_param *p = pl_umod_params(r->mod, &np);
-    if (np != uk->n_args) {
-        s = pl_error_at(err, PL_EINPUT, uk->args_pos,
-                        "stage '%s': kernel '%s' takes %d parameter%s, but args: gives %d",
-                        st->name, uk->function, np, np == 1 ? "" : "s", uk->n_args);
-        goto done;
-    }
-    for (int i = 0; i < np; i++) {
-        size_t want = pl_uarg_size(uk->args[i].type);
-        if (p[i].size != want) {
-            s = pl_error_at(err, PL_EINPUT, uk->args[i].pos,
-                            "stage '%s': argument %d '%s' is %s (%zu bytes), but parameter %d of "
-                            "kernel '%s' is %zu bytes",
-                            st->name, i + 1, uk->args[i].text,
-                            pl_uarg_type_name(uk->args[i].type), want, i + 1, uk->function,
-                            p[i].size);
-            goto done;
-        }
-    }
+    size_t sizes[256];
+    for (int i = 0; i < np && i < 256; i++)
+        sizes[i] = p[i].size;
+    PL_CHECK_GOTO(pl__check_params(st, uk, sizes, np < 256 ? np : 256, err), s, done);
     if (uk->shared) {
         pl_error e2;
         if (pl_umod_set_shared(r->mod, uk->shared, &e2) != PL_OK)
