@@ -777,8 +777,8 @@ static pl_status pl__load_opt(pl__yaml *y, const char *where, const pl__node *k,
         const pl__node *mk = it->type == PL__MAP && it->n == 2 ? it->child : NULL;
         const pl__node *mv = mk ? mk->next : NULL;
         if (mk && mk->type == PL__SCALAR && mv && mv->type == PL__SCALAR && !pl__is_null(mv)) {
-            int gap = mv->pos.line == mk->pos.line ? mv->pos.col - mk->pos.col - (int)mk->len - 1
-                                                   : 1;
+            int gap =
+                mv->pos.line == mk->pos.line ? mv->pos.col - mk->pos.col - (int)mk->len - 1 : 1;
             if (gap < 0 || gap > 64) gap = 1;
             size_t n = mk->len + mv->len + (size_t)gap + 2;
             char *text = pl_spec_alloc(y->spec, n);

@@ -103,8 +103,8 @@ static pl_status pl__read(pl_spec *spec, const pl_stage *st, const char *path, p
     fseek(f, 0, SEEK_SET);
     if (n < 0 || n > (64L << 20)) {
         fclose(f);
-        return pl_error_at(err, PL_EINPUT, pos, "stage '%s': '%s' is not a readable file under 64 MiB",
-                           st->name, path);
+        return pl_error_at(err, PL_EINPUT, pos,
+                           "stage '%s': '%s' is not a readable file under 64 MiB", st->name, path);
     }
     char *buf = pl_spec_alloc(spec, (size_t)n + 1);
     if (!buf) {
@@ -341,9 +341,8 @@ static pl_status pl__arg(const pl_spec *spec, const pl_stage *st, int i, const c
     static const int64_t lo[] = {INT32_MIN, 0, INT64_MIN, 0};
     static const int64_t hi[] = {INT32_MAX, UINT32_MAX, INT64_MAX, INT64_MAX};
     if (v < lo[t] || v > hi[t])
-        return pl_error_at(err, PL_EINPUT, vpos,
-                           "stage '%s': argument %d: %lld does not fit in %s", st->name, i + 1,
-                           (long long)v, ty);
+        return pl_error_at(err, PL_EINPUT, vpos, "stage '%s': argument %d: %lld does not fit in %s",
+                           st->name, i + 1, (long long)v, ty);
     switch (a->type) {
     case PL_UARG_I32:
         a->v.i32 = (int32_t)v;
@@ -427,8 +426,8 @@ static pl_status pl__bind_host(pl_spec *spec, const pl_stage *st, pl_ukern *uk, 
     pl_lua *lx = NULL;
     char msg[PL_ERROR_MSG_MAX - 128];
     PL_CHECK(pl_lua_new(PL__HOST_MEMORY, NULL, NULL, &lx, err));
-    pl_status s = pl_lua_call(lx, pl__host_syntax, uk, PL_LUA_DEFAULT_INSTRUCTIONS, false, msg,
-                              sizeof msg);
+    pl_status s =
+        pl_lua_call(lx, pl__host_syntax, uk, PL_LUA_DEFAULT_INSTRUCTIONS, false, msg, sizeof msg);
     pl_lua_free(lx);
     if (s != PL_OK)
         return pl_error_at(err, PL_EINPUT, lua ? lua->val_pos : host->val_pos,
@@ -438,6 +437,7 @@ static pl_status pl__bind_host(pl_spec *spec, const pl_stage *st, pl_ukern *uk, 
 
 /* ---- compiling at check time ---- */
 
+#ifdef PL_WITH_CUDA
 /* "kernels/my.cu(12): error: text" + source line + caret line -> "file:12:5: error: text" with
  * the two context lines, mapped through the code's origin for inline code. */
 static void pl__diagnostics(const pl_ukern *uk, const char *log, bool errors, char *out, size_t cap,
@@ -504,9 +504,10 @@ static void pl__diagnostics(const pl_ukern *uk, const char *log, bool errors, ch
                 const char *hash = memchr(rest, '#', (size_t)(colon ? colon - rest : 0));
                 size_t hl = hash ? (size_t)(colon - hash) : 0;
                 if (n < cap)
-                    n += (size_t)snprintf(out + n, cap - n, "%s%s:%ld:%d: %s: %.*s%s%.*s%s", n ? "\n" : "",
-                                          file ? file : "code", fl, fc, kind, (int)tl, text,
-                                          hl ? " [" : "", (int)hl, hash ? hash : "", hl ? "]" : "");
+                    n += (size_t)snprintf(out + n, cap - n, "%s%s:%ld:%d: %s: %.*s%s%.*s%s",
+                                          n ? "\n" : "", file ? file : "code", fl, fc, kind,
+                                          (int)tl, text, hl ? " [" : "", (int)hl, hash ? hash : "",
+                                          hl ? "]" : "");
                 if (caret && n < cap)
                     n += (size_t)snprintf(out + n, cap - n, "\n%.*s\n%.*s", (int)sl, src, (int)cl,
                                           caret);
@@ -518,7 +519,6 @@ static void pl__diagnostics(const pl_ukern *uk, const char *log, bool errors, ch
     if (n >= cap && cap > 4) memcpy(out + cap - 4, "...", 4);
 }
 
-#ifdef PL_WITH_CUDA
 /* Compiles uk for `arch` (or takes it from the cache), or fills err with the positioned
  * diagnostics. Used at check time and, when the device's arch differs, at load. */
 static pl_status pl__compile(const pl_stage *st, const pl_ukern *uk, int arch, pl_nvrtc_out *out,
@@ -622,7 +622,8 @@ static bool pl__ptx_params(const char *ptx, const char *fn, size_t *sizes, int c
                 if (*t == '.' && isalpha((unsigned char)t[1]) && strncmp(t, ".align", 6) != 0 &&
                     strncmp(t, ".ptr", 4) != 0) {
                     int bits = atoi(t + 2);
-                    if (bits == 8 || bits == 16 || bits == 32 || bits == 64) size = (size_t)bits / 8;
+                    if (bits == 8 || bits == 16 || bits == 32 || bits == 64)
+                        size = (size_t)bits / 8;
                 }
                 const char *br = *t == '[' ? t : NULL;
                 if (br) size *= (size_t)strtoull(br + 1, NULL, 10);
@@ -640,8 +641,8 @@ static bool pl__ptx_params(const char *ptx, const char *fn, size_t *sizes, int c
 }
 
 /* args: against the kernel's parameters (count, then each size). */
-static pl_status pl__check_params(const pl_stage *st, const pl_ukern *uk, const size_t *sizes, int np,
-                                  pl_error *err)
+static pl_status pl__check_params(const pl_stage *st, const pl_ukern *uk, const size_t *sizes,
+                                  int np, pl_error *err)
 {
     if (np != uk->n_args)
         return pl_error_at(err, PL_EINPUT, uk->args_pos,
@@ -967,8 +968,8 @@ pl_status pl_ukern_open(const pl_run_env *env, const pl_stage *st, const pl_uker
                       s, fail);
         char msg[PL_ERROR_MSG_MAX - 128];
         pl__load_arg la = {r, wk};
-        if (pl_lua_call(wk->lx, pl__host_load, &la, PL__HOST_INSTRUCTIONS, true, msg,
-                        sizeof msg) != PL_OK) {
+        if (pl_lua_call(wk->lx, pl__host_load, &la, PL__HOST_INSTRUCTIONS, true, msg, sizeof msg) !=
+            PL_OK) {
             s = pl_error_set(err, PL_ELUA, "stage '%s': loading the host reference: %s", st->name,
                              msg);
             goto fail;
@@ -1001,7 +1002,8 @@ static int pl__host_batch(lua_State *L)
     const pl_ukern *uk = a->r->uk;
     luaL_checkstack(L, 8, NULL);
     lua_getfield(L, LUA_REGISTRYINDEX, PL_LUA_RANDOMSEED);
-    lua_pushinteger(L, (lua_Integer)(a->r->seed ^ ((uint64_t)st->index * UINT64_C(0x9e3779b97f4a7c15))));
+    lua_pushinteger(
+        L, (lua_Integer)(a->r->seed ^ ((uint64_t)st->index * UINT64_C(0x9e3779b97f4a7c15))));
     lua_pushinteger(L, (lua_Integer)a->ctx->batch);
     lua_call(L, 2, 0);
     lua_rawgeti(L, LUA_REGISTRYINDEX, a->w->fn_ref);
@@ -1079,8 +1081,8 @@ pl_status pl_ukern_run_host(pl_stage_ctx *ctx, const pl_ukern *uk, pl_error *err
     pl__uk_worker *w = &r->workers[ctx->worker];
     pl__host_arg a = {r, w, ctx};
     char msg[PL_ERROR_MSG_MAX - 128];
-    pl_status s = pl_lua_call(w->lx, pl__host_batch, &a, PL__HOST_INSTRUCTIONS, true, msg,
-                              sizeof msg);
+    pl_status s =
+        pl_lua_call(w->lx, pl__host_batch, &a, PL__HOST_INSTRUCTIONS, true, msg, sizeof msg);
     w->epoch++;
     if (s != PL_OK)
         return pl_error_set(err, PL_ELUA, "stage '%s', batch %lld: host reference: %s",

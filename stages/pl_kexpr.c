@@ -24,8 +24,8 @@ static pl_status pl__fail(pl__ex *x, const char *at, const char *fmt, const char
     if (p.line) p.col += (int)(at - x->text);
     char msg[256];
     snprintf(msg, sizeof msg, fmt, arg);
-    return pl_error_at(x->err, PL_EINPUT, p, "stage '%s': %s: %s (in '%s')", x->stage, x->what,
-                       msg, x->text);
+    return pl_error_at(x->err, PL_EINPUT, p, "stage '%s': %s: %s (in '%s')", x->stage, x->what, msg,
+                       x->text);
 }
 
 static void pl__skip(pl__ex *x)
@@ -205,8 +205,8 @@ pl_status pl_kexpr_eval(const pl_spec *spec, const char *stage, const char *what
     }
     if (v != floor(v)) {
         char m[96];
-        snprintf(m, sizeof m, "evaluates to %g, not a whole number; round it with ceil() or floor()",
-                 v);
+        snprintf(m, sizeof m,
+                 "evaluates to %g, not a whole number; round it with ceil() or floor()", v);
         return pl__fail(&x, text, "%s", m);
     }
     *out = (int64_t)v;

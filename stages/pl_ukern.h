@@ -42,7 +42,12 @@ typedef struct pl_uarg {
 size_t pl_uarg_size(pl_uarg_type t);
 const char *pl_uarg_type_name(pl_uarg_type t); /* "buffer", "i32", ... */
 
-typedef enum pl_umod_format { PL_UMOD_SOURCE, PL_UMOD_PTX, PL_UMOD_CUBIN, PL_UMOD_FATBIN } pl_umod_format;
+typedef enum pl_umod_format {
+    PL_UMOD_SOURCE,
+    PL_UMOD_PTX,
+    PL_UMOD_CUBIN,
+    PL_UMOD_FATBIN
+} pl_umod_format;
 
 typedef struct pl_ukern {
     pl_umod_format format;
@@ -87,7 +92,8 @@ pl_status pl_ukern_validate(const pl_spec *spec, const pl_stage *st, const pl_uk
                             pl_error *err);
 pl_status pl_ukern_open(const pl_run_env *env, const pl_stage *st, const pl_ukern *uk, void **state,
                         pl_error *err);
-pl_status pl_ukern_close(const pl_run_env *env, const pl_stage *st, const pl_ukern *uk, void *state);
+pl_status pl_ukern_close(const pl_run_env *env, const pl_stage *st, const pl_ukern *uk,
+                         void *state);
 pl_status pl_ukern_run_host(pl_stage_ctx *ctx, const pl_ukern *uk, pl_error *err);
 pl_status pl_ukern_record(const pl_dev_ctx *ctx, const pl_ukern *uk, pl_error *err);
 void pl_ukern_describe(const pl_ukern *uk, char *buf, size_t cap);

@@ -124,7 +124,9 @@ int pl_cmd_run(int argc, char **argv)
             pl_ukern_set_verbose(true);
         } else if (strcmp(a, "--arch") == 0) {
             int sm = pl_cli_parse_arch(v);
-            if (!sm) return pl__usage_error("--arch needs an SM version like sm_90, got '%s'", v ? v : "");
+            if (!sm)
+                return pl__usage_error("--arch needs an SM version like sm_90, got '%s'",
+                                       v ? v : "");
             pl_ukern_set_arch(sm);
             i++;
         } else if (a[0] == '-' && a[1]) {

@@ -141,8 +141,8 @@ static bool pl__cache_read(const char *path, pl_nvrtc_out *out)
     char *lowered = NULL, *log = NULL;
     void *image = NULL;
     bool ok = fread(magic, sizeof magic, 1, f) == 1 && memcmp(magic, PL__CACHE_MAGIC, 6) == 0 &&
-              pl__read_u64(f, &nl) && pl__read_u64(f, &ng) && pl__read_u64(f, &ni) &&
-              nl < 65536 && ng < (1u << 24) && ni > 0 && ni < ((uint64_t)1 << 32);
+              pl__read_u64(f, &nl) && pl__read_u64(f, &ng) && pl__read_u64(f, &ni) && nl < 65536 &&
+              ng < (1u << 24) && ni > 0 && ni < ((uint64_t)1 << 32);
     if (ok) {
         lowered = calloc(nl + 1, 1);
         log = calloc(ng + 1, 1);

@@ -106,10 +106,10 @@ struct pl_umod {
 pl_status pl_umod_device_arch(int device, int *arch, pl_error *err)
 {
     int major = 0, minor = 0;
-    PL_CHECK(PL_CUDA(
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), NULL, -1, err));
-    PL_CHECK(PL_CUDA(
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), NULL, -1, err));
+    PL_CHECK(PL_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+                     NULL, -1, err));
+    PL_CHECK(PL_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
+                     NULL, -1, err));
     *arch = major * 10 + minor;
     return PL_OK;
 }
@@ -180,6 +180,9 @@ pl_status pl_umod_load(const void *image, size_t size, const char *symbol, const
 void pl_umod_free(pl_umod *m)
 {
     if (!m) return;
+    /* Graphs and launches that use the kernel may still be in flight (a stopped run): let them
+     * finish before the code goes away. Errors are moot here (a faulted context fails it all). */
+    cudaDeviceSynchronize();
     if (m->mod) pl__drv.unload(m->mod);
     free(m->params);
     free(m);
@@ -212,8 +215,8 @@ pl_status pl_umod_launch(const pl_umod *m, const unsigned grid[3], const unsigne
     if (r == CUDA_SUCCESS) return PL_OK;
     char buf[256];
     if (batch >= 0)
-        return pl_error_set(err, PL_ECUDA, "error: stage '%s', batch %lld: cuLaunchKernel failed: %s",
+        return pl_error_set(err, PL_ECUDA, "stage '%s', batch %lld: cuLaunchKernel failed: %s",
                             stage, (long long)batch, pl__cu_text(r, buf, sizeof buf));
-    return pl_error_set(err, PL_ECUDA, "error: stage '%s': cuLaunchKernel failed: %s", stage,
+    return pl_error_set(err, PL_ECUDA, "stage '%s': cuLaunchKernel failed: %s", stage,
                         pl__cu_text(r, buf, sizeof buf));
 }
