@@ -6,6 +6,7 @@
 # runs alternate, best of REPS (default 3) wall times, ratio user/built-in (1.00 = as fast). Then
 # NVRTC compile time of scale.cu cold (empty cache) and cached, median of 5 `pipectl check -v`.
 # usage (repo root, after a build): bash tests/bench/bench_ukern.sh [PIPECTL] [BUSY_US]
+# STEPS=compile: only the compile times (no GPU needed).
 set -u
 pipectl=${1:-build-dev/pipectl}
 busy_us=${2:-1220}
@@ -77,6 +78,9 @@ best() { # best FILE: the lowest of $reps wall times
 }
 "$pipectl" check "$work"/*.yaml >/dev/null || exit 1
 [ -n "${CHECK_ONLY:-}" ] && { echo "generated pipelines check"; exit 0; }
+# STEPS="run compile" (default): the GPU runs, then compile times; STEPS=compile needs no GPU.
+steps=${STEPS:-run compile}
+if [[ " $steps " == *" run "* ]]; then
 echo "== user kernel vs built-in op (best of $reps wall times, 64 batches of 64 MiB, depth 4, graphs)"
 printf '%-34s %12s %12s %8s\n' pipeline "built-in s" "user s" ratio
 for p in busy scale; do
@@ -86,6 +90,8 @@ for p in busy scale; do
         "$b" "$u" "$(awk "BEGIN{printf \"%.3f\", $u / $b}")"
 done
 
+fi
+[[ " $steps " == *" compile "* ]] || exit 0
 echo "== NVRTC compile of kernels/scale.cu (pipectl check -v, median of 5)"
 ms() { grep -o '([0-9.]* ms' "$1" | tr -d '(' | awk '{print $1}'; }
 median() { sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
