@@ -4,6 +4,7 @@
 #include "pl_kexpr.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,12 +19,18 @@ typedef struct pl__ex {
     int depth;
 } pl__ex;
 
-static pl_status pl__fail(pl__ex *x, const char *at, const char *fmt, const char *arg)
+static pl_status pl__fail(pl__ex *x, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static pl_status pl__fail(pl__ex *x, const char *at, const char *fmt, ...)
 {
     pl_pos p = x->pos;
     if (p.line) p.col += (int)(at - x->text);
-    char msg[256];
-    snprintf(msg, sizeof msg, fmt, arg);
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     return pl_error_at(x->err, PL_EINPUT, p, "stage '%s': %s: %s (in '%s')", x->stage, x->what, msg,
                        x->text);
 }
@@ -41,12 +48,12 @@ static pl_status pl__primary(pl__ex *x, double *v)
 {
     pl__skip(x);
     const char *start = x->p;
-    if (++x->depth > 64) return pl__fail(x, start, "nested too deeply%s", "");
+    if (++x->depth > 64) return pl__fail(x, start, "nested too deeply");
     if (*x->p == '(') {
         x->p++;
         PL_CHECK(pl__expr(x, v));
         pl__skip(x);
-        if (*x->p != ')') return pl__fail(x, x->p, "expected ')'%s", "");
+        if (*x->p != ')') return pl__fail(x, x->p, "expected ')'");
         x->p++;
         x->depth--;
         return PL_OK;
@@ -62,17 +69,17 @@ static pl_status pl__primary(pl__ex *x, double *v)
         double n = 0;
         while (isdigit((unsigned char)*x->p)) {
             n = n * 10 + (*x->p - '0');
-            if (n >= PL__EXACT) return pl__fail(x, start, "the number is too large%s", "");
+            if (n >= PL__EXACT) return pl__fail(x, start, "the number is too large");
             x->p++;
         }
         if (isalpha((unsigned char)*x->p) || *x->p == '_' || *x->p == '.')
-            return pl__fail(x, start, "only integer literals are allowed here%s", "");
+            return pl__fail(x, start, "only integer literals are allowed here");
         *v = n;
         x->depth--;
         return PL_OK;
     }
     if (!isalpha((unsigned char)*x->p) && *x->p != '_') {
-        if (!*x->p) return pl__fail(x, x->p, "expression ends too early%s", "");
+        if (!*x->p) return pl__fail(x, x->p, "expression ends too early");
         char c[2] = {*x->p, 0};
         return pl__fail(x, x->p, "unexpected '%s'", c);
     }
@@ -89,10 +96,9 @@ static pl_status pl__primary(pl__ex *x, double *v)
         if (strcmp(name, fns[i]) == 0) f = i;
     if (f < 0) {
         if (pl_spec_find_buffer(x->spec, name) >= 0) {
-            char m[256];
-            snprintf(m, sizeof m, "'%s' is a buffer; write elements(%s) or bytes(%s) for its size",
-                     name, name, name);
-            return pl__fail(x, start, "%s", m);
+            return pl__fail(x, start,
+                            "'%s' is a buffer; write elements(%s) or bytes(%s) for its size", name,
+                            name, name);
         }
         const char *best = pl_closest(name, fns, 6);
         if (best) {
@@ -135,12 +141,14 @@ static pl_status pl__primary(pl__ex *x, double *v)
         }
         const pl_buffer *b = &x->spec->buffers[bi];
         *v = f == 4 ? (double)b->count : (double)b->bytes;
+        pl__skip(x);
     } else {
         double a = 0, b = 0;
         PL_CHECK(pl__expr(x, &a));
         pl__skip(x);
         if (f >= 2) {
-            if (*x->p != ',') return pl__fail(x, x->p, "%s() takes two arguments: %s(a, b)", name);
+            if (*x->p != ',')
+                return pl__fail(x, x->p, "%s() takes two arguments: %s(a, b)", name, name);
             x->p++;
             PL_CHECK(pl__expr(x, &b));
             pl__skip(x);
@@ -166,14 +174,14 @@ static pl_status pl__term(pl__ex *x, double *v)
         if (op == '*')
             *v *= r;
         else if (r == 0)
-            return pl__fail(x, at, "division by zero%s", "");
+            return pl__fail(x, at, "division by zero");
         else if (op == '/')
             *v /= r;
         else if (*v != floor(*v) || r != floor(r))
-            return pl__fail(x, at, "%% needs whole numbers on both sides%s", "");
+            return pl__fail(x, at, "%% needs whole numbers on both sides");
         else
             *v = fmod(*v, r);
-        if (fabs(*v) >= PL__EXACT) return pl__fail(x, at, "the value is too large%s", "");
+        if (fabs(*v) >= PL__EXACT) return pl__fail(x, at, "the value is too large");
     }
 }
 
@@ -188,7 +196,7 @@ static pl_status pl__expr(pl__ex *x, double *v)
         double r;
         PL_CHECK(pl__term(x, &r));
         *v = op == '+' ? *v + r : *v - r;
-        if (fabs(*v) >= PL__EXACT) return pl__fail(x, at, "the value is too large%s", "");
+        if (fabs(*v) >= PL__EXACT) return pl__fail(x, at, "the value is too large");
     }
 }
 
