@@ -640,6 +640,72 @@ static bool pl__ptx_params(const char *ptx, const char *fn, size_t *sizes, int c
     return false;
 }
 
+/* The parameter sizes of kernel `symbol` in a cubin (ELF): the EIATTR_KPARAM_INFO records of its
+ * .nv.info.<symbol> section (format 0x04, attribute 0x17, 12 bytes: index u32, ordinal u16,
+ * offset u16, flags u32 with the size in bits 18-31). false when anything is not as expected: the
+ * check then waits for the device (cuFuncGetParamInfo). */
+static bool pl__cubin_params(const void *image, size_t size, const char *symbol, size_t *sizes,
+                             int cap, int *n)
+{
+    const unsigned char *b = image;
+    *n = 0;
+    if (size < 64 || memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 || b[5] != 1) return false;
+    uint64_t shoff;
+    uint16_t shentsize, shnum, shstrndx;
+    memcpy(&shoff, b + 0x28, 8);
+    memcpy(&shentsize, b + 0x3a, 2);
+    memcpy(&shnum, b + 0x3c, 2);
+    memcpy(&shstrndx, b + 0x3e, 2);
+    if (shentsize < 64 || shstrndx >= shnum || shoff > size ||
+        (uint64_t)shnum * shentsize > size - shoff)
+        return false;
+    uint64_t stroff, strsize;
+    memcpy(&stroff, b + shoff + (uint64_t)shstrndx * shentsize + 0x18, 8);
+    memcpy(&strsize, b + shoff + (uint64_t)shstrndx * shentsize + 0x20, 8);
+    if (stroff > size || strsize > size - stroff) return false;
+    char want[600];
+    snprintf(want, sizeof want, ".nv.info.%s", symbol);
+    for (uint16_t i = 0; i < shnum; i++) {
+        const unsigned char *sh = b + shoff + (uint64_t)i * shentsize;
+        uint32_t name;
+        uint64_t off, len;
+        memcpy(&name, sh, 4);
+        memcpy(&off, sh + 0x18, 8);
+        memcpy(&len, sh + 0x20, 8);
+        if (name >= strsize || off > size || len > size - off) continue;
+        const char *sn = (const char *)b + stroff + name;
+        if (strnlen(sn, strsize - name) == strsize - name || strcmp(sn, want) != 0) continue;
+        int count = 0;
+        for (uint64_t p = 0; p + 4 <= len;) {
+            unsigned fmt = b[off + p], attr = b[off + p + 1];
+            uint16_t v;
+            memcpy(&v, b + off + p + 2, 2);
+            if (fmt == 0x04) {
+                if (p + 4 + v > len) return false;
+                if (attr == 0x17 && v >= 12) {
+                    uint16_t ord;
+                    uint32_t flags;
+                    memcpy(&ord, b + off + p + 8, 2);
+                    memcpy(&flags, b + off + p + 12, 4);
+                    if (ord >= cap) return false;
+                    sizes[ord] = (flags >> 18) & 0x3fff;
+                    if (ord + 1 > count) count = ord + 1;
+                }
+                p += 4 + v;
+            } else if (fmt == 0x01 || fmt == 0x02 || fmt == 0x03) {
+                p += 4;
+            } else {
+                return false;
+            }
+        }
+        for (int k = 0; k < count; k++)
+            if (!sizes[k]) return false; /* an ordinal without a record */
+        *n = count;
+        return true;
+    }
+    return false;
+}
+
 /* args: against the kernel's parameters (count, then each size). */
 static pl_status pl__check_params(const pl_stage *st, const pl_ukern *uk, const size_t *sizes,
                                   int np, pl_error *err)
@@ -798,6 +864,15 @@ pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *e
 #else
     if (uk->format == PL_UMOD_SOURCE) uk->image = NULL; /* no NVRTC in this build */
 #endif
+    /* A cubin (compiled here, or given) lists its kernels' parameters: args: are checked now, not
+     * only at load on a device. */
+    if (uk->image && (uk->format == PL_UMOD_SOURCE || uk->format == PL_UMOD_CUBIN)) {
+        size_t sizes[PL_UKERN_MAX_ARGS + 1] = {0};
+        int np = 0;
+        if (pl__cubin_params(uk->image, uk->image_size, uk->lowered, sizes, PL_UKERN_MAX_ARGS + 1,
+                             &np))
+            PL_CHECK(pl__check_params(st, uk, sizes, np, err));
+    }
     *out = uk;
     return PL_OK;
 }

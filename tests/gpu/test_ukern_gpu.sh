@@ -45,8 +45,10 @@ done
 "$pipectl" run -v --executor gpu -q "$work/user_kernel.yaml" >"$work/v.out" 2>&1
 grep -q "found in the cache, nothing compiled" "$work/v.out" || err "second run compiled: $(cat "$work/v.out")"
 
-# args: against the kernel's parameters, at load (a cubin has no check-time parameter list).
-sed 's/args: \[y_dev, x_dev, {f32: 3}, elements(x_dev)\]/args: [y_dev, x_dev, {f32: 3}]/' "$work/cubin.yaml" >"$work/count.yaml"
+# args: against the kernel's parameters. A fatbin's are read at load (cuFuncGetParamInfo); a
+# cubin's and a source's already at check time (the same message).
+sed 's/args: \[y_dev, x_dev, {f32: 3}, elements(x_dev)\]/args: [y_dev, x_dev, {f32: 3}]/' "$work/fatbin.yaml" >"$work/count.yaml"
+"$pipectl" check "$work/count.yaml" >/dev/null 2>&1 || err "fatbin count mismatch must pass check (only the device knows)"
 "$pipectl" run --executor gpu -q "$work/count.yaml" >"$work/count.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] || err "arg count: exit $rc, expected 2"

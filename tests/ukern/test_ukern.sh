@@ -160,6 +160,14 @@ if [ -n "$nvcc" ] && [ -x "$nvcc" ]; then
         err "pipelines/kernels/scale.ptx is out of date: regenerate with nvcc -ptx -arch=compute_80 pipelines/kernels/scale.cu -o pipelines/kernels/scale.ptx"
     cp "$work/scale.ptx" "$work/kernels/scale.ptx"
     "$pipectl" check "$work/user_kernel_ptx.yaml" >"$work/p1" 2>&1 || err "PTX from nvcc: $(cat "$work/p1")"
+    # A cubin's parameter list is read at check time too.
+    "$nvcc" -cubin -arch=sm_90 "$src/pipelines/kernels/scale.cu" -o "$work/kernels/scale.cubin" || err "nvcc -cubin failed"
+    sed 's#module: kernels/scale.ptx#module: kernels/scale.cubin#' "$work/user_kernel_ptx.yaml" >"$work/cubin.yaml"
+    "$pipectl" check "$work/cubin.yaml" >"$work/b1" 2>&1 || err "cubin: $(cat "$work/b1")"
+    sed 's/{f32: 3}/{f64: 3}/' "$work/cubin.yaml" >"$work/cubin_bad.yaml"
+    "$pipectl" check "$work/cubin_bad.yaml" >"$work/b2" 2>&1
+    grep -q "cubin_bad.yaml:[0-9]*:[0-9]*: error: stage 'triple': argument 3 'f64: 3' is f64 (8 bytes), but parameter 3 of kernel 'scale' is 4 bytes" "$work/b2" ||
+        err "cubin param check: $(cat "$work/b2")"
 fi
 
 [ $fail -eq 0 ] && echo "all user-kernel tests passed"
