@@ -49,6 +49,22 @@ pl_status pl_exec_gpu_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_res
 }
 #endif
 
+pl_exec_kind pl_exec_pick(const pl_plan *plan, pl_exec_kind asked, char *note, size_t cap)
+{
+    if (note && cap) note[0] = '\0';
+    if (asked != PL_EXEC_AUTO) return asked;
+    if (pl_gpu_available()) {
+        if (note) snprintf(note, cap, "executor: gpu (device %d)", plan->spec->run.device);
+        return PL_EXEC_GPU;
+    }
+#ifdef PL_WITH_CUDA
+    if (note) snprintf(note, cap, "executor: host (no GPU found)");
+#else
+    if (note) snprintf(note, cap, "executor: host (built without CUDA)");
+#endif
+    return PL_EXEC_HOST;
+}
+
 pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res, pl_error *err)
 {
     pl_run_cfg def;
@@ -74,14 +90,12 @@ pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
     case PL_EXEC_AUTO:
         break;
     }
-    if (pl_gpu_available()) {
-        fprintf(stderr, "executor: gpu (device %d)\n", plan->spec->run.device);
-        return pl_exec_gpu_run(plan, cfg, res, err);
-    }
-#ifdef PL_WITH_CUDA
-    fprintf(stderr, "executor: host (no GPU found)\n");
-#else
-    fprintf(stderr, "executor: host (built without CUDA)\n");
-#endif
-    return pl_exec_host_run(plan, cfg, res, err);
+    /* The library never prints: the choice goes into the result (after the run: the executors
+     * reset it), and the CLI says it. */
+    char note[sizeof res->note];
+    pl_status st = pl_exec_pick(plan, PL_EXEC_AUTO, note, sizeof note) == PL_EXEC_GPU
+                       ? pl_exec_gpu_run(plan, cfg, res, err)
+                       : pl_exec_host_run(plan, cfg, res, err);
+    memcpy(res->note, note, sizeof note);
+    return st;
 }

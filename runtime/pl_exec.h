@@ -52,6 +52,9 @@ typedef struct pl_run_result {
     int workers;             /* host workers used */
     pl_output *outputs;      /* one per sink stage, in stage order; owned */
     int n_outputs;
+    /* What `--executor auto` picked and why ("executor: host (no GPU found)"); "" when the caller
+     * chose. The library prints nothing: the CLI prints this line to stderr. */
+    char note[96];
 } pl_run_result;
 
 void pl_run_result_fini(pl_run_result *res); /* frees spans and outputs; safe on a zeroed result */
@@ -60,6 +63,10 @@ void pl_run_result_fini(pl_run_result *res); /* frees spans and outputs; safe on
  * closed with the count), res describes what completed, and the status says why it ended
  * (PL_EINTR when cfg->stop was raised). */
 pl_status pl_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res, pl_error *err);
+/* What pl_run runs for `asked`: itself unless PL_EXEC_AUTO, which picks gpu when a device is
+ * usable, else host. For auto, writes why into note (cap bytes; "executor: host (no GPU found)"),
+ * else "". Lets a caller say the choice before a long run; note may be NULL. */
+pl_exec_kind pl_exec_pick(const pl_plan *plan, pl_exec_kind asked, char *note, size_t cap);
 
 pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
                            pl_error *err);

@@ -12,6 +12,7 @@
 void pl_plan_free(pl_plan *plan)
 {
     if (!plan) return;
+    pl_plan_segments_free(plan);
     if (plan->stages)
         for (int i = 0; i < plan->n_stages; i++) {
             free(plan->stages[i].preds);
@@ -265,14 +266,19 @@ static int pl__xadd(pl__xvec *v, int from, int to, int distance, int buffer, pl_
     return 0;
 }
 
-static const pl_plan_stage *pl__xsort_stages; /* qsort has no context argument in C11 */
+/* A cross-batch dep with its stages' plan order beside it: qsort has no context argument in C11,
+ * and a file-scope pointer to the plan would make two plans compiled at once race. */
+typedef struct pl__xkey {
+    int to_order, from_order;
+    pl_xdep x;
+} pl__xkey;
 
-static int pl__xdep_cmp(const void *a, const void *b)
+static int pl__xkey_cmp(const void *a, const void *b)
 {
-    const pl_xdep *x = a, *y = b;
-    const pl_plan_stage *ps = pl__xsort_stages;
-    if (x->to != y->to) return ps[x->to].order < ps[y->to].order ? -1 : 1;
-    if (x->from != y->from) return ps[x->from].order < ps[y->from].order ? -1 : 1;
+    const pl__xkey *p = a, *q = b;
+    const pl_xdep *x = &p->x, *y = &q->x;
+    if (p->to_order != q->to_order) return p->to_order < q->to_order ? -1 : 1;
+    if (p->from_order != q->from_order) return p->from_order < q->from_order ? -1 : 1;
     if (x->distance != y->distance) return x->distance < y->distance ? -1 : 1;
     if (x->why != y->why) return x->why < y->why ? -1 : 1;
     return (x->buffer > y->buffer) - (x->buffer < y->buffer);
@@ -350,8 +356,17 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
             if (v.a[i].from != v.a[i].to || v.a[i].why == PL_XDEP_ORDERED) v.a[m0++] = v.a[i];
         v.n = m0;
     }
-    pl__xsort_stages = plan->stages;
-    if (v.n) qsort(v.a, (size_t)v.n, sizeof *v.a, pl__xdep_cmp);
+    if (v.n) {
+        pl__xkey *keys = malloc((size_t)v.n * sizeof *keys);
+        if (!keys) goto oom;
+        for (int i = 0; i < v.n; i++)
+            keys[i] =
+                (pl__xkey){plan->stages[v.a[i].to].order, plan->stages[v.a[i].from].order, v.a[i]};
+        qsort(keys, (size_t)v.n, sizeof *keys, pl__xkey_cmp);
+        for (int i = 0; i < v.n; i++)
+            v.a[i] = keys[i].x;
+        free(keys);
+    }
     /* One per (from, to): the smallest distance sorts first. */
     int m = 0;
     for (int i = 0; i < v.n; i++)
@@ -389,6 +404,12 @@ oom:
 
 pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
 {
+    return pl_plan_compile_with(spec, 0, 0, out, err);
+}
+
+pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, pl_plan **out,
+                               pl_error *err)
+{
     pl_status st = PL_OK;
     pl_graph g = {0};
     *out = NULL;
@@ -396,12 +417,22 @@ pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
         return pl_error_set(err, PL_ERUNTIME,
                             "error: pl_plan_compile needs a checked spec; call pl_spec_check "
                             "first");
+    if (batches < 0 || batches > PL_MAX_BATCHES)
+        return pl_error_set(err, PL_EINPUT,
+                            "error: batches is %lld; it must be 0 (the pipeline's run.batches) or "
+                            "between 1 and %lld",
+                            (long long)batches, (long long)PL_MAX_BATCHES);
+    if (depth < 0 || depth > PL_MAX_DEPTH)
+        return pl_error_set(err, PL_EINPUT,
+                            "error: depth is %d; it must be 0 (the pipeline's run.depth) or "
+                            "between 1 and %d",
+                            depth, PL_MAX_DEPTH);
     pl_plan *plan = calloc(1, sizeof *plan);
     if (!plan) return pl_error_set(err, PL_ENOMEM, "error: out of memory compiling the plan");
     int n = spec->n_stages;
     plan->spec = spec;
-    plan->depth = spec->run.depth;
-    plan->batches = spec->run.batches;
+    plan->depth = depth > 0 ? depth : spec->run.depth;
+    plan->batches = batches > 0 ? batches : spec->run.batches;
     plan->n_stages = n;
     PL_CHECK_GOTO(pl_graph_build(spec, &g, err), st, fail);
     if (g.n_order != n) {
@@ -422,7 +453,7 @@ pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
         ps->engine = spec->stages[s].kind->engine;
     }
     if (pl__reduce_preds(plan, &g) || pl__assign_streams(plan) || pl__place_events(plan) ||
-        pl__cross_batch(plan, spec, &g))
+        pl__cross_batch(plan, spec, &g) || pl_plan_segments(plan))
         goto oom;
     for (int b = 0; b < spec->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
@@ -534,6 +565,35 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
             fprintf(out, "runs in batch order\n");
             break;
         }
+    }
+
+    fprintf(out,
+            "\nsegments (device stages between host stages; one graph per segment and slot):\n");
+    if (!plan->n_segments) fprintf(out, "  none (host stages only)\n");
+    for (int k = -1; k < plan->n_segments; k++) {
+        if (k >= 0) {
+            const pl_segment *sg = &plan->segments[k];
+            fprintf(out, "  s%d:", k);
+            for (int i = 0; i < sg->n_stages; i++)
+                fprintf(out, "%s %s", i ? "," : "", spec->stages[sg->stages[i]].name);
+            for (int i = 0; i < sg->n_host_deps; i++)
+                fprintf(out, "%s %s", i ? "," : "; launched after",
+                        spec->stages[sg->host_deps[i]].name);
+            int nobs = 0;
+            for (int i = 0; i < sg->n_stages; i++)
+                if (plan->stages[sg->stages[i]].observe)
+                    fprintf(out, "%s %s", nobs++ ? "," : "; host sees",
+                            spec->stages[sg->stages[i]].name);
+            fputc('\n', out);
+        }
+        int nh = 0;
+        for (int i = 0; i < plan->n_stages; i++) {
+            int v = plan->order[i];
+            if (plan->stages[v].segment >= 0 || plan->stages[v].after != k) continue;
+            if (!nh++) fprintf(out, "  host, %s:", k < 0 ? "before any device work" : "then");
+            fprintf(out, "%s %s", nh > 1 ? "," : "", spec->stages[v].name);
+        }
+        if (nh) fputc('\n', out);
     }
 
     uint64_t d = (uint64_t)plan->depth;

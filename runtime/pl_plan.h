@@ -14,7 +14,12 @@
  * - Cross-batch dependencies (`xdeps`): stage `to` of batch i+distance waits for stage `from` of
  *   batch i. They make slot reuse safe (distance = depth: a slot's buffer is rewritten only after
  *   every access of the batch that last used it) and order writes of persistent buffers and
- *   ordered (sink) stages (distance 1). Redundant ones are removed. */
+ *   ordered (sink) stages (distance 1). Redundant ones are removed.
+ * - Segments (pl_plan_segments.c): the device stages of one batch, split where host stages sit
+ *   between them. A device stage's segment is the number of host stages on the longest chain of
+ *   host-after-device hand-offs before it; the GPU executor captures one graph per segment and
+ *   slot, launches segment k of a batch once the host stages it needs are done, and learns of
+ *   device completions from the end events the plan marks `observe`. */
 #ifndef PL_PLAN_H
 #define PL_PLAN_H
 
@@ -33,7 +38,28 @@ typedef struct pl_plan_stage {
     int *waits; /* events this stage's stream waits on before it runs (event indices) */
     int n_waits;
     int event; /* event recorded after this stage, or -1 */
+    /* Filled by pl_plan_segments: */
+    int segment; /* device stages: their device segment (0..n_segments-1); host stages: -1 */
+    int after;   /* host stages: the last segment of the batch they wait for (-1: none) */
+    int *xin;    /* indices into plan->xdeps whose `to` is this stage */
+    int n_xin;
+    int *seg_waits; /* device stages of the same segment this stage's stream waits for inside the
+                     * segment's graph (the plan's events, less those that launch order or host
+                     * hand-offs already imply) */
+    int n_seg_waits;
+    bool record_end; /* device: its end is recorded in every batch's graph (the host, a later
+                      * launch or a cross-batch dep waits for it, or it ends its segment) */
+    bool observe;    /* device: the host reads its completion back, one batch after another (a
+                      * host stage waits for it, or it is a leaf of its segment) */
 } pl_plan_stage;
+
+/* One device segment: what its per-slot graph holds and what its launch waits for. */
+typedef struct pl_segment {
+    int *stages; /* device stages, in plan order */
+    int n_stages;
+    int *host_deps; /* host stages whose batch-b completion segment b's launch needs */
+    int n_host_deps;
+} pl_segment;
 
 typedef struct pl_stream {
     char name[32]; /* "h2d", "d2h", "compute0", "host0", ... */
@@ -71,6 +97,8 @@ typedef struct pl_plan {
     int n_waits; /* total waits (cross-stream edges kept) */
     pl_xdep *xdeps;
     int n_xdeps;
+    pl_segment *segments; /* device segments of one batch, in launch order */
+    int n_segments;
     /* Memory: bytes for one slot of all per-batch buffers, and for persistent buffers. */
     uint64_t host_per_slot, device_per_slot;
     uint64_t host_persistent, device_persistent;
@@ -79,7 +107,16 @@ typedef struct pl_plan {
 /* Compiles a checked spec (pl_spec_check must have succeeded). depth/batches come from
  * spec->run. Deterministic: the same spec gives the same plan. */
 pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err);
+/* The same with spec->run's batches and depth replaced (0 keeps the spec's), without touching the
+ * spec: the spec is only read, so several threads may compile one spec at once. PL_EINPUT when
+ * batches is outside 0..PL_MAX_BATCHES or depth outside 0..PL_MAX_DEPTH. */
+pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, pl_plan **out,
+                               pl_error *err);
 void pl_plan_free(pl_plan *plan);
+/* Computes segments, `after`, `xin`, `seg_waits`, `record_end`, `observe` (called by
+ * pl_plan_compile; exposed for tests). Returns PL_ENOMEM on allocation failure. */
+pl_status pl_plan_segments(pl_plan *plan);
+void pl_plan_segments_free(pl_plan *plan);
 /* Human-readable listing (`pipectl plan`). Byte-identical for identical specs. */
 void pl_plan_dump(const pl_plan *plan, FILE *out);
 /* Graphviz DOT (`pipectl plan --dot`). */

@@ -45,6 +45,7 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
         }
         pl_status ps = kind->open(&rt->env, st, &rt->state[s], err);
         if (ps != PL_OK) {
+            pl_error_tag(err, st->name, -1); /* open's messages name the stage or the key */
             pl_stage_rt_close(rt, NULL, true, NULL, NULL);
             return ps;
         }
@@ -59,16 +60,16 @@ pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
     const pl_spec *spec = rt->plan->spec;
     const pl_stage *st = &spec->stages[stage];
     const pl_kind *kind = st->kind;
-    if (cfg && cfg->fail_stage == stage && cfg->fail_batch == batch)
-        return pl_error_set(err, PL_ERUNTIME,
-                            "error: stage '%s', batch %lld: injected failure (test hook "
-                            "fail_stage/fail_batch)",
-                            st->name, (long long)batch);
-    if (!kind->run_host)
-        return pl_error_set(err, PL_ERUNTIME,
-                            "error: stage '%s': kind '%s' cannot run on the host executor yet; "
-                            "use --executor gpu",
-                            st->name, kind->name);
+    if (cfg && cfg->fail_stage == stage && cfg->fail_batch == batch) {
+        pl_error_set(err, PL_ERUNTIME, "error: injected failure (test hook fail_stage/fail_batch)");
+        return pl_error_stage(err, st->name, batch);
+    }
+    if (!kind->run_host) {
+        pl_error_set(err, PL_ERUNTIME,
+                     "error: kind '%s' cannot run on the host executor yet; use --executor gpu",
+                     kind->name);
+        return pl_error_stage(err, st->name, -1);
+    }
     pl_stage_ctx ctx = {
         .spec = spec,
         .stage = st,
@@ -82,6 +83,9 @@ pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
     pl_nvtx_push(st->name, batch);
     pl_status ps = kind->run_host(&ctx, err);
     pl_nvtx_pop();
+    /* The hook says what failed; the record (and, unless the hook named it, the message) says
+     * where, the same on both executors. */
+    if (ps != PL_OK) pl_error_stage(err, st->name, batch);
     return ps;
 }
 
@@ -126,6 +130,7 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
                                        : PL_OK;
             if (cs != PL_OK && first == PL_OK) {
                 first = cs;
+                pl_error_tag(&cerr, st->name, -1);
                 if (err) *err = cerr;
             }
             if (out_of && out_of[s] >= 0) res->outputs[out_of[s]].finalized = cs == PL_OK;

@@ -21,13 +21,15 @@ int pl_default_workers(const pl_plan *plan);
 /* Fills rt->env (batches and depth from the plan, seed from the spec, `workers` host workers,
  * `gpu`: the GPU executor's device state, NULL on the host executor) and opens every stage in
  * plan order. On failure the stages already opened are closed (completed 0, failed) and
- * everything is freed; the error names the stage. */
+ * everything is freed; the error record names the stage (err->stage; the message is the kind's
+ * own). */
 pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
                            struct pl_gpu_ctx *gpu, pl_error *err);
 
 /* Runs stage `stage` of batch `batch` with run_host: ctx.worker = worker (0..env.workers-1; the
  * caller guarantees no two threads run hooks with the same worker at once), bufs = that slot's
- * buffer table. Wraps it in an NVTX range "<stage> #<batch>". When cfg->fail_stage/fail_batch
+ * buffer table. Wraps it in an NVTX range "<stage> #<batch>". A failure is attached to the stage
+ * and batch with pl_error_stage (so hooks need not name them). When cfg->fail_stage/fail_batch
  * match, fails instead with "stage 'x', batch N: injected failure" (PL_ERUNTIME). */
 pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
                                int64_t batch, int worker, void *const *bufs, pl_error *err);

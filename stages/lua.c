@@ -374,17 +374,19 @@ static pl_status pl__lua_run_host(pl_stage_ctx *ctx, pl_error *err)
 {
     pl__lua_run *r = ctx->state;
     if (!r || ctx->worker < 0 || ctx->worker >= r->n_workers)
-        return pl_error_set(
-            err, PL_ERUNTIME, "stage '%s', batch %lld: worker %d has no Lua state (%d were opened)",
-            ctx->stage->name, (long long)ctx->batch, ctx->worker, r ? r->n_workers : 0);
+        return pl_error_set(err, PL_ERUNTIME, "error: worker %d has no Lua state (%d were opened)",
+                            ctx->worker, r ? r->n_workers : 0);
     pl__lua_worker *w = &r->workers[ctx->worker];
     pl__batch_arg a = {r, w, ctx};
     char msg[PL_ERROR_MSG_MAX - 128];
     pl_status s = pl_lua_call(w->lx, pl__batch, &a, r->o->instructions, true, msg, sizeof msg);
     w->epoch++;
-    if (s != PL_OK)
-        return pl_error_set(err, PL_ELUA, "stage '%s', batch %lld: %s", ctx->stage->name,
-                            (long long)ctx->batch, msg);
+    if (s != PL_OK) {
+        /* Named here, not by the executor: the message is the Lua one, with no "error: ". */
+        pl_error_set(err, PL_ELUA, "stage '%s', batch %lld: %s", ctx->stage->name,
+                     (long long)ctx->batch, msg);
+        return pl_error_tag(err, ctx->stage->name, ctx->batch);
+    }
     return PL_OK;
 }
 

@@ -233,7 +233,7 @@ static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_
     if (!acc || (t != PL_F32 && !bp)) {
         free(acc);
         free(bp);
-        return pl_error_set(err, PL_ENOMEM, "error: stage '%s': out of memory in gemm", name);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory in gemm");
     }
     const float *Bf = B;
     if (bp) {
@@ -333,5 +333,5 @@ pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bu
     case PL_OP_COUNT:
         break;
     }
-    return pl_error_set(err, PL_ERUNTIME, "error: stage '%s': unknown op", st->name);
+    return pl_error_set(err, PL_ERUNTIME, "error: unknown op %d", (int)o->op);
 }

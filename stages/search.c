@@ -225,8 +225,7 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
     pl__hit *heaps = malloc((size_t)nt * (size_t)o->k * sizeof *heaps);
     pl_status ps = PL_OK;
     if (!jobs || !th || !heaps) {
-        ps = pl_error_set(err, PL_ENOMEM, "error: stage '%s', batch %lld: out of memory", st->name,
-                          (long long)ctx->batch);
+        ps = pl_error_set(err, PL_ENOMEM, "error: out of memory");
         goto done;
     }
     for (int64_t t = 0; t < nt; t++) {

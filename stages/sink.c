@@ -182,19 +182,17 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
     const void *data = ctx->bufs[st->reads[o->from].index];
     if (ctx->batch != s->written)
         return pl_error_set(err, PL_ERUNTIME,
-                            "error: stage '%s', batch %lld: sink got batch %lld out of order "
-                            "(expected %lld): an executor bug, please report it",
-                            st->name, (long long)ctx->batch, (long long)ctx->batch,
-                            (long long)s->written);
+                            "error: sink got batch %lld out of order (expected %lld): an executor "
+                            "bug, please report it",
+                            (long long)ctx->batch, (long long)s->written);
     if (s->fd >= 0 && pl__write_all(s->fd, data, (size_t)s->batch_bytes, 0, false) != PL_OK)
-        return pl_error_set(err, PL_EIO, "error: stage '%s', batch %lld: writing '%s' failed: %s",
-                            st->name, (long long)ctx->batch, s->partial, strerror(errno));
+        return pl_error_set(err, PL_EIO, "error: writing '%s' failed: %s", s->partial,
+                            strerror(errno));
     if (o->checksum) {
         if (s->written == s->cap_sums) {
             int64_t nc = s->cap_sums ? s->cap_sums * 2 : 64;
             uint64_t *ns = realloc(s->sums, (size_t)nc * sizeof *ns);
-            if (!ns)
-                return pl_error_set(err, PL_ENOMEM, "error: stage '%s': out of memory", st->name);
+            if (!ns) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
             s->sums = ns;
             s->cap_sums = nc;
         }

@@ -278,9 +278,7 @@ static pl_status pl__source_run(pl_stage_ctx *ctx, pl_error *err)
                 pread(s->fd, (char *)dst + got, (size_t)(b->bytes - got), (off_t)(off + got));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0)
-                return pl_error_set(err, PL_EIO,
-                                    "error: stage '%s', batch %lld: reading '%s' failed: %s",
-                                    st->name, (long long)ctx->batch, s->path,
+                return pl_error_set(err, PL_EIO, "error: reading '%s' failed: %s", s->path,
                                     r < 0 ? strerror(errno) : "the file got shorter");
             got += (uint64_t)r;
         }

@@ -182,6 +182,10 @@ int pl_cmd_run(int argc, char **argv)
         }
     }
 
+    char note[sizeof res.note];
+    cfg.executor = pl_exec_pick(plan, exec, note, sizeof note);
+    if (note[0]) fprintf(stderr, "%s\n", note); /* said before a long run, as it starts */
+
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = pl__on_sigint;

@@ -475,9 +475,10 @@ static int run_one(const char *dir, uint64_t seed, int idx, int *n_stages_out, b
     }
     pl_status st = pl_exec_host_run(plan, &cfg, &res, &err);
     if (*injected) {
+        /* The record says where (the fields), the message says what. */
         if (st != PL_ERUNTIME || !strstr(err.msg, "injected failure") ||
-            !strstr(err.msg, spec->stages[cfg.fail_stage].name) ||
-            res.batches_done > cfg.fail_batch) {
+            strcmp(err.stage, spec->stages[cfg.fail_stage].name) != 0 ||
+            err.batch != cfg.fail_batch || res.batches_done > cfg.fail_batch) {
             fprintf(stderr,
                     "DAG %d: injected failure at %s:%lld not reported right: status %d, "
                     "batches_done %lld: %s\n",

@@ -256,7 +256,7 @@ static void test_stop_and_json(void)
     pl_status st = run(s, &cfg, &res, &err);
     /* The stop may land before any batch or after some: either way EINTR and a consistent file. */
     CHECK_EQ_INT(st, PL_EINTR);
-    CHECK_STR(err.msg, "error: interrupted (Ctrl-C)");
+    CHECK(strncmp(err.msg, "error: interrupted after ", 25) == 0);
     size_t n = 0;
     char *got = slurp(out, &n);
     if (res.batches_done == 0 && res.outputs[0].batches == 0) CHECK(got && n == 3); /* untouched */

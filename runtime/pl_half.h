@@ -1,4 +1,5 @@
-/* pl_half: f16 (IEEE binary16) and bf16 (bfloat16) <-> f32 conversions, round to nearest even.
+/* pl_half: f16 and bf16 <-> f32 conversions (round to nearest even): a base utility below the
+ * stage kinds, shared by the ops, the Lua views and the generators.
  * Header-only so the host reference ops, the search stage, buffer init and tests share one exact
  * definition (the GPU's __float2half_rn / __float2bfloat16_rn give the same bits). NaN keeps its
  * sign and becomes a quiet NaN; values too large for f16 become infinity. */

@@ -1,0 +1,284 @@
+/* pl_gpu_capture: the GPU executor's CUDA objects (streams, events, fault marks), recording one
+ * device stage through its kind's `record` hook, and capturing each (ring entry, segment) as a
+ * graph; plain launches (--no-graph) record the same stages on shared streams. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_exec_gpu_int.h"
+#include "pl_gx.h"
+
+pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
+{
+    const pl_plan *p = gx->plan;
+    size_t nev = (size_t)gx->ring * (size_t)gx->nst;
+    gx->streams = calloc((size_t)p->n_streams, sizeof *gx->streams);
+    gx->launch = calloc((size_t)gx->depth, sizeof *gx->launch);
+    size_t nexec = (size_t)gx->ring * (size_t)(gx->nseg > 0 ? gx->nseg : 1);
+    gx->exec = calloc(nexec, sizeof *gx->exec);
+    gx->exec_timed = calloc(nexec, sizeof *gx->exec_timed);
+    gx->ev_start = calloc(nev, sizeof *gx->ev_start);
+    gx->ev_end = calloc(nev, sizeof *gx->ev_end);
+    gx->ev_sync = calloc(nev, sizeof *gx->ev_sync);
+    gx->ev_cap = calloc((size_t)gx->nst + 1, sizeof *gx->ev_cap);
+    gx->cap_src = calloc((size_t)gx->nst + 1, sizeof *gx->cap_src);
+    gx->ev_join = calloc((size_t)p->n_streams, sizeof *gx->ev_join);
+    if (!gx->streams || !gx->launch || !gx->exec || !gx->exec_timed || !gx->ev_start ||
+        !gx->ev_end || !gx->ev_sync || !gx->ev_cap || !gx->cap_src || !gx->ev_join)
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory creating CUDA objects");
+    for (int k = 0; k < p->n_streams; k++) {
+        if (p->streams[k].engine == PL_ENGINE_HOST) continue;
+        PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->streams[k], cudaStreamNonBlocking), NULL,
+                         -1, err));
+        PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_join[k], cudaEventDisableTiming), NULL,
+                         -1, err));
+    }
+    for (int s = 0; s < gx->depth; s++)
+        PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->launch[s], cudaStreamNonBlocking), NULL, -1,
+                         err));
+    for (int st = 0; st < gx->nst; st++) {
+        const pl_plan_stage *ps = &p->stages[st];
+        for (int j = 0; j < ps->n_seg_waits; j++)
+            gx->cap_src[ps->seg_waits[j]] = true;
+    }
+    for (int st = 0; st < gx->nst; st++) {
+        if (p->stages[st].segment < 0) continue;
+        PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_cap[st], cudaEventDisableTiming), NULL,
+                         -1, err));
+        for (int r = 0; r < gx->ring; r++) {
+            size_t k = (size_t)r * gx->nst + st;
+            /* Timing enabled (unless timing is off): these give the device stages' spans. */
+            unsigned fl = gx->timing >= 0 ? cudaEventDefault : cudaEventDisableTiming;
+            PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_start[k], fl), NULL, -1, err));
+            PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_end[k], fl), NULL, -1, err));
+            if (gx->graphs)
+                PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_sync[k], cudaEventDisableTiming),
+                                 NULL, -1, err));
+        }
+    }
+    PL_CHECK(
+        PL_CUDA(cudaEventCreateWithFlags(&gx->ev_fork, cudaEventDisableTiming), NULL, -1, err));
+    gx->created_fork = true;
+    PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_t0), NULL, -1, err));
+    gx->created_t0 = true;
+
+    /* Fault marks and trigger: pinned, mapped host words the device writes and the host reads
+     * after a fault (they stay readable when the context is lost). */
+    void *m = NULL;
+    PL_CHECK(PL_CUDA(cudaHostAlloc(&m, sizeof(uint32_t) * (nev + 1), cudaHostAllocMapped), NULL, -1,
+                     err));
+    memset(m, 0, sizeof(uint32_t) * (nev + 1));
+    gx->marks = m;
+    void *md = NULL;
+    PL_CHECK(PL_CUDA(cudaHostGetDevicePointer(&md, m, 0), NULL, -1, err));
+    gx->marks_dev = (CUdeviceptr)(uintptr_t)md;
+    gx->trigger = gx->marks + nev;
+    gx->trigger_dev = (char *)md + sizeof(uint32_t) * nev;
+    return PL_OK;
+}
+
+/* Per-stage completion marks, written by the stream front end (cuStreamWriteValue32) after each
+ * device stage. After a kernel fault every CUDA call returns the sticky error, so events cannot
+ * say which stage of which batch was running; the marks can. Off unless PIPECTL_FAULT_MARKS=1:
+ * measured on the H200 (docs/perf.md), memory-operation nodes in the per-slot graphs stopped
+ * the slots' copies from overlapping (47% of the bound instead of 83% at depth 3 and 4, 64 MiB
+ * batches) and cost ~2 us per stage on small batches. Without them the fault is pinned on the
+ * first kernel not seen to finish (pl__locate_fault). */
+void pl_gx_probe_marks(pl_gx *gx)
+{
+    const char *env = getenv("PIPECTL_FAULT_MARKS");
+    if (!env || strcmp(env, "1") != 0) return;
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn)
+        return;
+    pl_gx_write_value_fn wv = (pl_gx_write_value_fn)fn;
+    cudaStream_t s = gx->launch[0];
+    /* Can it be captured? Try on a throwaway graph. */
+    cudaGraph_t g = NULL;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return;
+    CUresult r = wv((CUstream)s, gx->marks_dev, 0, 0);
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    if (g) cudaGraphDestroy(g);
+    if (r != CUDA_SUCCESS || e != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    gx->write_value = wv;
+}
+
+/* --- recording the device stages of one batch ------------------------------------------------- */
+
+/* Records device stage st of one batch on stream s: the work, and its events. `timed`: a start
+ * and an end event with timestamps around it (timed graphs, plain launches unless timing is
+ * off); otherwise the end event only where the host or a later launch waits for it (lean graphs;
+ * plain launches always record it, their waits use it). */
+pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, cudaStream_t s,
+                             bool capturing, bool timed, pl_error *err)
+{
+    const pl_spec *spec = gx->spec;
+    const pl_stage *stg = &spec->stages[st];
+    const char *name = stg->name;
+    size_t k = (size_t)r * gx->nst + st;
+    /* Inside a capture, External makes these real event-record nodes that the host can wait on
+     * (and that keep their timestamps); outside, it is a plain record. */
+    unsigned fl = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
+    if (timed)
+        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
+    void *const *hb = pl_buffers_slot(gx->hbufs, slot);
+    void *const *db = pl_buffers_slot(gx->dbufs, slot);
+    pl_dev_ctx dc = {
+        .spec = spec,
+        .stage = stg,
+        .env = &gx->rt.env,
+        .batch = batch,
+        .slot = slot,
+        .host_bufs = hb,
+        .dev_bufs = db,
+        .stream = (void *)s,
+        .state = gx->rt.state ? gx->rt.state[st] : NULL,
+    };
+    if (!stg->kind->record)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "stage '%s': kind %s has no GPU recording (internal error)", name,
+                            stg->kind->name);
+    PL_CHECK(stg->kind->record(&dc, err));
+    if (st == gx->fail_dev_stage &&
+        (capturing ? r == (int)(gx->cfg->fail_batch % gx->ring) : batch == gx->cfg->fail_batch))
+        PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
+    if (timed || !capturing || gx->plan->stages[st].record_end) {
+        cudaEvent_t end = capturing && !timed ? gx->ev_sync[k] : gx->ev_end[k];
+        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(end, s, fl), name, batch, err));
+    }
+    if (gx->write_value) {
+        CUresult cr = gx->write_value((CUstream)s, gx->marks_dev + sizeof(uint32_t) * k, 1, 0);
+        if (cr != CUDA_SUCCESS)
+            return pl_error_set(err, PL_ECUDA,
+                                "stage '%s': cuStreamWriteValue32 failed (CUresult %d); set "
+                                "PIPECTL_FAULT_MARKS=0 to run without fault marks",
+                                name, (int)cr);
+    }
+    return PL_OK;
+}
+
+pl_status pl_gx_record_cap_waits(pl_gx *gx, int st, cudaStream_t s, pl_error *err)
+{
+    const pl_plan_stage *ps = &gx->plan->stages[st];
+    for (int j = 0; j < ps->n_seg_waits; j++)
+        PL_CHECK(PL_CUDA(cudaStreamWaitEvent(s, gx->ev_cap[ps->seg_waits[j]], 0),
+                         pl_gx_sname(gx, st), -1, err));
+    return PL_OK;
+}
+
+/* Plain launches: the plan's waits on device stages of the same batch (issued before, on their
+ * streams; a host stage in between finished before this segment was issued). */
+static pl_status pl__record_plain_waits(pl_gx *gx, int st, cudaStream_t s, int r, int64_t batch,
+                                        pl_error *err)
+{
+    const pl_plan_stage *ps = &gx->plan->stages[st];
+    for (int j = 0; j < ps->n_waits; j++) {
+        int src = gx->plan->events[ps->waits[j]].src;
+        if (gx->plan->stages[src].segment < 0) continue;
+        cudaEvent_t e = gx->ev_end[(size_t)r * gx->nst + src];
+        PL_CHECK(PL_CUDA(cudaStreamWaitEvent(s, e, 0), pl_gx_sname(gx, st), batch, err));
+    }
+    return PL_OK;
+}
+
+/* Captures the graph of ring entry r (batches b with b % ring == r: buffers of slot r % depth,
+ * event set r, launched on the slot's stream). ThreadLocal capture mode: while this thread
+ * captures, other threads of the process (a bench harness, an embedding application, CUDA
+ * libraries' helper threads) may make CUDA calls that are illegal during a Global capture
+ * (cudaMalloc, synchronous copies, event queries); ThreadLocal only forbids them on the
+ * capturing thread, which makes none. Relaxed would also allow them here, but would hide our own
+ * mistakes. */
+pl_status pl_gx_capture(pl_gx *gx, int r, int seg, bool timed, cudaGraphExec_t *exec, pl_error *err)
+{
+    int slot = r % gx->depth;
+    const pl_plan *p = gx->plan;
+    cudaStream_t origin = gx->launch[slot];
+    cudaGraph_t graph = NULL;
+    pl_status st = PL_OK;
+    int cur = -1; /* stage being recorded, for the message */
+    PL_CHECK(
+        PL_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal), NULL, -1, err));
+    PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_fork, origin), NULL, -1, err), st, fail);
+    for (int k = 0; k < p->n_streams; k++)
+        if (gx->streams[k])
+            PL_CHECK_GOTO(
+                PL_CUDA(cudaStreamWaitEvent(gx->streams[k], gx->ev_fork, 0), NULL, -1, err), st,
+                fail);
+    const pl_segment *sg = &p->segments[seg];
+    for (int i = 0; i < sg->n_stages; i++) {
+        cur = sg->stages[i];
+        cudaStream_t s = gx->streams[p->stages[cur].stream];
+        PL_CHECK_GOTO(pl_gx_record_cap_waits(gx, cur, s, err), st, fail);
+        PL_CHECK_GOTO(pl_gx_record_stage(gx, cur, slot, r, -1, s, true, timed, err), st, fail);
+        if (gx->cap_src[cur])
+            PL_CHECK_GOTO(
+                PL_CUDA(cudaEventRecord(gx->ev_cap[cur], s), pl_gx_sname(gx, cur), -1, err), st,
+                fail);
+        enum cudaStreamCaptureStatus cs;
+        PL_CHECK_GOTO(PL_CUDA(cudaStreamIsCapturing(origin, &cs), pl_gx_sname(gx, cur), -1, err),
+                      st, fail);
+        if (cs != cudaStreamCaptureStatusActive) {
+            st = pl_error_set(err, PL_ECUDA,
+                              "stage '%s': recording it broke the CUDA graph capture of slot %d, "
+                              "segment %d (capture status %d); run with --no-graph to see the "
+                              "failing call",
+                              pl_gx_sname(gx, cur), slot, seg, (int)cs);
+            goto fail;
+        }
+    }
+    cur = -1;
+    for (int k = 0; k < p->n_streams; k++)
+        if (gx->streams[k]) {
+            PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_join[k], gx->streams[k]), NULL, -1, err),
+                          st, fail);
+            PL_CHECK_GOTO(PL_CUDA(cudaStreamWaitEvent(origin, gx->ev_join[k], 0), NULL, -1, err),
+                          st, fail);
+        }
+    st = PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err);
+    if (st != PL_OK)
+        return pl_error_prefix(err, "capturing the graph of slot %d, segment %d", slot, seg);
+    st = PL_CUDA(cudaGraphInstantiate(exec, graph, 0), NULL, -1, err);
+    cudaGraphDestroy(graph);
+    if (st != PL_OK)
+        return pl_error_prefix(err, "instantiating the graph of slot %d, segment %d", slot, seg);
+    return PL_CUDA(cudaGraphUpload(*exec, origin), NULL, -1, err);
+fail:
+    if (cur >= 0 && err && !err->stage[0]) {
+        pl_error_prefix(err, "stage '%s' (capturing slot %d)", pl_gx_sname(gx, cur), slot);
+        pl_error_tag(err, pl_gx_sname(gx, cur), -1);
+    }
+    cudaStreamEndCapture(origin, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    return st;
+}
+
+pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err)
+{
+    const pl_plan *p = gx->plan;
+    int slot = (int)(b % gx->depth), r = (int)(b % gx->ring);
+    const pl_segment *sg = &p->segments[k];
+    for (int i = 0; i < sg->n_stages; i++) {
+        int st = sg->stages[i];
+        const pl_plan_stage *ps = &p->stages[st];
+        cudaStream_t s = gx->streams[ps->stream];
+        /* Cross-batch deps between device stages: the streams are shared by all batches, so
+         * every distance needs its wait (the event ring is longer than any distance). */
+        for (int j = 0; j < ps->n_xin; j++) {
+            const pl_xdep *x = &p->xdeps[ps->xin[j]];
+            if (p->stages[x->from].segment < 0 || b - x->distance < 0) continue;
+            size_t e = (size_t)((b - x->distance) % gx->ring) * gx->nst + x->from;
+            PL_CHECK(
+                PL_CUDA(cudaStreamWaitEvent(s, gx->ev_end[e], 0), pl_gx_sname(gx, st), b, err));
+        }
+        PL_CHECK(pl__record_plain_waits(gx, st, s, r, b, err));
+        PL_CHECK(pl_gx_record_stage(gx, st, slot, r, b, s, false, gx->timing >= 0, err));
+    }
+    return PL_OK;
+}

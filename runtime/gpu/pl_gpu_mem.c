@@ -1,0 +1,104 @@
+/* pl_gpu_mem: the GPU executor's memory: pinned host and device buffers, allocated once per run
+ * (captured copy nodes bake addresses in, so buffers never move), and their initial contents. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_gx.h"
+
+static void *pl__pinned_alloc(void *user, const pl_buffer *b, uint64_t bytes, pl_error *err)
+{
+    (void)user;
+    if (b->where != PL_HOST) return (void *)1; /* placeholder, replaced by NULL below */
+    void *p = NULL;
+    if (PL_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), NULL, -1, err) != PL_OK) {
+        pl_error_prefix(err, "buffer '%s' (%llu bytes of pinned host memory)", b->name,
+                        (unsigned long long)bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void pl__pinned_free(void *user, const pl_buffer *b, void *p)
+{
+    (void)user;
+    if (b->where == PL_HOST && p) cudaFreeHost(p);
+}
+
+static void *pl__device_alloc(void *user, const pl_buffer *b, uint64_t bytes, pl_error *err)
+{
+    (void)user;
+    if (b->where != PL_DEVICE) return (void *)1;
+    void *p = NULL;
+    if (PL_CUDA(cudaMalloc(&p, bytes), NULL, -1, err) != PL_OK) {
+        pl_error_prefix(err, "buffer '%s' (%llu bytes of device memory)", b->name,
+                        (unsigned long long)bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void pl__device_free(void *user, const pl_buffer *b, void *p)
+{
+    (void)user;
+    if (b->where == PL_DEVICE && p) cudaFree(p);
+}
+
+/* Allocates every buffer once for the whole run (captured copy nodes bake addresses in, so
+ * buffers never move) and writes their initial contents; pageable memory is used only here, for
+ * the staging copy of device buffers' initial contents. */
+pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err)
+{
+    const pl_spec *spec = gx->spec;
+    pl_allocator ha = {pl__pinned_alloc, pl__pinned_free, NULL};
+    pl_allocator da = {pl__device_alloc, pl__device_free, NULL};
+    pl_status st = pl_buffers_new(spec, gx->depth, &ha, false, 0, &gx->hbufs, err);
+    if (st != PL_OK) return st;
+    st = pl_buffers_new(spec, gx->depth, &da, false, 0, &gx->dbufs, err);
+    if (st != PL_OK) return st;
+    /* The allocators return a placeholder for buffers of the other side: make those NULL, so
+     * stages see NULL for device buffers (pl_stage_ctx contract) and frees skip them. */
+    for (int s = 0; s < gx->depth; s++)
+        for (int i = 0; i < gx->nbuf; i++) {
+            size_t k = (size_t)s * (size_t)gx->nbuf + (size_t)i;
+            if (spec->buffers[i].where == PL_HOST)
+                gx->dbufs->ptr[k] = NULL;
+            else
+                gx->hbufs->ptr[k] = NULL;
+        }
+    void *staging = NULL;
+    uint64_t staging_bytes = 0;
+    for (int i = 0; i < gx->nbuf && st == PL_OK; i++) {
+        const pl_buffer *b = &spec->buffers[i];
+        int slots = b->persistent ? 1 : gx->depth;
+        if (b->where == PL_HOST) {
+            for (int s = 0; s < slots && st == PL_OK; s++)
+                st = pl_buffer_init_contents(spec, b, spec->run.seed,
+                                             gx->hbufs->ptr[(size_t)s * gx->nbuf + i], err);
+            continue;
+        }
+        if (b->init == PL_INIT_NONE || b->init == PL_INIT_ZEROS) {
+            for (int s = 0; s < slots && st == PL_OK; s++)
+                st = PL_CUDA(cudaMemset(gx->dbufs->ptr[(size_t)s * gx->nbuf + i], 0, b->bytes),
+                             NULL, -1, err);
+            continue;
+        }
+        if (b->bytes > staging_bytes) {
+            free(staging);
+            staging = malloc(b->bytes);
+            staging_bytes = staging ? b->bytes : 0;
+            if (!staging) {
+                st = pl_error_set(err, PL_ENOMEM, "error: out of memory initialising buffer '%s'",
+                                  b->name);
+                break;
+            }
+        }
+        st = pl_buffer_init_contents(spec, b, spec->run.seed, staging, err);
+        for (int s = 0; s < slots && st == PL_OK; s++)
+            st = PL_CUDA(cudaMemcpy(gx->dbufs->ptr[(size_t)s * gx->nbuf + i], staging, b->bytes,
+                                    cudaMemcpyHostToDevice),
+                         NULL, -1, err);
+    }
+    free(staging);
+    if (st == PL_OK) st = PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err); /* setup only */
+    return st;
+}

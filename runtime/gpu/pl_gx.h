@@ -1,0 +1,118 @@
+/* pl_gx: the GPU executor's run state, shared by its files, one job each:
+ *   pl_gpu_mem.c       device and pinned host memory, initial contents
+ *   pl_gpu_capture.c   CUDA objects, recording a stage, capturing segment graphs per slot
+ *   pl_gpu_launch.c    the issuing loop: launch conditions, run-ahead, plain launches
+ *   pl_gpu_complete.c  read-back of device completions, timings, fault location
+ *   pl_exec_gpu.c      setup, teardown, the run, the bench entry points
+ * Everything it needs to know about the pipeline comes from the plan (segments, launch deps,
+ * observed and recorded ends, cross-batch deps); host stages run on the shared host scheduler
+ * (runtime/pl_sched.c), whose mutex also guards the fields marked "mu" below.
+ *
+ * Graphs: one per (ring entry, segment), lean (only the end events the host or a later launch
+ * waits for) and timed (start and end events around every device stage, launched on sampled
+ * batches). Ring entries b % ring: with graphs ring = 2 x depth (run-ahead: batch b + depth is
+ * queued behind batch b on the slot's launch stream before b is read back), buffers per slot
+ * b % depth; plain launches use ring = depth + 1 so a wait always names the exact batch. */
+#ifndef PL_GX_H
+#define PL_GX_H
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "pl_buffers.h"
+#include "pl_exec.h"
+#include "pl_gpu.h"
+#include "pl_sched.h"
+#include "pl_stage_rt.h"
+
+typedef CUresult (*pl_gx_write_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+typedef struct pl_gx {
+    const pl_plan *plan;
+    const pl_spec *spec;
+    const pl_run_cfg *cfg;
+    int depth, ring, nst, nbuf, nseg;
+    int64_t batches;
+    bool graphs;
+    int device;
+
+    pl_buffers *hbufs; /* host buffers (pinned); device entries NULL */
+    pl_buffers *dbufs; /* device buffers (cudaMalloc); host entries NULL */
+    pl_stage_rt rt;    /* rt.env is valid (spec, gpu) even when stages are not opened */
+    bool rt_open;
+    pl_gpu_ctx *gctx;
+    pl_sched sched; /* host stages, completion counters, the mutex */
+    bool sched_init;
+
+    cudaStream_t *streams;       /* [plan stream]: capture streams (graphs) or issue streams */
+    cudaStream_t *launch;        /* [slot]: each slot's graphs launch on its own stream */
+    cudaGraphExec_t *exec;       /* [r * nseg + k]: lean graphs (NULL when every batch is timed) */
+    cudaGraphExec_t *exec_timed; /* [r * nseg + k]: timed graphs (NULL when timing is off) */
+    cudaEvent_t *ev_start;       /* [r * nst + stage]: timing, recorded before the stage */
+    cudaEvent_t *ev_end;         /* [r * nst + stage]: timing and completion (timed, plain) */
+    cudaEvent_t *ev_sync;        /* [r * nst + stage]: completion only, in lean graphs */
+    cudaEvent_t *ev_cap;         /* [stage]: cross-stream edges inside a capture */
+    bool *cap_src;               /* [stage]: some stage of its segment waits on it in a capture */
+    cudaEvent_t *ev_join;        /* [plan stream] */
+    cudaEvent_t ev_fork, ev_t0;
+    bool created_t0, created_fork;
+    uint32_t *marks; /* host-mapped [ring * nst]: 1 once the stage finished its batch */
+    CUdeviceptr marks_dev;
+    pl_gx_write_value_fn write_value; /* cuStreamWriteValue32, NULL unless fault marks are on */
+    uint32_t *trigger;                /* host-mapped fault-injection word */
+    void *trigger_dev;
+    int fail_dev_stage; /* device stage with injected fault, -1 if none */
+    int timing;         /* timing period: 0 every batch, -1 never, N: one batch in N */
+
+    /* Launch and read-back state: written by the issuing thread; read by others under mu. */
+    int64_t *launched; /* [segment]: batches whose segment is issued (in batch order); mu */
+    int64_t *mon_b;    /* [segment]: the batch being read back */
+    int *mon_i;        /* [segment]: its next stage to read back, index into the segment */
+    int *mon_conf;     /* [segment]: stages before this index are known finished */
+    int64_t monitored; /* batches read back in every segment; mu */
+    int64_t reported;  /* batches passed to cfg->on_batch */
+    bool stopped;      /* cfg->stop seen */
+    bool has_late_err; /* an issue-side error, used when the read-back finds nothing better */
+    pl_status late_status;
+    pl_error late_err;
+
+    pl_span *spans;                      /* [batch * nst + stage] */
+    int64_t t_start;                     /* CLOCK_MONOTONIC at run start */
+    int64_t t_first_launch, t_last_done; /* CLOCK_MONOTONIC: first issue, last read-back (bench) */
+} pl_gx;
+
+static inline const char *pl_gx_sname(const pl_gx *gx, int st)
+{
+    return gx->spec->stages[st].name;
+}
+
+/* Is batch b launched with the timed graphs (or timed plain launches)? */
+bool pl_gx_batch_timed(const pl_gx *gx, int64_t b);
+/* The event that says device stage st of batch b finished (the set batch b's launch records). */
+cudaEvent_t pl_gx_end_event(const pl_gx *gx, int64_t b, int st);
+
+/* pl_gpu_mem.c */
+pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err);
+
+/* pl_gpu_capture.c */
+pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err);
+void pl_gx_probe_marks(pl_gx *gx);
+/* Records device stage st of one batch (slot, ring entry r) on s; batch -1 while capturing. */
+pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, cudaStream_t s,
+                             bool capturing, bool timed, pl_error *err);
+/* The in-capture waits of stage st (its segment's device preds on other streams). */
+pl_status pl_gx_record_cap_waits(pl_gx *gx, int st, cudaStream_t s, pl_error *err);
+/* Captures, instantiates and uploads the graph of ring entry r, segment k. */
+pl_status pl_gx_capture(pl_gx *gx, int r, int k, bool timed, cudaGraphExec_t *exec, pl_error *err);
+/* --no-graph: segment k of batch b on the shared streams. */
+pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err);
+
+/* pl_gpu_launch.c */
+void pl_gx_issue_loop(pl_gx *gx);
+
+/* pl_gpu_complete.c */
+/* Reads back what it can of segment k's pending batch; `block` waits for the next end event.
+ * Returns true when something advanced. Caller does not hold mu. */
+bool pl_gx_monitor_step(pl_gx *gx, int k, bool block);
+
+#endif

@@ -1,0 +1,298 @@
+/* pl_sched: the shared host scheduler (see pl_sched.h): stream cursors, a ready queue, a bounded
+ * worker pool, completion counters, and drain on failure. */
+#include "pl_sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t pl_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+bool pl_sched_ready(const pl_sched *s, int stage, int64_t b)
+{
+    const pl_plan_stage *ps = &s->plan->stages[stage];
+    for (int i = 0; i < ps->n_preds; i++)
+        if (s->done[ps->preds[i]] < b + 1) return false;
+    for (int i = 0; i < ps->n_xin; i++) {
+        const pl_xdep *x = &s->plan->xdeps[ps->xin[i]];
+        if (b - x->distance >= 0 && s->done[x->from] < b - x->distance + 1) return false;
+    }
+    return true;
+}
+
+/* Queues stream k if it is owned, idle and its next stage can start. */
+static void pl__recheck(pl_sched *s, int k)
+{
+    if (!s->owned[k] || s->queued[k] || s->running[k] || s->cur_b[k] >= s->limit) return;
+    int stage = s->plan->streams[k].stages[s->cur[k]];
+    if (!pl_sched_ready(s, stage, s->cur_b[k])) return;
+    int n = s->plan->n_streams;
+    s->queue[(s->q_head + s->q_len) % n] = k;
+    s->q_len++;
+    s->queued[k] = true;
+    pthread_cond_signal(&s->work);
+}
+
+static void pl__recheck_deps(pl_sched *s, int stage)
+{
+    for (int i = 0; i < s->n_dep_streams[stage]; i++)
+        pl__recheck(s, s->dep_streams[stage][i]);
+}
+
+static void pl__count_live(pl_sched *s)
+{
+    s->n_live = 0;
+    for (int k = 0; k < s->plan->n_streams; k++) {
+        s->live[k] = s->owned[k] && s->plan->streams[k].n_stages > 0 && s->cur_b[k] < s->limit;
+        s->n_live += s->live[k];
+    }
+    if (s->n_live == 0) pthread_cond_broadcast(&s->work);
+}
+
+void pl_sched_set_done(pl_sched *s, int stage, int64_t count)
+{
+    if (count <= s->done[stage]) return;
+    s->done[stage] = count;
+    pl__recheck_deps(s, stage);
+    pthread_cond_broadcast(&s->progress);
+}
+
+void pl_sched_set_limit(pl_sched *s, int64_t limit)
+{
+    if (limit >= s->limit) return;
+    s->limit = limit < 0 ? 0 : limit;
+    pl__count_live(s);
+    pthread_cond_broadcast(&s->progress);
+}
+
+void pl_sched_fail(pl_sched *s, int64_t batch, pl_status st, const pl_error *e)
+{
+    if (!s->failed || batch < s->err_batch) {
+        s->status = st;
+        if (e) s->err = *e;
+        s->err_batch = batch;
+    }
+    s->failed = true;
+    pl_sched_set_limit(s, batch);
+    pthread_cond_broadcast(&s->progress);
+}
+
+void pl_sched_abort(pl_sched *s)
+{
+    s->abort = true;
+    pthread_cond_broadcast(&s->work);
+    pthread_cond_broadcast(&s->progress);
+}
+
+int64_t pl_sched_batches_done(const pl_sched *s)
+{
+    int64_t m = s->plan->batches;
+    for (int i = 0; i < s->n_stages; i++)
+        if (s->done[i] < m) m = s->done[i];
+    return m;
+}
+
+bool pl_sched_idle(const pl_sched *s)
+{
+    return s->n_running == 0;
+}
+
+typedef struct pl__worker_arg {
+    pl_sched *s;
+    int worker;
+} pl__worker_arg;
+
+static void *pl__worker_main(void *p)
+{
+    pl__worker_arg *a = p;
+    pl_sched *s = a->s;
+    const pl_plan *plan = s->plan;
+    int nstr = plan->n_streams;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->abort && s->q_len == 0 && s->n_live > 0)
+            pthread_cond_wait(&s->work, &s->mu);
+        if (s->abort || (s->q_len == 0 && s->n_live == 0)) break;
+        int k = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % nstr;
+        s->q_len--;
+        s->queued[k] = false;
+        int64_t b = s->cur_b[k];
+        if (b >= s->limit) continue; /* the limit fell after it was queued */
+        int stage = plan->streams[k].stages[s->cur[k]];
+        s->running[k] = true;
+        if (b + 1 > s->started) s->started = b + 1;
+        pthread_mutex_unlock(&s->mu);
+
+        /* No lock held while the stage runs: stages on other streams run at the same time. */
+        pl_error e;
+        pl_error_clear(&e);
+        int64_t t_start = pl_now_ns() - s->t0_ns;
+        pl_status st = pl_stage_rt_run_host(s->rt, s->cfg, stage, b, a->worker,
+                                            pl_buffers_slot(s->bufs, (int)(b % plan->depth)), &e);
+        int64_t t_end = pl_now_ns() - s->t0_ns;
+
+        pthread_mutex_lock(&s->mu);
+        s->running[k] = false;
+        if (st != PL_OK) {
+            /* pl_stage_rt_run_host attached the stage and batch to the record. */
+            pl_sched_fail(s, b, st, &e); /* the stream stays at (stage, b) >= limit: it is done */
+            continue;
+        }
+        if (s->spans) s->spans[b * s->n_stages + stage] = (pl_span){t_start, t_end};
+        if (++s->cur[k] == plan->streams[k].n_stages) {
+            s->cur[k] = 0;
+            s->cur_b[k]++;
+        }
+        if (s->live[k] && s->cur_b[k] >= s->limit) {
+            s->live[k] = false;
+            if (--s->n_live == 0) pthread_cond_broadcast(&s->work);
+        }
+        s->done[stage] = b + 1;
+        pl__recheck(s, k);
+        pl__recheck_deps(s, stage);
+        pthread_cond_broadcast(&s->progress);
+    }
+    s->n_running--;
+    pthread_cond_broadcast(&s->progress);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
+                        const pl_stage_rt *rt, pl_buffers *bufs, const bool *owned, int workers,
+                        pl_span *spans, pl_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->plan = plan;
+    s->cfg = cfg;
+    s->rt = rt;
+    s->bufs = bufs;
+    s->spans = spans;
+    s->n_stages = plan->n_stages;
+    s->n_workers = workers > 0 ? workers : 1;
+    s->limit = plan->batches;
+    int n = plan->n_stages, nstr = plan->n_streams;
+    size_t ns = (size_t)(n > 0 ? n : 1), nk = (size_t)(nstr > 0 ? nstr : 1);
+    s->done = calloc(ns, sizeof *s->done);
+    s->owned = calloc(nk, sizeof *s->owned);
+    s->cur = calloc(nk, sizeof *s->cur);
+    s->cur_b = calloc(nk, sizeof *s->cur_b);
+    s->queued = calloc(nk, sizeof *s->queued);
+    s->running = calloc(nk, sizeof *s->running);
+    s->live = calloc(nk, sizeof *s->live);
+    s->queue = calloc(nk, sizeof *s->queue);
+    s->dep_streams = calloc(ns, sizeof *s->dep_streams);
+    s->n_dep_streams = calloc(ns, sizeof *s->n_dep_streams);
+    s->threads = calloc((size_t)s->n_workers, sizeof *s->threads);
+    if (!s->done || !s->owned || !s->cur || !s->cur_b || !s->queued || !s->running || !s->live ||
+        !s->queue || !s->dep_streams || !s->n_dep_streams || !s->threads)
+        goto oom;
+    for (int k = 0; k < nstr; k++)
+        s->owned[k] = owned ? owned[k] : true;
+    /* Who waits on whom: for each stage, the streams of the stages that wait for it (its
+     * intra-batch successors, the `to` of its cross-batch deps). A repeat of the last entry is
+     * skipped; other repeats are harmless (a queued stream is not queued twice). */
+    int *cnt = calloc(ns, sizeof *cnt);
+    if (!cnt) goto oom;
+    for (int v = 0; v < n; v++) {
+        const pl_plan_stage *ps = &plan->stages[v];
+        for (int i = 0; i < ps->n_preds; i++)
+            cnt[ps->preds[i]]++;
+        for (int i = 0; i < ps->n_xin; i++)
+            cnt[plan->xdeps[ps->xin[i]].from]++;
+    }
+    bool ok = true;
+    for (int v = 0; v < n && ok; v++)
+        ok = (s->dep_streams[v] = malloc(((size_t)cnt[v] + 1) * sizeof(int))) != NULL;
+    free(cnt);
+    if (!ok) goto oom;
+    for (int v = 0; v < n; v++) {
+        const pl_plan_stage *ps = &plan->stages[v];
+        for (int i = 0; i < ps->n_preds + ps->n_xin; i++) {
+            int u = i < ps->n_preds ? ps->preds[i] : plan->xdeps[ps->xin[i - ps->n_preds]].from;
+            int m = s->n_dep_streams[u];
+            if (m == 0 || s->dep_streams[u][m - 1] != ps->stream)
+                s->dep_streams[u][s->n_dep_streams[u]++] = ps->stream;
+        }
+    }
+    pthread_condattr_t ca;
+    if (pthread_mutex_init(&s->mu, NULL) != 0 || pthread_condattr_init(&ca) != 0)
+        return pl_error_set(err, PL_ERUNTIME, "error: cannot create a mutex");
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&s->work, &ca) | pthread_cond_init(&s->progress, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) return pl_error_set(err, PL_ERUNTIME, "error: cannot create a condition variable");
+    s->init = true;
+    pl__count_live(s);
+    return PL_OK;
+oom:
+    return pl_error_set(err, PL_ENOMEM, "error: out of memory preparing the host scheduler");
+}
+
+void pl_sched_start(pl_sched *s, int64_t t0_ns)
+{
+    s->t0_ns = t0_ns;
+    pthread_mutex_lock(&s->mu);
+    for (int k = 0; k < s->plan->n_streams; k++)
+        if (s->plan->streams[k].n_stages > 0) pl__recheck(s, k);
+    pl__worker_arg *args = calloc((size_t)s->n_workers, sizeof *args);
+    if (!args) {
+        pl_error e;
+        pl_error_set(&e, PL_ENOMEM, "error: out of memory starting host workers");
+        pl_sched_fail(s, 0, PL_ENOMEM, &e);
+    }
+    for (int i = 0; args && i < s->n_workers; i++) {
+        args[i] = (pl__worker_arg){s, i};
+        s->n_running++;
+        if (pthread_create(&s->threads[i], NULL, pl__worker_main, &args[i]) != 0) {
+            s->n_running--;
+            if (i == 0) {
+                pl_error e;
+                pl_error_set(&e, PL_ERUNTIME, "error: cannot start a host worker thread");
+                pl_sched_fail(s, 0, PL_ERUNTIME, &e);
+            }
+            break; /* fewer workers: the run goes on with those that started */
+        }
+        s->n_threads++;
+    }
+    s->worker_args = args; /* they live until join */
+    pthread_mutex_unlock(&s->mu);
+}
+
+void pl_sched_join(pl_sched *s)
+{
+    for (int i = 0; i < s->n_threads; i++)
+        pthread_join(s->threads[i], NULL);
+    s->n_threads = 0;
+}
+
+void pl_sched_fini(pl_sched *s)
+{
+    for (int v = 0; s->dep_streams && v < s->n_stages; v++)
+        free(s->dep_streams[v]);
+    free(s->dep_streams);
+    free(s->n_dep_streams);
+    free(s->done);
+    free(s->owned);
+    free(s->cur);
+    free(s->cur_b);
+    free(s->queued);
+    free(s->running);
+    free(s->queue);
+    free(s->threads);
+    free(s->worker_args);
+    free(s->live);
+    if (s->init) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->work);
+        pthread_cond_destroy(&s->progress);
+    }
+    memset(s, 0, sizeof *s);
+}

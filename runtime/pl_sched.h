@@ -1,0 +1,95 @@
+/* pl_sched: the host scheduler both executors share. A bounded pool of worker threads runs the
+ * stages of the plan streams it owns (all of them on the host executor, the host streams on the
+ * GPU executor): each stream is a cursor that runs its stages in order, batch after batch, like a
+ * CUDA stream; a stream whose next (stage, batch) has its predecessors and cross-batch deps done
+ * joins a ready queue, and any free worker takes it. So a pipeline with 70,000 branches needs no
+ * more threads than workers, and a worker index (which selects a Lua state) is never used by two
+ * stages at once.
+ *
+ * Completion is per-stage counters under one mutex: done[s] = n means batches 0..n-1 of stage s
+ * finished. The GPU executor marks its device stages done as it reads their ends back.
+ *
+ * Failures drain: a stage failing at batch k lowers the limit to k, so no stage starts batch k or
+ * later, while every earlier batch still finishes; every sink then holds exactly batches 0..k-1,
+ * on both executors. The error kept is the one of the lowest batch. */
+#ifndef PL_SCHED_H
+#define PL_SCHED_H
+
+#include <pthread.h>
+
+#include "pl_buffers.h"
+#include "pl_exec.h"
+#include "pl_stage_rt.h"
+
+typedef struct pl_sched {
+    const pl_plan *plan;   /* borrowed */
+    const pl_run_cfg *cfg; /* borrowed */
+    const pl_stage_rt *rt; /* borrowed: opened stages */
+    pl_buffers *bufs;      /* borrowed: the memory host stages see, per slot */
+    pl_span *spans;        /* borrowed: [batch * n_stages + stage], host stages filled here */
+    int64_t t0_ns;         /* CLOCK_MONOTONIC at the run's start: spans are relative to it */
+    int n_stages, n_workers;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work;     /* workers: the queue grew, or the run is over */
+    pthread_cond_t progress; /* the executor's thread: a stage finished, or something failed */
+    int64_t *done;           /* [stage]: batches finished, in order */
+    int64_t limit;           /* no stage starts a batch >= limit */
+    int64_t started;         /* 1 + the highest batch a scheduled stage started */
+    bool abort;              /* end now: executor teardown */
+    bool failed;             /* an error is recorded */
+    pl_status status;        /* the error of the lowest failed batch */
+    pl_error err;
+    int64_t err_batch;
+
+    /* Streams: cursors, ownership, the ready queue. */
+    bool *owned;
+    int *cur;       /* [stream]: index of its next stage */
+    int64_t *cur_b; /* [stream]: its batch */
+    bool *queued, *running;
+    bool *live; /* [stream]: owned and its cursor is below the limit */
+    int *queue; /* ring of stream indices */
+    int q_head, q_len;
+    int n_live;        /* streams that are live */
+    int **dep_streams; /* [stage]: streams whose next stage may wait on it */
+    int *n_dep_streams;
+
+    pthread_t *threads;
+    void *worker_args; /* owned: what each thread was started with */
+    int n_threads;     /* started */
+    int n_running;     /* worker threads still in their loop */
+    bool init;
+} pl_sched;
+
+/* Prepares the scheduler (no thread yet). `owned[k]`: the scheduler runs plan stream k; NULL:
+ * all of them. `workers` threads will run them (>= 1). `spans` may be NULL (no timing). */
+pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
+                        const pl_stage_rt *rt, pl_buffers *bufs, const bool *owned, int workers,
+                        pl_span *spans, pl_error *err);
+/* Starts the workers; t0_ns is the run's clock origin. On failure to start one thread the run
+ * fails (recorded) and the threads started go on, draining as after any failure. */
+void pl_sched_start(pl_sched *s, int64_t t0_ns);
+/* Waits for every worker to leave (all owned streams reached the limit, or abort). */
+void pl_sched_join(pl_sched *s);
+void pl_sched_fini(pl_sched *s); /* after join; safe on a zeroed or failed-init scheduler */
+
+/* The functions below are called with s->mu held. */
+
+/* Stage `stage` (not owned: a device stage) finished batches < count. */
+void pl_sched_set_done(pl_sched *s, int stage, int64_t count);
+/* Records a failure at batch `batch` (the lowest batch's error wins) and lowers the limit to it. */
+void pl_sched_fail(pl_sched *s, int64_t batch, pl_status st, const pl_error *e);
+/* Lowers the limit (a stop, or a device failure handled by the caller); never raises it. */
+void pl_sched_set_limit(pl_sched *s, int64_t limit);
+/* Ends the run now: workers leave after the stage they run. */
+void pl_sched_abort(pl_sched *s);
+/* Batches finished by every stage (what the outputs hold). */
+int64_t pl_sched_batches_done(const pl_sched *s);
+/* Can (stage, batch) start: its intra-batch preds and cross-batch deps are done? */
+bool pl_sched_ready(const pl_sched *s, int stage, int64_t batch);
+/* Every worker has left its loop. */
+bool pl_sched_idle(const pl_sched *s);
+
+int64_t pl_now_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
+
+#endif
