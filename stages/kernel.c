@@ -294,6 +294,15 @@ static void pl__kernel_describe(const pl_spec *spec, const pl_stage *st, char *b
     }
 }
 
+static void pl__kernel_notes(const pl_stage *st, bool verbose, char *buf, size_t cap)
+{
+    const pl_kernel_opts *o = st->priv;
+    if (o && o->user)
+        pl_ukern_notes(o->user, verbose, buf, cap);
+    else if (cap)
+        buf[0] = '\0';
+}
+
 #ifdef PL_WITH_CUDA
 static pl_status pl__kernel_record(const pl_dev_ctx *ctx, pl_error *err)
 {
@@ -320,4 +329,5 @@ const pl_kind pl_kind_kernel = {
     .run_host = pl__kernel_run,
     .record = PL__KERNEL_RECORD,
     .describe = pl__kernel_describe,
+    .notes = pl__kernel_notes,
 };

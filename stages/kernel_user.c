@@ -22,17 +22,8 @@
 #define PL__HOST_INSTRUCTIONS (PL_LUA_DEFAULT_INSTRUCTIONS * 100)
 #define PL__HOST_MEMORY ((size_t)256 << 20)
 
-static int pl__arch_set;
-static bool pl__verbose;
-
-void pl_ukern_set_arch(int sm)
+int pl_ukern_default_arch(void)
 {
-    pl__arch_set = sm;
-}
-
-int pl_ukern_arch(void)
-{
-    if (pl__arch_set > 0) return pl__arch_set;
     const char *e = getenv("PIPECTL_ARCH");
     if (e && *e) {
         const char *d = strncmp(e, "sm_", 3) == 0 ? e + 3 : e;
@@ -40,16 +31,6 @@ int pl_ukern_arch(void)
         if (v >= 50 && v < 1000) return v;
     }
     return 90;
-}
-
-void pl_ukern_set_verbose(bool on)
-{
-    pl__verbose = on;
-}
-
-bool pl_ukern_verbose(void)
-{
-    return pl__verbose;
 }
 
 size_t pl_uarg_size(pl_uarg_type t)
@@ -441,7 +422,7 @@ static pl_status pl__bind_host(pl_spec *spec, const pl_stage *st, pl_ukern *uk, 
 /* "kernels/my.cu(12): error: text" + source line + caret line -> "file:12:5: error: text" with
  * the two context lines, mapped through the code's origin for inline code. */
 static void pl__diagnostics(const pl_ukern *uk, const char *log, bool errors, char *out, size_t cap,
-                            int *n_found)
+                            int *n_found, pl_pos *first)
 {
     size_t n = 0;
     *n_found = 0;
@@ -511,6 +492,7 @@ static void pl__diagnostics(const pl_ukern *uk, const char *log, bool errors, ch
                 if (caret && n < cap)
                     n += (size_t)snprintf(out + n, cap - n, "\n%.*s\n%.*s", (int)sl, src, (int)cl,
                                           caret);
+                if (first && !*n_found) *first = (pl_pos){file, (int)fl, fc};
                 (*n_found)++;
             }
         }
@@ -522,7 +504,7 @@ static void pl__diagnostics(const pl_ukern *uk, const char *log, bool errors, ch
 /* Compiles uk for `arch` (or takes it from the cache), or fills err with the positioned
  * diagnostics. Used at check time and, when the device's arch differs, at load. */
 static pl_status pl__compile(const pl_stage *st, const pl_ukern *uk, int arch, pl_nvrtc_out *out,
-                             pl_error *err)
+                             char *warn, size_t wcap, char *info, size_t icap, pl_error *err)
 {
     const char *incs[65];
     int ni = 0;
@@ -543,30 +525,36 @@ static pl_status pl__compile(const pl_stage *st, const pl_ukern *uk, int arch, p
     pl_error e;
     pl_status s = pl_nvrtc_compile(&in, out, &e);
     if (s == PL_OK) {
-        if (out->log) {
-            static char warn[PL_ERROR_MSG_MAX * 2];
-            int nw;
-            pl__diagnostics(uk, out->log, false, warn, sizeof warn, &nw);
-            if (nw) fprintf(stderr, "%s\n", warn);
-        }
-        if (pl_ukern_verbose())
-            fprintf(stderr, "pipectl: stage '%s': %s for sm_%d %s (%.0f ms, %s/%s.cubin)\n",
-                    st->name, uk->path ? uk->path : "code", arch,
-                    out->cached ? "found in the cache, nothing compiled" : "compiled with NVRTC",
-                    out->ms, pl_nvrtc_cache_dir(), out->key);
+        int nw = 0;
+        if (out->log) pl__diagnostics(uk, out->log, false, warn, wcap, &nw, NULL);
+        if (!nw) warn[0] = '\0';
+        char dir[1024];
+        pl_nvrtc_cache_dir(dir, sizeof dir);
+        snprintf(info, icap, "pipectl: stage '%s': %s for sm_%d %s (%.0f ms, %s/%s.cubin)",
+                 st->name, uk->path ? uk->path : "code", arch,
+                 out->cached ? "found in the cache, nothing compiled" : "compiled with NVRTC",
+                 out->ms, dir, out->key);
         return PL_OK;
     }
     if (out->compile_failed && out->log) {
         char diag[PL_ERROR_MSG_MAX - 256];
         int nd;
-        pl__diagnostics(uk, out->log, true, diag, sizeof diag, &nd);
+        pl_pos first = {0};
+        pl__diagnostics(uk, out->log, true, diag, sizeof diag, &nd, &first);
         if (nd) {
             char where[160] = "";
             if (uk->src_pos.line)
                 snprintf(where, sizeof where, "%s:%d:%d: ", uk->src_pos.file, uk->src_pos.line,
                          uk->src_pos.col);
-            return pl_error_set(err, PL_EINPUT, "%s\n%snote: in kernel stage '%s'", diag, where,
-                                st->name);
+            pl_error_set(err, PL_EINPUT, "%s\n%snote: in kernel stage '%s'", diag, where, st->name);
+            /* The record's position is the compiler's first error (in the .cu, or the YAML line
+             * inside code:), as the message's first line says. */
+            if (err && first.line) {
+                snprintf(err->file, sizeof err->file, "%s", first.file ? first.file : "");
+                err->line = first.line;
+                err->col = first.col;
+            }
+            return pl_error_tag(err, st->name, -1);
         }
         return pl_error_at(err, PL_EINPUT, uk->src_pos, "stage '%s': NVRTC: %s", st->name,
                            out->log);
@@ -848,9 +836,12 @@ pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *e
 #ifdef PL_WITH_CUDA
     if (uk->format == PL_UMOD_SOURCE) {
         pl_nvrtc_out o;
-        uk->arch = pl_ukern_arch();
-        pl_status s = pl__compile(st, uk, uk->arch, &o, err);
+        uk->arch = pl_ukern_default_arch();
+        char warn[PL_ERROR_MSG_MAX], info[PL_ERROR_MSG_MAX];
+        pl_status s = pl__compile(st, uk, uk->arch, &o, warn, sizeof warn, info, sizeof info, err);
         if (s == PL_OK) {
+            uk->warnings = warn[0] ? pl_spec_strdup(spec, warn) : NULL;
+            uk->info = pl_spec_strdup(spec, info);
             void *img = pl_spec_alloc(spec, o.size);
             uk->lowered = pl_spec_strdup(spec, o.lowered);
             if (!img || !uk->lowered) s = pl__oom(err);
@@ -885,6 +876,12 @@ pl_status pl_ukern_validate(const pl_spec *spec, const pl_stage *st, const pl_uk
     (void)uk;
     (void)err;
     return PL_OK; /* everything is checked at bind: buffer sizes are known by then */
+}
+
+void pl_ukern_notes(const pl_ukern *uk, bool verbose, char *buf, size_t cap)
+{
+    const char *w = uk->warnings, *i = verbose ? uk->info : NULL;
+    snprintf(buf, cap, "%s%s%s", w ? w : "", w && i ? "\n" : "", i ? i : "");
 }
 
 void pl_ukern_describe(const pl_ukern *uk, char *buf, size_t cap)
@@ -970,7 +967,8 @@ static pl_status pl__open_gpu(const pl_run_env *env, const pl_stage *st, pl__uk_
         PL_CHECK(pl_umod_device_arch(env->spec->run.device, &arch, err));
         if (arch != uk->arch) {
             /* Checked for another arch (--arch, PIPECTL_ARCH or the default): this device's. */
-            PL_CHECK(pl__compile(st, uk, arch, &o, err));
+            char warn[PL_ERROR_MSG_MAX], info[PL_ERROR_MSG_MAX];
+            PL_CHECK(pl__compile(st, uk, arch, &o, warn, sizeof warn, info, sizeof info, err));
             image = o.image;
             size = o.size;
             symbol = o.lowered;

@@ -81,8 +81,10 @@ typedef struct pl_ukern {
     /* Set by compiling (sources) or reading (modules) at check time. */
     const void *image; /* cubin (sources, cubin), PTX text, or fatbin */
     size_t image_size;
-    const char *lowered; /* the symbol to look up: NVRTC's lowered name, or `function` */
-    int arch;            /* sources: the SM the image was compiled for (90 = sm_90) */
+    const char *lowered;  /* the symbol to look up: NVRTC's lowered name, or `function` */
+    int arch;             /* sources: the SM the image was compiled for (90 = sm_90) */
+    const char *warnings; /* the compiler's warnings, positioned, or NULL (arena) */
+    const char *info;     /* "stage 'k': kernels/my.cu for sm_90 compiled with NVRTC (...)" */
 } pl_ukern;
 
 /* The kernel kind's user-kernel side (stages/kernel_user.c), called by stages/kernel.c. */
@@ -98,12 +100,10 @@ pl_status pl_ukern_run_host(pl_stage_ctx *ctx, const pl_ukern *uk, pl_error *err
 pl_status pl_ukern_record(const pl_dev_ctx *ctx, const pl_ukern *uk, pl_error *err);
 void pl_ukern_describe(const pl_ukern *uk, char *buf, size_t cap);
 
-/* Process-wide compile settings, set by the CLI before loading (`--arch`, `-v`). arch 0 means:
- * PIPECTL_ARCH from the environment ("sm_90" or "90"), else 90; on a device, the device's own
- * arch is used at load. verbose: print compile/cache lines to stderr. */
-void pl_ukern_set_arch(int sm);
-int pl_ukern_arch(void);
-void pl_ukern_set_verbose(bool on);
-bool pl_ukern_verbose(void);
+void pl_ukern_notes(const pl_ukern *uk, bool verbose, char *buf, size_t cap);
+
+/* The SM user kernels are checked for: PIPECTL_ARCH from the environment ("sm_90" or "90"; the
+ * CLI's --arch sets it), else 90. On a device, the device's own arch is used at load. */
+int pl_ukern_default_arch(void);
 
 #endif

@@ -4,39 +4,27 @@
 
 #include "pl_cli.h"
 #include "pl_parse.h"
-#include "pl_ukern.h"
-
-/* --arch sm_90 | 90: the SM user kernels are compiled for; 0 when `v` is not one. */
-int pl_cli_parse_arch(const char *v)
-{
-    if (!v) return 0;
-    const char *d = strncmp(v, "sm_", 3) == 0 ? v + 3 : v;
-    char *end;
-    long a = strtol(d, &end, 10);
-    return *d && !*end && a >= 50 && a < 1000 ? (int)a : 0;
-}
+#include "pl_stage.h"
 
 int pl_cmd_check(int argc, char **argv)
 {
     int n_files = 0, rc = 0;
-    bool opts_done = false;
+    bool opts_done = false, verbose = false;
     for (int i = 1; i < argc; i++) {
         if (!opts_done && strcmp(argv[i], "--") == 0) {
             opts_done = true;
             continue;
         }
         if (!opts_done && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0)) {
-            pl_ukern_set_verbose(true);
+            verbose = true;
             continue;
         }
         if (!opts_done && strcmp(argv[i], "--arch") == 0) {
-            int a = pl_cli_parse_arch(i + 1 < argc ? argv[i + 1] : NULL);
-            if (!a) {
+            if (!pl_cli_set_arch(i + 1 < argc ? argv[i + 1] : NULL)) {
                 fprintf(stderr, "error: --arch needs an SM version like sm_90 or 90; see "
                                 "'pipectl check --help'\n");
                 return 2;
             }
-            pl_ukern_set_arch(a);
             i++;
             continue;
         }
@@ -75,6 +63,7 @@ int pl_cmd_check(int argc, char **argv)
             if (!rc) rc = code;
             continue;
         }
+        pl_cli_print_notes(spec, verbose);
         printf("%s: ok (%d stage%s, %d buffer%s)\n", argv[i], spec->n_stages,
                spec->n_stages == 1 ? "" : "s", spec->n_buffers, spec->n_buffers == 1 ? "" : "s");
         pl_spec_free(spec);

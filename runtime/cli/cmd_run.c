@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "pl_cli.h"
-#include "pl_ukern.h"
 #include "pl_exec.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
@@ -65,7 +64,7 @@ int pl_cmd_run(int argc, char **argv)
     const char *file = NULL, *fail_at = NULL, *trace = NULL;
     int64_t batches = -1, depth = -1, workers = 0;
     int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
-    bool json = false, quiet = false, graphs = true;
+    bool json = false, quiet = false, graphs = true, verbose = false;
     pl_exec_kind exec = PL_EXEC_AUTO;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -121,13 +120,11 @@ int pl_cmd_run(int argc, char **argv)
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
             quiet = true;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
-            pl_ukern_set_verbose(true);
+            verbose = true;
         } else if (strcmp(a, "--arch") == 0) {
-            int sm = pl_cli_parse_arch(v);
-            if (!sm)
+            if (!pl_cli_set_arch(v))
                 return pl__usage_error("--arch needs an SM version like sm_90, got '%s'",
                                        v ? v : "");
-            pl_ukern_set_arch(sm);
             i++;
         } else if (a[0] == '-' && a[1]) {
             return pl__usage_error("unknown option '%s' for 'pipectl run'", a);
@@ -148,6 +145,7 @@ int pl_cmd_run(int argc, char **argv)
     memset(&res, 0, sizeof res);
     pl_status st = pl_load_checked(file, &spec, &err);
     if (st != PL_OK) return pl_cli_fail(&err);
+    pl_cli_print_notes(spec, verbose);
     if (batches > 0) spec->run.batches = batches;
     if (depth > 0) spec->run.depth = (int)depth;
     int rc = 0;

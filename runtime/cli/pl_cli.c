@@ -1,6 +1,8 @@
 /* pl_cli: the command table, prefix lookup and the shared usage/help/failure helpers. */
 #include "pl_cli.h"
+#include "pl_stage.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const pl_cmd pl_cmds[] = {
@@ -139,4 +141,29 @@ int pl_cmd_help(int argc, char **argv)
     printf("\n'pipectl help COMMAND' or 'pipectl COMMAND --help' describes one.\n"
            "Exit codes: 0 success, 1 runtime failure, 2 bad input, 130 interrupted.\n");
     return 0;
+}
+
+int pl_cli_set_arch(const char *v)
+{
+    if (!v) return 0;
+    const char *d = strncmp(v, "sm_", 3) == 0 ? v + 3 : v;
+    char *end;
+    long a = strtol(d, &end, 10);
+    if (!*d || *end || a < 50 || a >= 1000) return 0;
+    char buf[16];
+    snprintf(buf, sizeof buf, "sm_%ld", a);
+    setenv("PIPECTL_ARCH", buf, 1);
+    return (int)a;
+}
+
+void pl_cli_print_notes(const pl_spec *spec, bool verbose)
+{
+    char buf[PL_ERROR_MSG_MAX * 2];
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *st = &spec->stages[i];
+        if (!st->kind || !st->kind->notes) continue;
+        buf[0] = '\0';
+        st->kind->notes(st, verbose, buf, sizeof buf);
+        if (buf[0]) fprintf(stderr, "%s\n", buf);
+    }
 }

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <nvrtc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,29 +19,33 @@
 #define PL__CACHE_MAGIC "PLKC1\n"
 #define PL__MAX_HEADER_BYTES ((size_t)16 << 20)
 
-const char *pl_nvrtc_version(void)
+/* Set once (pthread_once): loading pipelines on several threads at once is allowed. */
+static pthread_once_t pl__version_once = PTHREAD_ONCE_INIT;
+static char pl__version[32] = "?";
+
+static void pl__version_init(void)
 {
-    static char v[32];
-    if (!v[0]) {
-        int major = 0, minor = 0;
-        if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "?";
-        snprintf(v, sizeof v, "%d.%d", major, minor);
-    }
-    return v;
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS)
+        snprintf(pl__version, sizeof pl__version, "%d.%d", major, minor);
 }
 
-const char *pl_nvrtc_cache_dir(void)
+const char *pl_nvrtc_version(void)
 {
-    static char dir[4096];
+    pthread_once(&pl__version_once, pl__version_init);
+    return pl__version;
+}
+
+void pl_nvrtc_cache_dir(char *dir, size_t cap)
+{
     const char *x = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     if (x && *x)
-        snprintf(dir, sizeof dir, "%s/pipectl", x);
+        snprintf(dir, cap, "%s/pipectl", x);
     else if (home && *home)
-        snprintf(dir, sizeof dir, "%s/.cache/pipectl", home);
+        snprintf(dir, cap, "%s/.cache/pipectl", home);
     else
-        snprintf(dir, sizeof dir, "/tmp/pipectl-cache");
-    return dir;
+        snprintf(dir, cap, "/tmp/pipectl-cache");
 }
 
 static double pl__ms_since(const struct timespec *t0)
@@ -169,7 +174,9 @@ static void pl__cache_write(const char *dir, const char *path, const pl_nvrtc_ou
 {
     if (pl__mkdirs(dir) != 0) return;
     char tmp[4300];
-    if (snprintf(tmp, sizeof tmp, "%.4200s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    /* pid and the caller's stack address: unique across processes and threads. */
+    if (snprintf(tmp, sizeof tmp, "%.4200s.tmp.%ld.%lx", path, (long)getpid(),
+                 (unsigned long)(uintptr_t)out) >= (int)sizeof tmp)
         return;
     FILE *f = fopen(tmp, "wb");
     if (!f) return;
@@ -310,7 +317,8 @@ pl_status pl_nvrtc_compile(const pl_nvrtc_in *in, pl_nvrtc_out *out, pl_error *e
         pl__key_dir(&key, in->includes[i]);
     snprintf(out->key, sizeof out->key, "%016llx%016llx", (unsigned long long)key.a,
              (unsigned long long)key.b);
-    const char *dir = pl_nvrtc_cache_dir();
+    char dir[4096];
+    pl_nvrtc_cache_dir(dir, sizeof dir);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.cubin", dir, out->key);
 

@@ -46,8 +46,8 @@ void pl_nvrtc_out_fini(pl_nvrtc_out *out);
 
 /* "13.0" */
 const char *pl_nvrtc_version(void);
-/* The cache folder: $XDG_CACHE_HOME/pipectl, else $HOME/.cache/pipectl (static buffer). */
-const char *pl_nvrtc_cache_dir(void);
+/* The cache folder into dir: $XDG_CACHE_HOME/pipectl, else $HOME/.cache/pipectl. */
+void pl_nvrtc_cache_dir(char *dir, size_t cap);
 
 /* ---- pl_umod.c: modules on a device ---- */
 
