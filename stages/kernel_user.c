@@ -13,6 +13,7 @@
 #include <lauxlib.h>
 
 #include "pl_kexpr.h"
+#include "pl_kimage.h"
 #include "pl_lua.h"
 #ifdef PL_WITH_CUDA
 #include "pl_nvrtc.h"
@@ -569,131 +570,6 @@ static pl_status pl__compile(const pl_stage *st, const pl_ukern *uk, int arch, p
 }
 #endif
 
-/* The `.entry` names of PTX text, ", "-separated, into out. Returns whether `fn` is one. */
-static bool pl__ptx_entries(const char *ptx, const char *fn, char *out, size_t cap)
-{
-    bool found = false;
-    size_t n = 0;
-    out[0] = '\0';
-    for (const char *q = strstr(ptx, ".entry"); q; q = strstr(q + 6, ".entry")) {
-        const char *s = q + 6;
-        if (*s != ' ' && *s != '\t') continue;
-        while (*s == ' ' || *s == '\t')
-            s++;
-        size_t len = strcspn(s, "( \t\n");
-        if (strlen(fn) == len && strncmp(s, fn, len) == 0) found = true;
-        if (n < cap) n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? ", " : "", (int)len, s);
-    }
-    return found;
-}
-
-/* The parameter sizes of PTX kernel `fn` (".param .u64 a", ".param .align 8 .b8 s[16]"): *n of
- * them into sizes; false when the entry is not found or a parameter is not understood. */
-static bool pl__ptx_params(const char *ptx, const char *fn, size_t *sizes, int cap, int *n)
-{
-    *n = 0;
-    size_t fl = strlen(fn);
-    for (const char *q = strstr(ptx, ".entry"); q; q = strstr(q + 6, ".entry")) {
-        const char *s = q + 6;
-        while (*s == ' ' || *s == '\t')
-            s++;
-        if (strncmp(s, fn, fl) != 0 || (s[fl] != '(' && !isspace((unsigned char)s[fl]))) continue;
-        const char *p = strchr(s, '(');
-        const char *end = p ? strchr(p, ')') : NULL;
-        if (!p || !end) return false;
-        for (const char *a = strstr(p, ".param"); a && a < end; a = strstr(a + 6, ".param")) {
-            const char *t = a + 6;
-            size_t size = 0;
-            while (*t && t < end && *t != ',' && *t != '\n') {
-                while (*t == ' ' || *t == '\t')
-                    t++;
-                if (*t == '.' && isalpha((unsigned char)t[1]) && strncmp(t, ".align", 6) != 0 &&
-                    strncmp(t, ".ptr", 4) != 0) {
-                    int bits = atoi(t + 2);
-                    if (bits == 8 || bits == 16 || bits == 32 || bits == 64)
-                        size = (size_t)bits / 8;
-                }
-                const char *br = *t == '[' ? t : NULL;
-                if (br) size *= (size_t)strtoull(br + 1, NULL, 10);
-                while (*t && t < end && *t != ' ' && *t != '\t' && *t != ',' && *t != '\n')
-                    t++;
-                while (*t && t < end && *t != ',' && *t != '\n' && (*t == ' ' || *t == '\t'))
-                    t++;
-            }
-            if (!size || *n >= cap) return false;
-            sizes[(*n)++] = size;
-        }
-        return true;
-    }
-    return false;
-}
-
-/* The parameter sizes of kernel `symbol` in a cubin (ELF): the EIATTR_KPARAM_INFO records of its
- * .nv.info.<symbol> section (format 0x04, attribute 0x17, 12 bytes: index u32, ordinal u16,
- * offset u16, flags u32 with the size in bits 18-31). false when anything is not as expected: the
- * check then waits for the device (cuFuncGetParamInfo). */
-static bool pl__cubin_params(const void *image, size_t size, const char *symbol, size_t *sizes,
-                             int cap, int *n)
-{
-    const unsigned char *b = image;
-    *n = 0;
-    if (size < 64 || memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 || b[5] != 1) return false;
-    uint64_t shoff;
-    uint16_t shentsize, shnum, shstrndx;
-    memcpy(&shoff, b + 0x28, 8);
-    memcpy(&shentsize, b + 0x3a, 2);
-    memcpy(&shnum, b + 0x3c, 2);
-    memcpy(&shstrndx, b + 0x3e, 2);
-    if (shentsize < 64 || shstrndx >= shnum || shoff > size ||
-        (uint64_t)shnum * shentsize > size - shoff)
-        return false;
-    uint64_t stroff, strsize;
-    memcpy(&stroff, b + shoff + (uint64_t)shstrndx * shentsize + 0x18, 8);
-    memcpy(&strsize, b + shoff + (uint64_t)shstrndx * shentsize + 0x20, 8);
-    if (stroff > size || strsize > size - stroff) return false;
-    char want[600];
-    snprintf(want, sizeof want, ".nv.info.%s", symbol);
-    for (uint16_t i = 0; i < shnum; i++) {
-        const unsigned char *sh = b + shoff + (uint64_t)i * shentsize;
-        uint32_t name;
-        uint64_t off, len;
-        memcpy(&name, sh, 4);
-        memcpy(&off, sh + 0x18, 8);
-        memcpy(&len, sh + 0x20, 8);
-        if (name >= strsize || off > size || len > size - off) continue;
-        const char *sn = (const char *)b + stroff + name;
-        if (strnlen(sn, strsize - name) == strsize - name || strcmp(sn, want) != 0) continue;
-        int count = 0;
-        for (uint64_t p = 0; p + 4 <= len;) {
-            unsigned fmt = b[off + p], attr = b[off + p + 1];
-            uint16_t v;
-            memcpy(&v, b + off + p + 2, 2);
-            if (fmt == 0x04) {
-                if (p + 4 + v > len) return false;
-                if (attr == 0x17 && v >= 12) {
-                    uint16_t ord;
-                    uint32_t flags;
-                    memcpy(&ord, b + off + p + 8, 2);
-                    memcpy(&flags, b + off + p + 12, 4);
-                    if (ord >= cap) return false;
-                    sizes[ord] = (flags >> 18) & 0x3fff;
-                    if (ord + 1 > count) count = ord + 1;
-                }
-                p += 4 + v;
-            } else if (fmt == 0x01 || fmt == 0x02 || fmt == 0x03) {
-                p += 4;
-            } else {
-                return false;
-            }
-        }
-        for (int k = 0; k < count; k++)
-            if (!sizes[k]) return false; /* an ordinal without a record */
-        *n = count;
-        return true;
-    }
-    return false;
-}
-
 /* args: against the kernel's parameters (count, then each size). */
 static pl_status pl__check_params(const pl_stage *st, const pl_ukern *uk, const size_t *sizes,
                                   int np, pl_error *err)
@@ -822,13 +698,13 @@ pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *e
 
     if (uk->format == PL_UMOD_PTX) {
         char list[1024];
-        if (!pl__ptx_entries(uk->text, uk->function, list, sizeof list))
+        if (!pl_kimage_ptx_entries(uk->text, uk->function, list, sizeof list))
             return pl_error_at(err, PL_EINPUT, uk->function_pos,
                                "stage '%s': %s has no kernel '%s'; it has: %s", st->name, uk->name,
                                uk->function, list[0] ? list : "no .entry at all");
         size_t sizes[PL_UKERN_MAX_ARGS + 1];
         int np = 0;
-        if (pl__ptx_params(uk->text, uk->function, sizes, PL_UKERN_MAX_ARGS + 1, &np))
+        if (pl_kimage_ptx_params(uk->text, uk->function, sizes, PL_UKERN_MAX_ARGS + 1, &np))
             PL_CHECK(pl__check_params(st, uk, sizes, np, err));
     }
     uk->image = uk->text;
@@ -860,8 +736,8 @@ pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *e
     if (uk->image && (uk->format == PL_UMOD_SOURCE || uk->format == PL_UMOD_CUBIN)) {
         size_t sizes[PL_UKERN_MAX_ARGS + 1] = {0};
         int np = 0;
-        if (pl__cubin_params(uk->image, uk->image_size, uk->lowered, sizes, PL_UKERN_MAX_ARGS + 1,
-                             &np))
+        if (pl_kimage_cubin_params(uk->image, uk->image_size, uk->lowered, sizes,
+                                   PL_UKERN_MAX_ARGS + 1, &np))
             PL_CHECK(pl__check_params(st, uk, sizes, np, err));
     }
     *out = uk;
