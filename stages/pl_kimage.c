@@ -51,10 +51,12 @@ bool pl_kimage_ptx_params(const char *ptx, const char *fn, size_t *sizes, int ca
                     if (bits == 8 || bits == 16 || bits == 32 || bits == 64)
                         size = (size_t)bits / 8;
                 }
-                const char *br = *t == '[' ? t : NULL;
-                if (br) size *= (size_t)strtoull(br + 1, NULL, 10);
+                /* An array parameter (a struct passed by value): name[bytes]. */
+                const char *tok = t;
                 while (*t && t < end && *t != ' ' && *t != '\t' && *t != ',' && *t != '\n')
                     t++;
+                const char *br = memchr(tok, '[', (size_t)(t - tok));
+                if (br) size *= (size_t)strtoull(br + 1, NULL, 10);
                 while (*t && t < end && *t != ',' && *t != '\n' && (*t == ' ' || *t == '\t'))
                     t++;
             }
