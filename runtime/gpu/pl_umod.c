@@ -55,23 +55,25 @@ static void *pl__sym(const char *name, unsigned version)
 
 static void pl__drv_init(void)
 {
-#define PL__GET(field, name, ver)                                                                  \
+/* Every symbol as of CUDA 12.4 (cuFuncGetParamInfo's release): the ABIs the typedefs above
+ * describe. */
+#define PL__GET(field, name)                                                                       \
     do {                                                                                           \
-        *(void **)&pl__drv.field = pl__sym(name, ver);                                             \
+        *(void **)&pl__drv.field = pl__sym(name, 12040);                                           \
         if (!pl__drv.field && !pl__drv.missing[0])                                                 \
             snprintf(pl__drv.missing, sizeof pl__drv.missing, "%s", name);                         \
     } while (0)
-    PL__GET(load, "cuModuleLoadDataEx", 2010);
-    PL__GET(unload, "cuModuleUnload", 2000);
-    PL__GET(getfn, "cuModuleGetFunction", 2000);
-    PL__GET(count, "cuModuleGetFunctionCount", 12040);
-    PL__GET(enumerate, "cuModuleEnumerateFunctions", 12040);
-    PL__GET(name, "cuFuncGetName", 12030);
-    PL__GET(param, "cuFuncGetParamInfo", 12040);
-    PL__GET(attr, "cuFuncSetAttribute", 9000);
-    PL__GET(launch, "cuLaunchKernel", 4000);
-    PL__GET(errname, "cuGetErrorName", 6000);
-    PL__GET(errstr, "cuGetErrorString", 6000);
+    PL__GET(load, "cuModuleLoadDataEx");
+    PL__GET(unload, "cuModuleUnload");
+    PL__GET(getfn, "cuModuleGetFunction");
+    PL__GET(count, "cuModuleGetFunctionCount");
+    PL__GET(enumerate, "cuModuleEnumerateFunctions");
+    PL__GET(name, "cuFuncGetName");
+    PL__GET(param, "cuFuncGetParamInfo");
+    PL__GET(attr, "cuFuncSetAttribute");
+    PL__GET(launch, "cuLaunchKernel");
+    PL__GET(errname, "cuGetErrorName");
+    PL__GET(errstr, "cuGetErrorString");
 #undef PL__GET
     pl__drv.ok = !pl__drv.missing[0];
 }
