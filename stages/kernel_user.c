@@ -149,7 +149,18 @@ static pl_pos pl__code_origin(const pl_spec *spec, const pl_opt *o)
 
 /* ---- options ---- */
 
-/* The items of an EXPRS option: its list, or its one scalar. */
+/* A {tag: value} item where only plain values belong (grid, block, options, include). */
+static pl_status pl__no_tags(const pl_stage *st, const pl_opt *o, pl_error *err)
+{
+    for (int i = 0; o->is_list && o->item_tags && i < o->n_items; i++)
+        if (o->item_tags[i])
+            return pl_error_at(err, PL_EINPUT, o->item_pos[i],
+                               "stage '%s': '%s' takes plain values; {%s: ...} is only for args:",
+                               st->name, o->key, o->item_tags[i]);
+    return PL_OK;
+}
+
+/* The items of a grid/block option: its list (or one scalar, from an embedder's spec). */
 static int pl__items(const pl_opt *o, const char **items, pl_pos *pos, int cap)
 {
     if (!o->is_list) {
@@ -177,6 +188,7 @@ static pl_status pl__dims(const pl_spec *spec, const pl_stage *st, const char *k
                            st->name, key,
                            strcmp(key, "grid") == 0 ? "grid: [ceil(elements(x) / 256)]"
                                                     : "block: [256]");
+    PL_CHECK(pl__no_tags(st, o, err));
     const char *items[3];
     pl_pos pos[3];
     int n = pl__items(o, items, pos, 3);
@@ -225,9 +237,26 @@ static bool pl__is_ident(const char *s)
 
 /* One `args:` item: a buffer name, "type:value" (the map {type: value} of the YAML and Lua front
  * ends is stored as this text), or an integer expression (passed as u64). */
-static pl_status pl__arg(const pl_spec *spec, const pl_stage *st, int i, const char *text,
-                         pl_pos pos, pl_uarg *a, pl_error *err)
+static pl_status pl__arg(pl_spec *spec, const pl_stage *st, int i, const char *tag,
+                         const char *value, pl_pos pos, pl_uarg *a, pl_error *err)
 {
+    /* {f32: 1.5} arrives as tag "f32" and value "1.5"; it is handled as the text "f32: 1.5". */
+    const char *text = value;
+    if (tag) {
+        size_t n = strlen(tag) + strlen(value) + 3;
+        char *t = pl_spec_alloc(spec, n);
+        if (!t) return pl__oom(err);
+        snprintf(t, n, "%s: %s", tag, value);
+        text = t;
+    }
+    /* {ptr: x_dev}: a buffer, said explicitly. */
+    if (tag && strcmp(tag, "ptr") == 0) {
+        text = value;
+        if (!pl__is_ident(value))
+            return pl_error_at(err, PL_EINPUT, pos,
+                               "stage '%s': argument %d: {ptr: ...} takes a buffer name, not '%s'",
+                               st->name, i + 1, value);
+    }
     a->text = text;
     a->pos = pos;
     a->buffer = -1;
@@ -286,7 +315,7 @@ static pl_status pl__arg(const pl_spec *spec, const pl_stage *st, int i, const c
         if (best) snprintf(hint, sizeof hint, " (did you mean '%s'?)", best);
         return pl_error_at(err, PL_EINPUT, pos,
                            "stage '%s': argument %d: unknown scalar type '%s'%s; use i32, u32, "
-                           "i64, u64, f32 or f64",
+                           "i64, u64, f32 or f64 (or ptr for a buffer)",
                            st->name, i + 1, ty, hint);
     }
     a->type = (pl_uarg_type)(t + 1);
@@ -295,7 +324,9 @@ static pl_status pl__arg(const pl_spec *spec, const pl_stage *st, int i, const c
     while (val[skip] == ' ')
         skip++;
     pl_pos vpos = pos;
-    if (vpos.line) vpos.col += (int)(val + skip - text);
+    /* The text form "f32:1.5" is one scalar: point at the value inside it. A {tag: value}
+     * item's position is the item's. */
+    if (vpos.line && !tag) vpos.col += (int)(val + skip - text);
     val += skip;
     if (a->type == PL_UARG_F32 || a->type == PL_UARG_F64) {
         char *end;
@@ -349,6 +380,7 @@ static pl_status pl__strs(pl_spec *spec, const pl_stage *st, const char *key, bo
     *n = 0;
     const pl_opt *o = pl_stage_opt(st, key);
     if (!o) return PL_OK;
+    PL_CHECK(pl__no_tags(st, o, err));
     const char **v = pl_spec_alloc(spec, (size_t)(o->n_items + 1) * sizeof *v);
     if (!v) return pl__oom(err);
     for (int i = 0; i < o->n_items; i++) {
@@ -681,7 +713,8 @@ pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *e
         uk->args = pl_spec_alloc(spec, (size_t)(ao->n_items + 1) * sizeof *uk->args);
         if (!uk->args) return pl__oom(err);
         for (int i = 0; i < ao->n_items; i++)
-            PL_CHECK(pl__arg(spec, st, i, ao->items[i], ao->item_pos[i], &uk->args[i], err));
+            PL_CHECK(pl__arg(spec, st, i, ao->item_tags ? ao->item_tags[i] : NULL, ao->items[i],
+                             ao->item_pos[i], &uk->args[i], err));
     } else {
         uk->args_pos = st->pos;
     }

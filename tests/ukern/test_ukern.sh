@@ -48,7 +48,7 @@ stages:
           if (i < n) x[i] = i * 10;
       }
     function: iota
-    grid: 1
+    grid: [1]
     block: [32]
     args: [x_dev, {i32: elements(x_dev)}]
     writes: [x_dev]
