@@ -35,6 +35,9 @@ bool pl_op_parse(const char *name, pl_op_id *out);
 
 /* Parsed options of a kernel stage (stage->priv). */
 typedef struct pl_kernel_opts {
+    /* A user kernel (source:, code: or module:; stages/pl_ukern.h), or NULL for a built-in op:
+     * then `op` and the rest apply. */
+    const struct pl_ukern *user;
     pl_op_id op;
     double value;       /* fill */
     double alpha, beta; /* scale, saxpy, gemm */

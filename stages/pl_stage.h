@@ -149,6 +149,10 @@ typedef struct pl_kind {
      * the stage writes nothing the report lists. Optional. */
     pl_status (*output)(const pl_stage *st, void *state, int64_t completed, pl_output *out,
                         bool *has);
+    /* What checking this stage has to tell the user besides errors, one message per line, into
+     * buf ("" for nothing): compiler warnings, and with `verbose` what was compiled or found in a
+     * cache. The library never prints: the CLI prints these after loading. Optional. */
+    void (*notes)(const pl_stage *st, bool verbose, char *buf, size_t cap);
     /* Stages whose batches must run in batch order (sinks writing one file). */
     bool ordered;
 } pl_kind;

@@ -5,7 +5,8 @@
 #   base (runtime/pl_{status,spec,hash,rng,npy,half,buffers,nvtx,graph,pool,blas}): include only
 #        base (pool: the run's host thread pool; blas: the one door to BLAS; both leaves that
 #        stages use for parallel host work)
-#   stages/: base, stages/, lua/ (the Lua binding) and runtime/gpu/pl_gpu.h (CUDA wrappers); never
+#   stages/: base, stages/, lua/ (the Lua binding) and runtime/gpu/pl_gpu.h and pl_nvrtc.h (CUDA
+#            wrappers: ops, and user kernels' NVRTC and modules); never
 #            the plan, the executors, the scheduler or the CLI
 #   parser/: base, stages/ (key tables), lua/, parser/; never the plan or the executors
 #   runtime/ (check, plan, executors): never the CLI; the GPU executor's internals (pl_gx.h,
@@ -34,7 +35,7 @@ for b in $base; do
     for f in runtime/${b%.h}.c runtime/$b; do [ -f "$f" ] && check "$f" $base; done
 done
 for f in stages/*.c stages/*.h stages/*.cu stages/*.cpp; do
-    [ -f "$f" ] && check "$f" $base $stage_h $lua_h pl_gpu.h
+    [ -f "$f" ] && check "$f" $base $stage_h $lua_h pl_gpu.h pl_nvrtc.h
 done
 for f in parser/*.c parser/*.h; do
     [ -f "$f" ] && check "$f" $base $stage_h $lua_h $parser_h

@@ -1,15 +1,18 @@
-/* cmd_check: `pipectl check FILE...`: parses and checks pipelines without running them: the spec
- * (every error of a phase, up to PL__MAX_SHOWN per file) and then the files a run would touch. */
+/* cmd_check: `pipectl check [-v] [--arch SM] FILE...`: parses and checks pipelines without
+ * running them: the spec (every error of a phase, up to PL__MAX_SHOWN per file), user kernels
+ * (compiled with NVRTC, which needs no GPU), then the files a run would touch. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "pl_cli.h"
 #include "pl_diag.h"
 #include "pl_parse.h"
+#include "pl_stage.h"
 
 #define PL__MAX_SHOWN 20
 
-/* Checks one file; prints its errors (or "ok"); returns the exit code. */
-static int pl__check_one(const char *file)
+/* Checks one file; prints its errors (or its notes and "ok"); returns the exit code. */
+static int pl__check_one(const char *file, bool verbose)
 {
     pl_error err;
     pl_spec *spec = NULL;
@@ -30,6 +33,7 @@ static int pl__check_one(const char *file)
             fprintf(stderr, "%s: %d more error%s not shown (the first %d are above)\n", file,
                     d.dropped, d.dropped == 1 ? "" : "s", d.n);
     } else {
+        pl_cli_print_notes(spec, verbose);
         printf("%s: ok (%d stage%s, %d buffer%s)\n", file, spec->n_stages,
                spec->n_stages == 1 ? "" : "s", spec->n_buffers, spec->n_buffers == 1 ? "" : "s");
     }
@@ -41,10 +45,23 @@ static int pl__check_one(const char *file)
 int pl_cmd_check(int argc, char **argv)
 {
     int n_files = 0, rc = 0;
-    bool opts_done = false;
+    bool opts_done = false, verbose = false;
     for (int i = 1; i < argc; i++) {
         if (!opts_done && strcmp(argv[i], "--") == 0) {
             opts_done = true;
+            continue;
+        }
+        if (!opts_done && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0)) {
+            verbose = true;
+            continue;
+        }
+        if (!opts_done && strcmp(argv[i], "--arch") == 0) {
+            if (!pl_cli_set_arch(i + 1 < argc ? argv[i + 1] : NULL)) {
+                fprintf(stderr, "error: --arch needs an SM version like sm_90 or 90; see "
+                                "'pipectl check --help'\n");
+                return 2;
+            }
+            i++;
             continue;
         }
         if (!opts_done && argv[i][0] == '-' && argv[i][1]) {
@@ -68,7 +85,13 @@ int pl_cmd_check(int argc, char **argv)
             opts_done = true;
             continue;
         }
-        int code = pl__check_one(argv[i]);
+        if (!opts_done && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0))
+            continue;
+        if (!opts_done && strcmp(argv[i], "--arch") == 0) {
+            i++;
+            continue;
+        }
+        int code = pl__check_one(argv[i], verbose);
         if (!rc) rc = code;
     }
     return rc;

@@ -71,7 +71,7 @@ int pl_cmd_run(int argc, char **argv)
     const char *file = NULL, *fail_at = NULL, *trace = NULL;
     int64_t batches = -1, depth = -1, workers = 0;
     int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
-    bool json = false, quiet = false, graphs = true;
+    bool json = false, quiet = false, graphs = true, verbose = false;
     pl_exec_kind exec = PL_EXEC_AUTO;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -126,6 +126,13 @@ int pl_cmd_run(int argc, char **argv)
             json = true;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
             quiet = true;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            verbose = true;
+        } else if (strcmp(a, "--arch") == 0) {
+            if (!pl_cli_set_arch(v))
+                return pl__usage_error("--arch needs an SM version like sm_90, got '%s'",
+                                       v ? v : "");
+            i++;
         } else if (a[0] == '-' && a[1]) {
             return pl__usage_error("unknown option '%s' for 'pipectl run'", a);
         } else if (file) {
@@ -145,6 +152,7 @@ int pl_cmd_run(int argc, char **argv)
     memset(&res, 0, sizeof res);
     pl_status st = pl_load_checked(file, &spec, &err);
     if (st != PL_OK) return pl_cli_fail(&err);
+    pl_cli_print_notes(spec, verbose);
     if (batches > 0) spec->run.batches = batches;
     if (depth > 0) spec->run.depth = (int)depth;
     int rc = 0;

@@ -1,6 +1,8 @@
 /* pl_cli: the command table, prefix lookup and the shared usage/help/failure helpers. */
 #include "pl_cli.h"
+#include "pl_stage.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const pl_cmd pl_cmds[] = {
@@ -17,6 +19,9 @@ const pl_cmd pl_cmds[] = {
      "  --quiet              no progress bar, no summary table\n"
      "  --workers N          host worker threads (default: max(CPUs, streams))\n"
      "  --fail-at STAGE:B    testing: make STAGE fail on batch B (exit 1, outputs kept)\n"
+     "  -v, --verbose        say what user kernels compiled, and what came from the cache\n"
+     "  --arch SM            check user kernels for SM (sm_90); on a GPU they are built for\n"
+     "                       the device's own arch\n"
      "environment:\n"
      "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
      "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host read\n"
@@ -27,17 +32,26 @@ const pl_cmd pl_cmds[] = {
      "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
      "  PIPECTL_SEARCH_TILE=N    search: corpus rows per pool task (benchmarks; default from d)\n"
      "  PIPECTL_FAISS_NATIVE=1   search: IVF-Flat indexes scanned by FAISS, not with BLAS\n"
+     "  PIPECTL_ARCH=sm_NN, XDG_CACHE_HOME   as for 'pipectl check'\n"
      "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch starts,\n"
      "  a running Lua call is interrupted, every sink keeps the batches completed in order\n"
      "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the signal\n"
      "  number (130, 143, 129). A second signal of the same kind kills at once. SIGPIPE is\n"
      "  ignored during the run: a sink writing to a closed pipe fails with an error instead.\n",
      pl_cmd_run},
-    {"check", "pipectl check FILE...", "check pipelines for errors without running them",
+    {"check", "pipectl check [-v] [--arch SM] FILE...",
+     "check pipelines for errors without running them",
      "Reports every error it finds (up to 20 per file), each as file:line:col: error: ...;\n"
      "then checks the files a run of run.batches batches would touch: inputs exist, are\n"
      "readable and hold the buffers' dtype, shape and enough whole batches; sink targets can\n"
-     "be written. Nothing is run or created. Exit 2 when anything is wrong.\n",
+     "be written. Nothing is run or created. Exit 2 when anything is wrong.\n"
+     "  -v, --verbose        say what user kernels compiled, and what came from the cache\n"
+     "  --arch SM            compile user kernels for SM (sm_90 or 90; default: PIPECTL_ARCH,\n"
+     "                       else sm_90); NVRTC needs no GPU, so CI checks kernels\n"
+     "environment:\n"
+     "  PIPECTL_ARCH=sm_NN       the SM user kernels are checked for (on a GPU: the device's)\n"
+     "  XDG_CACHE_HOME           compiled kernels are cached in $XDG_CACHE_HOME/pipectl\n"
+     "                           (default ~/.cache/pipectl)\n",
      pl_cmd_check},
     {"plan", "pipectl plan [--dot] [--depth N] FILE", "print the compiled stream/event plan",
      "  --dot                print Graphviz DOT instead of the listing\n"
@@ -119,4 +133,28 @@ int pl_cli_fail(const pl_error *err)
 {
     fprintf(stderr, "%s\n", err->msg);
     return pl_status_exit_code(err->status);
+}
+int pl_cli_set_arch(const char *v)
+{
+    if (!v) return 0;
+    const char *d = strncmp(v, "sm_", 3) == 0 ? v + 3 : v;
+    char *end;
+    long a = strtol(d, &end, 10);
+    if (!*d || *end || a < 50 || a >= 1000) return 0;
+    char buf[16];
+    snprintf(buf, sizeof buf, "sm_%ld", a);
+    setenv("PIPECTL_ARCH", buf, 1);
+    return (int)a;
+}
+
+void pl_cli_print_notes(const pl_spec *spec, bool verbose)
+{
+    char buf[PL_ERROR_MSG_MAX * 2];
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *st = &spec->stages[i];
+        if (!st->kind || !st->kind->notes) continue;
+        buf[0] = '\0';
+        st->kind->notes(st, verbose, buf, sizeof buf);
+        if (buf[0]) fprintf(stderr, "%s\n", buf);
+    }
 }

@@ -3,6 +3,7 @@
 #ifndef PL_CLI_H
 #define PL_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "pl_status.h"
@@ -22,6 +23,13 @@ void pl_cmd_usage(const pl_cmd *cmd, FILE *out);
 int pl_cmd_wants_help(const pl_cmd *cmd, int argc, char **argv);
 /* Prints err->msg to stderr and returns the exit code of err->status. */
 int pl_cli_fail(const pl_error *err);
+/* `--arch`: "sm_90" or "90" -> sets PIPECTL_ARCH (which user kernels are checked for) and returns
+ * 90; 0 when `v` is not an SM version. */
+int pl_cli_set_arch(const char *v);
+/* Prints every stage's notes (compiler warnings; with `verbose`, compile and cache lines) to
+ * stderr: the library never prints. */
+struct pl_spec;
+void pl_cli_print_notes(const struct pl_spec *spec, bool verbose);
 
 int pl_cmd_check(int argc, char **argv);
 int pl_cmd_plan(int argc, char **argv);
