@@ -392,6 +392,11 @@ typedef struct pl__capture {
     pl__input *in;
     int n_in;
     char (*out_canon)[PL__PATH]; /* [stage]: canonical path of an output kind's path option */
+    struct {
+        int stage;
+        const char *key; /* static, from the kind's key table */
+    } * omit;            /* defaults left out of the canonical file */
+    int n_omit;
 } pl__capture;
 
 static int pl__find_input(const pl__capture *c, int stage, int buffer, const char *key)
@@ -463,6 +468,63 @@ static pl_status pl__collect_inputs(pl__capture *c, pl_error *err)
         }
     }
     return PL_OK;
+}
+
+static bool pl__canon_omit(void *user, const pl_stage *st, const char *key)
+{
+    const pl__capture *c = user;
+    for (int i = 0; i < c->n_omit; i++)
+        if (c->omit[i].stage == st->index && strcmp(c->omit[i].key, key) == 0) return true;
+    return false;
+}
+
+/* Writes the canonical pipeline to path. A default the kind refuses next to the keys given (a
+ * source with `file` refuses `generator`, even the default one) fails the check at that key's
+ * line: it is then left out (written as a comment) and the file written again. */
+static pl_status pl__write_canon(pl__capture *c, const char *path, pl_error *err)
+{
+    for (int attempt = 0;; attempt++) {
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return pl_error_set(err, PL_EIO, "error: cannot write %s: %s", path, strerror(errno));
+        pl_status st = pl_canon_write(c->raw, f, pl__canon_map, pl__canon_omit, c, err);
+        if (fclose(f) != 0 && st == PL_OK)
+            st = pl_error_set(err, PL_EIO, "error: cannot write %s", path);
+        if (st != PL_OK) return st;
+        pl_spec *cs = NULL;
+        pl_error ce;
+        pl_error_clear(&ce);
+        st = pl_load_checked(path, &cs, &ce);
+        pl_spec_free(cs);
+        if (st == PL_OK) return PL_OK;
+        /* Which defaulted key is at the error's line? */
+        int stage = -1;
+        const char *key = NULL;
+        cs = NULL;
+        if (ce.line > 0 && attempt < 256 && pl_load_file(path, &cs, NULL) == PL_OK) {
+            for (int s = 0; s < cs->n_stages && !key; s++)
+                for (int o = 0; o < cs->stages[s].n_opts && !key; o++)
+                    if (cs->stages[s].opts[o].pos.line == ce.line && s < c->raw->n_stages &&
+                        !pl_stage_opt(&c->raw->stages[s], cs->stages[s].opts[o].key)) {
+                        stage = s;
+                        key = pl_kind_key(c->raw->stages[s].kind, cs->stages[s].opts[o].key)->name;
+                    }
+        }
+        pl_spec_free(cs);
+        if (!key) {
+            *err = ce;
+            return pl_error_prefix(err,
+                                   "error: the canonical pipeline %s does not load (a pipectl "
+                                   "bug)",
+                                   path);
+        }
+        void *n = realloc(c->omit, (size_t)(c->n_omit + 1) * sizeof *c->omit);
+        if (!n) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        c->omit = n;
+        c->omit[c->n_omit].stage = stage;
+        c->omit[c->n_omit].key = key;
+        c->n_omit++;
+    }
 }
 
 static pl_status pl__file_entry(const char *dir, const char *rel, json_t *files, pl_error *err)
@@ -625,14 +687,9 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
     }
 
     /* The canonical pipeline; loading it must give the plan the original gives. */
-    FILE *f = fopen(pl_bundle_path(dir, "pipeline.yaml", p, sizeof p), "w");
-    if (!f) {
-        st = pl_error_set(err, PL_EIO, "error: cannot write %s: %s", p, strerror(errno));
-        goto done;
-    }
-    st = pl_canon_write(c->raw, f, pl__canon_map, c, err);
-    if (fclose(f) != 0 && st == PL_OK) st = pl_error_set(err, PL_EIO, "error: cannot write %s", p);
-    if (st != PL_OK) goto done;
+    FILE *f = NULL;
+    PL_CHECK_GOTO(pl__write_canon(c, pl_bundle_path(dir, "pipeline.yaml", p, sizeof p), err), st,
+                  done);
     PL_CHECK_GOTO(pl__file_entry(dir, "pipeline.yaml", files, err), st, done);
     PL_CHECK_GOTO(pl_plan_digest(c->plan, info->plan_digest, err), st, done);
     {
@@ -866,6 +923,7 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
 done:
     free(c.in);
     free(c.out_canon);
+    free(c.omit);
     pl_plan_free(c.plan);
     pl_spec_free(c.spec);
     pl_spec_free(c.raw);

@@ -93,8 +93,8 @@ static void pl__opt(FILE *out, const pl_stage *st, const pl_opt *o, const pl_key
     fputc('\n', out);
 }
 
-pl_status pl_canon_write(const pl_spec *spec, FILE *out, pl_canon_path_fn map, void *user,
-                         pl_error *err)
+pl_status pl_canon_write(const pl_spec *spec, FILE *out, pl_canon_path_fn map,
+                         pl_canon_omit_fn omit, void *user, pl_error *err)
 {
     fprintf(out,
             "# The canonical form of the pipeline written by pipectl %s from\n#   %s\n# (every "
@@ -140,6 +140,10 @@ pl_status pl_canon_write(const pl_spec *spec, FILE *out, pl_canon_path_fn map, v
             const pl_opt *o = pl_stage_opt(st, k->name);
             if (o)
                 pl__opt(out, st, o, k, map, user);
+            else if (pl__literal_default(k) && omit && omit(user, st, k->name))
+                fprintf(out,
+                        "    # %s: %s (the default; not written: refused next to the keys given)\n",
+                        k->name, k->def);
             else if (pl__literal_default(k))
                 fprintf(out, "    %s: %s\n", k->name, k->def);
         }

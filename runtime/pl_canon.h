@@ -15,12 +15,17 @@
 typedef const char *(*pl_canon_path_fn)(void *user, const pl_stage *st, const char *key,
                                         const char *path);
 
+/* Says whether to leave out the default of `key` for stage st (a kind that refuses it next to
+ * the keys given, as a source given `file` refuses `generator`); it is then written as a comment.
+ * NULL: write every default. */
+typedef bool (*pl_canon_omit_fn)(void *user, const pl_stage *st, const char *key);
+
 /* Writes spec (loaded, not necessarily checked: reads/writes are written as the front end stored
  * them, before the kinds add the ones their options imply) as YAML to out. Defaults are written
  * for integer, number, boolean and enum keys whose table default is a literal of that type
  * (text defaults are not: a kind may treat "given" differently from "left out", as the lua kind
  * does with `function`). */
-pl_status pl_canon_write(const pl_spec *spec, FILE *out, pl_canon_path_fn map, void *user,
-                         pl_error *err);
+pl_status pl_canon_write(const pl_spec *spec, FILE *out, pl_canon_path_fn map,
+                         pl_canon_omit_fn omit, void *user, pl_error *err);
 
 #endif
