@@ -753,7 +753,7 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
         rc.dot_dir = r == 0 ? gdir : NULL;
         st = pl_run(c->plan, &rc, &res[r], err);
         if (st != PL_OK) {
-            if (reps > 1) pl_error_prefix(err, "capture run %d of %d", r + 1, reps);
+            if (r > 0) pl_error_prefix(err, "capture run %d of %d", r + 1, reps);
             goto done;
         }
         rep_stats[r] = pl__stats_json(c->plan, &res[r]);
@@ -918,6 +918,15 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
     if (cfg->batches > 0) c.spec->run.batches = c.raw->run.batches = cfg->batches;
     if (cfg->depth > 0) c.spec->run.depth = c.raw->run.depth = cfg->depth;
     PL_CHECK_GOTO(pl_plan_compile(c.spec, &c.plan, err), st, done);
+    /* Refused before the folder is made: a run that cannot start leaves nothing behind. */
+    if (cfg->run.executor == PL_EXEC_GPU && !pl_gpu_available()) {
+        pl_run_result none;
+        memset(&none, 0, sizeof none);
+        st = pl_exec_gpu_run(c.plan, &cfg->run, &none, err);
+        pl_run_result_fini(&none);
+        if (st == PL_OK) st = pl_error_set(err, PL_ENODEV, "error: no usable GPU");
+        goto done;
+    }
     PL_CHECK_GOTO(pl__bundle_empty(cfg->dir, err), st, done);
     st = pl__capture_write(&c, info, err);
 done:
@@ -947,11 +956,10 @@ pl_status pl_bundle_open(const char *dir, pl_bundle **out, pl_error *err)
                             "capture leaves none; capture it again)",
                             dir);
     json_t *m = NULL;
-    pl_status st = pl_json_read_file(p, &m, err);
-    if (st != PL_OK) {
-        if (st == PL_EINPUT) pl_error_prefix(err, "error: corrupt bundle manifest");
-        return PL_EINPUT;
-    }
+    pl_status st = pl_json_read_file(p, "corrupt bundle manifest", &m, err);
+    if (st != PL_OK) return PL_EINPUT;
+    char what[PL__PATH + 32];
+    pl__fmt(what, sizeof what, "corrupt bundle manifest %s", p);
     const char *schema = pl_json_str_or(m, "schema", NULL);
     json_t *ver = json_object_get(m, "schema_version");
     if (!json_is_object(m) || !schema || strcmp(schema, PL_BUNDLE_SCHEMA) != 0) {
@@ -974,31 +982,31 @@ pl_status pl_bundle_open(const char *dir, pl_bundle **out, pl_error *err)
     json_t *x;
     const char *s;
     int64_t i;
-    if ((st = pl_json_get_obj(m, "pipeline", p, &x, err)) != PL_OK ||
-        (st = pl_json_get_str(x, "file", p, &s, err)) != PL_OK ||
-        (st = pl_json_get_obj(m, "plan", p, &x, err)) != PL_OK ||
-        (st = pl_json_get_str(x, "digest", p, &s, err)) != PL_OK ||
-        (st = pl_json_get_obj(m, "run", p, &x, err)) != PL_OK ||
-        (st = pl_json_get_str(x, "executor", p, &s, err)) != PL_OK ||
-        (st = pl_json_get_int(x, "workers", p, &i, err)) != PL_OK ||
-        (st = pl_json_get_int(x, "timing_period", p, &i, err)) != PL_OK ||
-        (st = pl_json_get_arr(m, "inputs", p, &x, err)) != PL_OK ||
-        (st = pl_json_get_arr(m, "outputs", p, &x, err)) != PL_OK ||
-        (st = pl_json_get_arr(m, "stages", p, &x, err)) != PL_OK ||
-        (st = pl_json_get_arr(m, "files", p, &x, err)) != PL_OK ||
-        (st = pl_json_get_obj(m, "environment", p, &x, err)) != PL_OK) {
+    if ((st = pl_json_get_obj(m, "pipeline", what, &x, err)) != PL_OK ||
+        (st = pl_json_get_str(x, "file", what, &s, err)) != PL_OK ||
+        (st = pl_json_get_obj(m, "plan", what, &x, err)) != PL_OK ||
+        (st = pl_json_get_str(x, "digest", what, &s, err)) != PL_OK ||
+        (st = pl_json_get_obj(m, "run", what, &x, err)) != PL_OK ||
+        (st = pl_json_get_str(x, "executor", what, &s, err)) != PL_OK ||
+        (st = pl_json_get_int(x, "workers", what, &i, err)) != PL_OK ||
+        (st = pl_json_get_int(x, "timing_period", what, &i, err)) != PL_OK ||
+        (st = pl_json_get_arr(m, "inputs", what, &x, err)) != PL_OK ||
+        (st = pl_json_get_arr(m, "outputs", what, &x, err)) != PL_OK ||
+        (st = pl_json_get_arr(m, "stages", what, &x, err)) != PL_OK ||
+        (st = pl_json_get_arr(m, "files", what, &x, err)) != PL_OK ||
+        (st = pl_json_get_obj(m, "environment", what, &x, err)) != PL_OK) {
         json_decref(m);
-        return pl_error_prefix(err, "error: corrupt bundle manifest");
+        return PL_EINPUT;
     }
     size_t k;
     json_t *o;
     json_array_foreach(json_object_get(m, "outputs"), k, o)
     {
         json_t *bc;
-        if ((st = pl_json_get_str(o, "stage", p, &s, err)) != PL_OK ||
-            (st = pl_json_get_arr(o, "batch_checksums", p, &bc, err)) != PL_OK) {
+        if ((st = pl_json_get_str(o, "stage", what, &s, err)) != PL_OK ||
+            (st = pl_json_get_arr(o, "batch_checksums", what, &bc, err)) != PL_OK) {
             json_decref(m);
-            return pl_error_prefix(err, "error: corrupt bundle manifest");
+            return PL_EINPUT;
         }
         size_t b;
         json_t *c;
@@ -1008,9 +1016,9 @@ pl_status pl_bundle_open(const char *dir, pl_bundle **out, pl_error *err)
             if (!json_is_string(c) || !pl_json_parse_hex64(json_string_value(c), &v)) {
                 json_decref(m);
                 return pl_error_set(err, PL_EINPUT,
-                                    "%s: error: corrupt bundle manifest: sink '%s', batch %zu: "
-                                    "checksum must be \"0x\" and 16 hex digits",
-                                    p, s, b);
+                                    "error: %s: sink '%s', batch %zu: checksum must be \"0x\" "
+                                    "and 16 hex digits",
+                                    what, s, b);
             }
         }
     }

@@ -131,7 +131,7 @@ pl_status pl_json_write_file(const char *path, const json_t *v, pl_error *err)
     return PL_OK;
 }
 
-pl_status pl_json_read_file(const char *path, json_t **out, pl_error *err)
+pl_status pl_json_read_file(const char *path, const char *what, json_t **out, pl_error *err)
 {
     *out = NULL;
     FILE *f = fopen(path, "r");
@@ -140,8 +140,8 @@ pl_status pl_json_read_file(const char *path, json_t **out, pl_error *err)
     json_t *v = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
     fclose(f);
     if (!v)
-        return pl_error_set(err, PL_EINPUT, "%s:%d:%d: error: not valid JSON: %s", path, je.line,
-                            je.column, je.text);
+        return pl_error_set(err, PL_EINPUT, "%s:%d:%d: error: %s%snot valid JSON: %s", path,
+                            je.line, je.column, what ? what : "", what ? ": " : "", je.text);
     *out = v;
     return PL_OK;
 }
@@ -151,10 +151,10 @@ static pl_status pl__get(const json_t *obj, const char *key, const char *what, j
 {
     json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     if (!v)
-        return pl_error_set(err, PL_EINPUT, "%s: error: '%s' is missing (expected %s)", what, key,
+        return pl_error_set(err, PL_EINPUT, "error: %s: '%s' is missing (expected %s)", what, key,
                             tname);
     bool ok = json_typeof(v) == t || (t == JSON_REAL && json_is_integer(v));
-    if (!ok) return pl_error_set(err, PL_EINPUT, "%s: error: '%s' must be %s", what, key, tname);
+    if (!ok) return pl_error_set(err, PL_EINPUT, "error: %s: '%s' must be %s", what, key, tname);
     *out = v;
     return PL_OK;
 }

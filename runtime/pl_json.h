@@ -33,13 +33,13 @@ pl_status pl_json_append(json_t *arr, json_t *v, pl_error *err);
 /* Writes `v` to `path` (indented, keys in insertion order, a final newline) through
  * "path.partial", renamed when complete. PL_EIO names the file. */
 pl_status pl_json_write_file(const char *path, const json_t *v, pl_error *err);
-/* Reads and parses `path`. PL_EIO when it cannot be read, PL_EINPUT ("path:line:col: error: ...")
- * when it is not JSON. *out is a new reference. */
-pl_status pl_json_read_file(const char *path, json_t **out, pl_error *err);
+/* Reads and parses `path`. PL_EIO when it cannot be read, PL_EINPUT when it is not JSON:
+ * "path:line:col: error: WHAT: not valid JSON: ..." (what may be NULL). *out is a new reference. */
+pl_status pl_json_read_file(const char *path, const char *what, json_t **out, pl_error *err);
 
-/* Typed access. `what` names the file in messages ("bundle/manifest.json"). A missing key or a
- * value of another type is PL_EINPUT: "what: error: 'key' is missing (expected a string)". The
- * results are borrowed from obj. */
+/* Typed access. `what` names the file in messages ("corrupt bundle manifest b/manifest.json"). A
+ * missing key or a value of another type is PL_EINPUT: "error: WHAT: 'key' is missing (expected
+ * a string)". The results are borrowed from obj. */
 pl_status pl_json_get_str(const json_t *obj, const char *key, const char *what, const char **out,
                           pl_error *err);
 pl_status pl_json_get_int(const json_t *obj, const char *key, const char *what, int64_t *out,

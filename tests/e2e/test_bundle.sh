@@ -129,12 +129,13 @@ head -c 200 "$b/manifest.json" >corrupt/manifest.json
 out=$("$pipectl" replay corrupt 2>&1)
 rc=$?
 [ $rc -eq 2 ] || err "corrupt manifest: exit $rc, expected 2"
-echo "$out" | grep -q "corrupt bundle manifest: corrupt/manifest.json:[0-9]*:[0-9]*: error: not valid JSON" ||
+echo "$out" | grep -q "^corrupt/manifest.json:[0-9]*:[0-9]*: error: corrupt bundle manifest: not valid JSON" ||
     err "corrupt manifest: message was: $out"
 sed 's/"outputs"/"outputz"/' "$b/manifest.json" >corrupt/manifest.json
 out=$("$pipectl" replay corrupt 2>&1)
 [ $? -eq 2 ] || err "manifest without outputs: exit not 2"
-echo "$out" | grep -q "'outputs' is missing (expected an array)" || err "missing outputs: $out"
+echo "$out" | grep -q "^error: corrupt bundle manifest corrupt/manifest.json: 'outputs' is missing (expected an array)$" ||
+    err "missing outputs: $out"
 mkdir empty
 out=$("$pipectl" replay empty 2>&1)
 [ $? -eq 2 ] || err "no manifest: exit not 2"
