@@ -324,8 +324,10 @@ static double pl__median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Per stage over reps runs: the median of each statistic, the reps themselves, and the noise:
- * (max - min) / median of the reps' means (null with one rep). */
+/* Per stage over reps runs: the median of each statistic, the reps' p50s, and the noise:
+ * (max - min) / median of the reps' p50s (null with one rep). The p50 rather than the mean: one
+ * stalled batch (a page fault, a busy neighbour) moves a mean of 16 batches a lot and a median
+ * hardly at all. */
 static json_t *pl__stages_over_reps(json_t *const *reps, int n)
 {
     json_t *out = json_array();
@@ -344,26 +346,26 @@ static json_t *pl__stages_over_reps(json_t *const *reps, int n)
                       json_object_get(first, "kind"), "engine", json_object_get(first, "engine"),
                       "count", json_object_get(first, "count"));
         if (!e) continue;
-        double mean_med = 0, lo = INFINITY, hi = -INFINITY;
+        double p50_med = 0, lo = INFINITY, hi = -INFINITY;
         for (int k = 0; k < 3; k++) {
             for (int r = 0; r < n; r++)
                 v[r] = json_number_value(json_object_get(json_array_get(reps[r], i), keys[k]));
-            if (k == 0)
+            if (k == 1)
                 for (int r = 0; r < n; r++) {
                     if (v[r] < lo) lo = v[r];
                     if (v[r] > hi) hi = v[r];
                 }
             double m = pl__median(v, n);
-            if (k == 0) mean_med = m;
+            if (k == 1) p50_med = m;
             json_object_set_new(e, keys[k], json_real(m));
         }
         json_object_set_new(e, "noise",
-                            n > 1 && mean_med > 0 ? json_real((hi - lo) / mean_med) : json_null());
+                            n > 1 && p50_med > 0 ? json_real((hi - lo) / p50_med) : json_null());
         json_t *per = json_array();
         for (int r = 0; per && r < n; r++)
             json_array_append_new(per, json_real(json_number_value(
-                                           json_object_get(json_array_get(reps[r], i), "mean_s"))));
-        json_object_set_new(e, "rep_means_s", per ? per : json_null());
+                                           json_object_get(json_array_get(reps[r], i), "p50_s"))));
+        json_object_set_new(e, "rep_p50s_s", per ? per : json_null());
         json_array_append_new(out, e);
     }
     free(v);
@@ -872,11 +874,14 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
     json_t *stages = pl__stages_over_reps(rep_stats, reps);
     PL_CHECK_GOTO(pl_json_set(m, "stages", stages, err), st, done);
     PL_CHECK_GOTO(
-        pl_json_set(m, "noise",
-                    json_pack("{s:i, s:s}", "reps", reps, "method",
-                              reps > 1 ? "per stage: (max - min) / median of the reps' mean times"
-                                       : "none recorded: one run (capture with --reps N, N >= 2)"),
-                    err),
+        pl_json_set(
+            m, "noise",
+            json_pack("{s:i, s:s}", "reps", reps, "method",
+                      reps > 1
+                          ? "per stage: (max - min) / median of the reps' p50 times; replay calls "
+                            "a p50 ratio beyond noise outside 1 +- max(2 noise, 0.05)"
+                          : "none recorded: one run (capture with --reps N, N >= 2)"),
+            err),
         st, done);
     PL_CHECK_GOTO(pl_json_set(m, "graphs", graphs, err), st, done);
     PL_CHECK_GOTO(pl_json_set(m, "timeline", json_string("trace.json"), err), st, done);
@@ -1135,8 +1140,8 @@ static pl_status pl__cmp_sinks(const json_t *oa, const json_t *ob, pl_compare *c
     return PL_OK;
 }
 
-/* The band a time ratio may stray from 1 within noise: twice the recorded spread of the reps'
- * means, and never under 5% (a rep count of 2 or 3 underestimates the spread). */
+/* The band a p50 ratio may stray from 1 within noise: twice the recorded spread of the reps'
+ * p50s, and never under 5% (2 or 3 reps underestimate the spread). */
 static double pl__band(double noise)
 {
     if (noise < 0) return -1;
@@ -1180,8 +1185,8 @@ static pl_status pl__cmp_stages(const json_t *sa, const json_t *sb, pl_compare *
                 s->p50_b = json_number_value(json_object_get(b, "p50_s"));
                 s->p99_b = json_number_value(json_object_get(b, "p99_s"));
             }
-            if (a && b && s->mean_a > 0 && s->mean_b > 0 && s->band >= 0)
-                s->beyond = fabs(s->mean_b / s->mean_a - 1) > s->band;
+            if (a && b && s->p50_a > 0 && s->p50_b > 0 && s->band >= 0)
+                s->beyond = fabs(s->p50_b / s->p50_a - 1) > s->band;
         }
     }
     return PL_OK;

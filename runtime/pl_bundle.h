@@ -95,9 +95,10 @@ typedef struct pl_stage_cmp {
     bool in_a, in_b;
     int64_t count_a, count_b;
     double mean_a, p50_a, p99_a, mean_b, p50_b, p99_b;
-    double noise; /* A's recorded run-to-run spread of the mean (relative), -1 when unknown */
-    double band;  /* the relative band a ratio may stray from 1 within noise, -1 when unknown */
-    bool beyond;  /* |mean_b / mean_a - 1| > band */
+    double noise; /* A's recorded run-to-run spread of the p50 (relative), -1 when unknown */
+    double band;  /* the relative band the p50 ratio may stray from 1 within noise: max(2 noise,
+                   * 0.05); -1 when unknown */
+    bool beyond;  /* |p50_b / p50_a - 1| > band */
 } pl_stage_cmp;
 
 typedef struct pl_env_diff {

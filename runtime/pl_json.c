@@ -120,7 +120,7 @@ pl_status pl_json_write_file(const char *path, const json_t *v, pl_error *err)
         return pl_error_set(err, PL_EIO, "error: path too long: %s", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return pl_error_set(err, PL_EIO, "error: cannot write %s: %s", path, strerror(errno));
-    int rc = json_dumpf(v, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    int rc = json_dumpf(v, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     if (rc == 0 && fputc('\n', f) == EOF) rc = -1;
     if (fclose(f) != 0) rc = -1;
     if (rc != 0 || rename(tmp, path) != 0) {

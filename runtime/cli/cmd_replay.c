@@ -44,10 +44,16 @@ void pl_cli_print_stages(FILE *out, const pl_compare *c, const char *la, const c
     int w = 5;
     for (int i = 0; i < c->n_stages; i++)
         if ((int)strlen(c->stages[i].name) > w) w = (int)strlen(c->stages[i].name);
-    fprintf(out, "\nstage times, %s vs %s (mean, p50, p99; ratio = %s / %s mean):\n", la, lb, lb,
-            la);
-    fprintf(out, "  %-*s  %-7s %10s %10s %10s %10s %10s %10s %7s  %s\n", w, "stage", "engine", la,
-            lb, "p50", "p50", "p99", "p99", "ratio", "vs noise");
+    fprintf(out,
+            "\nstage times, %s vs %s (ratio = %s p50 / %s p50: the median batch, which one "
+            "stalled batch hardly moves):\n",
+            la, lb, lb, la);
+    char h[6][24];
+    static const char *const col[] = {"mean", "mean", "p50", "p50", "p99", "p99"};
+    for (int k = 0; k < 6; k++)
+        snprintf(h[k], sizeof h[k], "%s %s", col[k], k % 2 ? lb : la);
+    fprintf(out, "  %-*s  %-7s %10s %10s %10s %10s %10s %10s %7s  %s\n", w, "stage", "engine", h[0],
+            h[1], h[2], h[3], h[4], h[5], "ratio", "vs noise");
     for (int i = 0; i < c->n_stages; i++) {
         const pl_stage_cmp *s = &c->stages[i];
         char b[6][32], ratio[16] = "-", verdict[64];
@@ -60,8 +66,8 @@ void pl_cli_print_stages(FILE *out, const pl_compare *c, const char *la, const c
                     s->count_a == 0 ? la : lb);
             continue;
         }
-        double r = s->mean_a > 0 ? s->mean_b / s->mean_a : 0;
-        if (s->mean_a > 0) snprintf(ratio, sizeof ratio, "%.2f", r);
+        double r = s->p50_a > 0 ? s->p50_b / s->p50_a : 0;
+        if (s->p50_a > 0) snprintf(ratio, sizeof ratio, "%.2f", r);
         if (s->band < 0)
             snprintf(verdict, sizeof verdict, "no noise recorded");
         else
@@ -221,7 +227,7 @@ int pl_cmd_replay(int argc, char **argv)
         }
     }
     if (!quiet) {
-        pl_cli_print_stages(stdout, c, "recorded", "now");
+        pl_cli_print_stages(stdout, c, "rec", "now");
         pl_cli_print_env(stdout, c, "recorded", "now");
     }
 out:

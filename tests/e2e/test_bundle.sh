@@ -35,7 +35,7 @@ for f in p/*.yaml p/*.lua; do
     rc=$?
     [ $rc -eq 0 ] || err "$n: replay exited $rc: $out"
     echo "$out" | grep -q "every checksum matches (bit for bit)" || err "$n: replay said: $out"
-    echo "$out" | grep -q "^stage times, recorded vs now" || err "$n: no stage table: $out"
+    echo "$out" | grep -q "^stage times, rec vs now" || err "$n: no stage table: $out"
     # The bundle keeps the batches it ran (6): the plans agree but for that count.
     "$pipectl" plan "$f" 2>&1 | sed '2s/, [0-9]* batches$//' >"$b.orig.plan"
     "$pipectl" plan "$b/pipeline.yaml" 2>&1 | sed '2s/, [0-9]* batches$//' >"$b.canon.plan"
