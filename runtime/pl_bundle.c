@@ -826,7 +826,10 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
     PL_CHECK_GOTO(pl__file_entry(dir, "summary.json", files, err), st, done);
     json_t *graphs = NULL;
     PL_CHECK_GOTO(pl__graphs(dir, files, &graphs, &info->n_graphs, err), st, done);
-    if (info->n_graphs == 0) rmdir(pl_bundle_path(dir, "graphs", p, sizeof p)); /* host runs */
+    /* Folders with nothing in them (no graphs on the host, no copies) are not kept. */
+    static const char *const maybe_empty[] = {"graphs", "inputs", "outputs"};
+    for (int i = 0; i < 3; i++)
+        rmdir(pl_bundle_path(dir, maybe_empty[i], p, sizeof p)); /* fails when not empty */
 
     json_t *env = NULL;
     PL_CHECK_GOTO(pl_env_json(strcmp(r0->executor, "gpu") == 0, c->spec->run.device, &env, err), st,
@@ -1617,8 +1620,12 @@ pl_status pl_bundle_diff(const pl_bundle *a, const pl_bundle *b, pl_compare *c, 
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         json_t *va = json_object_get(json_object_get(ma, pairs[i][0]), pairs[i][1]);
         json_t *vb = json_object_get(json_object_get(mb, pairs[i][0]), pairs[i][1]);
-        char *ta = va ? json_dumps(va, JSON_ENCODE_ANY) : NULL;
-        char *tb = vb ? json_dumps(vb, JSON_ENCODE_ANY) : NULL;
+        char *ta = !va                  ? NULL
+                   : json_is_string(va) ? strdup(json_string_value(va))
+                                        : json_dumps(va, JSON_ENCODE_ANY);
+        char *tb = !vb                  ? NULL
+                   : json_is_string(vb) ? strdup(json_string_value(vb))
+                                        : json_dumps(vb, JSON_ENCODE_ANY);
         pl_status st = PL_OK;
         if ((ta || tb) && (!ta || !tb || strcmp(ta, tb) != 0)) {
             char key[96];
