@@ -1549,10 +1549,9 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
      * their tolerance where the bundle has a copy of the output. */
     bool same_place = strcmp(r->executor_rec, res.executor) == 0;
     for (int i = 0; i < r->cmp.n_env; i++)
-        if (strcmp(r->cmp.env[i].key, "gpu.uuid") == 0 ||
-            strcmp(r->cmp.env[i].key, "gpu.driver") == 0 ||
+        if (strncmp(r->cmp.env[i].key, "gpu.", 4) == 0 ||
             strncmp(r->cmp.env[i].key, "libraries.", 10) == 0 ||
-            strcmp(r->cmp.env[i].key, "pipectl.commit") == 0)
+            strncmp(r->cmp.env[i].key, "pipectl.", 8) == 0)
             same_place = false;
     r->cmp.n_differ = 0;
     r->cmp.first_sink = -1;
