@@ -384,6 +384,7 @@ typedef struct pl__input {
     char resolved[PL__PATH];
     char bundled[PL__PATH]; /* relative to the bundle, "" when not copied */
     char canon[PL__PATH];   /* what pipeline.yaml says */
+    bool code;              /* a script or kernel source: always copied */
 } pl__input;
 
 typedef struct pl__capture {
@@ -442,7 +443,10 @@ static pl_status pl__add_input(pl__capture *c, int stage, int buffer, const char
     char p[PL__PATH];
     pl_spec_path(c->spec, written, p, sizeof p);
     if (!realpath(p, x->resolved)) pl__fmt(x->resolved, sizeof x->resolved, "%s", p);
-    if (c->cfg->copy_inputs)
+    /* Code (a lua stage's script, a kernel's source: path options of kinds that are not data
+     * sources) is always copied; data (source files, init files) with --copy-inputs. */
+    x->code = stage >= 0 && !(c->spec->stages[stage].kind->role & PL_ROLE_INPUT);
+    if (c->cfg->copy_inputs || x->code)
         pl__fmt(x->bundled, sizeof x->bundled, "inputs/%d-%s", c->n_in - 1, pl__base(written));
     pl__fmt(x->canon, sizeof x->canon, "%s", x->bundled[0] ? x->bundled : x->resolved);
     return PL_OK;
@@ -685,6 +689,7 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
         if (e && x->buffer >= 0)
             json_object_set_new(e, "buffer", json_string(c->spec->buffers[x->buffer].name));
         json_object_set_new(e, "bundled", x->bundled[0] ? json_string(x->bundled) : json_null());
+        json_object_set_new(e, "code", json_boolean(x->code));
         PL_CHECK_GOTO(pl_json_append(inputs, e, err), st, done);
     }
 

@@ -44,6 +44,12 @@ for f in p/*.yaml p/*.lua; do
 done
 echo "examples: captured and replayed"
 
+# Code is always bundled: the Lua script of lua_tokenize.lua (its stages' functions) without
+# --copy-inputs too.
+"$pipectl" capture --quiet --executor host --reps 1 p/lua_tokenize.lua -o bcode || err "lua capture exited $?"
+ls bcode/inputs/*-lua_tokenize.lua >/dev/null 2>&1 || err "lua script not bundled: $(ls bcode)"
+grep -q '"code": true' bcode/manifest.json || err "lua script not marked as code"
+
 # 2. A pipeline with input files: a source reading a raw file and a buffer initialised from one.
 head -c 65536 /dev/urandom >in.raw
 head -c 1024 /dev/urandom >w.raw
