@@ -91,6 +91,87 @@ void pl_cli_print_env(FILE *out, const pl_compare *c, const char *la, const char
         fprintf(out, "  %-28s %s -> %s\n", c->env[i].key, c->env[i].a, c->env[i].b);
 }
 
+static const char *const pl__verdicts[] = {"match", "differs", "within_tolerance", "unverified",
+                                           "absent"};
+
+/* --json: the same as the tables, for programs (CI). */
+static void pl__json(const char *dir, const pl_replay_result *r, pl_status st, const pl_error *err)
+{
+    const pl_compare *c = &r->cmp;
+    json_t *o = json_object(), *sinks = json_array(), *stages = json_array(), *env = json_array(),
+           *changed = json_array();
+    if (!o || !sinks || !stages || !env || !changed) {
+        json_decref(o);
+        json_decref(sinks);
+        json_decref(stages);
+        json_decref(env);
+        json_decref(changed);
+        return;
+    }
+    bool ok = st == PL_OK && c->first_sink < 0;
+    json_object_set_new(o, "bundle", pl_json_str(dir));
+    json_object_set_new(o, "verdict",
+                        json_string(st != PL_OK ? "error"
+                                    : ok        ? "match"
+                                                : "differs"));
+    json_object_set_new(o, "exit_code",
+                        json_integer(st != PL_OK ? pl_status_exit_code(st)
+                                     : ok        ? 0
+                                                 : 1));
+    json_object_set_new(o, "error", st != PL_OK ? pl_json_str(err->msg) : json_null());
+    json_object_set_new(o, "executor_recorded", pl_json_str(r->executor_rec));
+    json_object_set_new(o, "executor", pl_json_str(r->executor));
+    json_object_set_new(o, "batches_done", json_integer(r->batches_done));
+    json_object_set_new(o, "batches_differ", json_integer(c->n_differ));
+    if (c->first_sink >= 0) {
+        const pl_sink_cmp *f = &c->sinks[c->first_sink];
+        json_object_set_new(o, "first_difference",
+                            json_pack("{s:s, s:I, s:o, s:o}", "sink", f->stage, "batch",
+                                      (json_int_t)f->first_batch, "recorded",
+                                      pl_json_hex64(f->first_a), "now", pl_json_hex64(f->first_b)));
+    } else {
+        json_object_set_new(o, "first_difference", json_null());
+    }
+    for (int i = 0; i < r->n_changed; i++)
+        json_array_append_new(changed,
+                              json_pack("{s:s, s:s, s:b, s:s, s:s}", "path", r->changed[i].path,
+                                        "what", r->changed[i].what, "missing",
+                                        r->changed[i].missing, "sha256_recorded",
+                                        r->changed[i].want, "sha256_now", r->changed[i].got));
+    for (int i = 0; i < c->n_sinks; i++) {
+        const pl_sink_cmp *s = &c->sinks[i];
+        json_t *e =
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:f}", "stage", s->stage, "verdict",
+                      pl__verdicts[s->verdict], "batches_recorded", (json_int_t)s->batches_a,
+                      "batches_now", (json_int_t)s->batches_b, "batches_differ",
+                      (json_int_t)s->n_differ, "exact", s->exact, "tolerance", s->tol);
+        if (e && s->rel_err >= 0)
+            json_object_set_new(e, "relative_difference", json_real(s->rel_err));
+        json_array_append_new(sinks, e);
+    }
+    for (int i = 0; i < c->n_stages; i++) {
+        const pl_stage_cmp *s = &c->stages[i];
+        json_array_append_new(
+            stages,
+            json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:b}", "name", s->name,
+                      "engine", s->engine, "mean_s_recorded", s->mean_a, "mean_s_now", s->mean_b,
+                      "p50_s_recorded", s->p50_a, "p50_s_now", s->p50_b, "p99_s_recorded", s->p99_a,
+                      "p99_s_now", s->p99_b, "noise",
+                      s->noise >= 0 ? json_real(s->noise) : json_null(), "band",
+                      s->band >= 0 ? json_real(s->band) : json_null(), "beyond_noise", s->beyond));
+    }
+    for (int i = 0; i < c->n_env; i++)
+        json_array_append_new(env, json_pack("{s:s, s:s, s:s}", "key", c->env[i].key, "recorded",
+                                             c->env[i].a, "now", c->env[i].b));
+    json_object_set_new(o, "changed_files", changed);
+    json_object_set_new(o, "sinks", sinks);
+    json_object_set_new(o, "stages", stages);
+    json_object_set_new(o, "environment_changes", env);
+    json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    fputc('\n', stdout);
+    json_decref(o);
+}
+
 int pl_cmd_replay(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("replay", NULL);
@@ -100,10 +181,12 @@ int pl_cmd_replay(int argc, char **argv)
     pl_run_cfg_init(&cfg.run);
     cfg.reps = 1;
     const char *dir = NULL;
-    bool quiet = false;
+    bool quiet = false, json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *n = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--executor") == 0) {
+        if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (strcmp(a, "--executor") == 0) {
             if (n && strcmp(n, "host") == 0)
                 cfg.run.executor = PL_EXEC_HOST;
             else if (n && strcmp(n, "gpu") == 0)
@@ -144,7 +227,13 @@ int pl_cmd_replay(int argc, char **argv)
     pl_error err;
     pl_error_clear(&err);
     pl_bundle *b = NULL;
-    if (pl_bundle_open(dir, &b, &err) != PL_OK) return pl_cli_fail(&err);
+    pl_replay_result r;
+    memset(&r, 0, sizeof r);
+    r.cmp.first_sink = -1;
+    if (pl_bundle_open(dir, &b, &err) != PL_OK) {
+        if (json) pl__json(dir, &r, err.status, &err);
+        return pl_cli_fail(&err);
+    }
     cfg.run.stop = &pl__stop;
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
@@ -152,10 +241,15 @@ int pl_cmd_replay(int argc, char **argv)
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old);
-    pl_replay_result r;
     pl_status st = pl_bundle_replay(b, &cfg, &r, &err);
     sigaction(SIGINT, &old, NULL);
     int rc = 0;
+    if (json) {
+        pl__json(dir, &r, st, &err);
+        rc = st != PL_OK ? pl_status_exit_code(st) : r.cmp.first_sink >= 0 ? 1 : 0;
+        if (st != PL_OK) fprintf(stderr, "%s\n", err.msg);
+        goto out;
+    }
     for (int i = 0; i < r.n_changed; i++) {
         const pl_file_check *x = &r.changed[i];
         if (x->missing)

@@ -44,11 +44,13 @@ const pl_cmd pl_cmds[] = {
      "run a bundle again: inputs, every batch's checksum, stage times, environment",
      "  --executor E         recorded (default) | host | gpu\n"
      "  --allow-changed-inputs   run even when an input's SHA-256 changed (named)\n"
-     "  --reps N             runs; the median of their stage means is compared (default 1)\n"
+     "  --reps N             runs; the median of their stage p50s is compared (default 1)\n"
      "  --workers N          host workers (default: as recorded)\n"
      "  --no-graph           gpu: plain stream launches\n"
      "  --out DIR            keep the replay's outputs in DIR (default: a temporary folder)\n"
      "  --quiet              only the verdict and the sinks that differ\n"
+     "  --json               print the verdict, sinks, stage times and changes as one JSON\n"
+     "                       object on stdout (docs/bundles.md)\n"
      "exit: 0 every output matches, 1 one differs (the first batch and sink are named),\n"
      "      2 a bad bundle or a changed input\n",
      pl_cmd_replay},

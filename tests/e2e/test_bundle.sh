@@ -101,7 +101,13 @@ rc=$?
 echo "$out" | grep -q "MISMATCH: sink 'save', batch 3: recorded 0x0123456789abcdef, now 0x[0-9a-f]*; 1 batch differs in all" ||
     err "altered checksum: message was: $out"
 echo "$out" | grep -q "DIFFERS in 1 batch (first: 3), bit-identical by design" || err "altered checksum: sink line: $out"
-echo "altered checksum: batch and sink named"
+out=$("$pipectl" replay --json bad 2>/dev/null)
+rc=$?
+[ $rc -eq 1 ] || err "replay --json of an altered checksum exited $rc"
+echo "$out" | grep -q '"verdict": "differs"' || err "replay --json: no verdict: $out"
+echo "$out" | grep -q '"sink": "save"' && echo "$out" | grep -q '"batch": 3,' ||
+    err "replay --json: first difference not named: $out"
+echo "altered checksum: batch and sink named (text and --json)"
 
 # 4. A moved bundle, with its inputs copied: the original folder is gone.
 mkdir -p far/away
