@@ -441,6 +441,16 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
     pl_run_cfg rc = cfg->run;
     if (rc.executor == PL_EXEC_AUTO)
         rc.executor = strcmp(r->executor_rec, "gpu") == 0 ? PL_EXEC_GPU : PL_EXEC_HOST;
+    if (rc.executor == PL_EXEC_GPU && cfg->run.executor == PL_EXEC_AUTO && !pl_gpu_available()) {
+        st =
+            pl_error_set(err, PL_ENODEV,
+                         "error: the bundle was recorded on the gpu executor and no GPU is usable "
+                         "here; 'pipectl replay --executor host %s' replays it on the CPU (outputs "
+                         "exact by design must match, the others are compared within their "
+                         "tolerance)",
+                         b->dir);
+        goto done;
+    }
     if (!cfg->workers_given) rc.workers = (int)json_integer_value(json_object_get(run, "workers"));
     rc.timing_period = (int)json_integer_value(json_object_get(run, "timing_period"));
     json_t *gr = json_object_get(run, "graphs");

@@ -218,5 +218,31 @@ rc=$?
 echo "$out" | grep -q "no copy of the output to compare" || err "gemm unverified: $out"
 echo "tolerance: within tolerance with copied outputs, unverified without"
 
+# 9. A GPU bundle where no GPU is usable: replay says how to replay it on the CPU.
+if ! "$pipectl" run --quiet --executor gpu --batches 1 p/quickstart.yaml >/dev/null 2>&1; then
+    cp -r "$b" gpub
+    sed 's/"executor": "host"/"executor": "gpu"/' "$b/manifest.json" >gpub/manifest.json
+    out=$("$pipectl" replay gpub 2>&1)
+    rc=$?
+    [ $rc -eq 1 ] || err "gpu bundle without a GPU: exit $rc, expected 1"
+    echo "$out" | grep -q "recorded on the gpu executor and no GPU is usable here; 'pipectl replay --executor host gpub'" ||
+        err "gpu bundle without a GPU: $out"
+    "$pipectl" replay -q --executor host gpub >/dev/null 2>&1 || err "gpu bundle replayed on the host failed"
+fi
+
+# 10. Text that YAML must quote survives the canonical file: quotes, backslashes, tabs, '#', ':',
+# UTF-8 in a lua stage's code and args.
+printf '%s\n' 'pipeline: "odd: name #1"' 'run: {batches: 3, depth: 2}' 'buffers:' \
+    '  out_b: {where: host, dtype: u8, shape: [64]}' 'stages:' \
+    '  - name: w' '    kind: lua' '    writes: [out_b]' "    args: 'a: \"b\" # c \\ é'" \
+    '    code: |' '      function run(batch, opts, bufs)' \
+    '        local s = opts.args .. "\t\\\"" .. "ü" .. batch' \
+    '        for i = 1, #s do bufs.out_b[i] = s:byte(i) end' '      end' \
+    '  - {name: keep, kind: sink, from: out_b}' >odd.yaml
+"$pipectl" run --quiet --executor host odd.yaml >/dev/null 2>&1 || err "odd.yaml does not run: $("$pipectl" run --executor host odd.yaml 2>&1)"
+"$pipectl" capture --quiet --executor host --reps 1 odd.yaml -o bodd || err "odd: capture exited $?"
+"$pipectl" replay -q bodd >/dev/null 2>&1 || err "odd: replay failed: $("$pipectl" replay bodd 2>&1)"
+cmp -s <("$pipectl" plan odd.yaml) <("$pipectl" plan bodd/pipeline.yaml) || err "odd: plans differ"
+
 [ $fail -eq 0 ] && echo "bundle: all checks passed"
 exit $((fail > 0))
