@@ -236,6 +236,8 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
     json_t **rep_stats = NULL;
     json_t *m = json_object(), *files = json_array(), *inputs = json_array();
     json_t *rep_walls = json_array();
+    /* Owned here until done (the manifest takes references of its own). */
+    json_t *outs = NULL, *graphs = NULL, *env = NULL, *stages = NULL;
     if (!m || !files || !inputs || !rep_walls) {
         st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
         goto done;
@@ -367,12 +369,11 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
         }
 
     /* Outputs: the first run's checksums; the last run's files, copied with --copy-outputs. */
-    json_t *outs = pl__bundle_outputs_json(c->plan, r0);
+    outs = pl__bundle_outputs_json(c->plan, r0);
     if (!outs) {
         st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
         goto done;
     }
-    PL_CHECK_GOTO(pl_json_set(m, "outputs_tmp", outs, err), st, done);
     for (int i = 0; i < last->n_outputs; i++) {
         const pl_output *o = &last->outputs[i];
         json_t *e = json_array_get(outs, (size_t)i);
@@ -407,14 +408,12 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
         goto done;
     }
     PL_CHECK_GOTO(pl__bundle_file_entry(dir, "summary.json", files, err), st, done);
-    json_t *graphs = NULL;
     PL_CHECK_GOTO(pl__bundle_graphs(dir, files, &graphs, &info->n_graphs, err), st, done);
     /* Folders with nothing in them (no graphs on the host, no copies) are not kept. */
     static const char *const maybe_empty[] = {"graphs", "inputs", "outputs"};
     for (int i = 0; i < 3; i++)
         rmdir(pl_bundle_path(dir, maybe_empty[i], p, sizeof p)); /* fails when not empty */
 
-    json_t *env = NULL;
     PL_CHECK_GOTO(pl_env_json(strcmp(r0->executor, "gpu") == 0, c->spec->run.device, &env, err), st,
                   done);
 
@@ -446,19 +445,15 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
                               "graphs", r0->graphs, "timing_period", cfg->run.timing_period,
                               "workers", r0->workers, "seed", (json_int_t)c->spec->run.seed,
                               "batches_done", (json_int_t)r0->batches_done, "reps", reps, "wall_s",
-                              rep_walls),
+                              json_incref(rep_walls)),
                     err),
         st, done);
-    rep_walls = NULL;
     if (r0->device_name[0])
         json_object_set_new(json_object_get(m, "run"), "device", pl_json_str(r0->device_name));
-    PL_CHECK_GOTO(pl_json_set(m, "inputs", inputs, err), st, done);
-    inputs = NULL;
-    json_incref(outs);
-    json_object_del(m, "outputs_tmp");
-    PL_CHECK_GOTO(pl_json_set(m, "outputs", outs, err), st, done);
-    json_t *stages = pl__bundle_stages_over_reps(rep_stats, reps);
-    PL_CHECK_GOTO(pl_json_set(m, "stages", stages, err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "inputs", json_incref(inputs), err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "outputs", json_incref(outs), err), st, done);
+    stages = pl__bundle_stages_over_reps(rep_stats, reps);
+    PL_CHECK_GOTO(pl_json_set(m, "stages", json_incref(stages), err), st, done);
     PL_CHECK_GOTO(
         pl_json_set(
             m, "noise",
@@ -469,18 +464,17 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
                           : "none recorded: one run (capture with --reps N, N >= 2)"),
             err),
         st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "graphs", graphs, err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "graphs", json_incref(graphs), err), st, done);
     PL_CHECK_GOTO(pl_json_set(m, "timeline", json_string("trace.json"), err), st, done);
     PL_CHECK_GOTO(pl_json_set(m, "summary", json_string("summary.json"), err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "environment", env, err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "environment", json_incref(env), err), st, done);
     f = fopen(pl_bundle_path(dir, "README.txt", p, sizeof p), "w");
     if (!f || fputs(pl__readme, f) == EOF || fclose(f) != 0) {
         st = pl_error_set(err, PL_EIO, "error: cannot write %s", p);
         goto done;
     }
     PL_CHECK_GOTO(pl__bundle_file_entry(dir, "README.txt", files, err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "files", files, err), st, done);
-    files = NULL;
+    PL_CHECK_GOTO(pl_json_set(m, "files", json_incref(files), err), st, done);
     st = pl_json_write_file(pl_bundle_path(dir, "manifest.json", p, sizeof p), m, err);
 done:
     for (int r = 0; res && r < (cfg->reps > 0 ? cfg->reps : 1); r++) {
@@ -493,6 +487,10 @@ done:
     json_decref(files);
     json_decref(inputs);
     json_decref(rep_walls);
+    json_decref(outs);
+    json_decref(graphs);
+    json_decref(env);
+    json_decref(stages);
     return st;
 }
 
