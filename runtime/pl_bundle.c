@@ -268,6 +268,8 @@ json_t *pl__bundle_outputs_json(const pl_plan *plan, const pl_run_result *res)
                               "checksum", pl_json_hex64(o->checksum), "repro",
                               rp == PL_REPRO_EXACT ? "exact" : "same_gpu", "tolerance", tol,
                               "batch_checksums", bc ? bc : json_array());
+        if (e)
+            json_object_set_new(e, "checksummed", json_boolean(o->batch_checksums || !o->batches));
         if (e && o->path) json_object_set_new(e, "written_to", pl_json_str(o->path));
         if (e && s >= 0 && spec->stages[s].n_reads > 0) {
             const pl_buffer *buf = &spec->buffers[spec->stages[s].reads[0].index];

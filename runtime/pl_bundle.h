@@ -75,6 +75,7 @@ typedef enum pl_sink_verdict {
                          * copied output is within the stated tolerance */
     PL_SINK_UNVERIFIED, /* differs where bits may differ, but no copied output to compare */
     PL_SINK_ABSENT,     /* the sink is in one record only */
+    PL_SINK_UNCHECKED,  /* a sink with `checksum: false`: nothing to compare */
 } pl_sink_verdict;
 
 typedef struct pl_sink_cmp {

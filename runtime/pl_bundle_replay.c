@@ -98,6 +98,12 @@ static pl_status pl__cmp_sinks(const json_t *oa, const json_t *ob, pl_compare *c
                     s->n_differ++;
                 }
                 s->verdict = s->n_differ ? PL_SINK_DIFFER : PL_SINK_MATCH;
+                if (json_is_false(json_object_get(e, "checksummed")) ||
+                    json_is_false(json_object_get(f, "checksummed"))) {
+                    s->verdict = PL_SINK_UNCHECKED;
+                    s->n_differ = 0;
+                    s->first_batch = -1;
+                }
             }
             if (s->n_differ) {
                 c->n_differ += s->n_differ;
@@ -588,6 +594,30 @@ pl_status pl_bundle_diff(const pl_bundle *a, const pl_bundle *b, pl_compare *c, 
     PL_CHECK(pl__cmp_sinks(json_object_get(ma, "outputs"), json_object_get(mb, "outputs"), c, err));
     PL_CHECK(pl__cmp_stages(json_object_get(ma, "stages"), json_object_get(mb, "stages"), c, err));
     int cap = 0;
+    /* The inputs' hashes, matched by stage and key (or buffer). */
+    size_t ii;
+    json_t *x;
+    json_array_foreach(json_object_get(ma, "inputs"), ii, x)
+    {
+        const char *stage = pl_json_str_or(x, "stage", NULL),
+                   *buf = pl_json_str_or(x, "buffer", NULL);
+        const char *key = pl_json_str_or(x, "key", "");
+        const char *ha = pl_json_str_or(x, "sha256", ""), *hb = NULL;
+        size_t k;
+        json_t *y;
+        json_array_foreach(json_object_get(mb, "inputs"), k, y)
+        {
+            const char *s2 = pl_json_str_or(y, "stage", NULL),
+                       *b2 = pl_json_str_or(y, "buffer", NULL);
+            if (strcmp(pl_json_str_or(y, "key", ""), key) != 0) continue;
+            if ((stage && s2 && strcmp(stage, s2) == 0) || (buf && b2 && strcmp(buf, b2) == 0))
+                hb = pl_json_str_or(y, "sha256", "");
+        }
+        if (hb && strcmp(ha, hb) == 0) continue;
+        char name[96];
+        snprintf(name, sizeof name, "inputs.%s.%s", stage ? stage : buf ? buf : "?", key);
+        PL_CHECK(pl__add_env(c, &cap, name, ha, hb, err));
+    }
     static const char *const pairs[][2] = {
         {"pipeline", "digest"},  {"plan", "digest"},
         {"run", "executor"},     {"run", "graphs"},

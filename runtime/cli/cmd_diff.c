@@ -151,6 +151,8 @@ int pl_cmd_diff(int argc, char **argv)
         printf("  %-20s ", s->stage);
         if (s->verdict == PL_SINK_ABSENT)
             printf("only in %s\n", s->batches_a ? "A" : "B");
+        else if (s->verdict == PL_SINK_UNCHECKED)
+            printf("not checksummed (checksum: false): not compared\n");
         else if (s->verdict == PL_SINK_MATCH)
             printf("%lld batches, every checksum agrees\n", (long long)s->batches_a);
         else

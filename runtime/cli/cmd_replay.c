@@ -91,8 +91,8 @@ void pl_cli_print_env(FILE *out, const pl_compare *c, const char *la, const char
         fprintf(out, "  %-28s %s -> %s\n", c->env[i].key, c->env[i].a, c->env[i].b);
 }
 
-static const char *const pl__verdicts[] = {"match", "differs", "within_tolerance", "unverified",
-                                           "absent"};
+static const char *const pl__verdicts[] = {"match",      "differs", "within_tolerance",
+                                           "unverified", "absent",  "unchecked"};
 
 /* --json: the same as the tables, for programs (CI). */
 static void pl__json(const char *dir, const pl_replay_result *r, pl_status st, const pl_error *err)
@@ -305,6 +305,9 @@ int pl_cmd_replay(int argc, char **argv)
                 break;
             case PL_SINK_ABSENT:
                 printf("ABSENT in one of the two runs\n");
+                break;
+            case PL_SINK_UNCHECKED:
+                printf("not checksummed (checksum: false): not compared\n");
                 break;
             case PL_SINK_DIFFER:
                 printf("DIFFERS in %lld batch%s (first: %lld)%s", (long long)s->n_differ,

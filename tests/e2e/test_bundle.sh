@@ -244,5 +244,16 @@ printf '%s\n' 'pipeline: "odd: name #1"' 'run: {batches: 3, depth: 2}' 'buffers:
 "$pipectl" replay -q bodd >/dev/null 2>&1 || err "odd: replay failed: $("$pipectl" replay bodd 2>&1)"
 cmp -s <("$pipectl" plan odd.yaml) <("$pipectl" plan bodd/pipeline.yaml) || err "odd: plans differ"
 
+# 11. A sink with checksum: false is said to be not compared; diff names a changed input.
+sed 's/to: out\/quickstart.npy}/to: out\/quickstart.npy, checksum: false}/' p/quickstart.yaml >p/qnc.yaml
+"$pipectl" capture --quiet --executor host --reps 1 --batches 3 p/qnc.yaml -o bnc || err "checksum false: capture exited $?"
+out=$("$pipectl" replay bnc 2>&1)
+[ $? -eq 0 ] || err "checksum false: replay: $out"
+echo "$out" | grep -q "save .*not checksummed (checksum: false): not compared" || err "checksum false: $out"
+head -c 65536 /dev/urandom >in.raw
+"$pipectl" capture --quiet --executor host --reps 1 files.yaml -o bf2 || err "files: second capture exited $?"
+out=$("$pipectl" diff bf bf2 2>&1)
+echo "$out" | grep -q "inputs.read.file" || err "diff: changed input not shown: $out"
+
 [ $fail -eq 0 ] && echo "bundle: all checks passed"
 exit $((fail > 0))
