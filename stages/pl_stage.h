@@ -151,7 +151,9 @@ typedef struct pl_kind {
     bool ordered;
     /* Optional: how reproducible this (checked) stage's writes are; for PL_REPRO_SAME_GPU, *tol
      * gets the relative tolerance, norm-wise (||got - want|| <= tol ||want||), that replay allows
-     * across executors. NULL: PL_REPRO_EXACT. */
+     * across executors. NULL: PL_REPRO_EXACT, so a kind whose GPU result is not its host
+     * reference's bits (float reductions, cuBLAS, a model's forward) must set it, or replay of its
+     * GPU bundles on the host reports a mismatch. */
     pl_repro (*repro)(const pl_spec *spec, const pl_stage *st, double *tol);
 } pl_kind;
 
