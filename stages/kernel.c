@@ -316,6 +316,39 @@ static pl_status pl__kernel_record(const pl_dev_ctx *ctx, pl_error *err)
 #define PL__KERNEL_RECORD NULL
 #endif
 
+/* Reproducibility per op (docs/bundles.md): elementwise ops, checksum (integer atomics, any order
+ * gives the same sum) and argmax (first index on ties) give the host's bits on the GPU. sum
+ * reduces in another order on the GPU than the reference's index order, gemm through cuBLAS: both
+ * are deterministic on one GPU (fixed tree, pinned workspace and algorithm) and within the GPU
+ * tests' tolerances across executors. An op not listed here is treated like gemm. */
+static pl_repro pl__kernel_repro(const pl_spec *spec, const pl_stage *st, double *tol)
+{
+    const pl_kernel_opts *o = st->priv;
+    pl_dtype out = st->n_writes > 0 && st->writes[0].index >= 0
+                       ? spec->buffers[st->writes[0].index].dtype
+                       : PL_F32;
+    if (o && o->user) { /* the user's own code: exact on one GPU, not across executors */
+        *tol = out == PL_F32 || out == PL_F64 ? 1e-5 : 1e-2;
+        return PL_REPRO_SAME_GPU;
+    }
+    switch (o ? o->op : PL_OP_COUNT) {
+    case PL_OP_FILL:
+    case PL_OP_SCALE:
+    case PL_OP_SAXPY:
+    case PL_OP_ADD:
+    case PL_OP_CHECKSUM:
+    case PL_OP_ARGMAX:
+    case PL_OP_BUSY:
+        return PL_REPRO_EXACT;
+    case PL_OP_SUM:
+        *tol = out == PL_F64 ? 1e-12 : 1e-6;
+        return PL_REPRO_SAME_GPU;
+    default:
+        *tol = out == PL_F32 || out == PL_F64 ? 1e-5 : 1e-2;
+        return PL_REPRO_SAME_GPU;
+    }
+}
+
 const pl_kind pl_kind_kernel = {
     .name = "kernel",
     .engine = PL_ENGINE_COMPUTE,
@@ -330,4 +363,5 @@ const pl_kind pl_kind_kernel = {
     .record = PL__KERNEL_RECORD,
     .describe = pl__kernel_describe,
     .notes = pl__kernel_notes,
+    .repro = pl__kernel_repro,
 };

@@ -109,6 +109,15 @@ typedef struct pl_output {
     bool finalized;            /* the file is complete under its final name */
 } pl_output;
 
+/* How reproducible a stage's writes are (bundles: `pipectl replay`; docs/bundles.md). */
+typedef enum pl_repro {
+    PL_REPRO_EXACT,    /* bit-identical run to run and across executors: the host executor's C
+                        * reference gives the GPU's bits */
+    PL_REPRO_SAME_GPU, /* bit-identical run to run on one GPU, driver and build (deterministic
+                        * reduction order, no unordered float atomics, pinned cuBLAS workspace);
+                        * across executors or GPUs within a stated relative tolerance */
+} pl_repro;
+
 /* What a stage means for the data flow of a batch (flags): reports count bytes in and out. */
 enum { PL_ROLE_INPUT = 1, PL_ROLE_OUTPUT = 2 };
 
@@ -155,6 +164,12 @@ typedef struct pl_kind {
     void (*notes)(const pl_stage *st, bool verbose, char *buf, size_t cap);
     /* Stages whose batches must run in batch order (sinks writing one file). */
     bool ordered;
+    /* Optional: how reproducible this (checked) stage's writes are; for PL_REPRO_SAME_GPU, *tol
+     * gets the relative tolerance, norm-wise (||got - want|| <= tol ||want||), that replay allows
+     * across executors. NULL: PL_REPRO_EXACT, so a kind whose GPU result is not its host
+     * reference's bits (float reductions, cuBLAS, a model's forward) must set it, or replay of its
+     * GPU bundles on the host reports a mismatch. */
+    pl_repro (*repro)(const pl_spec *spec, const pl_stage *st, double *tol);
 } pl_kind;
 
 /* The kinds, in table order (stages/pl_kinds.c), NULL-terminated; *n gets their count. */

@@ -68,6 +68,21 @@ int pl_cmd_run(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("run", NULL);
     if (pl_cmd_wants_help(cmd, argc, argv)) return 0;
+    /* --capture DIR: the run is a one-run capture (cmd_capture.c takes the other options). */
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--capture") == 0) {
+            char **av = malloc((size_t)(argc + 3) * sizeof *av);
+            if (!av) return pl_cli_fail(&(pl_error){.status = PL_ENOMEM, .msg = "out of memory"});
+            int n = 0;
+            av[n++] = "capture";
+            av[n++] = "--reps";
+            av[n++] = "1";
+            for (int j = 1; j < argc; j++)
+                av[n++] = j == i ? "-o" : argv[j];
+            int rc = pl_cmd_capture(n, av);
+            free(av);
+            return rc;
+        }
     const char *file = NULL, *fail_at = NULL, *trace = NULL;
     int64_t batches = -1, depth = -1, workers = 0;
     int timing = 16; /* pl_run_cfg.timing_period: --timing sample */

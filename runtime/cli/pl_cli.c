@@ -22,6 +22,7 @@ const pl_cmd pl_cmds[] = {
      "  -v, --verbose        say what user kernels compiled, and what came from the cache\n"
      "  --arch SM            check user kernels for SM (sm_90); on a GPU they are built for\n"
      "                       the device's own arch\n"
+     "  --capture DIR        write a bundle of the run ('pipectl capture --reps 1 -o DIR')\n"
      "environment:\n"
      "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
      "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host read\n"
@@ -53,6 +54,36 @@ const pl_cmd pl_cmds[] = {
      "  XDG_CACHE_HOME           compiled kernels are cached in $XDG_CACHE_HOME/pipectl\n"
      "                           (default ~/.cache/pipectl)\n",
      pl_cmd_check},
+    {"capture", "pipectl capture [options] FILE -o DIR",
+     "run a pipeline and write a bundle that replay checks bit for bit",
+     "  -o DIR               the bundle folder (created; must be empty)\n"
+     "  --reps N             runs (default 3): their spread of stage times is the recorded\n"
+     "                       noise, and their checksums must agree\n"
+     "  --copy-inputs        copy every input file into the bundle (self-contained)\n"
+     "  --copy-outputs       copy the sinks' output files (replay compares them within a\n"
+     "                       tolerance where bits may differ across executors)\n"
+     "  --batches N, --depth N, --executor E, --no-graph, --timing T, --workers N\n"
+     "                       as for 'pipectl run'\n"
+     "  --quiet              no summary\n"
+     "the bundle: docs/bundles.md; 'pipectl run --capture DIR FILE' is 'capture --reps 1'\n",
+     pl_cmd_capture},
+    {"replay", "pipectl replay [options] DIR",
+     "run a bundle again: inputs, every batch's checksum, stage times, environment",
+     "  --executor E         recorded (default) | host | gpu\n"
+     "  --allow-changed-inputs   run even when an input's SHA-256 changed (named)\n"
+     "  --reps N             runs; the median of their stage p50s is compared (default 1)\n"
+     "  --workers N          host workers (default: as recorded)\n"
+     "  --no-graph           gpu: plain stream launches\n"
+     "  --out DIR            keep the replay's outputs in DIR (default: a temporary folder)\n"
+     "  --quiet              only the verdict and the sinks that differ\n"
+     "  --json               print the verdict, sinks, stage times and changes as one JSON\n"
+     "                       object on stdout (docs/bundles.md)\n"
+     "exit: 0 every output matches, 1 one differs (the first batch and sink are named),\n"
+     "      2 a bad bundle or a changed input\n",
+     pl_cmd_replay},
+    {"diff", "pipectl diff A B",
+     "compare two bundles: pipeline, plan, environment, checksums, stage times",
+     "exit: 0 every sink agrees batch for batch, 1 one differs, 2 a bad bundle\n", pl_cmd_diff},
     {"plan", "pipectl plan [--dot] [--depth N] FILE", "print the compiled stream/event plan",
      "  --dot                print Graphviz DOT instead of the listing\n"
      "  --depth N            slots in flight (overrides run.depth)\n",

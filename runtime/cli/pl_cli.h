@@ -40,5 +40,14 @@ int pl_cmd_index(int argc, char **argv);
 int pl_cmd_version(int argc, char **argv);
 int pl_cmd_schema(int argc, char **argv);
 int pl_cmd_help(int argc, char **argv);
+int pl_cmd_capture(int argc, char **argv);
+int pl_cmd_replay(int argc, char **argv);
+int pl_cmd_diff(int argc, char **argv);
+
+/* Tables shared by `replay` and `diff` (cmd_replay.c): stage times of two records (la, lb name
+ * them), and what changed in the environment. */
+struct pl_compare;
+void pl_cli_print_stages(FILE *out, const struct pl_compare *c, const char *la, const char *lb);
+void pl_cli_print_env(FILE *out, const struct pl_compare *c, const char *la, const char *lb);
 
 #endif
