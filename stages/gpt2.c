@@ -324,13 +324,17 @@ static size_t pl__put(pl__stage_buf *b, const float *src, int64_t n, pl_dtype dt
     return off;
 }
 
-/* Lays the weights out (b->p NULL: sizes only) and records offsets as pointers relative to base. */
+/* Lays the weights out (b->p NULL: sizes only) and points s's tensors into base (NULL: not yet). */
 static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, pl__stage_buf *b,
                        unsigned char *base)
 {
     const pl_gpt2_cfg *c = &w->cfg;
     int64_t C = c->n_embd;
-#define PL__PUT(dst, src, n, dt, r, k) dst = (void *)(base + pl__put(b, src, n, dt, r, k))
+#define PL__PUT(dst, src, n, dt, r, k)                                                             \
+    do {                                                                                           \
+        size_t off_ = pl__put(b, src, n, dt, r, k);                                                \
+        dst = base ? (void *)(base + off_) : NULL;                                                 \
+    } while (0)
     PL__PUT(s->wte, w->wte, (int64_t)c->vocab * C, E, 0, 0);
     PL__PUT(s->wpe, w->wpe, (int64_t)c->n_ctx * C, PL_F32, 0, 0);
     for (int l = 0; l < c->n_layer; l++) {
