@@ -1,7 +1,9 @@
 /* pl_lua_front: the Lua front end. Runs a pipeline script in a sandboxed state (lua/pl_lua.h) and
- * fills the spec from what it returns, through the same builders and with the same checks as the
- * YAML front end, so both give identical specs. Positions: the script's name, the line of the
- * call that declared the element, column 1. */
+ * turns what it returns into a value tree shaped like a YAML file's, which the schema walker
+ * (parser/pl_schema.c) checks and builds the spec from, with the same rules and messages as for
+ * YAML; what is here is only what Lua itself brings (arrays for order, p:buffer/p:stage items,
+ * functions). Positions: the script's name, the line of the call that declared the element,
+ * column 1. */
 #include "pl_parse.h"
 
 #include <errno.h>
@@ -13,7 +15,7 @@
 #include <lauxlib.h>
 
 #include "pl_lua.h"
-#include "pl_stage.h"
+#include "pl_schema.h"
 
 typedef struct pl__front {
     pl_spec *spec;
@@ -23,6 +25,7 @@ typedef struct pl__front {
     size_t len;
     char chunk[PATH_MAX + 2]; /* "@" + name */
     const char *base;         /* the script's file name without directories (for `fn` stages) */
+    pl_value *root;           /* the converted pipeline; freed by the caller, also after errors */
 } pl__front;
 
 static pl_pos pl__pos(const pl__front *f, int line)
@@ -45,127 +48,24 @@ static pl_status pl__fail(pl__front *f, int line, const char *fmt, ...)
 
 static pl_status pl__oom(pl__front *f)
 {
-    return pl_error_set(f->err, PL_ENOMEM, "error: out of memory building the spec of '%s'",
+    return pl_error_set(f->err, PL_ENOMEM, "error: out of memory while reading '%s'",
                         f->spec->file);
 }
 
-static int pl__index_of(const char *s, const char *const *words, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(s, words[i]) == 0) return i;
-    return -1;
-}
-
-static void pl__join(char *out, size_t cap, const char *const *words, int n)
-{
-    out[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        strncat(out, words[i], cap - strlen(out) - 1);
-        if (i + 1 < n) strncat(out, ", ", cap - strlen(out) - 1);
-    }
-}
-
-/* Number of entries of the table at idx (all keys). */
-static lua_Integer pl__count(lua_State *L, int idx)
-{
-    idx = lua_absindex(L, idx);
-    lua_Integer n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        n++;
-        lua_pop(L, 1);
-    }
-    return n;
-}
-
-/* A table used as an array: keys exactly 1..#t. */
-static bool pl__is_array(lua_State *L, int idx)
-{
-    return lua_type(L, idx) == LUA_TTABLE && pl__count(L, idx) == (lua_Integer)lua_rawlen(L, idx);
-}
-
-/* Reports the first (by name, so the report is stable) key of the table at idx that is not in
- * `keys`; non-string keys are reported first. */
-static pl_status pl__check_keys(pl__front *f, lua_State *L, int idx, const char *where,
-                                const char *const *keys, int n, int line)
-{
-    idx = lua_absindex(L, idx);
-    char bad[128] = "";
-    bool have_bad = false;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) {
-            lua_pop(L, 1);
-            return pl__fail(f, line,
-                            "%san unnamed value (array element) where only named keys belong; "
-                            "write key = value (the keys here are: %s)",
-                            where, keys[0]);
-        }
-        const char *k = lua_tostring(L, -1);
-        if (pl__index_of(k, keys, n) < 0 && (!have_bad || strcmp(k, bad) < 0)) {
-            snprintf(bad, sizeof bad, "%s", k);
-            have_bad = true;
-        }
-    }
-    if (!have_bad) return PL_OK;
-    const char *best = pl_closest(bad, keys, n);
-    if (best) return pl__fail(f, line, "%sunknown key '%s' (did you mean '%s'?)", where, bad, best);
-    char list[256];
-    pl__join(list, sizeof list, keys, n);
-    return pl__fail(f, line, "%sunknown key '%s'; the keys here are: %s", where, bad, list);
-}
-
-/* Whole number in [min, max] at idx. */
-static pl_status pl__want_int(pl__front *f, lua_State *L, int idx, const char *where,
-                              const char *key, int64_t min, int64_t max, int line, int64_t *out)
-{
-    int ok = 0;
-    lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &ok) : 0;
-    if (!ok) {
-        if (lua_type(L, idx) == LUA_TNUMBER)
-            return pl__fail(f, line, "%s'%s' must be a whole number, got %s", where, key,
-                            lua_tostring(L, idx));
-        return pl__fail(f, line, "%s'%s' must be a whole number, not a %s", where, key,
-                        luaL_typename(L, idx));
-    }
-    if (v < min || v > max)
-        return pl__fail(f, line, "%s'%s' is %lld; it must be between %lld and %lld", where, key,
-                        (long long)v, (long long)min, (long long)max);
-    *out = v;
-    return PL_OK;
-}
-
-/* One of `words` at idx. */
-static pl_status pl__want_word(pl__front *f, lua_State *L, int idx, const char *where,
-                               const char *key, const char *const *words, int n, int line, int *out)
-{
-    char list[256];
-    pl__join(list, sizeof list, words, n);
-    if (lua_type(L, idx) != LUA_TSTRING)
-        return pl__fail(f, line, "%s'%s' must be one of: %s (a string), not a %s", where, key, list,
-                        luaL_typename(L, idx));
-    const char *s = lua_tostring(L, idx);
-    *out = pl__index_of(s, words, n);
-    if (*out >= 0) return PL_OK;
-    const char *best = pl_closest(s, words, n);
-    if (best)
-        return pl__fail(f, line, "%s'%s' is '%.64s' (did you mean '%s'?); it must be one of: %s",
-                        where, key, s, best, list);
-    return pl__fail(f, line, "%s'%s' is '%.64s'; it must be one of: %s", where, key, s, list);
-}
-
 /* Option text as the YAML front end would store it: integers "%lld", floats the shortest of
- * "%.15g".."%.17g" that reads back exactly (so 0.1 stays "0.1"), booleans true/false. NULL when
- * the value is not a scalar. */
-static const char *pl__scalar_text(lua_State *L, int idx, char *buf, size_t cap)
+ * "%.15g".."%.17g" that reads back exactly (so 0.1 stays "0.1"), booleans true/false. */
+static const char *pl__scalar_text(lua_State *L, int idx, char *buf, size_t cap, size_t *len)
 {
+    const char *s = buf;
     switch (lua_type(L, idx)) {
     case LUA_TSTRING:
-        return lua_tostring(L, idx);
+        s = lua_tolstring(L, idx, len);
+        *len = strlen(s); /* a NUL inside ends the text, as in every C string of the spec */
+        return s;
     case LUA_TBOOLEAN:
-        return lua_toboolean(L, idx) ? "true" : "false";
-    case LUA_TNUMBER:
+        s = lua_toboolean(L, idx) ? "true" : "false";
+        break;
+    default: /* LUA_TNUMBER */
         if (lua_isinteger(L, idx)) {
             snprintf(buf, cap, "%lld", (long long)lua_tointeger(L, idx));
         } else {
@@ -175,384 +75,136 @@ static const char *pl__scalar_text(lua_State *L, int idx, char *buf, size_t cap)
                 if (strtod(buf, NULL) == d) break;
             }
         }
-        return buf;
-    default:
-        return NULL;
     }
+    *len = strlen(s);
+    return s;
 }
 
-/* ---- run ---- */
-
-static pl_status pl__run(pl__front *f, lua_State *L, int idx, int line)
+/* A table used as an array: keys exactly 1..#t. */
+static bool pl__is_array(lua_State *L, int idx)
 {
-    static const char *const keys[] = {"batches", "depth", "device", "seed"};
-    const char *where = "run: ";
-    if (lua_type(L, idx) != LUA_TTABLE)
-        return pl__fail(f, line, "'run' must be a table like {batches = 16, depth = 3}, not a %s",
-                        luaL_typename(L, idx));
-    PL_CHECK(pl__check_keys(f, L, idx, where, keys, 4, line));
-    pl_run_opts *r = &f->spec->run;
-    pl_pos pos = pl__pos(f, line);
-    int64_t v;
-    if (lua_getfield(L, idx, "batches") != LUA_TNIL) {
-        PL_CHECK(pl__want_int(f, L, -1, where, "batches", 1, PL_MAX_BATCHES, line, &v));
-        r->batches = v;
-        r->batches_pos = pos;
-    }
-    lua_pop(L, 1);
-    if (lua_getfield(L, idx, "depth") != LUA_TNIL) {
-        PL_CHECK(pl__want_int(f, L, -1, where, "depth", 1, PL_MAX_DEPTH, line, &v));
-        r->depth = (int)v;
-        r->depth_pos = pos;
-    }
-    lua_pop(L, 1);
-    if (lua_getfield(L, idx, "device") != LUA_TNIL) {
-        PL_CHECK(pl__want_int(f, L, -1, where, "device", 0, INT_MAX, line, &v));
-        r->device = (int)v;
-        r->device_pos = pos;
-    }
-    lua_pop(L, 1);
-    if (lua_getfield(L, idx, "seed") != LUA_TNIL) {
-        /* Lua integers stop at 2^63-1; larger seeds can be written as a decimal string. */
-        if (lua_type(L, -1) == LUA_TSTRING) {
-            const char *s = lua_tostring(L, -1);
-            char *end;
-            errno = 0;
-            unsigned long long u = strtoull(s, &end, 10);
-            if (errno || !*s || *end || *s == '-')
-                return pl__fail(f, line,
-                                "run: 'seed' must be a whole number from 0 to "
-                                "18446744073709551615, got '%.64s'",
-                                s);
-            r->seed = u;
-        } else {
-            PL_CHECK(pl__want_int(f, L, -1, where, "seed", 0, INT64_MAX, line, &v));
-            r->seed = (uint64_t)v;
-        }
-        r->seed_pos = pos;
-    }
-    lua_pop(L, 1);
-    return PL_OK;
-}
-
-/* ---- buffers ---- */
-
-static pl_status pl__shape(pl__front *f, lua_State *L, int idx, const char *where, int line,
-                           pl_buffer *b)
-{
-    if (lua_type(L, idx) == LUA_TNUMBER) { /* shape = 1024: one dimension */
-        int64_t d;
-        PL_CHECK(pl__want_int(f, L, idx, where, "shape", 1, INT64_MAX, line, &d));
-        b->rank = 1;
-        b->shape[0] = d;
-        b->shape_pos = pl__pos(f, line);
-        return PL_OK;
-    }
-    if (!pl__is_array(L, idx))
-        return pl__fail(f, line,
-                        "%s'shape' must be a list of positive integers like {1024} or {64, 256}, "
-                        "not a %s",
-                        where, luaL_typename(L, idx));
-    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
-    if (n == 0)
-        return pl__fail(f, line, "%s'shape' is empty; give at least one dimension, like {1024}",
-                        where);
-    if (n > PL_MAX_RANK)
-        return pl__fail(f, line,
-                        "%s'shape' has %lld dimensions; at most %d (PL_MAX_RANK) are allowed: "
-                        "merge some of them",
-                        where, (long long)n, PL_MAX_RANK);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, idx, i);
-        int ok = 0;
-        lua_Integer d = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &ok) : 0;
-        if (!ok || d < 1) {
-            char cb[64];
-            const char *t = pl__scalar_text(L, -1, cb, sizeof cb);
-            return pl__fail(
-                f, line, "%sshape dimension %lld must be a positive integer, got %s%.64s%s", where,
-                (long long)i, t ? "'" : "a ", t ? t : luaL_typename(L, -1), t ? "'" : "");
-        }
-        b->shape[i - 1] = d;
-        lua_pop(L, 1);
-    }
-    b->rank = (int)n;
-    b->shape_pos = pl__pos(f, line);
-    return PL_OK;
-}
-
-static pl_status pl__check_size(pl__front *f, const char *where, int line, const pl_buffer *b)
-{
-    uint64_t count = 1, esize = pl_dtype_size(b->dtype);
-    for (int d = 0; d < b->rank; d++) {
-        uint64_t dim = (uint64_t)b->shape[d];
-        if (count > (uint64_t)INT64_MAX / dim)
-            return pl__fail(f, line,
-                            "%sthe shape has more than 2^63-1 elements; a buffer holds at most "
-                            "%llu bytes (PL_MAX_BUFFER_BYTES): make it smaller",
-                            where, (unsigned long long)PL_MAX_BUFFER_BYTES);
-        count *= dim;
-    }
-    if (count > PL_MAX_BUFFER_BYTES / esize)
-        return pl__fail(f, line,
-                        "%s%llu elements of %s is more than %llu bytes (64 GiB, "
-                        "PL_MAX_BUFFER_BYTES) per buffer: make the shape smaller",
-                        where, (unsigned long long)count, pl_dtype_name(b->dtype),
-                        (unsigned long long)PL_MAX_BUFFER_BYTES);
-    return PL_OK;
-}
-
-/* The buffer `name` with properties in the table at idx (which may also hold name = ...). */
-static pl_status pl__buffer(pl__front *f, lua_State *L, const char *name, int idx, int line)
-{
-    static const char *const keys[] = {"name",       "where", "dtype", "shape",
-                                       "persistent", "init",  "file"};
-    static const char *const wheres[] = {"host", "device"};
-    static const char *const inits[] = {"zeros", "random", "file"};
     idx = lua_absindex(L, idx);
-    char where[128];
-    snprintf(where, sizeof where, "buffer '%.64s': ", name);
-    if (!*name) return pl__fail(f, line, "a buffer name must not be empty");
-    PL_CHECK(pl__check_keys(f, L, idx, where, keys, 7, line));
-    pl_buffer *b = pl_spec_add_buffer(f->spec, name, pl__pos(f, line));
-    if (!b) return pl__oom(f);
-    pl_pos pos = pl__pos(f, line);
-    const char *dtypes[PL_DTYPE_COUNT];
-    for (int i = 0; i < PL_DTYPE_COUNT; i++)
-        dtypes[i] = pl_dtype_name((pl_dtype)i);
-    int w = 0;
-    if (lua_getfield(L, idx, "where") != LUA_TNIL) {
-        PL_CHECK(pl__want_word(f, L, -1, where, "where", wheres, 2, line, &w));
-        b->where = w ? PL_DEVICE : PL_HOST;
-        b->where_pos = pos;
-    }
-    lua_pop(L, 1);
-    if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
-        PL_CHECK(pl__want_word(f, L, -1, where, "dtype", dtypes, PL_DTYPE_COUNT, line, &w));
-        b->dtype = (pl_dtype)w;
-        b->dtype_pos = pos;
-    }
-    lua_pop(L, 1);
-    if (lua_getfield(L, idx, "shape") != LUA_TNIL) PL_CHECK(pl__shape(f, L, -1, where, line, b));
-    lua_pop(L, 1);
-    if (lua_getfield(L, idx, "persistent") != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TBOOLEAN)
-            return pl__fail(f, line, "%s'persistent' must be true or false, not a %s", where,
-                            luaL_typename(L, -1));
-        b->persistent = lua_toboolean(L, -1);
-        b->persistent_pos = pos;
-    }
-    lua_pop(L, 1);
-    bool has_init = false, has_file = false;
-    if (lua_getfield(L, idx, "init") != LUA_TNIL) {
-        PL_CHECK(pl__want_word(f, L, -1, where, "init", inits, 3, line, &w));
-        b->init = w == 0 ? PL_INIT_ZEROS : w == 1 ? PL_INIT_RANDOM : PL_INIT_FILE;
-        b->init_pos = pos;
-        has_init = true;
-    }
-    lua_pop(L, 1);
-    if (lua_getfield(L, idx, "file") != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TSTRING || !*lua_tostring(L, -1))
-            return pl__fail(f, line, "%s'file' must be a file path like 'data.npy'", where);
-        b->init_file = pl_spec_strdup(f->spec, lua_tostring(L, -1));
-        if (!b->init_file) return pl__oom(f);
-        has_file = true;
-    }
-    lua_pop(L, 1);
-    if (b->rank == 0)
-        return pl__fail(f, line, "%sno 'shape'; add shape = {N} (a list of positive integers)",
-                        where);
-    if (has_init && b->init == PL_INIT_FILE && !b->init_file)
-        return pl__fail(f, line, "%sinit = 'file' needs file = 'PATH' (raw or .npy)", where);
-    if (has_file && b->init != PL_INIT_FILE)
-        return pl__fail(f, line,
-                        "%s'file' is only used with init = 'file'; add init = 'file' or remove "
-                        "'file'",
-                        where);
-    return pl__check_size(f, where, line, b);
-}
-
-/* ---- stages ---- */
-
-typedef pl_ref *(*pl__add_ref_fn)(pl_spec *, pl_stage *, const char *, pl_pos);
-
-/* reads / writes / after: a list of names (a single string is a list of one). */
-static pl_status pl__refs(pl__front *f, lua_State *L, int idx, const char *where, const char *key,
-                          int line, pl_stage **st, int si, pl__add_ref_fn add)
-{
-    pl_pos pos = pl__pos(f, line);
-    if (lua_type(L, idx) == LUA_TSTRING) {
-        *st = &f->spec->stages[si];
-        if (!add(f->spec, *st, lua_tostring(L, idx), pos)) return pl__oom(f);
-        return PL_OK;
-    }
-    if (!pl__is_array(L, idx))
-        return pl__fail(f, line, "%s'%s' must be a list of names like {'a', 'b'}, not a %s", where,
-                        key, luaL_typename(L, idx));
-    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, idx, i);
-        if (lua_type(L, -1) != LUA_TSTRING || !*lua_tostring(L, -1))
-            return pl__fail(f, line, "%seach item of '%s' must be a name, not %s", where, key,
-                            lua_type(L, -1) == LUA_TSTRING ? "an empty string"
-                                                           : luaL_typename(L, -1));
-        *st = &f->spec->stages[si];
-        if (!add(f->spec, *st, lua_tostring(L, -1), pos)) return pl__oom(f);
-        lua_pop(L, 1);
-    }
-    return PL_OK;
-}
-
-/* A stage option: a scalar or a list of scalars, stored as text. */
-static pl_status pl__opt(pl__front *f, lua_State *L, int idx, const char *where, const char *key,
-                         int line, int si)
-{
-    char buf[64];
-    pl_pos pos = pl__pos(f, line);
-    int t = lua_type(L, idx);
-    if (t == LUA_TFUNCTION)
-        return pl__fail(f, line, "%s'%s' is a function; only `fn` of a lua stage takes a function",
-                        where, key);
-    if (t != LUA_TTABLE && !pl__scalar_text(L, idx, buf, sizeof buf))
-        return pl__fail(f, line, "%s'%s' must be a string, number, boolean or list, not a %s",
-                        where, key, luaL_typename(L, idx));
-    if (t == LUA_TTABLE && !pl__is_array(L, idx))
-        return pl__fail(f, line,
-                        "%s'%s' is a table with named keys; stage options are single values or "
-                        "lists of values like {1, 2}",
-                        where, key);
-    pl_opt *o = pl_stage_add_opt(f->spec, &f->spec->stages[si], key, pos);
-    if (!o) return pl__oom(f);
-    o->val_pos = pos;
-    if (t != LUA_TTABLE) {
-        o->str = pl_spec_strdup(f->spec, pl__scalar_text(L, idx, buf, sizeof buf));
-        return o->str ? PL_OK : pl__oom(f);
-    }
-    o->is_list = true;
-    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, idx, i);
-        const char *s = pl__scalar_text(L, -1, buf, sizeof buf);
-        if (!s)
-            return pl__fail(f, line, "%seach item of '%s' must be a single value, not a %s", where,
-                            key, luaL_typename(L, -1));
-        if (pl_opt_add_item(f->spec, o, s, pos) != PL_OK) return pl__oom(f);
-        lua_pop(L, 1);
-    }
-    return PL_OK;
-}
-
-static int pl__cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static pl_status pl__stage(pl__front *f, lua_State *L, int idx, int number, int line)
-{
-    static const char *const common[] = {"name", "kind", "reads", "writes", "after"};
-    idx = lua_absindex(L, idx);
-    char where[128];
-    snprintf(where, sizeof where, "stage %d: ", number);
-    if (lua_type(L, idx) != LUA_TTABLE)
-        return pl__fail(f, line,
-                        "each stage must be a table like {name = 'up', kind = 'h2d', from = 'x', "
-                        "to = 'y'}, not a %s",
-                        luaL_typename(L, idx));
-    if (lua_getfield(L, idx, "name") != LUA_TSTRING || !*lua_tostring(L, -1))
-        return pl__fail(f, line, "stage %d has no 'name'; add name = '<a unique stage name>'",
-                        number);
-    const char *name = lua_tostring(L, -1); /* kept on the stack while used */
-    snprintf(where, sizeof where, "stage '%.64s': ", name);
-    int n_kinds;
-    const char *const *kinds = pl_kind_names(&n_kinds);
-    if (lua_getfield(L, idx, "kind") == LUA_TNIL)
-        return pl__fail(f, line, "stage '%.64s' has no 'kind'; add kind = one of %s", name,
-                        pl_kind_list());
-    int kind_idx;
-    PL_CHECK(pl__want_word(f, L, -1, where, "kind", kinds, n_kinds, line, &kind_idx));
-    lua_pop(L, 1);
-    const pl_kind *kind = pl_kind_find(kinds[kind_idx]);
-    if (!kind) return pl__oom(f);
-
-    pl_stage *st = pl_spec_add_stage(f->spec, name, pl__pos(f, line));
-    if (!st) return pl__oom(f);
-    int si = st->index;
-    st->kind = kind;
-    st->kind_pos = pl__pos(f, line);
-
-    static const char *const refkeys[] = {"reads", "writes", "after"};
-    pl__add_ref_fn adds[] = {pl_stage_add_read, pl_stage_add_write, pl_stage_add_after};
-    for (int r = 0; r < 3; r++) {
-        if (lua_getfield(L, idx, refkeys[r]) != LUA_TNIL)
-            PL_CHECK(pl__refs(f, L, -1, where, refkeys[r], line, &st, si, adds[r]));
-        lua_pop(L, 1);
-    }
-
-    /* fn: the stage's function, found again in each worker state (stages/lua.c). */
-    bool has_fn = lua_getfield(L, idx, "fn") != LUA_TNIL;
-    if (has_fn) {
-        const pl_key *fk = pl_kind_key(kind, "fn");
-        if (!fk || fk->type != PL_KEY_FUNC)
-            return pl__fail(f, line, "%s'fn' is only for lua stages (this one is %s)", where,
-                            kind->name);
-        if (lua_type(L, -1) != LUA_TFUNCTION)
-            return pl__fail(f, line, "%s'fn' must be a function(batch, opts, bufs), not a %s",
-                            where, luaL_typename(L, -1));
-        lua_getfield(L, idx, "script");
-        lua_getfield(L, idx, "code");
-        bool other = !lua_isnil(L, -1) || !lua_isnil(L, -2);
-        lua_pop(L, 2);
-        if (other)
-            return pl__fail(f, line, "%sgive either 'fn' or 'script'/'code', not both", where);
-    }
-    lua_pop(L, 1);
-
-    /* Kind keys in the kind's table order (Lua tables have no written order), then the rest
-     * sorted by name, so the spec is the same on every run. */
-    for (const pl_key *k = kind->keys; k->name; k++) {
-        if (k->type == PL_KEY_FUNC) continue; /* handled above */
-        if (has_fn && strcmp(k->name, "script") == 0) {
-            pl_opt *o = pl_stage_add_opt(f->spec, &f->spec->stages[si], "script", pl__pos(f, line));
-            if (!o) return pl__oom(f);
-            o->val_pos = pl__pos(f, line);
-            o->str = pl_spec_strdup(f->spec, f->base);
-            if (!o->str) return pl__oom(f);
-            continue;
-        }
-        if (lua_getfield(L, idx, k->name) != LUA_TNIL)
-            PL_CHECK(pl__opt(f, L, lua_gettop(L), where, k->name, line, si));
-        lua_pop(L, 1);
-    }
-    const char *extra[64];
-    int n_extra = 0;
+    lua_Integer n = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) {
-            lua_pop(L, 1);
-            return pl__fail(f, line,
-                            "%san unnamed value (array element) in a stage table; write key = "
-                            "value",
-                            where);
-        }
-        const char *k = lua_tostring(L, -1);
-        if (pl__index_of(k, common, 5) >= 0 || strcmp(k, "fn") == 0 || pl_kind_key(kind, k) != NULL)
-            continue;
-        if (n_extra == 64) continue; /* the first 64 are plenty to report */
-        extra[n_extra] = pl_spec_strdup(f->spec, k);
-        if (!extra[n_extra++]) return pl__oom(f);
-    }
-    qsort(extra, (size_t)n_extra, sizeof extra[0], pl__cmp_str);
-    for (int i = 0; i < n_extra; i++) { /* pl_stage_check_opts reports them, with "did you mean" */
-        lua_getfield(L, idx, extra[i]);
-        PL_CHECK(pl__opt(f, L, lua_gettop(L), where, extra[i], line, si));
+        n++;
         lua_pop(L, 1);
     }
-    lua_pop(L, 1); /* name */
+    return n == (lua_Integer)lua_rawlen(L, idx);
+}
+
+static int pl__pair_cmp(const void *a, const void *b)
+{
+    const pl_value *x = *(pl_value *const *)a, *y = *(pl_value *const *)b;
+    return strcmp(x->text, y->text);
+}
+
+/* Sorts a mapping's (key, value) pairs by key: a Lua table has no written order, and a stable
+ * order makes messages and specs the same on every run. No Lua call happens while `keys` is
+ * allocated, so a Lua error cannot leak it. */
+static pl_status pl__sort_pairs(pl__front *f, pl_value *m)
+{
+    int n = m->n / 2;
+    if (n < 2) return PL_OK;
+    pl_value **keys = malloc((size_t)n * sizeof *keys);
+    if (!keys) return pl__oom(f);
+    int i = 0;
+    for (pl_value *k = m->child; k && k->next; k = k->next->next)
+        keys[i++] = k;
+    qsort(keys, (size_t)n, sizeof *keys, pl__pair_cmp);
+    for (i = 0; i < n; i++)
+        keys[i]->next->next = i + 1 < n ? keys[i + 1] : NULL;
+    m->child = keys[0];
+    m->last = keys[n - 1]->next;
+    free(keys);
     return PL_OK;
 }
 
-/* ---- the returned pipeline ---- */
+/* Drops the pair `key` from a mapping (a buffer's `name`, which is its key in the tree). */
+static void pl__drop_pair(pl_value *m, const char *key)
+{
+    pl_value **link = &m->child, *prev_value = NULL;
+    for (pl_value *k = m->child; k && k->next; k = k->next->next) {
+        pl_value *v = k->next;
+        if (strcmp(k->text, key) == 0) {
+            *link = v->next;
+            if (m->last == v) m->last = prev_value;
+            v->next = NULL;
+            pl_value_free(k);
+            m->n -= 2;
+            return;
+        }
+        link = &v->next;
+        prev_value = v;
+    }
+}
+
+/* The Lua value at idx as a new node under `parent` (NULL: *out is a root); every node gets the
+ * line of the call that declared its element. */
+static pl_status pl__conv(pl__front *f, lua_State *L, int idx, pl_value *parent, int line,
+                          int depth, pl_value **out)
+{
+    idx = lua_absindex(L, idx);
+    pl_pos pos = pl__pos(f, line);
+    int t = lua_type(L, idx);
+    pl_vtype vt = t == LUA_TTABLE      ? (pl__is_array(L, idx) ? PL_VAL_LIST : PL_VAL_MAP)
+                  : t == LUA_TFUNCTION ? PL_VAL_FUNC
+                  : t == LUA_TSTRING || t == LUA_TNUMBER || t == LUA_TBOOLEAN ? PL_VAL_SCALAR
+                                                                              : PL_VAL_OTHER;
+    pl_value *v = pl_value_add(parent, vt, pos);
+    if (!v) return pl__oom(f);
+    if (out) *out = v;
+    if (vt == PL_VAL_SCALAR) {
+        char buf[64];
+        size_t len;
+        const char *s = pl__scalar_text(L, idx, buf, sizeof buf, &len);
+        return pl_value_set_text(v, s, len) ? PL_OK : pl__oom(f);
+    }
+    if (vt == PL_VAL_OTHER) {
+        const char *s = luaL_typename(L, idx);
+        return pl_value_set_text(v, s, strlen(s)) ? PL_OK : pl__oom(f);
+    }
+    if (vt == PL_VAL_FUNC) return PL_OK;
+    if (depth >= PL_MAX_NESTING)
+        return pl__fail(f, line,
+                        "tables nested deeper than %d levels (PL_MAX_NESTING), or a table that "
+                        "contains itself; a pipeline needs at most 4: flatten this value",
+                        PL_MAX_NESTING);
+    v->table = true;
+    luaL_checkstack(L, 4, "a pipeline table");
+    if (vt == PL_VAL_LIST) {
+        lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, idx, i);
+            PL_CHECK(pl__conv(f, L, -1, v, line, depth + 1, NULL));
+            lua_pop(L, 1);
+        }
+        return PL_OK;
+    }
+    v->unordered = true;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            return pl__fail(f, line,
+                            "a table mixes unnamed values (array elements) with named keys; "
+                            "write key = value, or only values");
+        size_t len;
+        const char *k = lua_tolstring(L, -2, &len);
+        pl_value *kv = pl_value_add(v, PL_VAL_SCALAR, pos);
+        if (!kv || !pl_value_set_text(kv, k, strlen(k))) return pl__oom(f);
+        PL_CHECK(pl__conv(f, L, -1, v, line, depth + 1, NULL));
+        lua_pop(L, 1);
+    }
+    return pl__sort_pairs(f, v);
+}
+
+/* A key node under the root mapping, and the value node that pl__conv or the caller fills. */
+static pl_value *pl__add_key(pl__front *f, pl_value *m, const char *key, int line)
+{
+    pl_value *k = pl_value_add(m, PL_VAL_SCALAR, pl__pos(f, line));
+    if (!k || !pl_value_set_text(k, key, strlen(key))) return NULL;
+    return k;
+}
 
 /* The line of a declarative element: its pipectl.buffer/stage mark, else `line`. */
 static int pl__elem_line(lua_State *L, int idx, int line)
@@ -561,30 +213,39 @@ static int pl__elem_line(lua_State *L, int idx, int line)
     return m > 0 ? m : line;
 }
 
-static pl_status pl__decl_list(pl__front *f, lua_State *L, int decl, const char *key, int line,
-                               bool buffers)
+/* One buffer: its name becomes its key in the `buffers` mapping, as in YAML. */
+static pl_status pl__conv_buffer(pl__front *f, lua_State *L, pl_value *bufs, const char *name,
+                                 int t, int line)
 {
-    if (lua_getfield(L, decl, key) == LUA_TNIL) {
-        lua_pop(L, 1);
-        return PL_OK;
-    }
-    int t = lua_gettop(L);
-    if (!pl__is_array(L, t)) {
-        if (lua_type(L, t) == LUA_TTABLE)
+    pl_value *k = pl__add_key(f, bufs, name, line), *v = NULL;
+    if (!k) return pl__oom(f);
+    PL_CHECK(pl__conv(f, L, t, bufs, line, 2, &v));
+    if (v->type == PL_VAL_MAP) pl__drop_pair(v, "name");
+    return PL_OK;
+}
+
+/* decl.buffers / decl.stages: arrays (Lua tables do not keep the order of named keys). */
+static pl_status pl__conv_decl_list(pl__front *f, lua_State *L, int list, const char *key, int line,
+                                    pl_value *into, bool buffers)
+{
+    if (!pl__is_array(L, list) || lua_type(L, list) != LUA_TTABLE) {
+        if (lua_type(L, list) == LUA_TTABLE)
             return pl__fail(f, line,
                             "'%s' must be an array like {{name = 'x', ...}, {name = 'y', ...}}: "
                             "Lua tables do not keep the order of named keys, and the order "
                             "matters",
                             key);
         return pl__fail(f, line, "'%s' must be an array of tables, not a %s", key,
-                        luaL_typename(L, t));
+                        luaL_typename(L, list));
     }
-    lua_Integer n = (lua_Integer)lua_rawlen(L, t);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, list);
     for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, t, i);
+        lua_rawgeti(L, list, i);
         int el = lua_gettop(L);
         int eline = pl__elem_line(L, el, line);
-        if (buffers) {
+        if (!buffers) {
+            PL_CHECK(pl__conv(f, L, el, into, eline, 2, NULL));
+        } else {
             if (lua_type(L, el) != LUA_TTABLE)
                 return pl__fail(f, eline,
                                 "buffer %lld must be a table like {name = 'x', where = 'host', "
@@ -593,20 +254,18 @@ static pl_status pl__decl_list(pl__front *f, lua_State *L, int decl, const char 
             if (lua_getfield(L, el, "name") != LUA_TSTRING)
                 return pl__fail(f, eline, "buffer %lld has no 'name'; add name = 'x'",
                                 (long long)i);
-            PL_CHECK(pl__buffer(f, L, lua_tostring(L, -1), el, eline));
+            PL_CHECK(pl__conv_buffer(f, L, into, lua_tostring(L, -1), el, eline));
             lua_pop(L, 1);
-        } else {
-            PL_CHECK(pl__stage(f, L, el, f->spec->n_stages + 1, eline));
         }
         lua_pop(L, 1);
     }
-    lua_pop(L, 1);
     return PL_OK;
 }
 
+/* The returned pipeline (a pipectl.pipeline object or a bare table) as a value tree shaped like
+ * a YAML file's: {name, run, buffers: {name: props, ...}, stages: [...]}. */
 static pl_status pl__convert(pl__front *f, lua_State *L, int ret)
 {
-    static const char *const keys[] = {"name", "run", "buffers", "stages"};
     int decl, items = 0, line;
     if (lua_type(L, ret) == LUA_TTABLE && pl_lua_is_pipeline(L, ret)) {
         lua_getfield(L, ret, "_decl");
@@ -627,52 +286,56 @@ static pl_status pl__convert(pl__front *f, lua_State *L, int ret)
                             "stages = {...}}; it returned %s",
                             f->spec->file, luaL_typename(L, ret));
     }
-    PL_CHECK(pl__check_keys(f, L, decl, "", keys, 4, line));
-    if (lua_getfield(L, decl, "name") != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TSTRING || !*lua_tostring(L, -1))
-            return pl__fail(f, line, "'name' must be a non-empty string, not a %s",
-                            luaL_typename(L, -1));
-        f->spec->name = pl_spec_strdup(f->spec, lua_tostring(L, -1));
-        if (!f->spec->name) return pl__oom(f);
-    }
-    lua_pop(L, 1);
-    if (lua_getfield(L, decl, "run") != LUA_TNIL) PL_CHECK(pl__run(f, L, lua_gettop(L), line));
-    lua_pop(L, 1);
-    PL_CHECK(pl__decl_list(f, L, decl, "buffers", line, true));
-    PL_CHECK(pl__decl_list(f, L, decl, "stages", line, false));
-    if (items) {
-        lua_Integer n = (lua_Integer)lua_rawlen(L, items);
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_rawgeti(L, items, i);
-            int it = lua_gettop(L);
-            lua_getfield(L, it, "line");
-            int iline = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : line;
-            lua_getfield(L, it, "what");
-            bool is_buffer =
-                lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "buffer") == 0;
-            lua_getfield(L, it, "t");
-            int t = lua_gettop(L);
-            if (is_buffer) {
-                lua_getfield(L, it, "name");
-                if (lua_type(L, -1) != LUA_TSTRING)
-                    return pl__fail(f, iline, "p:buffer needs a name");
-                const char *bname = lua_tostring(L, -1);
-                if (lua_type(L, t) != LUA_TTABLE)
-                    return pl__fail(f, iline, "buffer '%.64s': properties must be a table", bname);
-                PL_CHECK(pl__buffer(f, L, bname, t, iline));
-            } else {
-                PL_CHECK(pl__stage(f, L, t, f->spec->n_stages + 1, iline));
-            }
-            lua_settop(L, it - 1);
+    pl_value *root = f->root = pl_value_add(NULL, PL_VAL_MAP, pl__pos(f, line));
+    if (!root) return pl__oom(f);
+    root->table = root->unordered = true;
+    pl_value *bufs = NULL, *stages = NULL;
+    lua_pushnil(L);
+    while (lua_next(L, decl)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            return pl__fail(f, line,
+                            "the pipeline table holds an unnamed value (array element); write "
+                            "key = value (name, run, buffers, stages)");
+        const char *k = lua_tostring(L, -2);
+        if (!pl__add_key(f, root, k, line)) return pl__oom(f);
+        bool is_bufs = strcmp(k, "buffers") == 0, is_stages = strcmp(k, "stages") == 0;
+        if (is_bufs || is_stages) {
+            pl_value **into = is_bufs ? &bufs : &stages;
+            *into = pl_value_add(root, is_bufs ? PL_VAL_MAP : PL_VAL_LIST, pl__pos(f, line));
+            if (!*into) return pl__oom(f);
+            PL_CHECK(pl__conv_decl_list(f, L, lua_gettop(L), k, line, *into, is_bufs));
+        } else {
+            PL_CHECK(pl__conv(f, L, -1, root, line, 1, NULL));
         }
+        lua_pop(L, 1);
     }
-    if (f->spec->n_stages == 0)
-        return pl__fail(f, line,
-                        "the pipeline has no stages; add some with p:stage{name = 'gen', kind = "
-                        "'source', to = 'x_host'}");
-    if (f->spec->n_stages > PL_MAX_STAGES || f->spec->n_buffers > PL_MAX_BUFFERS)
-        return pl__fail(f, line, "the pipeline has more than %d stages or buffers", PL_MAX_STAGES);
-    return PL_OK;
+    lua_Integer n = items ? (lua_Integer)lua_rawlen(L, items) : 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, items, i);
+        int it = lua_gettop(L);
+        lua_getfield(L, it, "line");
+        int iline = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : line;
+        lua_getfield(L, it, "what");
+        bool is_buffer =
+            lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "buffer") == 0;
+        lua_getfield(L, it, "t");
+        int t = lua_gettop(L);
+        pl_value **into = is_buffer ? &bufs : &stages;
+        if (!*into) {
+            if (!pl__add_key(f, root, is_buffer ? "buffers" : "stages", line)) return pl__oom(f);
+            *into = pl_value_add(root, is_buffer ? PL_VAL_MAP : PL_VAL_LIST, pl__pos(f, line));
+            if (!*into) return pl__oom(f);
+        }
+        if (is_buffer) {
+            lua_getfield(L, it, "name");
+            if (lua_type(L, -1) != LUA_TSTRING) return pl__fail(f, iline, "p:buffer needs a name");
+            PL_CHECK(pl__conv_buffer(f, L, bufs, lua_tostring(L, -1), t, iline));
+        } else {
+            PL_CHECK(pl__conv(f, L, t, stages, iline, 2, NULL));
+        }
+        lua_settop(L, it - 1);
+    }
+    return pl__sort_pairs(f, root);
 }
 
 static int pl__front_run(lua_State *L)
@@ -746,6 +409,11 @@ pl_status pl_lua_load_string(const char *name, const char *text, size_t len, pl_
             st = f.st;
     }
     pl_lua_free(lx);
+    if (st == PL_OK) {
+        pl_schema_src src = {.lua = true, .script_base = f.base};
+        st = pl_schema_build(spec, f.root, &src, err);
+    }
+    pl_value_free(f.root);
     if (st != PL_OK) {
         pl_spec_free(spec);
         return st;

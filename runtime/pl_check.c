@@ -69,25 +69,10 @@ static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *
                                "buffer '%s': shape dimension %d must be a positive integer, got "
                                "'%" PRId64 "'",
                                b->name, i + 1, b->shape[i]);
-    uint64_t esize = pl_dtype_size(b->dtype), count = 1;
-    for (int i = 0; i < b->rank; i++) {
-        uint64_t d = (uint64_t)b->shape[i];
-        if (count > (uint64_t)INT64_MAX / d)
-            return pl_error_at(err, PL_EINPUT, b->shape_pos,
-                               "buffer '%s': the shape has more than 2^63-1 elements; a buffer "
-                               "holds at most %" PRIu64 " bytes (64 GiB, PL_MAX_BUFFER_BYTES): "
-                               "make it smaller",
-                               b->name, (uint64_t)PL_MAX_BUFFER_BYTES);
-        count *= d;
-    }
-    if (count > PL_MAX_BUFFER_BYTES / esize)
-        return pl_error_at(
-            err, PL_EINPUT, b->shape_pos,
-            "buffer '%s': %" PRIu64 " elements of %s is more than %" PRIu64
-            " bytes (64 GiB, PL_MAX_BUFFER_BYTES) per buffer: make the shape smaller",
-            b->name, count, pl_dtype_name(b->dtype), (uint64_t)PL_MAX_BUFFER_BYTES);
+    uint64_t count;
+    PL_CHECK(pl_buffer_count(b, &count, err));
     b->count = (int64_t)count;
-    b->bytes = count * esize;
+    b->bytes = count * pl_dtype_size(b->dtype);
     if (b->init == PL_INIT_FILE && (!b->init_file || !*b->init_file))
         return pl_error_at(err, PL_EINPUT, b->init_pos,
                            "buffer '%s': init: file needs 'file: PATH' (raw or .npy)", b->name);

@@ -17,6 +17,7 @@ int64_t pl_now_ns(void)
 bool pl_sched_ready(const pl_sched *s, int stage, int64_t b)
 {
     const pl_plan_stage *ps = &s->plan->stages[stage];
+    if (s->is_out[stage] && s->commit < b + 1) return false;
     for (int i = 0; i < ps->n_preds; i++)
         if (s->done[ps->preds[i]] < b + 1) return false;
     for (int i = 0; i < ps->n_xin; i++) {
@@ -55,11 +56,38 @@ static void pl__count_live(pl_sched *s)
     if (s->n_live == 0) pthread_cond_broadcast(&s->work);
 }
 
+/* Counts the non-output stages at the commit point, moving it on while none is. O(stages) per
+ * batch the commit point passes, not per completion. */
+static void pl__advance_commit(pl_sched *s)
+{
+    bool moved = false;
+    while (s->at_commit == 0) {
+        int64_t next = -1;
+        for (int v = 0; v < s->n_stages; v++)
+            if (!s->is_out[v] && (next < 0 || s->done[v] < next)) next = s->done[v];
+        if (next < 0 || next <= s->commit) break; /* no non-output stage, or nothing moved */
+        s->commit = next;
+        moved = true;
+        for (int v = 0; v < s->n_stages; v++)
+            s->at_commit += !s->is_out[v] && s->done[v] == s->commit;
+    }
+    for (int i = 0; moved && i < s->n_out_streams; i++)
+        pl__recheck(s, s->out_streams[i]);
+}
+
+/* done[stage] = count (count > done[stage]), with the commit point and the waiters. */
+static void pl__set_done(pl_sched *s, int stage, int64_t count)
+{
+    int64_t old = s->done[stage];
+    s->done[stage] = count;
+    if (!s->is_out[stage] && old == s->commit && --s->at_commit == 0) pl__advance_commit(s);
+    pl__recheck_deps(s, stage);
+}
+
 void pl_sched_set_done(pl_sched *s, int stage, int64_t count)
 {
     if (count <= s->done[stage]) return;
-    s->done[stage] = count;
-    pl__recheck_deps(s, stage);
+    pl__set_done(s, stage, count);
     pthread_cond_broadcast(&s->progress);
 }
 
@@ -154,9 +182,8 @@ static void *pl__worker_main(void *p)
             s->live[k] = false;
             if (--s->n_live == 0) pthread_cond_broadcast(&s->work);
         }
-        s->done[stage] = b + 1;
+        pl__set_done(s, stage, b + 1);
         pl__recheck(s, k);
-        pl__recheck_deps(s, stage);
         pthread_cond_broadcast(&s->progress);
     }
     s->n_running--;
@@ -191,6 +218,8 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
     s->dep_streams = calloc(ns, sizeof *s->dep_streams);
     s->n_dep_streams = calloc(ns, sizeof *s->n_dep_streams);
     s->threads = calloc((size_t)s->n_workers, sizeof *s->threads);
+    s->is_out = calloc(ns, sizeof *s->is_out);
+    s->out_streams = calloc(nk, sizeof *s->out_streams);
     if (!s->done || !s->owned || !s->cur || !s->cur_b || !s->queued || !s->running || !s->live ||
         !s->queue || !s->dep_streams || !s->n_dep_streams || !s->threads)
         goto oom;
@@ -288,6 +317,8 @@ void pl_sched_fini(pl_sched *s)
     free(s->queue);
     free(s->threads);
     free(s->worker_args);
+    free(s->is_out);
+    free(s->out_streams);
     free(s->live);
     if (s->init) {
         pthread_mutex_destroy(&s->mu);

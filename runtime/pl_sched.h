@@ -10,8 +10,10 @@
  * finished. The GPU executor marks its device stages done as it reads their ends back.
  *
  * Failures drain: a stage failing at batch k lowers the limit to k, so no stage starts batch k or
- * later, while every earlier batch still finishes; every sink then holds exactly batches 0..k-1,
- * on both executors. The error kept is the one of the lowest batch. */
+ * later, while every earlier batch still finishes. Output stages (kinds with PL_ROLE_OUTPUT:
+ * sinks) run batch b only once every other stage has finished batch b (the commit point), so a
+ * fast lane's sink never writes a batch a slow lane then fails on: every sink holds exactly
+ * batches 0..k-1, on both executors. The error kept is the one of the lowest batch. */
 #ifndef PL_SCHED_H
 #define PL_SCHED_H
 
@@ -50,7 +52,12 @@ typedef struct pl_sched {
     bool *live; /* [stream]: owned and its cursor is below the limit */
     int *queue; /* ring of stream indices */
     int q_head, q_len;
-    int n_live;        /* streams that are live */
+    int n_live;       /* streams that are live */
+    bool *is_out;     /* [stage]: an output stage (waits for the commit point) */
+    int64_t commit;   /* batches every non-output stage has finished */
+    int at_commit;    /* non-output stages whose done == commit */
+    int *out_streams; /* streams holding output stages */
+    int n_out_streams;
     int **dep_streams; /* [stage]: streams whose next stage may wait on it */
     int *n_dep_streams;
 

@@ -1,6 +1,7 @@
 /* pl_spec: the spec's arena, builders used by the front ends, lookups and dtype tables. */
 #include "pl_spec.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,26 +151,37 @@ pl_opt *pl_stage_add_opt(pl_spec *spec, pl_stage *st, const char *key, pl_pos po
     return o->key ? o : NULL;
 }
 
-pl_status pl_opt_add_item(pl_spec *spec, pl_opt *opt, const char *text, pl_pos pos)
+pl_status pl_opt_add_tagged_item(pl_spec *spec, pl_opt *opt, const char *tag, const char *text,
+                                 pl_pos pos)
 {
     if ((opt->n_items & (opt->n_items - 1)) == 0) { /* powers of two: grow */
         int cap = opt->n_items ? opt->n_items * 2 : 4;
         const char **items = pl_spec_alloc(spec, (size_t)cap * sizeof *items);
+        const char **tags = pl_spec_alloc(spec, (size_t)cap * sizeof *tags);
         pl_pos *ipos = pl_spec_alloc(spec, (size_t)cap * sizeof *ipos);
-        if (!items || !ipos) return PL_ENOMEM;
+        if (!items || !tags || !ipos) return PL_ENOMEM;
         if (opt->n_items) {
             memcpy(items, opt->items, (size_t)opt->n_items * sizeof *items);
+            memcpy(tags, opt->item_tags, (size_t)opt->n_items * sizeof *tags);
             memcpy(ipos, opt->item_pos, (size_t)opt->n_items * sizeof *ipos);
         }
         opt->items = items;
+        opt->item_tags = tags;
         opt->item_pos = ipos;
     }
     const char *t = pl_spec_strdup(spec, text);
-    if (!t) return PL_ENOMEM;
+    const char *g = tag ? pl_spec_strdup(spec, tag) : NULL;
+    if (!t || (tag && !g)) return PL_ENOMEM;
     opt->items[opt->n_items] = t;
+    opt->item_tags[opt->n_items] = g;
     opt->item_pos[opt->n_items] = pos;
     opt->n_items++;
     return PL_OK;
+}
+
+pl_status pl_opt_add_item(pl_spec *spec, pl_opt *opt, const char *text, pl_pos pos)
+{
+    return pl_opt_add_tagged_item(spec, opt, NULL, text, pos);
 }
 
 static pl_ref *pl__add_ref(pl_spec *spec, pl_ref **arr, int *n, int *cap, const char *name,
@@ -198,6 +210,29 @@ pl_ref *pl_stage_add_write(pl_spec *spec, pl_stage *st, const char *name, pl_pos
 pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos)
 {
     return pl__add_ref(spec, &st->after, &st->n_after, &st->cap_after, name, pos);
+}
+
+pl_status pl_buffer_count(const pl_buffer *b, uint64_t *count, pl_error *err)
+{
+    uint64_t esize = pl_dtype_size(b->dtype), n = 1;
+    for (int i = 0; i < b->rank; i++) {
+        uint64_t d = (uint64_t)b->shape[i];
+        if (n > (uint64_t)INT64_MAX / d)
+            return pl_error_at(err, PL_EINPUT, b->shape_pos,
+                               "buffer '%s': the shape has more than 2^63-1 elements; a buffer "
+                               "holds at most %" PRIu64 " bytes (64 GiB, PL_MAX_BUFFER_BYTES): "
+                               "make it smaller",
+                               b->name, (uint64_t)PL_MAX_BUFFER_BYTES);
+        n *= d;
+    }
+    if (n > PL_MAX_BUFFER_BYTES / esize)
+        return pl_error_at(
+            err, PL_EINPUT, b->shape_pos,
+            "buffer '%s': %" PRIu64 " elements of %s is more than %" PRIu64
+            " bytes (64 GiB, PL_MAX_BUFFER_BYTES) per buffer: make the shape smaller",
+            b->name, n, pl_dtype_name(b->dtype), (uint64_t)PL_MAX_BUFFER_BYTES);
+    *count = n;
+    return PL_OK;
 }
 
 int pl_spec_find_buffer(const pl_spec *spec, const char *name)

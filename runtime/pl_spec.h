@@ -86,6 +86,7 @@ typedef struct pl_opt {
     int n_items;
     const char **items;
     pl_pos *item_pos;
+    const char **item_tags; /* [n_items]: an item's tag when written {tag: value}, else NULL */
 } pl_opt;
 
 /* A reference by name to a buffer or stage; `index` is -1 until pl_spec_check resolves it. */
@@ -159,9 +160,17 @@ pl_buffer *pl_spec_add_buffer(pl_spec *spec, const char *name, pl_pos pos);
 pl_stage *pl_spec_add_stage(pl_spec *spec, const char *name, pl_pos pos);
 pl_opt *pl_stage_add_opt(pl_spec *spec, pl_stage *st, const char *key, pl_pos pos);
 pl_status pl_opt_add_item(pl_spec *spec, pl_opt *opt, const char *text, pl_pos pos);
+/* An item written as a one-entry mapping {tag: text} (PL_KEY_ITEMS keys). */
+pl_status pl_opt_add_tagged_item(pl_spec *spec, pl_opt *opt, const char *tag, const char *text,
+                                 pl_pos pos);
 pl_ref *pl_stage_add_read(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
 pl_ref *pl_stage_add_write(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
 pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
+
+/* The 64 GiB rule, written once (the front ends and pl_spec_check call it): the element count of
+ * b's shape against int64 and count * dtype size against PL_MAX_BUFFER_BYTES. PL_OK and *count,
+ * or PL_EINPUT at b->shape_pos naming the buffer. The shape's dimensions must be >= 1. */
+pl_status pl_buffer_count(const pl_buffer *b, uint64_t *count, pl_error *err);
 
 /* Lookups (linear or hashed; -1 when absent). */
 int pl_spec_find_buffer(const pl_spec *spec, const char *name);

@@ -19,7 +19,7 @@ static const pl_key pl__lua_keys[] = {
     {"instructions", PL_KEY_INT, NULL, "100000000", "instruction budget per call"},
     {"memory", PL_KEY_INT, NULL, "67108864", "memory cap of the stage's Lua state, bytes"},
     {"args", PL_KEY_STR, NULL, NULL, "free text handed to the function as opts.args"},
-    {"fn", PL_KEY_FUNC, NULL, NULL,
+    {"fn", PL_KEY_FUNC, "script|code", NULL,
      "pipeline.lua only: the function itself, instead of script/code and function"},
     {NULL, 0, NULL, NULL, NULL},
 };

@@ -238,6 +238,12 @@ static const char *pl__type_word(pl_key_type t)
         return "a list of integers";
     case PL_KEY_FUNC:
         return "a Lua function";
+    case PL_KEY_MAP:
+        return "a mapping";
+    case PL_KEY_LIST:
+        return "a list";
+    case PL_KEY_ITEMS:
+        return "a list of values";
     }
     return "?";
 }
@@ -265,8 +271,8 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                                    "unknown key '%s' in %s stage '%s' (did you mean '%s'?)", o->key,
                                    kind->name, st->name, best);
             return pl_error_at(err, PL_EINPUT, o->pos,
-                               "unknown key '%s' in %s stage '%s'; see docs/pipeline-yaml.md for "
-                               "the keys of '%s'",
+                               "unknown key '%s' in %s stage '%s'; 'pipectl help %s' lists its "
+                               "keys",
                                o->key, kind->name, st->name, kind->name);
         }
         if (k->type == PL_KEY_FUNC)
@@ -274,7 +280,8 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                                "stage '%s': '%s' takes a Lua function, so it exists only in "
                                "pipeline.lua; in YAML give script: (or code:) and function:",
                                st->name, o->key);
-        bool want_list = k->type == PL_KEY_NAMES || k->type == PL_KEY_INTS;
+        bool want_list = k->type == PL_KEY_NAMES || k->type == PL_KEY_INTS ||
+                         k->type == PL_KEY_LIST || k->type == PL_KEY_ITEMS;
         if (want_list != o->is_list)
             return pl_error_at(err, PL_EINPUT, o->val_pos, "stage '%s': '%s' must be %s, not %s",
                                st->name, o->key, pl__type_word(k->type),
@@ -321,8 +328,17 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
             break;
         case PL_KEY_NAMES:
         case PL_KEY_FUNC:
+        case PL_KEY_MAP:
+        case PL_KEY_LIST:
+        case PL_KEY_ITEMS:
             break;
         }
+        for (int j = 0; k->type != PL_KEY_ITEMS && o->item_tags && j < o->n_items; j++)
+            if (o->item_tags[j])
+                return pl_error_at(err, PL_EINPUT, o->item_pos[j],
+                                   "stage '%s': each item of '%s' must be a single value, not a "
+                                   "mapping",
+                                   st->name, o->key);
         for (int j = 0; j < i; j++)
             if (strcmp(st->opts[j].key, o->key) == 0)
                 return pl_error_at(err, PL_EINPUT, o->pos,

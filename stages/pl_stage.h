@@ -31,7 +31,13 @@ typedef enum pl_key_type {
     PL_KEY_NAME,  /* one buffer name */
     PL_KEY_NAMES, /* list of buffer names */
     PL_KEY_INTS,  /* list of integers */
-    PL_KEY_FUNC,  /* a Lua function value: pipeline.lua only (the front end keeps it, not opts) */
+    PL_KEY_FUNC,  /* a Lua function value: pipeline.lua only. `values` names the key that stands in
+                   * for it in the spec, then the keys it excludes ("script|code"): the spec
+                   * records the pipeline script there and the runtime finds the function again */
+    PL_KEY_MAP,   /* a mapping (the file's sections: run, buffers) */
+    PL_KEY_LIST,  /* a list of mappings (the file's stages) */
+    PL_KEY_ITEMS, /* list whose items are single values or one-entry mappings {tag: value}, like
+                   * kernel args [{f32: 1.5}, {ptr: x_dev}, 3]: pl_opt.item_tags has the tags */
 } pl_key_type;
 
 typedef struct pl_key {

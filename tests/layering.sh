@@ -5,7 +5,7 @@
 #   base (runtime/pl_{status,spec,hash,rng,npy,half,buffers,nvtx,graph}): include only base
 #   stages/: base, stages/, lua/ (the Lua binding) and runtime/gpu/pl_gpu.h (CUDA wrappers); never
 #            the plan, the executors, the scheduler or the CLI
-#   parser/: base, stages/ (key tables), lua/; never the plan or the executors
+#   parser/: base, stages/ (key tables), lua/, parser/; never the plan or the executors
 #   runtime/ (check, plan, executors): never the CLI; the GPU executor's internals (pl_gx.h,
 #            pl_exec_gpu_int.h) only from runtime/gpu/ and the bench CLI
 #   runtime/pipectl.h (the public API): includes nothing of ours, so embedders need no other header
@@ -14,6 +14,7 @@ base="pl_status.h pl_spec.h pl_hash.h pl_rng.h pl_npy.h pl_half.h pl_buffers.h p
 stage_h=$(cd stages && ls *.h | tr '\n' ' ')
 lua_h=$(cd lua && ls *.h | tr '\n' ' ')
 cli_h=$(cd runtime/cli && ls *.h | tr '\n' ' ')
+parser_h=$(cd parser && ls *.h | tr '\n' ' ')
 bad=0
 check() { # check FILE ALLOWED...: every quoted include of FILE must be in ALLOWED
     f=$1
@@ -34,7 +35,7 @@ for f in stages/*.c stages/*.h stages/*.cu stages/*.cpp; do
     [ -f "$f" ] && check "$f" $base $stage_h $lua_h pl_gpu.h
 done
 for f in parser/*.c parser/*.h; do
-    [ -f "$f" ] && check "$f" $base $stage_h $lua_h pl_parse.h
+    [ -f "$f" ] && check "$f" $base $stage_h $lua_h $parser_h
 done
 for f in runtime/*.c runtime/*.h runtime/gpu/*.c runtime/gpu/*.h runtime/gpu/*.cu; do
     [ -f "$f" ] || continue

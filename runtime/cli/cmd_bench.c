@@ -17,6 +17,7 @@
 
 #ifdef PL_WITH_CUDA
 #include "pl_exec_gpu_int.h"
+#include "pl_parse.h"
 
 typedef struct pl__bench_opts {
     int device;
@@ -241,6 +242,133 @@ static double pl__run_baseline(const pl__bench_opts *o, uint64_t bytes, int64_t 
     return best;
 }
 
+/* Path of a program installed next to pipectl (bench_baseline, bench_host_step). */
+static bool pl__sibling(const char *name, char *exe, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", exe, cap - 64);
+    if (n <= 0) return false;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return false;
+    snprintf(slash + 1, cap - (size_t)(slash + 1 - exe), "%s", name);
+    return access(exe, X_OK) == 0;
+}
+
+/* The host-step row: pipelines/host_step.yaml as a benchmark (x filled once, no source or sink,
+ * so the Lua step is the only host stage): upload -> y = 2x -> download -> Lua fftshift -> upload
+ * -> z = y + s -> download, `bytes` per buffer. pipectl's time per batch is first launch to last
+ * read-back over the batches; the bound is the busiest engine per batch measured alone in this
+ * call (both uploads, both downloads, the four copies at once) or the Lua step's mean in the same
+ * run; beside it the hand-written streams+events program (bench_host_step, host step staged the
+ * way the Lua step moves bytes). */
+static pl_status pl__bench_host_step(const pl__bench_opts *o, uint64_t bytes, int64_t batches,
+                                     int depth, const pl_gpu_copy_times *ct, pl_error *err)
+{
+    char yaml[4096];
+    long long n = (long long)(bytes / 4);
+    snprintf(
+        yaml, sizeof yaml,
+        "pipeline: host_step_bench\n"
+        "run: {batches: %lld, depth: %d, seed: 11, device: %d}\n"
+        "buffers:\n"
+        "  x_host: {where: host, dtype: f32, shape: [%lld], init: random}\n"
+        "  x_dev:  {where: device, dtype: f32, shape: [%lld]}\n"
+        "  y_dev:  {where: device, dtype: f32, shape: [%lld]}\n"
+        "  y_host: {where: host, dtype: f32, shape: [%lld]}\n"
+        "  s_host: {where: host, dtype: f32, shape: [%lld]}\n"
+        "  s_dev:  {where: device, dtype: f32, shape: [%lld]}\n"
+        "  z_dev:  {where: device, dtype: f32, shape: [%lld]}\n"
+        "  z_host: {where: host, dtype: f32, shape: [%lld]}\n"
+        "stages:\n"
+        "  - {name: up, kind: h2d, from: x_host, to: x_dev}\n"
+        "  - {name: model, kind: kernel, op: scale, alpha: 2, reads: [x_dev], writes: [y_dev]}\n"
+        "  - {name: down, kind: d2h, from: y_dev, to: y_host}\n"
+        "  - name: shift\n"
+        "    kind: lua\n"
+        "    reads: [y_host]\n"
+        "    writes: [s_host]\n"
+        "    code: |\n"
+        "      function run(batch, opts, bufs)\n"
+        "        local y, s = bufs.y_host, bufs.s_host\n"
+        "        local n = #y\n"
+        "        local h = n // 2\n"
+        "        s:fromstring(y:tostring(n - h + 1, n), 1)\n"
+        "        s:fromstring(y:tostring(1, n - h), h + 1)\n"
+        "      end\n"
+        "  - {name: up2, kind: h2d, from: s_host, to: s_dev}\n"
+        "  - {name: mix, kind: kernel, op: add, reads: [y_dev, s_dev], writes: [z_dev]}\n"
+        "  - {name: down2, kind: d2h, from: z_dev, to: z_host}\n",
+        (long long)batches, depth, o->device, n, n, n, n, n, n, n, n);
+    pl_spec *spec = NULL;
+    pl_plan *plan = NULL;
+    pl_status st = pl_yaml_load_string("host_step_bench.yaml", yaml, strlen(yaml), &spec, err);
+    if (st == PL_OK) st = pl_spec_check(spec, err);
+    if (st == PL_OK) st = pl_plan_compile(spec, &plan, err);
+    double best = 1e300, lua_ns = 0;
+    int shift = plan ? pl_spec_find_stage(spec, "shift") : -1;
+    for (int r = 0; st == PL_OK && r < o->reps; r++) {
+        pl_run_cfg cfg;
+        pl_run_cfg_init(&cfg);
+        cfg.executor = PL_EXEC_GPU;
+        pl_run_result res;
+        int64_t active = 0;
+        st = pl_gpu_run_active(plan, &cfg, &res, &active, err);
+        if (st == PL_OK && (double)active / (double)batches < best) {
+            best = (double)active / (double)batches;
+            double sum = 0;
+            for (int64_t b = 0; b < res.batches_done; b++) {
+                const pl_span *sp = &res.spans[b * res.n_stages + shift];
+                sum += (double)(sp->end_ns - sp->start_ns);
+            }
+            lua_ns = res.batches_done ? sum / (double)res.batches_done : 0;
+        }
+        pl_run_result_fini(&res);
+    }
+    pl_plan_free(plan);
+    pl_spec_free(spec);
+    if (st != PL_OK) return st;
+    /* The bound: the busiest engine per batch. Two uploads, two downloads, or the four copies at
+     * once (two of `both`), or the host step; the two small kernels are far below these. */
+    const char *what = "up x2";
+    double bound = 2 * ct->h2d_ns;
+    if (2 * ct->d2h_ns > bound) bound = 2 * ct->d2h_ns, what = "down x2";
+    if (2 * ct->both_ns > bound) bound = 2 * ct->both_ns, what = "copies";
+    if (lua_ns > bound) bound = lua_ns, what = "lua";
+    double hand = -1, hand_bound = -1;
+    char exe[PATH_MAX], cmd[PATH_MAX + 128], line[1024];
+    if (pl__sibling("bench_host_step", exe, sizeof exe)) {
+        snprintf(cmd, sizeof cmd, "'%s' %llu %lld %d op 1 staged", exe, (unsigned long long)bytes,
+                 (long long)batches, depth);
+        for (int r = 0; r < o->reps; r++) {
+            FILE *f = popen(cmd, "r");
+            if (!f) break;
+            while (fgets(line, sizeof line, f)) {
+                const char *t = strstr(line, "per_batch_ns="), *u = strstr(line, "bound_ns=");
+                if (strncmp(line, "host_step ", 10) != 0 || !t || !u) continue;
+                if (!strstr(line, "verify=OK")) continue;
+                double v = atof(t + 13);
+                if (hand < 0 || v < hand) hand = v, hand_bound = atof(u + 9);
+            }
+            pclose(f);
+        }
+    }
+    printf("%-10s %12s %10s %10s %-8s %9s %10s %14s %9s\n", "row", "pipectl_us", "lua_us",
+           "bound_us", "bound", "of_bound", "hand_us", "hand_bound_us", "vs_hand");
+    if (hand > 0)
+        printf("%-10s %12.1f %10.1f %10.1f %-8s %8.1f%% %10.1f %14.1f %9.3f\n", "host-step",
+               best / 1e3, lua_ns / 1e3, bound / 1e3, what, 100 * bound / best, hand / 1e3,
+               hand_bound / 1e3, hand / best);
+    else
+        printf("%-10s %12.1f %10.1f %10.1f %-8s %8.1f%% %10s %14s %9s\n", "host-step", best / 1e3,
+               lua_ns / 1e3, bound / 1e3, what, 100 * bound / best, "n/a", "n/a", "n/a");
+    printf("(%llu bytes per buffer, %lld batches, depth %d, best of %d; pipectl: first launch to "
+           "last read-back per batch; bound: the busiest engine alone, or the Lua step's mean in "
+           "the same run; hand: bench_host_step, streams+events, host step staged like the Lua "
+           "step; vs_hand = hand / pipectl, >= 1: pipectl not slower)\n\n",
+           (unsigned long long)bytes, (long long)batches, depth, o->reps);
+    return PL_OK;
+}
+
 static int pl__bench_main(const pl__bench_opts *o)
 {
     pl_error err = {0};
@@ -264,6 +392,13 @@ static int pl__bench_main(const pl__bench_opts *o)
                (double)sizes[i] / ct[i].h2d_ns, 2.0 * (double)sizes[i] / ct[i].both_ns);
     }
     printf("\n");
+
+    if (!o->small_only) {
+        printf("== host step between device steps (pipelines/host_step.yaml as a benchmark: "
+               "kernel -> d2h -> lua -> h2d -> kernel), 4 MiB per buffer ==\n");
+        st = pl__bench_host_step(o, sizes[1], o->quick ? 64 : 256, 4, &ct[1], &err);
+        if (st != PL_OK) printf("n/a: %s\n\n", err.msg);
+    }
 
     for (int i = 0; i < (o->small_only ? 0 : o->quick ? 1 : 2); i++) {
         uint64_t bytes = sizes[i];

@@ -29,6 +29,7 @@ int pl_cmd_run(int argc, char **argv);
 int pl_cmd_doctor(int argc, char **argv);
 int pl_cmd_bench(int argc, char **argv);
 int pl_cmd_version(int argc, char **argv);
+int pl_cmd_schema(int argc, char **argv);
 int pl_cmd_help(int argc, char **argv);
 
 #endif

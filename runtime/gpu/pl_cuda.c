@@ -22,8 +22,10 @@ pl_status pl_cuda_check(int cuda_status, const char *call, const char *stage, in
         snprintf(where, sizeof where, "stage '%s': ", stage);
     else if (batch >= 0)
         snprintf(where, sizeof where, "batch %lld: ", (long long)batch);
-    return pl_error_set(err, PL_ECUDA, "%s%.*s failed: %s (%s)", where, (int)len, name,
-                        cudaGetErrorString(e), cudaGetErrorName(e));
+    pl_error_set(err, PL_ECUDA, "%s%.*s failed: %s (%s)", where, (int)len, name,
+                 cudaGetErrorString(e), cudaGetErrorName(e));
+    if (stage) pl_error_tag(err, stage, batch);
+    return PL_ECUDA;
 }
 
 pl_status pl_gpu_copy_async(void *dst, const void *src, uint64_t bytes, bool to_device,

@@ -398,9 +398,11 @@ pl_status pl_gpu_replay_onegraph(const pl_plan *plan, int batches_per_graph, int
     PL_CHECK_GOTO(PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err), st, done);
     *ns_per_batch = (double)(pl_now_ns() - t0) / ((double)launches * (double)batches_per_graph);
 done:
-    if (st != PL_OK && cur >= 0 && err && strstr(err->msg, "stage '") != err->msg)
+    if (st != PL_OK && cur >= 0 && err && !err->stage[0]) {
         pl_error_prefix(err, "stage '%s' (capturing one graph of %d batches)", pl_gx_sname(gx, cur),
                         batches_per_graph);
+        pl_error_tag(err, pl_gx_sname(gx, cur), -1);
+    }
     if (capturing) {
         cudaStreamEndCapture(origin, &graph);
         cudaGetLastError();

@@ -249,8 +249,10 @@ pl_status pl_gx_capture(pl_gx *gx, int r, int seg, bool timed, cudaGraphExec_t *
         return pl_error_prefix(err, "instantiating the graph of slot %d, segment %d", slot, seg);
     return PL_CUDA(cudaGraphUpload(*exec, origin), NULL, -1, err);
 fail:
-    if (cur >= 0 && err && strstr(err->msg, "stage '") != err->msg)
+    if (cur >= 0 && err && !err->stage[0]) {
         pl_error_prefix(err, "stage '%s' (capturing slot %d)", pl_gx_sname(gx, cur), slot);
+        pl_error_tag(err, pl_gx_sname(gx, cur), -1);
+    }
     cudaStreamEndCapture(origin, &graph);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();

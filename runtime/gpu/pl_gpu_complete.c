@@ -61,14 +61,15 @@ static void pl__locate_fault(pl_gx *gx, int64_t b, cudaError_t ce, pl_error *e)
                                       : " (the first kernel not seen to finish; "
                                         "PIPECTL_FAULT_MARKS=1 makes every stage report its "
                                         "completion, to name the stage for certain)";
-    if (best_st >= 0)
+    if (best_st >= 0) {
         pl_error_set(e, PL_ECUDA,
                      "stage '%s', batch %lld: the device faulted: %s (%s)%s%s; batches before "
                      "%lld completed and their outputs are kept; run the pipeline under "
                      "compute-sanitizer, or with --executor host, to find the bad access",
                      pl_gx_sname(gx, best_st), (long long)best_b, cudaGetErrorString(ce),
                      cudaGetErrorName(ce), how, also, (long long)b);
-    else
+        pl_error_tag(e, pl_gx_sname(gx, best_st), best_b);
+    } else
         pl_error_set(e, PL_ECUDA,
                      "batch %lld: the device faulted: %s (%s); batches before %lld completed and "
                      "their outputs are kept",

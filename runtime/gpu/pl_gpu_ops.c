@@ -64,12 +64,14 @@ static pl_status pl__cublas_check(cublasStatus_t s, const char *call, const char
 {
     if (s == CUBLAS_STATUS_SUCCESS) return PL_OK;
     if (stage && batch >= 0)
-        return pl_error_set(err, PL_ECUDA, "stage '%s', batch %lld: %s failed: %s", stage,
-                            (long long)batch, call, pl__cublas_text(s));
-    if (stage)
-        return pl_error_set(err, PL_ECUDA, "stage '%s': %s failed: %s", stage, call,
-                            pl__cublas_text(s));
-    return pl_error_set(err, PL_ECUDA, "%s failed: %s", call, pl__cublas_text(s));
+        pl_error_set(err, PL_ECUDA, "stage '%s', batch %lld: %s failed: %s", stage,
+                     (long long)batch, call, pl__cublas_text(s));
+    else if (stage)
+        pl_error_set(err, PL_ECUDA, "stage '%s': %s failed: %s", stage, call, pl__cublas_text(s));
+    else
+        return pl_error_set(err, PL_ECUDA, "%s failed: %s", call, pl__cublas_text(s));
+    pl_error_tag(err, stage, batch);
+    return PL_ECUDA;
 }
 
 /* One tiny gemm per dtype, outside any capture, so cuBLAS's one-time setup (its internal

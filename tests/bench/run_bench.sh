@@ -2,21 +2,25 @@
 # run_bench.sh: everything one GPU-machine call does for the GPU executor: configure and build
 # (Release), the GPU tests (ctest -L gpu), `pipectl bench` (which runs bench_baseline beside it),
 # examples through `pipectl run --executor gpu` in each timing mode, a small-batch bench at depth
-# 6, and compute-sanitizer memcheck on `pipectl run` (lean and timed graphs, plain launches). Logs
-# under $OUT; a short table and the bench tables are printed last. From the repo root:
+# 6, the host-step row (tests/bench/run_host_step.sh: pipelines/host_step.yaml's bench version
+# beside the hand-written bench_host_step), and compute-sanitizer memcheck on `pipectl run` (lean
+# and timed graphs, plain launches). Logs under $OUT; a short table and the bench tables are
+# printed last. From the repo root:
 #   source .gpu/setup.sh && bash tests/bench/run_bench.sh
 # Environment: OUT (default ./out/bench), BUILD (default build-dev), JOBS (default 16), REPS
 # (bench runs per configuration, default 3), DEADLINE (seconds from the start after which the
 # remaining steps are skipped, default none), STEPS (default "build tests bench run small6
-# sanitizer"; any subset, in that order; also "bench0": `pipectl bench` again with
+# hoststep sanitizer"; any subset, in that order; also "bench0": `pipectl bench` again with
 # PIPECTL_GPU_RUNAHEAD=0, one graph per slot, right after "bench", for an A/B in one call).
+# hoststep takes BYTES, BATCHES, DEPTH, KERNEL from the environment (run_host_step.sh says how);
+# its rc is 3 if pipectl refuses the pipeline (exit 2), with the baseline's figures still shown.
 set -u
 OUT=${OUT:-out/bench}
 BUILD=${BUILD:-build-dev}
 JOBS=${JOBS:-16}
 REPS=${REPS:-3}
 DEADLINE=${DEADLINE:-1000000}
-STEPS=${STEPS:-build tests bench run small6 sanitizer}
+STEPS=${STEPS:-build tests bench run small6 hoststep sanitizer}
 mkdir -p "$OUT"
 declare -a rows=()
 want() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -64,7 +68,7 @@ if [ $built -eq 0 ]; then
             env PIPECTL_GPU_RUNAHEAD=0 "$P" bench --reps "$REPS"
     fi
     if want run; then
-        for p in quickstart overlap; do
+        for p in quickstart overlap host_step; do
             [ -f "pipelines/$p.yaml" ] || continue
             step "run $p (gpu)" 60 run.log "$P" run --executor gpu "pipelines/$p.yaml"
             step "run $p (gpu, --timing all)" 60 run.log "$P" run --executor gpu --timing all "pipelines/$p.yaml"
@@ -74,6 +78,10 @@ if [ $built -eq 0 ]; then
     fi
     if want small6; then
         step "bench --small-only --small-depth 6" 120 bench6.log "$P" bench --small-only --small-depth 6 --reps 2
+    fi
+    if want hoststep; then
+        step "host step row (run_host_step.sh)" 300 hoststep.log \
+            env BUILD="$BUILD" OUT="$OUT" REPS="$REPS" bash tests/bench/run_host_step.sh
     fi
     if want sanitizer; then
         if command -v compute-sanitizer >/dev/null; then
@@ -106,6 +114,10 @@ fi
     if [ -f "$OUT/bench6.log" ]; then
         echo "== bench, small batches at depth 6"
         sed -n '/small batches/,$p' "$OUT/bench6.log"
+    fi
+    if [ -f "$OUT/hoststep.log" ]; then
+        echo "== host step between device steps (details: \$OUT/hoststep/run.log)"
+        grep -vE '^###' "$OUT/hoststep.log" | tail -8
     fi
     if [ -f "$OUT/bench0.log" ]; then
         echo "== bench with PIPECTL_GPU_RUNAHEAD=0 (balanced and small tables)"

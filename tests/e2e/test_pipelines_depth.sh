@@ -42,6 +42,28 @@ for f in "$src"/pipelines/*.yaml "$src"/pipelines/*.lua; do
     fi
   done
 done
+# host_step computes z = y + fftshift(y) per batch, so each row of its output repeats with period
+# n/2 (z[i] = y[i] + y[i + n/2] = z[i + n/2]): the two halves of every row match, and are not all
+# zeros. Checks the Lua step and both device steps end to end, not only their depth invariance.
+hs=$work/d1-host_step.yaml/out/host_step.npy
+if [ -f "$src/pipelines/host_step.yaml" ]; then
+  if [ ! -f "$hs" ]; then
+    echo "FAIL: host_step.yaml wrote no $hs"; fail=1
+  else
+    hl=$(od -An -tu2 -j8 -N2 "$hs" | tr -d ' ')
+    row=$((1048576 * 4)) half=$((1048576 * 2)) off=$((10 + hl))
+    nb=$((($(stat -c %s "$hs") - off) / row))
+    [ "$nb" = 8 ] || { echo "FAIL: host_step.npy holds $nb rows, want 8"; fail=1; }
+    for ((b = 0; b < nb; b++)); do
+      a=$((off + b * row))
+      cmp -s -n "$half" -i "$a:$((a + half))" "$hs" "$hs" ||
+        { echo "FAIL: host_step.npy row $b: its halves differ (z is not y + fftshift(y))"; fail=1; }
+    done
+    if cmp -s -n "$row" -i "$off:0" "$hs" /dev/zero; then
+      echo "FAIL: host_step.npy row 0 is all zeros"; fail=1
+    fi
+  fi
+fi
 echo "$runs runs, $files output files identical to depth 1"
 [ "$runs" -gt 0 ] || { echo "FAIL: no pipelines found"; exit 1; }
 exit $fail

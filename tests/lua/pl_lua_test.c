@@ -123,8 +123,13 @@ static void t_dump(luaL_Buffer *b, const pl_spec *s, bool pos)
                 continue;
             }
             ADD(" %s=[", o->key);
-            for (int k = 0; k < o->n_items; k++)
-                ADD(k ? ",%s" : "%s", o->items[k]);
+            for (int k = 0; k < o->n_items; k++) {
+                if (k) ADD(",");
+                if (o->item_tags && o->item_tags[k])
+                    ADD("{%s:%s}", o->item_tags[k], o->items[k]);
+                else
+                    ADD("%s", o->items[k]);
+            }
             ADD("]");
         }
         ADD("\n");

@@ -98,7 +98,7 @@ fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, dtyp = 'f32'})\
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {0}})\nreturn p",
       "p.lua:2:1: error: buffer 'x': shape dimension 1 must be a positive integer, got '0'")
 fails("local p = pipectl.pipeline{}\np:buffer('x', {dtype = 'f32'})\nreturn p",
-      "p.lua:2:1: error: buffer 'x': no 'shape'; add shape = {N}")
+      "p.lua:2:1: error: buffer 'x': no 'shape'; add shape: [N] (a list of positive integers)")
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, where = 'gpu'})\nreturn p",
       "p.lua:2:1: error: buffer 'x': 'where' is 'gpu'; it must be one of: host, device")
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, dtype = 'f33'})\nreturn p",
@@ -106,11 +106,11 @@ fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, dtype = 'f33'})
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {1 << 40, 1 << 40}})\nreturn p",
       "p.lua:2:1: error: buffer 'x': the shape has more than 2^63-1 elements")
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, file = 'a.npy'})\nreturn p",
-      "p.lua:2:1: error: buffer 'x': 'file' is only used with init = 'file'")
+      "p.lua:2:1: error: buffer 'x': 'file' is only used with init: file; add init: file or remove 'file'")
 fails("local p = pipectl.pipeline{run = {batches = 0}}\nreturn p",
       "p.lua:1:1: error: run: 'batches' is 0; it must be between 1 and")
 fails("return pipectl.pipeline{run = {depth = 2.5}}",
-      "p.lua:1:1: error: run: 'depth' must be a whole number, got 2.5")
+      "p.lua:1:1: error: run: 'depth' must be a whole number, got '2.5'")
 fails("return pipectl.pipeline{runs = {}}", "p.lua:1:1: error: unknown key 'runs' (did you mean 'run'?)")
 fails("return pipectl.pipeline{buffers = {x = {shape = {4}}}}",
       "p.lua:1:1: error: 'buffers' must be an array like {{name = 'x', ...}, {name = 'y', ...}}: Lua tables do not keep the order")
@@ -119,16 +119,39 @@ fails("local p = pipectl.pipeline{}\np:stage{kind = 'h2d'}\nreturn p",
 fails("local p = pipectl.pipeline{}\np:stage{name = 'a'}\nreturn p",
       "p.lua:2:1: error: stage 'a' has no 'kind'")
 fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'h2d', from = {x = 1}}\nreturn p",
-      "p.lua:2:1: error: stage 'a': 'from' is a table with named keys")
+      "p.lua:2:1: error: stage 'a': 'from' is a mapping; stage options are single values or lists of values")
 fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'h2d', fn = print}\nreturn p",
       "p.lua:2:1: error: stage 'a': 'fn' is only for lua stages (this one is h2d)")
 fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', fn = print, code = 'x'}\nreturn p",
       "p.lua:2:1: error: stage 'a': give either 'fn' or 'script'/'code', not both")
-fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', reads = {1}}\nreturn p",
-      "p.lua:2:1: error: stage 'a': each item of 'reads' must be a name, not number")
-fails("local p = pipectl.pipeline{}\nreturn p", "p.lua:1:1: error: the pipeline has no stages")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', reads = {{}}}\nreturn p",
+      "p.lua:2:1: error: stage 'a': each item of 'reads' must be a name, not a list")
+fails("local p = pipectl.pipeline{}\nreturn p", "p.lua:1:1: error: the pipeline has no 'stages:'")
 fails("local p = pipectl.pipeline{}\np.buffer('x', {})\nreturn p",
       "p.lua:2:1: error: buffer must be called on a pipeline with a colon")
+-- one checker for YAML and Lua: the same messages (in YAML's notation), Lua's extras kept
+local one = assert(load("local p = pipectl.pipeline{}\np:buffer('x', {shape = 8})\n" ..
+  "p:stage{name = 'a', kind = 'lua', code = 'x', reads = 'x'}\nreturn p"))
+assert(one:find("buffer x where=host dtype=f32 shape=8 ", 1, true), one)
+assert(one:find("stage a kind=lua reads=[x] code=x", 1, true), one)
+fails("return pipectl.pipeline{run = 5}",
+      "p.lua:1:1: error: 'run' must be a mapping like {batches: 16, depth: 3}, not a single value")
+fails("return pipectl.pipeline{name = {}}",
+      "p.lua:1:1: error: 'name' must be a single value like name: my_pipeline, not a list")
+fails("return pipectl.pipeline{run = {batches = '0x10'}}",
+      "p.lua:1:1: error: run: 'batches' must be a whole number, got '0x10'")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', code = 'x', args = print}\nreturn p",
+      "p.lua:2:1: error: stage 'a': 'args' is a function; only `fn` of a lua stage takes a function")
+fails("local p = pipectl.pipeline{}\nlocal t = {}\nt.t = t\np:stage{name = 'a', kind = 'lua', code = 'x', args = t}\nreturn p",
+      "p.lua:4:1: error: tables nested deeper than 16 levels (PL_MAX_NESTING), or a table that contains itself")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'h2d', 'x', from = 'y'}\nreturn p",
+      "p.lua:2:1: error: a table mixes unnamed values (array elements) with named keys")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', fn = print, script = 'x.lua'}\nreturn p",
+      "p.lua:2:1: error: stage 'a': give either 'fn' or 'script'/'code', not both")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', fn = 5}\nreturn p",
+      "p.lua:2:1: error: stage 'a': 'fn' must be a Lua function (pipeline.lua only; in YAML give script: or code:), not a single value")
+fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, dtype = 'f32', persistent = 'yes'})\nreturn p",
+      "p.lua:2:1: error: buffer 'x': 'persistent' is 'yes'; it must be one of: false, true")
 -- syntax and runtime errors keep Lua's line
 fails("local p = pipectl.pipeline{}\n\np:stage{name = 'a' kind = 'h2d'}\nreturn p",
       "p.lua:3:1: error: '}' expected near 'kind'")

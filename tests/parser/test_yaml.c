@@ -1,7 +1,9 @@
 /* test_yaml: the YAML front end on its own (no check, no plan): a full example lands in the spec
  * field by field with 1-based positions, and every parse-level case of the bad corpus
  * (tests/parser/bad/, not check_*) fails with exactly the message in its .expected file. Also keeps
- * docs/pipeline-yaml.md true to the key tables: every key of every kind, and every op, is listed.
+ * docs/pipeline-yaml.md true to the tables (top level, run, buffers, common stage keys, every
+ * kind): each key has a row with the table's type and default, and no row names a key the table
+ * lacks; every op and dtype is listed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -12,6 +14,7 @@
 
 #include "pl_ops.h"
 #include "pl_parse.h"
+#include "pl_schema.h"
 #include "pl_stage.h"
 #include "pl_test.h"
 
@@ -468,14 +471,14 @@ static void test_bad_corpus(void)
     CHECK(chdir("../../..") == 0);
 }
 
-/* The text of `doc` between "### <kind> (" and the next "### ", or NULL. */
-static char *doc_section(const char *doc, const char *kind)
+/* The text of `doc` from the line `heading` to the next heading, or NULL. */
+static char *doc_section_at(const char *doc, const char *heading)
 {
-    char head[64];
-    snprintf(head, sizeof head, "### %s (", kind);
-    const char *a = strstr(doc, head);
+    const char *a = strstr(doc, heading);
+    while (a && a != doc && a[-1] != '\n')
+        a = strstr(a + 1, heading);
     if (!a) return NULL;
-    const char *b = strstr(a + 4, "\n#");
+    const char *b = strstr(a + strlen(heading), "\n#");
     size_t n = b ? (size_t)(b - a) : strlen(a);
     char *s = malloc(n + 1);
     memcpy(s, a, n);
@@ -483,34 +486,184 @@ static char *doc_section(const char *doc, const char *kind)
     return s;
 }
 
+/* The text of `doc` between "### <kind> (" and the next heading, or NULL. */
+static char *doc_section(const char *doc, const char *kind)
+{
+    char head[64];
+    snprintf(head, sizeof head, "### %s (", kind);
+    return doc_section_at(doc, head);
+}
+
+/* "`a` x" -> "a x" into out (cells compare without the code marks). */
+static void strip_ticks(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < cap; i++)
+        if (s[i] != '`') out[k++] = s[i];
+    out[k] = '\0';
+    while (k > 0 && out[k - 1] == ' ')
+        out[--k] = '\0';
+}
+
+/* Whether a type cell of the docs says the table's type. */
+static bool doc_type_agrees(const pl_key *k, const char *cell, const char *section)
+{
+    switch (k->type) {
+    case PL_KEY_STR:
+        if (strcmp(k->name, "kind") == 0) { /* the common key: one of the kinds */
+            int n;
+            const char *const *kinds = pl_kind_names(&n);
+            for (int i = 0; i < n; i++)
+                if (!strstr(cell, kinds[i])) return false;
+            return true;
+        }
+        return strstr(cell, "text") != NULL;
+    case PL_KEY_PATH:
+        return strstr(cell, "path") != NULL;
+    case PL_KEY_INT:
+        return strstr(cell, "integer") != NULL;
+    case PL_KEY_NUM:
+        return strstr(cell, "number") != NULL;
+    case PL_KEY_BOOL:
+        return strstr(cell, "true") && strstr(cell, "false");
+    case PL_KEY_ENUM:
+        /* every value in the cell, or (kernel ops) as a row of the section */
+        for (const char *p = k->values; p && *p;) {
+            const char *bar = strchr(p, '|');
+            size_t n = bar ? (size_t)(bar - p) : strlen(p);
+            char word[80], row[96];
+            snprintf(word, sizeof word, "%.*s", (int)n, p);
+            snprintf(row, sizeof row, "| `%s` |", word);
+            if (!strstr(cell, word) && !strstr(section, row)) return false;
+            p = bar ? bar + 1 : NULL;
+        }
+        return true;
+    case PL_KEY_NAME:
+        return strstr(cell, "buffer name") != NULL;
+    case PL_KEY_NAMES:
+        return strstr(cell, "list of") && strstr(cell, "names");
+    case PL_KEY_INTS:
+        return strstr(cell, "list of integers") != NULL;
+    case PL_KEY_FUNC:
+        return strstr(cell, "Lua function") != NULL;
+    case PL_KEY_MAP:
+        return strstr(cell, "mapping") != NULL;
+    case PL_KEY_LIST:
+    case PL_KEY_ITEMS:
+        return strstr(cell, "list") != NULL;
+    }
+    return false;
+}
+
+/* Whether a default cell says the table's default: it starts with the table's text; without one,
+ * it says "required" (the key's doc says "(required)"), "none", or nothing. */
+static bool doc_default_agrees(const pl_key *k, const char *cell)
+{
+    if (k->def) return strncmp(cell, k->def, strlen(k->def)) == 0;
+    if (k->doc && strstr(k->doc, "(required)")) return strncmp(cell, "required", 8) == 0;
+    return !*cell || strncmp(cell, "none", 4) == 0;
+}
+
+/* The key table (| key | type | default | meaning |) of `section` against `keys`: a row for
+ * every key with the same type and default, and no row for a key the table does not have. */
+static void check_doc_keys(const char *what, const char *section, const pl_key *const *keys, int n)
+{
+    const char *t = strstr(section, "| key | type | default | meaning |");
+    CHECK(t != NULL);
+    if (!t) {
+        fprintf(stderr, "docs/pipeline-yaml.md: %s has no key table\n", what);
+        return;
+    }
+    int found = 0;
+    for (const char *line = strchr(t, '\n'); line && line[1] == '|';
+         line = strchr(line + 1, '\n')) {
+        const char *c[5];
+        c[0] = line + 1;
+        for (int i = 1; i < 5; i++)
+            c[i] = c[i - 1] ? strstr(c[i - 1] + 1, " | ") : NULL;
+        if (!c[3] || strncmp(c[0], "| --- |", 7) == 0) continue;
+        char name[80], type[256], def[256];
+        /* an empty cell is "| |": its closing " | " overlaps the opening one */
+        strip_ticks(c[0] + 2, c[1] > c[0] + 2 ? (size_t)(c[1] - c[0] - 2) : 0, name, sizeof name);
+        strip_ticks(c[1] + 3, c[2] > c[1] + 3 ? (size_t)(c[2] - c[1] - 3) : 0, type, sizeof type);
+        strip_ticks(c[2] + 3, c[3] > c[2] + 3 ? (size_t)(c[3] - c[2] - 3) : 0, def, sizeof def);
+        const pl_key *k = NULL;
+        for (int i = 0; i < n && !k; i++)
+            if (strcmp(keys[i]->name, name) == 0) k = keys[i];
+        if (!k) {
+            fprintf(stderr, "docs/pipeline-yaml.md: %s: row for '%s', which is no key\n", what,
+                    name);
+            CHECK(k != NULL);
+            continue;
+        }
+        found++;
+        if (!doc_type_agrees(k, type, section))
+            fprintf(stderr, "docs/pipeline-yaml.md: %s: '%s' has type '%s'; the table says %s\n",
+                    what, name, type, pl_key_type_name(k->type));
+        CHECK(doc_type_agrees(k, type, section));
+        if (!doc_default_agrees(k, def))
+            fprintf(stderr,
+                    "docs/pipeline-yaml.md: %s: '%s' has default '%s'; the table says '%s'\n", what,
+                    name, def, k->def ? k->def : "(none)");
+        CHECK(doc_default_agrees(k, def));
+    }
+    int want = 0;
+    for (int i = 0; i < n; i++) {
+        char row[96];
+        snprintf(row, sizeof row, "| `%s` |", keys[i]->name);
+        if (!strstr(t, row))
+            fprintf(stderr, "docs/pipeline-yaml.md: %s: no row for '%s'\n", what, keys[i]->name);
+        CHECK(strstr(t, row) != NULL);
+        want++;
+    }
+    CHECK_EQ_INT(found, want);
+}
+
+static void check_doc_section(const char *doc, const pl_section *sec)
+{
+    const pl_key *keys[64];
+    int n = 0;
+    for (const pl_field *f = sec->fields; f->key.name && n < 64; f++)
+        keys[n++] = &f->key;
+    char *text = doc_section_at(doc, sec->heading);
+    if (!text) fprintf(stderr, "docs/pipeline-yaml.md: no section '%s'\n", sec->heading);
+    CHECK(text != NULL);
+    if (text) check_doc_keys(sec->name, text, keys, n);
+    free(text);
+}
+
+/* docs/pipeline-yaml.md against every table: the top level, run, buffers, the common stage keys
+ * and each kind's keys (type and default of each), the ops, the dtypes. */
 static void test_docs(void)
 {
     size_t len = 0;
     char *doc = slurp("docs/pipeline-yaml.md", &len);
     CHECK(doc != NULL);
     if (!doc) return;
-    char row[96];
-    for (const pl_key *k = pl_common_stage_keys; k->name; k++) {
-        snprintf(row, sizeof row, "| `%s` |", k->name);
-        if (!strstr(doc, row))
-            fprintf(stderr, "docs/pipeline-yaml.md: no row for common key %s\n", k->name);
-        CHECK(strstr(doc, row) != NULL);
-    }
+    check_doc_section(doc, &pl_schema_top);
+    check_doc_section(doc, &pl_schema_run);
+    check_doc_section(doc, &pl_schema_buffer);
+    const pl_key *keys[64];
+    int nk = 0;
+    for (const pl_key *k = pl_common_stage_keys; k->name && nk < 64; k++)
+        keys[nk++] = k;
+    char *common = doc_section_at(doc, "## `stages`");
+    CHECK(common != NULL);
+    if (common) check_doc_keys("stages (common keys)", common, keys, nk);
+    free(common);
     int n;
     const char *const *kinds = pl_kind_names(&n);
     for (int i = 0; i < n; i++) {
         char *sec = doc_section(doc, kinds[i]);
         if (!sec) fprintf(stderr, "docs/pipeline-yaml.md: no section '### %s ('\n", kinds[i]);
         CHECK(sec != NULL);
-        for (const pl_key *k = pl_kind_find(kinds[i])->keys; sec && k->name; k++) {
-            snprintf(row, sizeof row, "| `%s` |", k->name);
-            if (!strstr(sec, row))
-                fprintf(stderr, "docs/pipeline-yaml.md: %s has no row for key %s\n", kinds[i],
-                        k->name);
-            CHECK(strstr(sec, row) != NULL);
-        }
+        nk = 0;
+        for (const pl_key *k = pl_kind_find(kinds[i])->keys; k->name && nk < 64; k++)
+            keys[nk++] = k;
+        if (sec) check_doc_keys(kinds[i], sec, keys, nk);
         free(sec);
     }
+    char row[96];
     char *kernel = doc_section(doc, "kernel");
     for (int i = 0; kernel && i < PL_OP_COUNT; i++) {
         snprintf(row, sizeof row, "| `%s` |", pl_op_name((pl_op_id)i));
@@ -525,9 +678,26 @@ static void test_docs(void)
     free(doc);
 }
 
+/* The buffer table's dtype values are pl_dtype_name's, in order (the walker maps one to the
+ * other by name, the schema and help list them from the table). */
+static void test_tables(void)
+{
+    const pl_key *dt = NULL;
+    for (const pl_field *f = pl_schema_buffer.fields; f->key.name; f++)
+        if (strcmp(f->key.name, "dtype") == 0) dt = &f->key;
+    CHECK(dt != NULL);
+    char want[128] = "";
+    for (int i = 0; i < PL_DTYPE_COUNT; i++) {
+        strcat(want, pl_dtype_name((pl_dtype)i));
+        if (i + 1 < PL_DTYPE_COUNT) strcat(want, "|");
+    }
+    if (dt) CHECK_STR(dt->values, want);
+}
+
 int main(void)
 {
     test_docs();
+    test_tables();
     test_full_example();
     test_strings();
     test_files();
