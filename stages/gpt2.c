@@ -268,7 +268,8 @@ typedef struct pl__gpt2_state {
     pl__dlayer *layers;
     pl_gpu_lt *lt;
     pl_gpu_mm *mm_head;
-    pl_dtype lg_dtype; /* the LM head's output dtype */
+    pl_dtype lg_dtype;    /* the LM head's output dtype */
+    bool naive_attention; /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
     int depth;
     pl__dslot *slots;
 #endif
@@ -374,6 +375,8 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     PL_CHECK(
         pl_cuda_check(pl_gpt2_gpu_setup(), "cudaFuncSetAttribute (gpt2 attention)", nm, -1, err));
     s->gpu = true;
+    const char *attn = getenv("PIPECTL_GPT2_ATTENTION");
+    s->naive_attention = attn && strcmp(attn, "naive") == 0;
     s->layers = calloc((size_t)c->n_layer, sizeof *s->layers);
     if (!s->layers) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     /* Weights: lay out, stage on the host, one upload. */
@@ -558,8 +561,11 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
             pl_gpt2_launch_layernorm(E, d->h, d->x, L->ln1_w, L->ln1_b, N, 0, 1, C, c->eps, sm),
             "gpt2 layernorm kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(L->mm_qkv, L->qkv_w, d->h, d->qkv, d->ws, sm, nm, bt, err));
+        int hd = C / c->n_head;
         PL_CHECK(pl__launch(
-            pl_gpt2_launch_attention(E, d->att, d->qkv, B, T, c->n_head, C / c->n_head, sm),
+            s->naive_attention
+                ? pl_gpt2_launch_attention_naive(E, d->att, d->qkv, B, T, c->n_head, hd, sm)
+                : pl_gpt2_launch_attention(E, d->att, d->qkv, B, T, c->n_head, hd, sm),
             "gpt2 attention kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(L->mm_proj, L->proj_w, d->att, d->x, d->ws, sm, nm, bt, err));
         PL_CHECK(pl__launch(

@@ -41,8 +41,8 @@ pl_status pl_gpt2_weights_alloc(const pl_gpt2_cfg *cfg, pl_gpt2_weights *w, pl_e
 void pl_gpt2_weights_free(pl_gpt2_weights *w); /* frees mem and layers; accepts zeroed */
 
 /* GPT-2's initialisation, seeded: matrices and embeddings ~ N(0, 0.02) (c_proj matrices
- * N(0, 0.02 / sqrt(2 n_layer)) as in the paper), biases 0, layernorm weight 1 and bias 0. The
- * numbers depend only on (seed, tensor, element). */
+ * N(0, 0.02 / sqrt(2 n_layer)) as in the paper; near-normal: a sum of four uniforms), biases 0,
+ * layernorm weight 1 and bias 0. The numbers depend only on (seed, tensor, element). */
 void pl_gpt2_weights_random(pl_gpt2_weights *w, uint64_t seed);
 
 /* Reads a Hugging Face config.json (n_layer, n_head, n_embd, vocab_size, n_positions or n_ctx,

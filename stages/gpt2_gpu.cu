@@ -259,6 +259,43 @@ int attention_any(int hd, void *out, const void *qkv, int B, int T, int H, cudaS
     }
 }
 
+/* ---- attention, plain: one warp per (query, head), keys in order, f32 online softmax. The
+ * fallback PIPECTL_GPT2_ATTENTION=naive selects, to tell an attention bug from the rest. ---- */
+
+template <typename E>
+__global__ void attention_naive_kernel(E *out, const E *qkv, int B, int T, int H, int HD,
+                                       float scale)
+{
+    int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (w >= (int64_t)B * T * H) return;
+    int h = (int)(w % H);
+    int64_t bt = w / H;
+    int t = (int)(bt % T);
+    int64_t b = bt / T;
+    int C = H * HD;
+    const E *q = qkv + (b * T + t) * 3 * C + (int64_t)h * HD;
+    float m = -INFINITY, l = 0, o0 = 0, o1 = 0; /* lane owns dims lane and lane + 32 */
+    for (int s = 0; s <= t; s++) {
+        const E *k = qkv + (b * T + s) * 3 * C + C + (int64_t)h * HD;
+        float d = 0;
+        for (int i = lane; i < HD; i += 32)
+            d += to_f(q[i]) * to_f(k[i]);
+        for (int o = 16; o > 0; o >>= 1)
+            d += __shfl_xor_sync(0xffffffffu, d, o);
+        d *= scale;
+        float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn);
+        const E *v = k + C;
+        o0 = o0 * a + (lane < HD ? p * to_f(v[lane]) : 0.0f);
+        o1 = o1 * a + (lane + 32 < HD ? p * to_f(v[lane + 32]) : 0.0f);
+        l = l * a + p;
+        m = mn;
+    }
+    E *orow = out + (b * T + t) * C + (int64_t)h * HD;
+    if (lane < HD) orow[lane] = from_f<E>(o0 / l);
+    if (lane + 32 < HD) orow[lane + 32] = from_f<E>(o1 / l);
+}
+
 /* ---- log-probabilities: one block per row ---- */
 
 template <typename E>
@@ -365,6 +402,26 @@ extern "C" int pl_gpt2_launch_attention(int dtype, void *out, const void *qkv, i
     if (dtype == PL_F16) return attention_any<__half>(head_dim, out, qkv, B, T, H, s);
     if (dtype == PL_BF16) return attention_any<__nv_bfloat16>(head_dim, out, qkv, B, T, H, s);
     return (int)cudaErrorInvalidValue;
+}
+
+extern "C" int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T,
+                                              int H, int head_dim, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (head_dim > 64) return (int)cudaErrorInvalidValue;
+    int64_t threads = (int64_t)B * T * H * 32;
+    unsigned grid = (unsigned)((threads + 255) / 256);
+    float scale = 1.0f / sqrtf((float)head_dim);
+    if (dtype == PL_F16)
+        attention_naive_kernel<<<grid, 256, 0, s>>>(
+            static_cast<__half *>(out), static_cast<const __half *>(qkv), B, T, H, head_dim, scale);
+    else if (dtype == PL_BF16)
+        attention_naive_kernel<<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16 *>(out),
+                                                    static_cast<const __nv_bfloat16 *>(qkv), B, T,
+                                                    H, head_dim, scale);
+    else
+        return (int)cudaErrorInvalidValue;
+    return (int)cudaGetLastError();
 }
 
 extern "C" int pl_gpt2_launch_logprob(int ldtype, float *out, const void *logits,

@@ -31,6 +31,10 @@ int pl_gpt2_launch_layernorm(int dtype, void *out, const float *x, const float *
  * dtype, f32 accumulation. */
 int pl_gpt2_launch_attention(int dtype, void *out, const void *qkv, int B, int T, int H,
                              int head_dim, void *stream);
+/* The same attention, plainly: a warp per (position, head), keys one by one (head_dim <= 64).
+ * Slow; PIPECTL_GPT2_ATTENTION=naive selects it, to tell an attention bug from the rest. */
+int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T, int H,
+                                   int head_dim, void *stream);
 /* out[r] = log_softmax(logits[r, :])[target_r] for r < rows, logits of dtype ldtype (f16, bf16,
  * f32) [rows, V]; row r is sequence r / P, position (P == T ? r % T : T - 1) and target_r =
  * targets[b * T + t]. */

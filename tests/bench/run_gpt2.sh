@@ -58,6 +58,10 @@ P=$(pwd)/$BUILD/pipectl
 if want tests; then
     step "ctest gpt2 (tiny vs numpy, 124M vs HF)" 300 tests.log \
         env PYTHON="$PY" ctest --test-dir "$BUILD" -R 'gpt2' --output-on-failure -V
+    # The same tiny test with the plain attention kernel: if only the flash kernel is wrong, this
+    # one passes and says so.
+    step "tiny gpt2 test, PIPECTL_GPT2_ATTENTION=naive" 120 tests.log \
+        env PYTHON="$PY" PIPECTL_GPT2_ATTENTION=naive bash tests/gpu/test_gpt2_gpu.sh "$P" "$(pwd)" "$(pwd)/$BUILD/naive_attention"
     step "ctest test_exec_gpu (all examples)" 200 tests.log \
         ctest --test-dir "$BUILD" -R '^test_exec_gpu$' --output-on-failure
 fi
