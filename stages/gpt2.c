@@ -446,7 +446,29 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         p += sz_lg;
         d->ws = p;
     }
-    return PL_OK;
+    /* Time the heuristic's candidates once on slot 0's scratch (PIPECTL_GPT2_TUNE=0: keep its
+     * first choice); every layer then runs the winner of its shape. */
+    const char *tune = getenv("PIPECTL_GPT2_TUNE");
+    if (tune && strcmp(tune, "0") == 0) return PL_OK;
+    const pl__dslot *d0 = &s->slots[0];
+    const pl__dlayer *L0 = &s->layers[0];
+    PL_CHECK(pl_gpu_mm_tune(L0->mm_qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(L0->mm_proj, L0->proj_w, d0->att, d0->x, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(L0->mm_fc, L0->fc_w, d0->h, d0->u, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(L0->mm_out, L0->out_w, d0->u, d0->x, d0->ws, nm, NULL, err));
+    for (int l = 1; l < c->n_layer; l++) {
+        pl_gpu_mm_copy_algo(s->layers[l].mm_qkv, L0->mm_qkv);
+        pl_gpu_mm_copy_algo(s->layers[l].mm_proj, L0->mm_proj);
+        pl_gpu_mm_copy_algo(s->layers[l].mm_fc, L0->mm_fc);
+        pl_gpu_mm_copy_algo(s->layers[l].mm_out, L0->mm_out);
+    }
+    void *lg = d0->logits;
+    if (!lg)
+        PL_CHECK(pl_gpu_alloc((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype), &lg, nm, err));
+    pl_status ts =
+        pl_gpu_mm_tune(s->mm_head, s->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err);
+    if (lg != d0->logits) pl_gpu_free(lg);
+    return ts;
 }
 #endif
 

@@ -72,6 +72,13 @@ void pl_gpu_mm_free(pl_gpu_mm *mm);
 /* Enqueues the matmul on `stream` (capturable). */
 pl_status pl_gpu_mm_run(const pl_gpu_mm *mm, const void *W, const void *X, void *Y, void *workspace,
                         void *stream, const char *stage, int64_t batch, pl_error *err);
+/* Times the heuristic's candidates (up to 8) on these operands, outside any capture, and keeps
+ * the fastest for every later run; *best_us (may be NULL) gets its time per run. Y is
+ * overwritten (accumulated into when `accumulate`). */
+pl_status pl_gpu_mm_tune(pl_gpu_mm *mm, const void *W, const void *X, void *Y, void *workspace,
+                         const char *stage, double *best_us, pl_error *err);
+/* dst runs src's algorithm (same shape, dtypes and epilogue; another bias pointer). */
+void pl_gpu_mm_copy_algo(pl_gpu_mm *dst, const pl_gpu_mm *src);
 /* Multiprocessors of the current device. */
 int pl_gpu_sm_count(void);
 

@@ -60,6 +60,8 @@ struct pl_gpu_lt {
     cublasLtHandle_t h;
 };
 
+#define PL__MM_CANDIDATES 8
+
 struct pl_gpu_mm {
     pl_gpu_lt *lt;
     pl_gpu_mm_shape s;
@@ -67,6 +69,9 @@ struct pl_gpu_mm {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
+    /* The heuristic's candidates, fastest-first by its estimate; pl_gpu_mm_tune times them. */
+    cublasLtMatmulAlgo_t cand[PL__MM_CANDIDATES];
+    int n_cand;
 };
 
 static pl_status pl__lt(cublasStatus_t s, const char *call, const char *stage, int64_t batch,
@@ -183,10 +188,10 @@ pl_status pl_gpu_mm_new(pl_gpu_lt *lt, const pl_gpu_mm_shape *s, size_t workspac
                              pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
                          "cublasLtMatmulPreferenceSetAttribute", stage, -1, err),
                   st, fail);
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[PL__MM_CANDIDATES];
     int found = 0;
     cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt->h, mm->op, mm->a, mm->b, mm->d, mm->d,
-                                                       pref, 1, &res, &found);
+                                                       pref, PL__MM_CANDIDATES, res, &found);
     if (hs != CUBLAS_STATUS_SUCCESS || found < 1) {
         st = pl_error_set(err, PL_ECUDA,
                           "error: %s%s%scuBLASLt has no algorithm for Y[%d, %d] = X[%d, %d] W[%d, "
@@ -197,7 +202,9 @@ pl_status pl_gpu_mm_new(pl_gpu_lt *lt, const pl_gpu_mm_shape *s, size_t workspac
                           s->accumulate ? ", accumulate" : "", cublasLtGetStatusString(hs));
         goto fail;
     }
-    mm->algo = res.algo;
+    mm->algo = res[0].algo;
+    for (int i = 0; i < found; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) mm->cand[mm->n_cand++] = res[i].algo;
     cublasLtMatmulPreferenceDestroy(pref);
     *out = mm;
     return PL_OK;
@@ -214,4 +221,52 @@ pl_status pl_gpu_mm_run(const pl_gpu_mm *mm, const void *W, const void *X, void 
     return pl__lt(cublasLtMatmul(mm->lt->h, mm->op, &alpha, W, mm->a, X, mm->b, &beta, Y, mm->d, Y,
                                  mm->d, &mm->algo, workspace, mm->workspace, (cudaStream_t)stream),
                   "cublasLtMatmul", stage, batch, err);
+}
+
+pl_status pl_gpu_mm_tune(pl_gpu_mm *mm, const void *W, const void *X, void *Y, void *workspace,
+                         const char *stage, double *best_us, pl_error *err)
+{
+    pl_status st = PL_OK;
+    cudaStream_t s = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float alpha = 1.0f, beta = mm->s.accumulate ? 1.0f : 0.0f;
+    float best = -1;
+    PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), stage, -1, err));
+    PL_CHECK_GOTO(PL_CUDA(cudaEventCreate(&e0), stage, -1, err), st, done);
+    PL_CHECK_GOTO(PL_CUDA(cudaEventCreate(&e1), stage, -1, err), st, done);
+    for (int i = 0; i < mm->n_cand; i++) {
+        /* A candidate that fails to run is skipped: the heuristic's own first choice stays. */
+        bool ok = true;
+        for (int r = 0; r < 2 && ok; r++)
+            ok = cublasLtMatmul(mm->lt->h, mm->op, &alpha, W, mm->a, X, mm->b, &beta, Y, mm->d, Y,
+                                mm->d, &mm->cand[i], workspace, mm->workspace,
+                                s) == CUBLAS_STATUS_SUCCESS;
+        if (!ok) continue;
+        PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e0, s), stage, -1, err), st, done);
+        for (int r = 0; r < 5; r++)
+            cublasLtMatmul(mm->lt->h, mm->op, &alpha, W, mm->a, X, mm->b, &beta, Y, mm->d, Y, mm->d,
+                           &mm->cand[i], workspace, mm->workspace, s);
+        PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e1, s), stage, -1, err), st, done);
+        PL_CHECK_GOTO(PL_CUDA(cudaEventSynchronize(e1), stage, -1, err), st, done);
+        float ms = 0;
+        PL_CHECK_GOTO(PL_CUDA(cudaEventElapsedTime(&ms, e0, e1), stage, -1, err), st, done);
+        if (best < 0 || ms < best) {
+            best = ms;
+            mm->algo = mm->cand[i];
+        }
+    }
+    /* A candidate that failed mid-way may leave an error behind; the run must not see it. */
+    (void)cudaGetLastError();
+    if (best_us) *best_us = best < 0 ? -1 : best * 1e3 / 5;
+done:
+    if (e1) cudaEventDestroy(e1);
+    if (e0) cudaEventDestroy(e0);
+    cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    return st;
+}
+
+void pl_gpu_mm_copy_algo(pl_gpu_mm *dst, const pl_gpu_mm *src)
+{
+    dst->algo = src->algo;
 }

@@ -4,7 +4,7 @@
  * cuBLASLt GEMM rate of an 8192^3 product in the same dtype, the yardstick for "share of the GEMM
  * rate". No graph, plain launches on one stream.
  *   bench_gpt2 [--B 8] [--T 512] [--layers 12] [--heads 12] [--embd 768] [--vocab 50257]
- *              [--dtype f16|bf16] [--output logits|argmax] [--reps 20] */
+ *              [--dtype f16|bf16] [--output logits|argmax] [--reps 20] [--tune 0|1] */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +135,15 @@ int main(int argc, char **argv)
     CK(pl_gpu_mm_new(lt, &s3, wsb, &mfc, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s4, wsb, &mout, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s5, wsb, &mhead, NULL, &err));
+    /* As the gpt2 kind does in open(): time the heuristic's candidates, keep the fastest. */
+    bool tune = arg(argc, argv, "--tune", 1) != 0;
+    if (tune) {
+        CK(pl_gpu_mm_tune(mqkv, wqkv, h, qkv, ws, NULL, NULL, &err));
+        CK(pl_gpu_mm_tune(mproj, wproj, att, x, ws, NULL, NULL, &err));
+        CK(pl_gpu_mm_tune(mfc, wfc, h, u, ws, NULL, NULL, &err));
+        CK(pl_gpu_mm_tune(mout, wout, u, x, ws, NULL, NULL, &err));
+        CK(pl_gpu_mm_tune(mhead, wte, h, lg, ws, NULL, NULL, &err));
+    }
     cudaStream_t sm;
     CU(cudaStreamCreate(&sm));
     int nops = 1 + L * 7 + 2 + (argmax ? 1 : 0);
@@ -186,8 +195,10 @@ int main(int argc, char **argv)
     fl[OP_OUT] = fl[OP_FC];
     fl[OP_HEAD] = 2.0 * rows * (double)C * V;
     fl[OP_ATTN] = 2.0 * 2.0 * B * (double)T * (T + 1) / 2 * C * L; /* causal QK^T and PV */
-    printf("bench_gpt2: B=%d T=%d layers=%d heads=%d embd=%d vocab=%d %s output %s, %d reps\n", B,
-           T, L, H, C, V, pl_dtype_name(E), argmax ? "argmax" : "logits", reps);
+    printf("bench_gpt2: B=%d T=%d layers=%d heads=%d embd=%d vocab=%d %s output %s, %d reps, "
+           "gemm algorithms %s\n",
+           B, T, L, H, C, V, pl_dtype_name(E), argmax ? "argmax" : "logits", reps,
+           tune ? "tuned" : "the heuristic's first");
     printf("  %-28s %10s %7s %10s\n", "op", "ms/fwd", "share", "TFLOP/s");
     double gemm_ms = 0, gemm_fl = 0;
     for (int i = 0; i < OP_N; i++) {

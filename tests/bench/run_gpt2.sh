@@ -117,6 +117,7 @@ if want bench; then
         done
     done
     step "bench_gpt2 f16 T=512 logits" 60 bench.log "$BUILD/bench_gpt2" --dtype f16 --T 512 --output logits
+    step "bench_gpt2 f16 T=512 argmax, untuned gemms" 60 bench_untuned.log "$BUILD/bench_gpt2" --dtype f16 --T 512 --tune 0
 fi
 if want torch && [ -d "$SNAP" ]; then
     step "torch gemm rate" 60 torch.log $PY tests/bench/gpt2_torch.py "$SNAP" gemm
