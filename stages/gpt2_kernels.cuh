@@ -82,11 +82,12 @@ __global__ void layernorm_kernel(E *out, const float *x, const float *w, const f
 }
 
 /* ---- attention: flash style with WMMA tensor cores ----
- * A block of 4 warps owns 64 query rows of one (sequence, head); each warp 16 of them. Per
- * 64-key tile: S = Q K^T (WMMA, f32) into the warp's shared scratch, online softmax by the lanes
- * (two lanes per row, 32 columns each), P (dtype) back to shared, O_tile = P V (WMMA), and the
- * lanes fold O_tile into their f32 running output with the softmax rescale. Causal: tiles past
- * the block's last query are skipped, the diagonal tile masked. */
+ * A block of 4 warps owns 64 query rows of one (sequence, head); each warp 16 of them. K/V tiles
+ * of 64 keys stream through two shared-memory buffers with cp.async (the next tile loads while
+ * this one computes). Per tile: S = Q K^T (WMMA, f32) into the warp's shared scratch, online
+ * softmax by the lanes (two lanes per row, 32 columns each), P (dtype) back to shared, O_tile =
+ * P V (WMMA), and the lanes fold O_tile into their f32 running output with the softmax rescale.
+ * Causal: tiles past the block's last query are skipped, the diagonal tile masked. */
 
 constexpr int kBR = 64, kBC = 64, kWarps = 4;
 
@@ -94,9 +95,30 @@ template <int HD> struct attn_smem {
     static constexpr int LDE = HD + 8;  /* dtype row stride of Q, K, V tiles (16-byte pad) */
     static constexpr int LDS = kBC + 4; /* f32 row stride of the S / O scratch */
     static constexpr int LDP = kBC + 8; /* dtype row stride of P */
-    static constexpr size_t bytes = (size_t)(kBR + 2 * kBC) * LDE * 2 +
+    /* Q, two K and two V buffers, S/O per warp, P per warp. */
+    static constexpr size_t bytes = (size_t)(kBR + 4 * kBC) * LDE * 2 +
                                     (size_t)kWarps * 16 * LDS * 4 + (size_t)kWarps * 16 * LDP * 2;
 };
+
+#ifndef PL_CUDA_EMU
+/* 16 bytes global -> shared without passing through registers; valid = false writes zeros (the
+ * source is then not read). */
+__device__ inline void cp_async16(void *dst, const void *src, bool valid)
+{
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ inline void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+/* Waits until at most N of this thread's committed groups are still in flight. */
+template <int N> __device__ inline void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+#endif
 
 template <typename E, int HD>
 __global__ void __launch_bounds__(128)
@@ -107,9 +129,9 @@ __global__ void __launch_bounds__(128)
     static_assert(HD % 16 == 0 && HD <= kBC, "head size must be a multiple of 16, at most 64");
     PL_DYNAMIC_SMEM(smem);
     E *sQ = reinterpret_cast<E *>(smem);
-    E *sK = sQ + kBR * L::LDE;
-    E *sV = sK + kBC * L::LDE;
-    float *sS = reinterpret_cast<float *>(sV + kBC * L::LDE);
+    E *sK = sQ + kBR * L::LDE; /* [2][kBC][LDE] */
+    E *sV = sK + 2 * kBC * L::LDE;
+    float *sS = reinterpret_cast<float *>(sV + 2 * kBC * L::LDE);
     E *sP = reinterpret_cast<E *>(sS + kWarps * 16 * L::LDS);
 
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* longest rows first */
@@ -119,13 +141,28 @@ __global__ void __launch_bounds__(128)
     const E *base = qkv + (int64_t)b * T * row3 + (int64_t)h * HD;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     constexpr int CH = HD / 8; /* 16-byte chunks per row */
+    const int kv_end = min(T, (qb + 1) * kBR);
+    const int n_tiles = (kv_end + kBC - 1) / kBC;
 
     for (int i = tid; i < kBR * CH; i += blockDim.x) {
         int r = i / CH, c = (i % CH) * 8, q = qb * kBR + r;
-        int4 v = make_int4(0, 0, 0, 0);
-        if (q < T) v = *reinterpret_cast<const int4 *>(base + (int64_t)q * row3 + c);
-        *reinterpret_cast<int4 *>(sQ + r * L::LDE + c) = v;
+        cp_async16(sQ + r * L::LDE + c, q < T ? base + (int64_t)q * row3 + c : base, q < T);
     }
+    cp_async_commit();
+    /* K/V tile t into buffer t & 1. */
+#define PL__LOAD_KV(t)                                                                             \
+    do {                                                                                           \
+        E *dk = sK + ((t)&1) * kBC * L::LDE, *dv = sV + ((t)&1) * kBC * L::LDE;                    \
+        for (int i = tid; i < kBC * CH; i += blockDim.x) {                                         \
+            int rr = i / CH, c = (i % CH) * 8, k = (t)*kBC + rr;                                   \
+            const E *src = k < T ? base + (int64_t)k * row3 + c : base;                            \
+            cp_async16(dk + rr * L::LDE + c, src + (k < T ? C : 0), k < T);                        \
+            cp_async16(dv + rr * L::LDE + c, src + (k < T ? 2 * C : 0), k < T);                    \
+        }                                                                                          \
+        cp_async_commit();                                                                         \
+    } while (0)
+    PL__LOAD_KV(0);
+    cp_async_wait<1>(); /* Q has landed (tile 0 may still be in flight) */
     __syncthreads();
     wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> qf[HD / 16];
 #pragma unroll
@@ -141,20 +178,16 @@ __global__ void __launch_bounds__(128)
     for (int i = 0; i < HD / 2; i++)
         o[i] = 0;
     float m = -INFINITY, l = 0;
-    const int kv_end = min(T, (qb + 1) * kBR);
-    for (int k0 = 0; k0 < kv_end; k0 += kBC) {
-        __syncthreads(); /* the previous tile's K/V are consumed */
-        for (int i = tid; i < kBC * CH; i += blockDim.x) {
-            int rr = i / CH, c = (i % CH) * 8, k = k0 + rr;
-            int4 kv = make_int4(0, 0, 0, 0), vv = make_int4(0, 0, 0, 0);
-            if (k < T) {
-                kv = *reinterpret_cast<const int4 *>(base + (int64_t)k * row3 + C + c);
-                vv = *reinterpret_cast<const int4 *>(base + (int64_t)k * row3 + 2 * C + c);
-            }
-            *reinterpret_cast<int4 *>(sK + rr * L::LDE + c) = kv;
-            *reinterpret_cast<int4 *>(sV + rr * L::LDE + c) = vv;
+    for (int it = 0; it < n_tiles; it++) {
+        const int k0 = it * kBC;
+        if (it + 1 < n_tiles) {
+            PL__LOAD_KV(it + 1); /* into the buffer the previous tile used: all are done with it */
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
-        __syncthreads();
+        __syncthreads(); /* tile it is in shared memory for every warp */
+        const E *tK = sK + (it & 1) * kBC * L::LDE, *tV = sV + (it & 1) * kBC * L::LDE;
 #pragma unroll
         for (int j = 0; j < kBC / 16; j++) {
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
@@ -162,7 +195,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
             for (int kk = 0; kk < HD / 16; kk++) {
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major> kf;
-                wmma::load_matrix_sync(kf, sK + j * 16 * L::LDE + kk * 16, L::LDE);
+                wmma::load_matrix_sync(kf, tK + j * 16 * L::LDE + kk * 16, L::LDE);
                 wmma::mma_sync(acc, qf[kk], kf, acc);
             }
             wmma::store_matrix_sync(sSw + j * 16, acc, L::LDS, wmma::mem_row_major);
@@ -193,17 +226,19 @@ __global__ void __launch_bounds__(128)
         l = l * alpha + sum;
         m = m_new;
         __syncwarp();
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> pf[kBC / 16];
+#pragma unroll
+        for (int kk = 0; kk < kBC / 16; kk++)
+            wmma::load_matrix_sync(pf[kk], sPw + kk * 16, L::LDP);
 #pragma unroll
         for (int dj = 0; dj < HD / 16; dj++) {
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
             wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
             for (int kk = 0; kk < kBC / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> pf;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major> vf;
-                wmma::load_matrix_sync(pf, sPw + kk * 16, L::LDP);
-                wmma::load_matrix_sync(vf, sV + kk * 16 * L::LDE + dj * 16, L::LDE);
-                wmma::mma_sync(acc, pf, vf, acc);
+                wmma::load_matrix_sync(vf, tV + kk * 16 * L::LDE + dj * 16, L::LDE);
+                wmma::mma_sync(acc, pf[kk], vf, acc);
             }
             wmma::store_matrix_sync(sSw + dj * 16, acc, L::LDS, wmma::mem_row_major);
         }
@@ -211,8 +246,9 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int i = 0; i < HD / 2; i++)
             o[i] = o[i] * alpha + sSw[r * L::LDS + half * (HD / 2) + i];
-        __syncwarp(); /* sSw is rewritten by the next tile's S */
+        __syncthreads(); /* every warp is done with this tile's K/V (and its own S/O scratch) */
     }
+#undef PL__LOAD_KV
     if (q < T) {
         float inv = l > 0 ? 1.0f / l : 0.0f;
         E *orow = out + ((int64_t)b * T + q) * C + (int64_t)h * HD + half * (HD / 2);

@@ -20,6 +20,7 @@ extern "C" {
 #include "pl_half.h"
 }
 
+#define PL_CUDA_EMU 1
 #define __global__
 #define __device__
 #define __launch_bounds__(...)
@@ -147,6 +148,17 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int lane_mask)
     std::memcpy(&r, &o, sizeof r);
     return r;
 }
+
+/* cp.async as a plain copy: completion is immediate, so the waits have nothing to wait for. */
+inline void cp_async16(void *dst, const void *src, bool valid)
+{
+    if (valid)
+        std::memcpy(dst, src, 16);
+    else
+        std::memset(dst, 0, 16);
+}
+inline void cp_async_commit() {}
+template <int N> inline void cp_async_wait() {}
 
 namespace nvcuda
 {
