@@ -6,7 +6,8 @@
 # and 1024 in f16 and bf16, pipelines/rag_gpt2.yaml, the per-op breakdown (bench_gpt2), and the
 # PyTorch baselines on the same snapshot (tests/bench/gpt2_torch.py: 3-stream + graph,
 # sequential, nanoGPT eager and torch.compile forward, GEMM rate). Logs under $OUT; the summary
-# table with the ratios is printed last. From the repo root:
+# table with the ratios is printed last. From the repo root (it sources .gpu/setup.sh, the carried
+# libyaml/Lua/jansson packages, when that file is there):
 #   bash tests/bench/run_gpt2.sh
 # Environment: OUT (default ./out/gpt2), BUILD (default build-gpt2), JOBS (16), PYTHON (python3),
 # WORK (scratch for the 500 MB snapshot, default /tmp/pl_gpt2_work), DEADLINE (seconds after which
@@ -21,6 +22,9 @@ WORK=${WORK:-/tmp/pl_gpt2_work}
 DEADLINE=${DEADLINE:-500}
 COMPILE_TIMEOUT=${COMPILE_TIMEOUT:-200}
 STEPS=${STEPS:-build tests sanitizer snap pipectl bench torch compile}
+# shellcheck disable=SC1091
+[ -f .gpu/setup.sh ] && source .gpu/setup.sh
+export PATH=/usr/local/cuda/bin:$PATH
 mkdir -p "$OUT" "$WORK"
 OUT=$(cd "$OUT" && pwd)
 declare -a rows=()
@@ -57,7 +61,7 @@ P=$(pwd)/$BUILD/pipectl
 
 if want tests; then
     step "ctest gpt2 (tiny vs numpy, 124M vs HF)" 300 tests.log \
-        env PYTHON="$PY" ctest --test-dir "$BUILD" -R 'gpt2' --output-on-failure -V
+        env PYTHON="$PY" PIPECTL_TEST_HF=1 ctest --test-dir "$BUILD" -R 'gpt2' --output-on-failure -V
     # The same tiny test with the plain attention kernel: if only the flash kernel is wrong, this
     # one passes and says so.
     step "tiny gpt2 test, PIPECTL_GPT2_ATTENTION=naive" 120 tests.log \
@@ -69,11 +73,11 @@ if want sanitizer && command -v compute-sanitizer >/dev/null; then
     tiny=$(pwd)/$BUILD/tests/gpu/gpt2_gpu_test/f16/p.yaml
     if [ -f "$tiny" ]; then
         step "memcheck tiny gpt2 (f16, graphs)" 120 sanitizer.log \
-            compute-sanitizer --tool memcheck --error-exitcode 9 "$P" run --quiet --executor gpu "$tiny"
+            env PIPECTL_GPT2_TUNE=0 compute-sanitizer --tool memcheck --error-exitcode 9 "$P" run --quiet --executor gpu "$tiny"
         step "memcheck tiny gpt2 (bf16, --no-graph)" 120 sanitizer.log \
-            compute-sanitizer --tool memcheck --error-exitcode 9 "$P" run --quiet --executor gpu --no-graph "${tiny/f16/bf16}"
+            env PIPECTL_GPT2_TUNE=0 compute-sanitizer --tool memcheck --error-exitcode 9 "$P" run --quiet --executor gpu --no-graph "${tiny/f16/bf16}"
         step "racecheck tiny gpt2 (f16, --no-graph)" 150 sanitizer.log \
-            compute-sanitizer --tool racecheck --error-exitcode 9 "$P" run --quiet --executor gpu --no-graph --batches 1 "$tiny"
+            env PIPECTL_GPT2_TUNE=0 compute-sanitizer --tool racecheck --error-exitcode 9 "$P" run --quiet --executor gpu --no-graph --batches 1 "$tiny"
     fi
 fi
 

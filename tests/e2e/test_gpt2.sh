@@ -6,8 +6,11 @@
 # otherwise).
 set -u
 pipectl=$1 src=$2 build=$3
-PY=${PYTHON:-/usr/bin/python3}
-$PY -c 'import numpy' 2>/dev/null || { echo "SKIP: $PY has no numpy"; exit 77; }
+PY=
+for p in ${PYTHON:-} python3 /usr/bin/python3; do # the first Python with numpy
+    if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "SKIP: no python3 with numpy (set PYTHON)"; exit 77; }
 ref=$src/tests/e2e/gpt2_ref.py
 work=$build/gpt2_e2e
 rm -rf "$work"
