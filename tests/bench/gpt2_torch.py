@@ -58,8 +58,9 @@ def mode_pipeline(snap):
     import transformers
 
     B, T, NB, depth = opt("--B", 8, int), opt("--T", 512, int), opt("--batches", 8, int), opt("--depth", 3, int)
-    model = transformers.GPT2LMHeadModel.from_pretrained(snap, torch_dtype=torch.float16,
-                                                         attn_implementation="sdpa").cuda().eval()
+    # fp16 by .half() (the dtype keyword's name differs between transformers versions).
+    model = transformers.GPT2LMHeadModel.from_pretrained(snap, attn_implementation="sdpa")
+    model = model.half().cuda().eval()
     V = model.config.vocab_size
     gen = torch.Generator().manual_seed(1)
     ids_host = [torch.randint(0, V, (B, T), generator=gen, dtype=torch.int64).pin_memory() for _ in range(NB)]
