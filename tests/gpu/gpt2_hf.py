@@ -37,7 +37,10 @@ with torch.no_grad():
     for name, p in model.named_parameters():
         if p.dim() == 1:
             p.add_(torch.randn_like(p) * 0.05)
-model.save_pretrained(snap, safe_serialization=True)
+try:
+    model.save_pretrained(snap, safe_serialization=True)
+except TypeError:  # transformers versions that always write safetensors
+    model.save_pretrained(snap)
 K, B, T, V = 2, 4, 256, model.config.vocab_size
 ids = np.random.default_rng(0).integers(0, V, (K, B, T)).astype(np.int32)
 np.save(os.path.join(snap, "ids.npy"), ids)
