@@ -237,10 +237,12 @@ int main(int argc, char **argv)
            "at %.1f%%\n",
            pl_dtype_name(E), G, rate, 100 * all_fl / (total * 1e-3) / 1e12 / rate,
            100 * gemm_fl / (gemm_ms * 1e-3) / 1e12 / rate);
-    printf("RESULT {\"mode\": \"bench_gpt2\", \"dtype\": \"%s\", \"B\": %d, \"T\": %d, \"fwd_ms\": "
+    printf("RESULT {\"mode\": \"bench_gpt2\", \"output\": \"%s\", \"dtype\": \"%s\", \"B\": %d, "
+           "\"T\": %d, \"fwd_ms\": "
            "%.4f, \"gemm_ms\": %.4f, \"attn_ms\": %.4f, \"ln_ms\": %.4f, \"gemm_rate\": %.1f, "
-           "\"tok_s\": %.0f}\n",
-           pl_dtype_name(E), B, T, total, gemm_ms, ms[OP_ATTN], ms[OP_LN], rate,
-           N / (total * 1e-3));
+           "\"fwd_tflops\": %.1f, \"attn_tflops\": %.1f, \"tok_s\": %.0f}\n",
+           argmax ? "argmax" : "logits", pl_dtype_name(E), B, T, total, gemm_ms, ms[OP_ATTN],
+           ms[OP_LN], rate, all_fl / (total * 1e-3) / 1e12,
+           fl[OP_ATTN] / (ms[OP_ATTN] * 1e-3) / 1e12, N / (total * 1e-3));
     return 0;
 }
