@@ -67,7 +67,7 @@ typedef struct pl__gpt2_opts {
     pl_gpt2_output output;
     bool all;
     int r_ids, r_targets, w_out;
-    char st_path[4096 + 32]; /* resolved model.safetensors (validate) */
+    char st_path[4096 + 64]; /* resolved model.safetensors (validate) */
 } pl__gpt2_opts;
 
 static const pl_gpt2_cfg pl__presets[] = {
@@ -142,7 +142,13 @@ static pl_status pl__gpt2_resolve(const pl_spec *spec, const pl_stage *st, pl__g
                            st->name, path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) {
         snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path);
+        /* One file, or the shards save_pretrained writes for large models, with their index. */
         snprintf(o->st_path, sizeof o->st_path, "%s/model.safetensors", path);
+        struct stat one;
+        char idx[4000 + 40];
+        snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", path);
+        if (stat(o->st_path, &one) != 0 && stat(idx, &one) == 0)
+            snprintf(o->st_path, sizeof o->st_path, "%s", idx);
     } else {
         snprintf(o->st_path, sizeof o->st_path, "%s", path);
         char *slash = strrchr(path, '/');

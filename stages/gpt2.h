@@ -51,7 +51,8 @@ pl_status pl_gpt2_config_read(const char *path, pl_gpt2_cfg *cfg, const char *wh
 /* Checks a configuration's sizes (positive, n_embd divisible by n_head). */
 pl_status pl_gpt2_config_check(const pl_gpt2_cfg *cfg, const char *what, pl_error *err);
 
-/* Reads HF GPT-2 tensors from a safetensors file into w (allocated for the config). Names are
+/* Reads HF GPT-2 tensors from a safetensors file (or, when `path` ends in ".index.json", from the
+ * shards its "weight_map" names) into w (allocated for the config). Names are
  * "wte.weight", "h.N.attn.c_attn.weight", ... optionally prefixed "transformer." (as
  * GPT2LMHeadModel.save_pretrained writes them). Every tensor is checked (present, F32/F16/BF16,
  * shape) before anything is read; `what` prefixes messages ("gpt2 stage 'lm'"). Errors: PL_EINPUT

@@ -218,25 +218,122 @@ done:
     return st;
 }
 
-static const char *pl__prefix(const pl_st_file *f)
+/* A checkpoint: one safetensors file, or the shards a model.safetensors.index.json names (its
+ * "weight_map": tensor -> file, as save_pretrained writes large models). */
+#define PL__MAX_SHARDS 64
+typedef struct pl__ckpt {
+    const char *path; /* as given: the file or the index; borrowed */
+    pl_st_file *f[PL__MAX_SHARDS];
+    int n;
+    json_t *map; /* weight_map of an index, or NULL */
+    const char *prefix;
+} pl__ckpt;
+
+static void pl__ckpt_close(pl__ckpt *ck)
 {
-    return pl_st_find(f, "wte.weight") || !pl_st_find(f, "transformer.wte.weight") ? ""
-                                                                                   : "transformer.";
+    for (int i = 0; i < ck->n; i++)
+        pl_st_close(ck->f[i]);
+    json_decref(ck->map);
 }
 
-static pl_status pl__check_open(const pl_st_file *f, const pl_gpt2_cfg *cfg, const char *what,
+/* "error: safetensors file ..." becomes "error: <what>: safetensors file ...". */
+static pl_status pl__what(pl_status st, const char *what, pl_error *err)
+{
+    if (!err) return st;
+    char msg[PL_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", strncmp(err->msg, "error: ", 7) == 0 ? err->msg + 7 : err->msg);
+    return pl_error_set(err, st, "error: %s: %s", what, msg);
+}
+
+/* The tensor called `name` and the file it is in, or NULL. */
+static const pl_st_tensor *pl__ckpt_find(const pl__ckpt *ck, const char *name, pl_st_file **in)
+{
+    int k = 0;
+    if (ck->map) {
+        json_t *fn = json_object_get(ck->map, name);
+        if (!json_is_string(fn)) return NULL;
+        const char *base = json_string_value(fn);
+        for (k = 0; k < ck->n; k++) {
+            const char *p = pl_st_path(ck->f[k]), *slash = strrchr(p, '/');
+            if (strcmp(slash ? slash + 1 : p, base) == 0) break;
+        }
+        if (k == ck->n) return NULL;
+    }
+    *in = ck->f[k];
+    return pl_st_find(ck->f[k], name);
+}
+
+static pl_status pl__ckpt_open(const char *path, const char *what, pl__ckpt *ck, pl_error *err)
+{
+    memset(ck, 0, sizeof *ck);
+    ck->path = path;
+    size_t len = strlen(path);
+    pl_status st = PL_OK;
+    if (len < 11 || strcmp(path + len - 11, ".index.json") != 0) {
+        st = pl_st_open(path, &ck->f[0], err);
+        if (st != PL_OK) return pl__what(st, what, err);
+        ck->n = 1;
+    } else {
+        json_error_t je;
+        json_t *root = json_load_file(path, 0, &je);
+        json_t *map = root ? json_object_get(root, "weight_map") : NULL;
+        if (!json_is_object(map)) {
+            json_decref(root);
+            return pl_error_set(err, PL_EINPUT,
+                                "error: %s: checkpoint index '%s' has no \"weight_map\" object%s%s",
+                                what, path, root ? "" : ": ", root ? "" : je.text);
+        }
+        ck->map = json_incref(map);
+        json_decref(root);
+        const char *slash = strrchr(path, '/');
+        int dir_len = slash ? (int)(slash - path) : 1;
+        const char *dir = slash ? path : ".";
+        const char *key;
+        json_t *fn;
+        json_object_foreach(ck->map, key, fn)
+        {
+            if (!json_is_string(fn)) continue;
+            char shard[4096];
+            snprintf(shard, sizeof shard, "%.*s/%s", dir_len, dir, json_string_value(fn));
+            bool seen = false;
+            for (int i = 0; i < ck->n && !seen; i++)
+                seen = strcmp(pl_st_path(ck->f[i]), shard) == 0;
+            if (seen) continue;
+            if (ck->n == PL__MAX_SHARDS) {
+                pl__ckpt_close(ck);
+                return pl_error_set(err, PL_EINPUT,
+                                    "error: %s: checkpoint index '%s' names more than %d shards",
+                                    what, path, PL__MAX_SHARDS);
+            }
+            st = pl_st_open(shard, &ck->f[ck->n], err);
+            if (st != PL_OK) {
+                pl__ckpt_close(ck);
+                return pl__what(st, what, err);
+            }
+            ck->n++;
+        }
+    }
+    pl_st_file *in;
+    ck->prefix =
+        pl__ckpt_find(ck, "wte.weight", &in) || !pl__ckpt_find(ck, "transformer.wte.weight", &in)
+            ? ""
+            : "transformer.";
+    return PL_OK;
+}
+
+static pl_status pl__check_open(const pl__ckpt *ck, const pl_gpt2_cfg *cfg, const char *what,
                                 pl__wt *t, int n, pl_error *err)
 {
-    const char *pre = pl__prefix(f);
     for (int i = 0; i < n; i++) {
         char full[96];
-        snprintf(full, sizeof full, "%s%s", pre, t[i].name);
-        const pl_st_tensor *s = pl_st_find(f, full);
+        snprintf(full, sizeof full, "%s%s", ck->prefix, t[i].name);
+        pl_st_file *f = NULL;
+        const pl_st_tensor *s = pl__ckpt_find(ck, full, &f);
         if (!s)
             return pl_error_set(err, PL_EINPUT,
                                 "error: %s: weights '%s' have no tensor '%s' (a GPT-2 checkpoint "
                                 "with n_layer %d needs it)",
-                                what, pl_st_path(f), full, cfg->n_layer);
+                                what, ck->path, full, cfg->n_layer);
         if (s->dtype == PL_ST_OTHER)
             return pl_error_set(err, PL_EINPUT,
                                 "error: %s: weights '%s': tensor '%s' is %s; expected F32, F16 or "
@@ -269,37 +366,28 @@ static pl_status pl__check_open(const pl_st_file *f, const pl_gpt2_cfg *cfg, con
 static pl_status pl__with_file(const char *path, const pl_gpt2_cfg *cfg, pl_gpt2_weights *w,
                                const char *what, pl_error *err)
 {
-    pl_st_file *f = NULL;
-    pl_status st = pl_st_open(path, &f, err);
-    if (st != PL_OK) {
-        if (!err) return st;
-        /* "error: safetensors file ..." becomes "error: <what>: safetensors file ...". */
-        char msg[PL_ERROR_MSG_MAX];
-        snprintf(msg, sizeof msg, "%s",
-                 strncmp(err->msg, "error: ", 7) == 0 ? err->msg + 7 : err->msg);
-        return pl_error_set(err, st, "error: %s: %s", what, msg);
-    }
+    pl__ckpt ck;
+    PL_CHECK(pl__ckpt_open(path, what, &ck, err));
+    pl_status st = PL_OK;
     int cap = 4 + 12 * cfg->n_layer;
     pl_gpt2_weights none = {0};
     pl__wt *t = malloc((size_t)cap * sizeof *t);
     if (!t) {
-        pl_st_close(f);
+        pl__ckpt_close(&ck);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
     int n = pl__tensors(cfg, w ? w : &none, t, cap);
-    PL_CHECK_GOTO(pl__check_open(f, cfg, what, t, n, err), st, done);
-    if (w) {
-        const char *pre = pl__prefix(f);
-        for (int i = 0; i < n; i++) {
-            char full[96];
-            snprintf(full, sizeof full, "%s%s", pre, t[i].name);
-            PL_CHECK_GOTO(pl_st_read_f32(f, pl_st_find(f, full), *t[i].ptr, pl__numel(&t[i]), err),
-                          st, done);
-        }
+    PL_CHECK_GOTO(pl__check_open(&ck, cfg, what, t, n, err), st, done);
+    for (int i = 0; w && i < n; i++) {
+        char full[96];
+        snprintf(full, sizeof full, "%s%s", ck.prefix, t[i].name);
+        pl_st_file *f = NULL;
+        const pl_st_tensor *s = pl__ckpt_find(&ck, full, &f);
+        PL_CHECK_GOTO(pl_st_read_f32(f, s, *t[i].ptr, pl__numel(&t[i]), err), st, done);
     }
 done:
     free(t);
-    pl_st_close(f);
+    pl__ckpt_close(&ck);
     return st;
 }
 

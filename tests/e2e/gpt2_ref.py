@@ -2,7 +2,7 @@
 """gpt2_ref: an independent numpy GPT-2 forward and a safetensors writer, for the gpt2 kind's tests.
 
   gpt2_ref.py make DIR [--seed S] [--layers L --heads H --embd C --vocab V --ctx N]
-        [--dtype F32|F16|BF16] [--prefix transformer.] [--batches K --B B --T T]
+        [--dtype F32|F16|BF16] [--prefix transformer.] [--shards N] [--batches K --B B --T T]
       writes DIR/config.json, DIR/model.safetensors (seeded weights, non-trivial biases and
       layernorm parameters so every term is exercised) and DIR/ids.npy, DIR/targets.npy
       (i32 [K, B, T]).
@@ -140,14 +140,31 @@ def main():
             json.dump(cfg, f, indent=1)
         pre = arg("--prefix", "")
         t = [(pre + k, a) for k, a in make_weights(L, H, C, V, N, seed)]
-        write_safetensors(d + "/model.safetensors", t, arg("--dtype", "F32"))
+        shards = arg("--shards", 1, int)
+        if shards == 1:
+            write_safetensors(d + "/model.safetensors", t, arg("--dtype", "F32"))
+        else:  # as save_pretrained writes large models: shards and an index
+            wm = {}
+            for i in range(shards):
+                name = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
+                part = t[i::shards]
+                write_safetensors(d + "/" + name, part, arg("--dtype", "F32"))
+                wm.update({k: name for k, _ in part})
+            with open(d + "/model.safetensors.index.json", "w") as f:
+                json.dump({"metadata": {}, "weight_map": wm}, f, indent=1)
         rng = np.random.default_rng(seed + 1)
         np.save(d + "/ids.npy", rng.integers(0, V, (K, B, T)).astype(np.int32))
         np.save(d + "/targets.npy", rng.integers(0, V, (K, B, T)).astype(np.int32))
         return 0
     if cmd == "check":
         cfg = json.load(open(d + "/config.json"))
-        W = read_safetensors(d + "/model.safetensors")
+        try:
+            W = read_safetensors(d + "/model.safetensors")
+        except FileNotFoundError:
+            idx = json.load(open(d + "/model.safetensors.index.json"))["weight_map"]
+            W = {}
+            for f in sorted(set(idx.values())):
+                W.update(read_safetensors(d + "/" + f))
         ids = np.load(d + "/ids.npy")
         tg = np.load(d + "/targets.npy")
         got = np.load(sys.argv[3]).astype(np.float64)

@@ -1,7 +1,7 @@
 # test_gpt2: the gpt2 kind on the host executor against an independent numpy forward
 # (tests/e2e/gpt2_ref.py) on a tiny model (2 layers, 4 heads, 64 wide, vocab 512): logits,
-# argmax and log-probabilities, checkpoints in F32 and BF16 with and without the "transformer."
-# prefix, identical outputs at depth 1 and 3, seeded random weights, and bad checkpoints refused
+# argmax and log-probabilities, checkpoints in F32, BF16 and F16 (sharded with an index, as
+# save_pretrained writes large models), with and without the "transformer." prefix, identical outputs at depth 1 and 3, seeded random weights, and bad checkpoints refused
 # by `pipectl check` with exit 2 and the exact message. Needs /usr/bin/python3 with numpy (skips
 # otherwise).
 set -u
@@ -57,12 +57,13 @@ check_outputs() { # DIR SNAP
     $PY "$ref" check "$2" "$1/out/logprob.npy" --output logprob --tol-rel 1e-5 >>"$1/check.log" 2>&1 || err "$1: logprob: $(tail -3 "$1/check.log")"
 }
 
-for variant in f32 bf16_prefixed; do
+for variant in f32 bf16_prefixed f16_sharded; do
     d=$work/$variant
     mkdir -p "$d/snap"
     case $variant in
     f32) $PY "$ref" make "$d/snap" --seed 5 ;;
     bf16_prefixed) $PY "$ref" make "$d/snap" --seed 6 --dtype BF16 --prefix transformer. ;;
+    f16_sharded) $PY "$ref" make "$d/snap" --seed 8 --dtype F16 --prefix transformer. --shards 3 ;;
     esac
     pipeline snap "" >"$d/tiny.yaml"
     for depth in 1 3; do
@@ -130,6 +131,13 @@ expect_check nodir "$d/tiny.yaml:15:37: error: gpt2 stage 'lm': weights '$d/nowh
 pipeline snap ", n_layer: 3" >"$d/tiny.yaml"
 $PY "$ref" make "$d/snap" --seed 7
 expect_check mismatch "$d/tiny.yaml:15:79: error: gpt2 stage 'lm': n_layer 3, but the checkpoint's config '$d/snap/config.json' says 2; drop the key or fix it"
+
+# A sharded checkpoint whose index names a shard that is not there.
+rm -f "$d/snap/model.safetensors"
+$PY "$ref" make "$d/snap" --seed 7 --shards 2
+rm "$d/snap/model-00002-of-00002.safetensors"
+pipeline snap "" >"$d/tiny.yaml"
+expect_check shard "$d/tiny.yaml:15:37: error: gpt2 stage 'lm': cannot open safetensors file '$d/snap/model-00002-of-00002.safetensors': No such file or directory"
 
 [ $fail -eq 0 ] && echo "gpt2: host reference matches numpy; checkpoints, depths and bad files ok"
 exit $fail
