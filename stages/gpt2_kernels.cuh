@@ -52,8 +52,12 @@ __global__ void embed_kernel(float *x, const int32_t *ids, const E *wte, const f
     }
 }
 
-/* ---- layernorm: one warp per row, f32 statistics (two passes over the row, which stays in L1)
- * ---- */
+/* ---- layernorm: one warp per row, f32 statistics ----
+ * Rows of up to kLnMax floats (GPT-2's widest is 1600) with C % 4 == 0 are read once, as float4,
+ * into registers; others take two more passes over the row (which stays in L1). */
+
+constexpr int kLnVec = 13; /* float4 per lane: 13 x 4 x 32 = 1664 floats */
+constexpr int kLnMax = kLnVec * 4 * 32;
 
 template <typename E>
 __global__ void layernorm_kernel(E *out, const float *x, const float *w, const float *b,
@@ -63,6 +67,43 @@ __global__ void layernorm_kernel(E *out, const float *x, const float *w, const f
     int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     const float *xr = x + (first + r * step) * C;
+    E *orow = out + r * C;
+    if (C % 4 == 0 && C <= kLnMax) {
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
+        const int C4 = C / 4;
+        float4 v[kLnVec];
+        float s = 0;
+#pragma unroll
+        for (int j = 0; j < kLnVec; j++) {
+            int c = lane + 32 * j;
+            v[j] = c < C4 ? x4[c] : make_float4(0, 0, 0, 0);
+            s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+        }
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        float mean = s / C, q = 0;
+#pragma unroll
+        for (int j = 0; j < kLnVec; j++) {
+            if (lane + 32 * j >= C4) continue;
+            float a = v[j].x - mean, bb = v[j].y - mean, c = v[j].z - mean, d = v[j].w - mean;
+            q += (a * a + bb * bb) + (c * c + d * d);
+        }
+        for (int o = 16; o > 0; o >>= 1)
+            q += __shfl_xor_sync(0xffffffffu, q, o);
+        float rstd = rsqrtf(q / C + eps);
+#pragma unroll
+        for (int j = 0; j < kLnVec; j++) {
+            int c = lane + 32 * j;
+            if (c >= C4) continue;
+            float4 wv = reinterpret_cast<const float4 *>(w)[c];
+            float4 bv = reinterpret_cast<const float4 *>(b)[c];
+            orow[4 * c + 0] = from_f<E>((v[j].x - mean) * rstd * wv.x + bv.x);
+            orow[4 * c + 1] = from_f<E>((v[j].y - mean) * rstd * wv.y + bv.y);
+            orow[4 * c + 2] = from_f<E>((v[j].z - mean) * rstd * wv.z + bv.z);
+            orow[4 * c + 3] = from_f<E>((v[j].w - mean) * rstd * wv.w + bv.w);
+        }
+        return;
+    }
     float s = 0;
     for (int c = lane; c < C; c += 32)
         s += xr[c];
@@ -76,7 +117,6 @@ __global__ void layernorm_kernel(E *out, const float *x, const float *w, const f
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
     float rstd = rsqrtf(v / C + eps);
-    E *orow = out + r * C;
     for (int c = lane; c < C; c += 32)
         orow[c] = from_f<E>((xr[c] - mean) * rstd * w[c] + b[c]);
 }

@@ -108,9 +108,9 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
            tol);
 }
 
-static void check_layernorm_embed_logprob()
+static void check_layernorm_embed_logprob(int C)
 {
-    int B = 3, T = 5, C = 48, V = 40, N = B * T;
+    int B = 3, T = 5, V = 40, N = B * T;
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x((size_t)N * C), w(C), b(C), wpe((size_t)T * C);
@@ -140,7 +140,7 @@ static void check_layernorm_embed_logprob()
             worst = std::max(worst, std::fabs(fe(out[(size_t)r * C + i]) - want));
         }
     }
-    std::printf("layernorm (last positions): max error %.2e\n", worst);
+    std::printf("layernorm (last positions, C=%d): max error %.2e\n", C, worst);
     EXPECT(worst < 4e-3, "layernorm: max error %g", worst);
     /* embedding */
     std::vector<__half> wte((size_t)V * C);
@@ -193,7 +193,9 @@ int main()
     check_attention<__nv_bfloat16, 64>(1, 70, 1, "bf16", false);
     check_attention<__nv_bfloat16, 16>(1, 1, 2, "bf16", false);
     check_attention<__half, 32>(1, 40, 1, "f16", true);
-    check_layernorm_embed_logprob();
+    check_layernorm_embed_logprob(48);   /* float4 path */
+    check_layernorm_embed_logprob(50);   /* C % 4 != 0: the scalar path */
+    check_layernorm_embed_logprob(1600); /* GPT-2 XL's width: the float4 path at its limit */
     if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
 }
