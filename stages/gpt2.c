@@ -649,4 +649,8 @@ const pl_kind pl_kind_gpt2 = {
     .run_host = pl__gpt2_run,
     .record = PL__GPT2_RECORD,
     .describe = pl__gpt2_describe,
+    /* The forward of batch i+1 waits for the forward of batch i, as on the seed's one compute
+     * stream: slots' graphs otherwise run their forwards at once, sharing the SMs, so every
+     * batch's result (and the download that follows) comes later. The copies still overlap. */
+    .ordered = true,
 };
