@@ -104,6 +104,11 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
             res->outputs = calloc((size_t)n_sinks, sizeof *res->outputs);
             res->n_outputs = 0;
         }
+        /* After a failure or a stop every stage closes with what the whole run completed, so a
+         * sink that ran ahead of another lane's failure keeps no batch the others lack. */
+        int64_t run_done = -1;
+        for (int s = 0; failed && completed && s < rt->n_stages; s++)
+            if (run_done < 0 || completed[s] < run_done) run_done = completed[s];
         /* Describe the outputs (in stage order) while their states are still open. */
         for (int s = 0; s < rt->n_stages && out_of; s++) {
             out_of[s] = -1;
@@ -111,7 +116,10 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
             if (!rt->opened[s] || !kind->output || !res || !res->outputs) continue;
             bool has = false;
             pl_output *o = &res->outputs[res->n_outputs];
-            if (kind->output(&spec->stages[s], rt->state[s], o, &has) != PL_OK) {
+            int64_t c = !completed                                 ? 0
+                        : run_done >= 0 && run_done < completed[s] ? run_done
+                                                                   : completed[s];
+            if (kind->output(&spec->stages[s], rt->state[s], c, o, &has) != PL_OK) {
                 if (first == PL_OK) first = pl_error_set(err, PL_ENOMEM, "error: out of memory");
                 has = true; /* keep what it filled, so it is freed */
             }
@@ -125,9 +133,13 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
             const pl_kind *kind = st->kind;
             pl_error cerr;
             pl_error_clear(&cerr);
-            pl_status cs = kind->close ? kind->close(&rt->env, st, rt->state[s],
-                                                     completed ? completed[s] : 0, failed, &cerr)
-                                       : PL_OK;
+            pl_status cs =
+                kind->close ? kind->close(&rt->env, st, rt->state[s],
+                                          !completed                                 ? 0
+                                          : run_done >= 0 && run_done < completed[s] ? run_done
+                                                                                     : completed[s],
+                                          failed, &cerr)
+                            : PL_OK;
             if (cs != PL_OK && first == PL_OK) {
                 first = cs;
                 pl_error_tag(&cerr, st->name, -1);

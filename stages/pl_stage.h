@@ -135,9 +135,11 @@ typedef struct pl_kind {
     /* One line for `pipectl plan` and reports: what this stage does with its options
      * ("scale alpha=2", "x -> x_dev"). Optional. */
     void (*describe)(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap);
-    /* Sinks: describe what the open stage wrote so far (called before close). *has = false when
+    /* Sinks: describe what the open stage wrote (called just before close, with the same
+     * `completed`: after a failure, batches past it are taken back by close). *has = false when
      * the stage writes nothing the report lists. Optional. */
-    pl_status (*output)(const pl_stage *st, void *state, pl_output *out, bool *has);
+    pl_status (*output)(const pl_stage *st, void *state, int64_t completed, pl_output *out,
+                        bool *has);
     /* Stages whose batches must run in batch order (sinks writing one file). */
     bool ordered;
 } pl_kind;

@@ -47,6 +47,11 @@ typedef struct pl__sink_state {
     uint64_t *sums; /* per-batch checksums */
     int64_t cap_sums;
     pl_hash_stream all;
+    /* The running hash before each of the last n_hist batches ([b % n_hist]), so close can take
+     * back batches another stage's failure left uncommitted (at most depth of them: the
+     * scheduler runs a sink's batch only once every non-output stage finished it). */
+    pl_hash_stream *hist;
+    int n_hist;
 } pl__sink_state;
 
 static pl_status pl__sink_bind(pl_spec *spec, pl_stage *st, pl_error *err)
@@ -137,6 +142,12 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
     if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     s->fd = -1;
     s->batch_bytes = b->bytes;
+    s->n_hist = env->depth + 2;
+    s->hist = calloc((size_t)s->n_hist, sizeof *s->hist);
+    if (!s->hist) {
+        free(s);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    }
     if (o->to) {
         pl_spec_path(env->spec, o->to, s->path, sizeof s->path);
         size_t n = strlen(s->path);
@@ -147,6 +158,7 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
             pl_status ps = pl_error_at(err, PL_EIO, o->to_pos,
                                        "sink '%s': cannot create the directory of '%s': %s",
                                        st->name, s->path, strerror(errno));
+            free(s->hist);
             free(s);
             return ps;
         }
@@ -154,6 +166,7 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
         if (s->fd < 0) {
             pl_status ps = pl_error_at(err, PL_EIO, o->to_pos, "sink '%s': cannot create '%s': %s",
                                        st->name, s->partial, strerror(errno));
+            free(s->hist);
             free(s);
             return ps;
         }
@@ -165,6 +178,7 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
                                             st->name, s->partial, strerror(errno));
                 close(s->fd);
                 unlink(s->partial);
+                free(s->hist);
                 free(s);
                 return ps;
             }
@@ -197,6 +211,7 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
             s->cap_sums = nc;
         }
         s->sums[s->written] = pl_hash(data, (size_t)s->batch_bytes);
+        s->hist[s->written % s->n_hist] = s->all;
         pl_hash_stream_update(&s->all, data, (size_t)s->batch_bytes);
     }
     s->written++;
@@ -206,10 +221,15 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
 static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void *state,
                                 int64_t completed, bool failed, pl_error *err)
 {
-    (void)completed;
     pl__sink_state *s = state;
     pl_status ps = PL_OK;
     if (!s) return PL_OK;
+    /* A failed run keeps what the whole run completed: batches this sink wrote past that point
+     * are taken back (the file is truncated below), so every sink holds the same batches. */
+    if (failed && completed < s->written && s->written - completed < s->n_hist) {
+        if (((const pl__sink_opts *)st->priv)->checksum) s->all = s->hist[completed % s->n_hist];
+        s->written = completed;
+    }
     if (s->fd >= 0) {
         if (failed && s->written == 0) {
             /* Nothing to keep: do not replace an older output with an empty one. */
@@ -240,30 +260,33 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
         }
     }
     free(s->sums);
+    free(s->hist);
     free(s);
     return ps;
 }
 
 /* What the open sink wrote so far: final path (copied), batches, bytes per batch, checksums
  * (copied). `finalized` is left false: the runtime sets it once close succeeds. */
-static pl_status pl__sink_output(const pl_stage *st, void *state, pl_output *out, bool *has)
+static pl_status pl__sink_output(const pl_stage *st, void *state, int64_t completed, pl_output *out,
+                                 bool *has)
 {
     const pl__sink_state *s = state;
     memset(out, 0, sizeof *out);
     *has = true;
+    bool back = s && completed < s->written && s->written - completed < s->n_hist;
     snprintf(out->stage, sizeof out->stage, "%s", st->name);
     if (!s) return PL_OK;
-    out->batches = s->written;
+    out->batches = back ? completed : s->written;
     out->batch_bytes = s->batch_bytes;
-    out->checksum = pl_hash_stream_final(&s->all);
+    out->checksum = pl_hash_stream_final(back ? &s->hist[completed % s->n_hist] : &s->all);
     if (s->fd >= 0) {
         out->path = strdup(s->path);
         if (!out->path) return PL_ENOMEM;
     }
-    if (s->sums && s->written) {
-        out->batch_checksums = malloc((size_t)s->written * sizeof *out->batch_checksums);
+    if (s->sums && out->batches) {
+        out->batch_checksums = malloc((size_t)out->batches * sizeof *out->batch_checksums);
         if (!out->batch_checksums) return PL_ENOMEM;
-        memcpy(out->batch_checksums, s->sums, (size_t)s->written * sizeof *s->sums);
+        memcpy(out->batch_checksums, s->sums, (size_t)out->batches * sizeof *s->sums);
     }
     return PL_OK;
 }
