@@ -14,7 +14,7 @@
 #   runtime/pipectl.h (the public API): includes nothing of ours, so embedders need no other header
 cd "$(dirname "$0")/.." || exit 2
 base="pl_status.h pl_spec.h pl_hash.h pl_rng.h pl_npy.h pl_half.h pl_buffers.h pl_nvtx.h pl_graph.h pl_pool.h pl_blas.h"
-stage_h=$(cd stages && ls *.h | tr '\n' ' ')
+stage_h=$(cd stages && ls *.h *.cuh 2>/dev/null | tr '\n' ' ')
 lua_h=$(cd lua && ls *.h | tr '\n' ' ')
 cli_h=$(cd runtime/cli && ls *.h | tr '\n' ' ')
 parser_h=$(cd parser && ls *.h | tr '\n' ' ')
@@ -34,7 +34,7 @@ check() { # check FILE ALLOWED...: every quoted include of FILE must be in ALLOW
 for b in $base; do
     for f in runtime/${b%.h}.c runtime/$b; do [ -f "$f" ] && check "$f" $base; done
 done
-for f in stages/*.c stages/*.h stages/*.cu stages/*.cpp; do
+for f in stages/*.c stages/*.h stages/*.cu stages/*.cuh stages/*.cpp; do
     [ -f "$f" ] && check "$f" $base $stage_h $lua_h pl_gpu.h pl_nvrtc.h
 done
 for f in parser/*.c parser/*.h; do
