@@ -5,10 +5,14 @@
 #include "pl_lua.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -37,7 +41,33 @@ struct pl_lua {
     const char *hint_instr, *hint_mem;
     char where[160];     /* "chunk:line" of a refused allocation, when known */
     char fatal_msg[384]; /* the message of the budget or memory error */
+    /* Wall-clock limit (pl_lua_watch). The watchdog thread reads `active`, `deadline` and
+     * `thread` while the owner runs a call: hence atomics. */
+    int64_t limit_ns;         /* per call; 0: none */
+    const char *hint_time;    /* "raise `time_limit_ms`" */
+    _Atomic int64_t deadline; /* monotonic ns when the current call must end; 0: none */
+    _Atomic int active;       /* inside a watched call */
+    _Atomic int kicking;      /* the watchdog is signalling the thread: it must not exit yet */
+    _Atomic pthread_t thread; /* the thread running it */
+    bool watched;             /* registered with the watchdog */
+    int stopped;              /* 1: interrupted (pl_lua_interrupt), 2: over its time limit */
 };
+
+/* pl_lua_interrupt: set from signal handlers, read by the hook and the watchdog on other threads:
+ * a lock-free atomic (async-signal-safe and race-free, which volatile sig_atomic_t is not across
+ * threads). */
+static _Atomic int pl__interrupt;
+#define PL__INTERRUPTED() atomic_load_explicit(&pl__interrupt, memory_order_relaxed)
+
+/* The state the calling thread is running a call of, for the kick signal's handler. */
+static _Thread_local pl_lua *pl__current;
+
+static int64_t pl__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static pl_lua *pl__lx(lua_State *L)
 {
@@ -132,6 +162,24 @@ static void pl__hook(lua_State *L, lua_Debug *ar)
     pl_lua *lx = pl__lx(L);
     if (lx->fatal) pl__raise_fatal(L, lx);
     lx->counted += lx->step;
+    /* Stops that do not depend on instructions: a signal, or the wall clock (a loop of C calls,
+     * s:gsub(...), runs few instructions but takes long). The watchdog makes this hook run at
+     * the next instruction when one is due. */
+    int64_t dl = atomic_load_explicit(&lx->deadline, memory_order_relaxed);
+    int intr = PL__INTERRUPTED();
+    if (intr || (dl && pl__now_ns() >= dl)) {
+        lua_getinfo(L, "Sl", ar);
+        lx->stopped = intr ? 1 : 2;
+        if (lx->stopped == 1)
+            snprintf(lx->fatal_msg, sizeof lx->fatal_msg, "%s:%d: interrupted", ar->short_src,
+                     ar->currentline);
+        else
+            snprintf(lx->fatal_msg, sizeof lx->fatal_msg,
+                     "%s:%d: time limit of %lld ms exceeded (%s)", ar->short_src, ar->currentline,
+                     (long long)(lx->limit_ns / 1000000), lx->hint_time);
+        lx->fatal = 1;
+        pl__raise_fatal(L, lx);
+    }
     if (lx->over) {
         lx->over = 0;
         if (lx->used > lx->cap) {
@@ -466,9 +514,12 @@ pl_status pl_lua_new(size_t memory, const char *hint_instr, const char *hint_mem
     return PL_OK;
 }
 
+static void pl__unwatch(pl_lua *lx);
+
 void pl_lua_free(pl_lua *lx)
 {
     if (!lx) return;
+    if (lx->watched) pl__unwatch(lx);
     if (lx->L) {
         /* Finalizers run at close: give them a fresh budget (their errors become warnings). */
         lx->fatal = 0;
@@ -515,15 +566,36 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
         snprintf(msg, msg_cap, "not enough memory for the Lua stack (%s)", lx->hint_mem);
         return PL_ELUA;
     }
+    lx->stopped = 0;
+    if (lx->watched) {
+        if (PL__INTERRUPTED()) {
+            snprintf(msg, msg_cap, "interrupted");
+            return PL_EINTR;
+        }
+        pl__current = lx;
+        atomic_store_explicit(&lx->thread, pthread_self(), memory_order_relaxed);
+        atomic_store_explicit(&lx->deadline, lx->limit_ns ? pl__now_ns() + lx->limit_ns : 0,
+                              memory_order_relaxed);
+        atomic_store_explicit(&lx->active, 1, memory_order_release);
+    }
     lx->in_call = 1;
     lua_pushcfunction(L, traceback ? pl__msgh_tb : pl__msgh);
     lua_pushcfunction(L, fn);
     lua_pushlightuserdata(L, arg);
     int rc = lua_pcall(L, 1, 0, base + 1);
     lx->in_call = 0;
+    if (lx->watched) {
+        /* Dekker-style with the watchdog (both seq_cst): either it sees the call ended, or we
+         * see its kick in progress and wait, so the thread it signals is alive until then. */
+        atomic_store(&lx->active, 0);
+        while (atomic_load(&lx->kicking))
+            ;
+        atomic_store_explicit(&lx->deadline, 0, memory_order_relaxed);
+        pl__current = NULL;
+    }
     pl_status st = PL_OK;
     if (rc != LUA_OK) {
-        st = PL_ELUA;
+        st = lx->fatal && lx->stopped == 1 ? PL_EINTR : PL_ELUA;
         const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
         if (!lx->fatal && lx->refused && rc == LUA_ERRMEM) {
             pl__format_refused(lx);
@@ -546,6 +618,153 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
     lx->over = 0;
     if (rc != LUA_OK) lua_gc(L, LUA_GCCOLLECT, 0); /* give back what the failed call held */
     return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Wall-clock limit and interrupts: one watchdog thread for the process                        */
+
+/* The watchdog wakes every PL__WD_PERIOD_NS and, for each watched state inside a call that is
+ * past its deadline or interrupted, sends the calling thread PL__KICK_SIGNAL; its handler sets the
+ * count hook to fire at the next instruction (lua_sethook is async-signal-safe: lua.c stops
+ * scripts on Ctrl-C the same way), and the hook raises. The kick is repeated every period until
+ * the call ends, so a kick that lands while the hook resets its step is not lost. A call pays
+ * one clock read and a few atomic operations; nothing is done per instruction. */
+#define PL__WD_PERIOD_NS 10000000 /* 10 ms */
+#define PL__KICK_SIGNAL SIGURG    /* ignored by default: a stray kick does nothing */
+
+static struct {
+    pthread_mutex_t mu;
+    pl_lua **list;
+    int n, cap;
+    unsigned gen; /* a thread runs while gen == the value it started with */
+    bool running;
+    pthread_t th;
+} pl__wd = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t pl__kick_once = PTHREAD_ONCE_INIT;
+
+static void pl__on_kick(int sig)
+{
+    (void)sig;
+    pl_lua *lx = pl__current;
+    if (lx && lx->in_call && lx->L) {
+        lx->step = 1;
+        lua_sethook(lx->L, pl__hook, LUA_MASKCOUNT, 1);
+    }
+}
+
+static void pl__install_kick(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pl__on_kick;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(PL__KICK_SIGNAL, &sa, NULL);
+}
+
+static void *pl__watchdog(void *arg)
+{
+    unsigned gen = (unsigned)(uintptr_t)arg;
+    struct timespec period = {0, PL__WD_PERIOD_NS};
+    pthread_mutex_lock(&pl__wd.mu);
+    while (pl__wd.gen == gen) {
+        int64_t now = pl__now_ns();
+        bool intr = PL__INTERRUPTED() != 0;
+        for (int i = 0; i < pl__wd.n; i++) {
+            pl_lua *lx = pl__wd.list[i];
+            if (!atomic_load_explicit(&lx->active, memory_order_acquire)) continue;
+            int64_t dl = atomic_load_explicit(&lx->deadline, memory_order_relaxed);
+            if (!intr && !(dl && now >= dl)) continue;
+            atomic_store(&lx->kicking, 1);
+            if (atomic_load(&lx->active))
+                pthread_kill(atomic_load_explicit(&lx->thread, memory_order_relaxed),
+                             PL__KICK_SIGNAL);
+            atomic_store(&lx->kicking, 0);
+        }
+        pthread_mutex_unlock(&pl__wd.mu);
+        nanosleep(&period, NULL);
+        pthread_mutex_lock(&pl__wd.mu);
+    }
+    pthread_mutex_unlock(&pl__wd.mu);
+    return NULL;
+}
+
+pl_status pl_lua_watch(pl_lua *lx, int64_t time_limit_ms, const char *hint, pl_error *err)
+{
+    pthread_once(&pl__kick_once, pl__install_kick);
+    lx->limit_ns = time_limit_ms > 0 ? time_limit_ms * 1000000 : 0;
+    lx->hint_time = hint ? hint : "raise `time_limit_ms`";
+    if (lx->watched) return PL_OK;
+    pl_status st = PL_OK;
+    pthread_mutex_lock(&pl__wd.mu);
+    if (pl__wd.n == pl__wd.cap) {
+        int cap = pl__wd.cap ? pl__wd.cap * 2 : 16;
+        pl_lua **l = realloc(pl__wd.list, (size_t)cap * sizeof *l);
+        if (!l) {
+            pthread_mutex_unlock(&pl__wd.mu);
+            return pl_error_set(err, PL_ENOMEM, "error: out of memory watching a Lua state");
+        }
+        pl__wd.list = l;
+        pl__wd.cap = cap;
+    }
+    pl__wd.list[pl__wd.n++] = lx;
+    lx->watched = true;
+    if (!pl__wd.running) {
+        unsigned gen = ++pl__wd.gen;
+        if (pthread_create(&pl__wd.th, NULL, pl__watchdog, (void *)(uintptr_t)gen) != 0) {
+            pl__wd.n--;
+            lx->watched = false;
+            st = pl_error_set(err, PL_ERUNTIME, "error: cannot start the Lua watchdog thread: %s",
+                              strerror(errno));
+        } else {
+            pl__wd.running = true;
+        }
+    }
+    pthread_mutex_unlock(&pl__wd.mu);
+    return st;
+}
+
+/* The last watched state gone: the thread stops (joined here, outside the lock). */
+static void pl__unwatch(pl_lua *lx)
+{
+    pthread_t th;
+    bool join = false;
+    pthread_mutex_lock(&pl__wd.mu);
+    for (int i = 0; i < pl__wd.n; i++)
+        if (pl__wd.list[i] == lx) {
+            pl__wd.list[i] = pl__wd.list[--pl__wd.n];
+            break;
+        }
+    lx->watched = false;
+    if (pl__wd.n == 0 && pl__wd.running) {
+        pl__wd.gen++;
+        pl__wd.running = false;
+        th = pl__wd.th;
+        join = true;
+    }
+    if (pl__wd.n == 0) {
+        free(pl__wd.list);
+        pl__wd.list = NULL;
+        pl__wd.cap = 0;
+    }
+    pthread_mutex_unlock(&pl__wd.mu);
+    if (join) pthread_join(th, NULL);
+}
+
+void pl_lua_interrupt(void)
+{
+    atomic_store_explicit(&pl__interrupt, 1, memory_order_relaxed);
+}
+
+void pl_lua_interrupt_clear(void)
+{
+    atomic_store_explicit(&pl__interrupt, 0, memory_order_relaxed);
+}
+
+bool pl_lua_interrupted(void)
+{
+    return PL__INTERRUPTED() != 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -20,6 +20,7 @@
 #define PL_LUA_DEFAULT_INSTRUCTIONS INT64_C(100000000)
 #define PL_LUA_DEFAULT_MEMORY ((size_t)64 << 20)
 #define PL_LUA_MIN_MEMORY ((size_t)256 << 10) /* below this the standard libraries do not fit */
+#define PL_LUA_DEFAULT_TIME_LIMIT_MS INT64_C(10000) /* wall clock per call (`time_limit_ms`) */
 /* Defaults of the pipeline.lua front end (environment: PIPECTL_LUA_INSTRUCTIONS, _MEMORY). */
 #define PL_LUA_FRONT_INSTRUCTIONS INT64_C(1000000000)
 #define PL_LUA_FRONT_MEMORY ((size_t)256 << 20)
@@ -46,6 +47,23 @@ size_t pl_lua_memory_used(const pl_lua *lx);
  * as it was. */
 pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructions, bool traceback,
                       char *msg, size_t msg_cap);
+
+/* Watches the state's calls: each pl_lua_call then ends with "chunk:line: time limit of N ms
+ * exceeded (<hint>)" (PL_ELUA) once it has run `time_limit_ms` of wall-clock time (0: no limit),
+ * and with "chunk:line: interrupted" (PL_EINTR) soon after pl_lua_interrupt(). Checked by the
+ * count hook, and made to happen at the next Lua instruction by one process-wide watchdog thread
+ * (started with the first watched state, stopped with the last; it wakes every 10 ms and sends
+ * SIGURG, whose handler this installs, to a thread whose call is due). A single C call (one
+ * string.rep or gsub of a huge string) finishes before the stop. `hint` is borrowed (a literal).
+ * May be called again to change the limit. pl_lua_free stops watching. */
+pl_status pl_lua_watch(pl_lua *lx, int64_t time_limit_ms, const char *hint, pl_error *err);
+
+/* Asks every Lua call to stop (async-signal-safe: a flag; `pipectl run`'s SIGINT/SIGTERM/SIGHUP
+ * handler calls it). Watched calls end with PL_EINTR within ~10 ms; new watched calls return
+ * PL_EINTR at once, until pl_lua_interrupt_clear(). */
+void pl_lua_interrupt(void);
+void pl_lua_interrupt_clear(void);
+bool pl_lua_interrupted(void);
 
 /* Inside a protected call: loads `text` as a text chunk (never binary) named `chunkname` ("@file"
  * or "=name") and pushes the function; a syntax error or a binary chunk raises. */

@@ -56,21 +56,29 @@ void pl_buffers_free(pl_buffers *bufs)
     free(bufs);
 }
 
-static pl_status pl__init_file(const pl_spec *spec, const pl_buffer *b, void *dst, pl_error *err)
+/* Opens b's init file and checks it holds exactly the buffer: .npy of the buffer's dtype (C
+ * order) and shape, or raw bytes of its size. On success *f is open and *off is where the data
+ * starts. */
+static pl_status pl__init_file_open(const pl_spec *spec, const pl_buffer *b, FILE **f,
+                                    uint64_t *off, char *path, size_t cap, pl_error *err)
 {
-    char path[4096];
-    pl_spec_path(spec, b->init_file, path, sizeof path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    pl_spec_path(spec, b->init_file, path, cap);
+    *f = fopen(path, "rb");
+    *off = 0;
+    if (!*f)
         return pl_error_at(err, PL_EINPUT, b->init_pos,
                            "buffer '%s': cannot open init file '%s': %s", b->name, path,
                            strerror(errno));
     pl_status st = PL_OK;
-    uint64_t off = 0, avail;
+    uint64_t avail;
     size_t n = strlen(path);
     if (n >= 4 && strcmp(path + n - 4, ".npy") == 0) {
         pl_npy_info info;
-        PL_CHECK_GOTO(pl_npy_read_header(f, path, &info, err), st, done);
+        st = pl_npy_read_header(*f, path, &info, err);
+        if (st != PL_OK) {
+            pl_npy_error_at(err, b->init_pos, "buffer", b->name);
+            goto fail;
+        }
         if (!pl_npy_descr_matches(info.descr, b->dtype) || info.fortran_order) {
             st = pl_error_at(err, PL_EINPUT, b->init_pos,
                              "buffer '%s' is %s but '%s' holds '%s'%s; save the array as %s "
@@ -78,16 +86,52 @@ static pl_status pl__init_file(const pl_spec *spec, const pl_buffer *b, void *ds
                              b->name, pl_dtype_name(b->dtype), path, info.descr,
                              info.fortran_order ? " in Fortran order" : "", pl_dtype_name(b->dtype),
                              pl_npy_descr(b->dtype));
-            goto done;
+            goto fail;
         }
-        off = info.data_offset;
+        /* A leading dimension of 1 is the same bytes in the same order: one batch saved by a
+         * pipectl sink is (1, ...). */
+        int lead = info.rank == b->rank + 1 && info.shape[0] == 1 ? 1 : 0;
+        bool same = info.rank == b->rank + lead;
+        for (int i = 0; same && i < b->rank; i++)
+            same = info.shape[i + lead] == b->shape[i];
+        if (!same) {
+            char have[160], want[160];
+            pl_npy_shape_str(info.rank, info.shape, have, sizeof have);
+            size_t k = 0; /* the buffer in the DSL's spelling: [128, 32] */
+            for (int i = 0; i < b->rank && k < sizeof want; i++) {
+                int w = snprintf(want + k, sizeof want - k, "%s%lld", i ? ", " : "[",
+                                 (long long)b->shape[i]);
+                k += w > 0 ? (size_t)w : 0;
+            }
+            if (k < sizeof want) snprintf(want + k, sizeof want - k, "]");
+            st = pl_error_at(err, PL_EINPUT, b->init_pos,
+                             "buffer '%s' has shape %s but '%s' holds an array of shape %s; save "
+                             "it with the buffer's shape (a transposed or reshaped array would be "
+                             "read in the wrong order)",
+                             b->name, want, path, have);
+            goto fail;
+        }
+        *off = info.data_offset;
         avail = info.data_bytes;
-    } else {
-        if (fseek(f, 0, SEEK_END) != 0) {
-            st = pl_error_set(err, PL_EIO, "error: cannot seek in '%s': %s", path, strerror(errno));
-            goto done;
+        if (fseek(*f, 0, SEEK_END) == 0) {
+            long end = ftell(*f);
+            uint64_t size = end > 0 ? (uint64_t)end : 0;
+            if (size < info.data_offset + info.data_bytes) {
+                st = pl_error_at(
+                    err, PL_EINPUT, b->init_pos,
+                    "buffer '%s': '%s' is truncated: its header promises %llu bytes "
+                    "of data, the file has %llu",
+                    b->name, path, (unsigned long long)info.data_bytes,
+                    (unsigned long long)(size > info.data_offset ? size - info.data_offset : 0));
+                goto fail;
+            }
         }
-        long end = ftell(f);
+    } else {
+        if (fseek(*f, 0, SEEK_END) != 0) {
+            st = pl_error_set(err, PL_EIO, "error: cannot seek in '%s': %s", path, strerror(errno));
+            goto fail;
+        }
+        long end = ftell(*f);
         avail = end > 0 ? (uint64_t)end : 0;
     }
     if (avail != b->bytes) {
@@ -95,12 +139,35 @@ static pl_status pl__init_file(const pl_spec *spec, const pl_buffer *b, void *ds
                          "buffer '%s' needs %llu bytes but '%s' holds %llu bytes of data; give a "
                          "file of exactly the buffer's size",
                          b->name, (unsigned long long)b->bytes, path, (unsigned long long)avail);
-        goto done;
+        goto fail;
     }
+    return PL_OK;
+fail:
+    fclose(*f);
+    *f = NULL;
+    return st;
+}
+
+pl_status pl_buffer_check_init_file(const pl_spec *spec, const pl_buffer *b, pl_error *err)
+{
+    char path[4096];
+    FILE *f;
+    uint64_t off;
+    PL_CHECK(pl__init_file_open(spec, b, &f, &off, path, sizeof path, err));
+    fclose(f);
+    return PL_OK;
+}
+
+static pl_status pl__init_file(const pl_spec *spec, const pl_buffer *b, void *dst, pl_error *err)
+{
+    char path[4096];
+    FILE *f;
+    uint64_t off;
+    PL_CHECK(pl__init_file_open(spec, b, &f, &off, path, sizeof path, err));
+    pl_status st = PL_OK;
     if (fseek(f, (long)off, SEEK_SET) != 0 || fread(dst, 1, (size_t)b->bytes, f) != b->bytes)
         st = pl_error_set(err, PL_EIO, "error: buffer '%s': reading '%s' failed: %s", b->name, path,
                           ferror(f) ? strerror(errno) : "file shorter than its header says");
-done:
     fclose(f);
     return st;
 }

@@ -46,6 +46,9 @@ static inline void *const *pl_buffers_slot(const pl_buffers *bufs, int slot)
  * (pl_rng.h: domain PL_RNG_INIT, id = b->index, batch 0, the dtype's default range) or the file
  * (raw bytes or .npy, exactly the buffer's size and, for .npy, its dtype; relative to spec->dir).
  * PL_INIT_NONE writes zeros. Errors name the buffer and the file. */
+/* Check time (pl_spec_check_files): b's `init: file` can be opened and holds exactly the buffer
+ * (.npy of its dtype and shape in C order, or raw bytes of its size). Reads the header only. */
+pl_status pl_buffer_check_init_file(const pl_spec *spec, const pl_buffer *b, pl_error *err);
 pl_status pl_buffer_init_contents(const pl_spec *spec, const pl_buffer *b, uint64_t seed, void *dst,
                                   pl_error *err);
 

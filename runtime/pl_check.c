@@ -1,11 +1,15 @@
 /* pl_check: resolves and validates a spec: run options, buffers, stages (options, binds, names,
  * engines, copy endpoints), then the dependency graph (cycles, hazards, reads of unwritten
- * buffers). The first error wins; every message says where, what and how to fix it. */
+ * buffers), and, separately, the files a run will touch (pl_spec_check_files). Without a
+ * diagnostics list the first error wins; with one, every independent error of a phase is listed.
+ * Every message says where, what and how to fix it. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_buffers.h"
+#include "pl_diag.h"
 #include "pl_graph.h"
 #include "pl_spec.h"
 #include "pl_stage.h"
@@ -275,20 +279,45 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
     /* Writers of each buffer, as positions in its accessor list: the loops below pair writers
      * with accessors (a buffer read by thousands of stages has few writers). */
     int *wpos = malloc(((size_t)g->n + 1) * sizeof *wpos);
-    if (!wpos) return pl_error_set(err, PL_ENOMEM, "error: out of memory checking hazards");
+    pl_walk w = {0};
+    if (!wpos || pl_walk_init(&w, g->n) != PL_OK) {
+        free(wpos);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory checking hazards");
+    }
 
-    /* Hazards: two accessors of one buffer, one writing, with no path either way. The one
+    /* Hazards: two accessors of one buffer, one writing, with no path either way. A writer and a
+     * stage that only reads are always ordered (pl_graph_build adds writer -> reader unless
+     * after: already puts the reader first), so only writers need a search: they are all
+     * ordered when each is reached from the one before it in plan order. Otherwise the pair
      * reported is the first by (later accessor, earlier accessor) in declaration order. */
     for (int b = 0; b < g->n_buffers; b++) {
         int lo = g->acc_off[b], hi = g->acc_off[b + 1], nw = 0, bj = -1, bi = -1;
         for (int k = lo; k < hi; k++)
             if (g->acc_mode[k] & PL_ACC_WRITE) wpos[nw++] = k;
+        if (nw < 2) continue;
+        /* Writers by plan position (insertion sort: writers of one buffer are few). */
+        for (int x = 1; x < nw; x++) {
+            int v = wpos[x], y = x - 1;
+            while (y >= 0 && g->pos[g->acc[wpos[y]]] > g->pos[g->acc[v]]) {
+                wpos[y + 1] = wpos[y];
+                y--;
+            }
+            wpos[y + 1] = v;
+        }
+        bool chained = true;
+        for (int x = 1; x < nw && chained; x++)
+            chained = pl_walk_reaches(&w, g->succ_off, g->succ, g->pos, g->acc[wpos[x - 1]],
+                                      g->acc[wpos[x]]);
+        if (chained) continue;
         for (int x = 0; x < nw; x++) {
             for (int k = lo; k < hi; k++) {
                 int i = k < wpos[x] ? k : wpos[x], j = k < wpos[x] ? wpos[x] : k;
                 if (i == j || (bj >= 0 && (j > bj || (j == bj && i >= bi)))) continue;
+                if (!(g->acc_mode[i] & PL_ACC_WRITE) || !(g->acc_mode[j] & PL_ACC_WRITE)) continue;
                 int a = g->acc[i], c = g->acc[j];
-                if (pl_reach_has(&g->reach, a, c) || pl_reach_has(&g->reach, c, a)) continue;
+                if (pl_walk_reaches(&w, g->succ_off, g->succ, g->pos, a, c) ||
+                    pl_walk_reaches(&w, g->succ_off, g->succ, g->pos, c, a))
+                    continue;
                 bj = j;
                 bi = i;
             }
@@ -297,6 +326,7 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
         bool wi = g->acc_mode[bi] & PL_ACC_WRITE, wj = g->acc_mode[bj] & PL_ACC_WRITE;
         const pl_stage *sa = &spec->stages[g->acc[bi]], *sc = &spec->stages[g->acc[bj]];
         free(wpos);
+        pl_walk_fini(&w);
         return pl_error_at(err, PL_EINPUT, pl__access_pos(sc, b, wj),
                            "hazard on buffer '%s': stage '%s' %s it and stage '%s' (at %s) %s it, "
                            "and nothing orders them; add after: [%s] to stage '%s' (or the "
@@ -305,21 +335,30 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
                            pl__pos_str(pl__access_pos(sa, b, wi), p, sizeof p),
                            wi ? "writes" : "reads", sa->name, sc->name);
     }
+    pl_walk_fini(&w);
 
-    /* A per-batch buffer without init must be written in the batch before anything reads it. */
+    /* A per-batch buffer without init must be written in the batch before anything reads it. A
+     * writer w and a reader r != w are ordered one way or the other, so w precedes r exactly
+     * when it comes first in plan order: the two earliest writers answer for every reader. */
     for (int b = 0; b < g->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
         if (buf->persistent || buf->init != PL_INIT_NONE) continue;
-        int lo = g->acc_off[b], hi = g->acc_off[b + 1], nw = 0;
-        for (int k = lo; k < hi; k++)
-            if (g->acc_mode[k] & PL_ACC_WRITE) wpos[nw++] = k;
+        int lo = g->acc_off[b], hi = g->acc_off[b + 1], w1 = -1, w2 = -1;
+        for (int k = lo; k < hi; k++) {
+            if (!(g->acc_mode[k] & PL_ACC_WRITE)) continue;
+            int s = g->acc[k];
+            if (w1 < 0 || g->pos[s] < g->pos[w1]) {
+                w2 = w1;
+                w1 = s;
+            } else if (w2 < 0 || g->pos[s] < g->pos[w2]) {
+                w2 = s;
+            }
+        }
         for (int j = lo; j < hi; j++) {
             if (!(g->acc_mode[j] & PL_ACC_READ)) continue;
             int r = g->acc[j];
-            bool written = false;
-            for (int x = 0; x < nw && !written; x++)
-                written = g->acc[wpos[x]] != r && pl_reach_has(&g->reach, g->acc[wpos[x]], r);
-            if (written) continue;
+            int first = w1 == r ? w2 : w1;
+            if (first >= 0 && g->pos[first] < g->pos[r]) continue;
             const pl_stage *sr = &spec->stages[r];
             free(wpos);
             return pl_error_at(err, PL_EINPUT, pl__access_pos(sr, b, false),
@@ -352,21 +391,49 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
     return PL_OK;
 }
 
+/* Records the outcome of one check: a failure goes to the list (when there is one) and, if it is
+ * the first, to *err and *first. Returns true when the caller must stop now: no list (the first
+ * error wins) or out of memory. Phases stop at their end when anything failed, since later
+ * phases rely on earlier ones (sizes, binds, resolved names). */
+static bool pl__note(pl_status s, const pl_error *e, pl_diags *d, pl_error *err, pl_status *first)
+{
+    if (s == PL_OK) return false;
+    if (*first == PL_OK) {
+        *first = s;
+        if (err) *err = *e;
+    }
+    pl_diags_add(d, PL_SEV_ERROR, e);
+    return !d || s == PL_ENOMEM;
+}
+
 pl_status pl_spec_check(pl_spec *spec, pl_error *err)
 {
-    pl_status st = PL_OK;
+    return pl_spec_check_all(spec, NULL, err);
+}
+
+pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
+{
+    pl_status st = PL_OK, first = PL_OK;
+    pl_error e;
     pl_names bufs = {0}, stages = {0};
     const char **bnames = NULL, **snames = NULL;
     pl_graph g = {0};
     /* Binds add refs, so a second check would double them: checking a checked spec is a no-op. */
     if (spec->checked) return PL_OK;
+    pl_error_clear(&e);
 
-    PL_CHECK_GOTO(pl__check_run(spec, err), st, done);
+#define PL__NOTE(expr)                                                                             \
+    do {                                                                                           \
+        pl_error_clear(&e);                                                                        \
+        if (pl__note((expr), &e, diags, err, &first)) goto done;                                   \
+    } while (0)
+
+    PL__NOTE(pl__check_run(spec, &e));
     if (spec->n_buffers > PL_MAX_BUFFERS || spec->n_stages > PL_MAX_STAGES) {
-        st = pl_error_set(err, PL_EINPUT,
-                          "error: %d buffers and %d stages; a pipeline may have at most %d of "
-                          "each kind",
-                          spec->n_buffers, spec->n_stages, PL_MAX_STAGES);
+        PL__NOTE(pl_error_set(&e, PL_EINPUT,
+                              "error: %d buffers and %d stages; a pipeline may have at most %d of "
+                              "each kind",
+                              spec->n_buffers, spec->n_stages, PL_MAX_STAGES));
         goto done;
     }
     if (pl_names_init(&bufs, spec->n_buffers) || pl_names_init(&stages, spec->n_stages)) goto oom;
@@ -375,35 +442,69 @@ pl_status pl_spec_check(pl_spec *spec, pl_error *err)
     if (!bnames || !snames) goto oom;
 
     for (int i = 0; i < spec->n_buffers; i++) {
-        PL_CHECK_GOTO(pl__check_buffer(&spec->buffers[i], &bufs, spec, err), st, done);
+        PL__NOTE(pl__check_buffer(&spec->buffers[i], &bufs, spec, &e));
         bnames[i] = spec->buffers[i].name;
     }
+    if (first != PL_OK) goto done;
     /* Names and binds first: after: may name a stage declared further down. */
     for (int i = 0; i < spec->n_stages; i++) {
-        PL_CHECK_GOTO(pl__check_stage_decl(spec, &spec->stages[i], &stages, err), st, done);
+        PL__NOTE(pl__check_stage_decl(spec, &spec->stages[i], &stages, &e));
         snames[i] = spec->stages[i].name;
     }
+    if (first != PL_OK) goto done;
     for (int i = 0; i < spec->n_stages; i++) {
         pl_stage *s = &spec->stages[i];
-        PL_CHECK_GOTO(pl__resolve_stage(spec, s, &bufs, bnames, &stages, snames, err), st, done);
+        pl_error_clear(&e);
+        pl_status rs = pl__resolve_stage(spec, s, &bufs, bnames, &stages, snames, &e);
         /* The generic rules run before the kind's validate, so validators may rely on them
          * (a copy has exactly one read and one write, a kernel's operands are on the device). */
-        PL_CHECK_GOTO(pl__check_engine(spec, s, err), st, done);
+        if (rs == PL_OK) rs = pl__check_engine(spec, s, &e);
         const pl_kind *kind = s->kind;
-        if (kind->validate) PL_CHECK_GOTO(kind->validate(spec, s, err), st, done);
+        if (rs == PL_OK && kind->validate) rs = kind->validate(spec, s, &e);
+        if (pl__note(rs, &e, diags, err, &first)) goto done;
     }
+    if (first != PL_OK) goto done;
 
-    PL_CHECK_GOTO(pl_graph_build(spec, &g, err), st, done);
-    PL_CHECK_GOTO(pl__check_graph(spec, &g, err), st, done);
+    PL_CHECK_GOTO(pl_graph_build(spec, &g, &e), st, fail_e);
+    PL__NOTE(pl__check_graph(spec, &g, &e));
+    if (first != PL_OK) goto done;
     spec->checked = true;
     goto done;
+#undef PL__NOTE
 oom:
-    st = pl_error_set(err, PL_ENOMEM, "error: out of memory checking the pipeline");
+    pl_error_set(&e, PL_ENOMEM, "error: out of memory checking the pipeline");
+    st = PL_ENOMEM;
+fail_e:
+    pl__note(st, &e, diags, err, &first);
 done:
     pl_graph_fini(&g);
     pl_names_fini(&bufs);
     pl_names_fini(&stages);
     free(bnames);
     free(snames);
-    return st;
+    return first;
+}
+
+pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, pl_diags *diags, pl_error *err)
+{
+    pl_status first = PL_OK;
+    pl_error e;
+    if (!spec->checked)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: pl_spec_check_files needs a checked spec; call pl_spec_check "
+                            "first");
+    for (int i = 0; i < spec->n_buffers; i++) {
+        const pl_buffer *b = &spec->buffers[i];
+        if (b->init != PL_INIT_FILE) continue;
+        pl_error_clear(&e);
+        if (pl__note(pl_buffer_check_init_file(spec, b, &e), &e, diags, err, &first)) return first;
+    }
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *s = &spec->stages[i];
+        const pl_kind *kind = s->kind;
+        if (!kind->check_files) continue;
+        pl_error_clear(&e);
+        if (pl__note(kind->check_files(spec, s, batches, &e), &e, diags, err, &first)) return first;
+    }
+    return first;
 }

@@ -28,6 +28,12 @@ typedef struct pl_run_cfg {
      * graph slow it down (docs/perf.md). Plain launches (--no-graph) time every batch unless -1.
      * The host executor ignores it. */
     int timing_period;
+    /* gpu, CUDA Graphs: when set, each lean graph of ring entry r < depth (one per slot and
+     * segment) is written before instantiation as "graph_slot<r>_seg<k>.dot"
+     * (cudaGraphDebugDotPrint) and "graph_slot<r>_seg<k>.topo" (its node types and edges, the
+     * text a bundle digests) into this existing folder (runtime/gpu/pl_gpu_dot.c). Borrowed; NULL:
+     * none. The host executor ignores it. */
+    const char *dot_dir;
 } pl_run_cfg;
 
 void pl_run_cfg_init(pl_run_cfg *cfg);

@@ -74,36 +74,70 @@ bool pl_name_valid(const char *s)
 
 /* ---- reachability -------------------------------------------------------------------------- */
 
-pl_status pl_reach_compute(pl_reach *r, int n, const int *order, const int *off, const int *adj,
-                           pl_error *err)
+pl_status pl_walk_init(pl_walk *w, int n)
 {
-    r->n = n;
-    r->words = (n + 63) / 64;
-    r->bits = calloc((size_t)n * (size_t)r->words + 1, sizeof *r->bits);
-    if (!r->bits)
-        return pl_error_set(err, PL_ENOMEM,
-                            "error: out of memory for the reachability table of %d stages "
-                            "(%zu bytes)",
-                            n, (size_t)n * (size_t)r->words * sizeof *r->bits);
-    /* Reverse topological order: a node's row is the union of its successors' rows and bits. */
-    for (int k = n - 1; k >= 0; k--) {
-        int u = order[k];
-        uint64_t *row = r->bits + (size_t)u * (size_t)r->words;
-        for (int e = off[u]; e < off[u + 1]; e++) {
-            int v = adj[e];
-            const uint64_t *vrow = r->bits + (size_t)v * (size_t)r->words;
-            for (int w = 0; w < r->words; w++)
-                row[w] |= vrow[w];
-            row[v >> 6] |= UINT64_C(1) << (v & 63);
-        }
+    memset(w, 0, sizeof *w);
+    w->n = n;
+    w->seen = calloc((size_t)n + 1, sizeof *w->seen);
+    w->tgt = calloc((size_t)n + 1, sizeof *w->tgt);
+    w->stack = malloc(((size_t)n + 1) * sizeof *w->stack);
+    if (!w->seen || !w->tgt || !w->stack) {
+        pl_walk_fini(w);
+        return PL_ENOMEM;
     }
     return PL_OK;
 }
 
-void pl_reach_fini(pl_reach *r)
+void pl_walk_fini(pl_walk *w)
 {
-    free(r->bits);
-    memset(r, 0, sizeof *r);
+    free(w->seen);
+    free(w->tgt);
+    free(w->stack);
+    memset(w, 0, sizeof *w);
+}
+
+/* A fresh stamp; on wrap-around (after 2^32 searches) the arrays are cleared once. */
+static unsigned pl__stamp(unsigned *cur, unsigned *arr, int n)
+{
+    if (++*cur == 0) {
+        memset(arr, 0, (size_t)n * sizeof *arr);
+        *cur = 1;
+    }
+    return *cur;
+}
+
+void pl_walk_targets(pl_walk *w)
+{
+    pl__stamp(&w->tgt_stamp, w->tgt, w->n);
+}
+
+bool pl_walk_any(pl_walk *w, const int *off, const int *adj, const int *pos, int u, bool fwd,
+                 int bound)
+{
+    unsigned s = pl__stamp(&w->cur, w->seen, w->n);
+    int top = 0;
+    w->stack[top++] = u;
+    w->seen[u] = s;
+    while (top > 0) {
+        int x = w->stack[--top];
+        for (int e = off[x]; e < off[x + 1]; e++) {
+            int y = adj[e];
+            if (w->seen[y] == s) continue;
+            if (fwd ? pos[y] > bound : pos[y] < bound) continue;
+            if (w->tgt[y] == w->tgt_stamp) return true;
+            w->seen[y] = s;
+            w->stack[top++] = y;
+        }
+    }
+    return false;
+}
+
+bool pl_walk_reaches(pl_walk *w, const int *off, const int *adj, const int *pos, int u, int v)
+{
+    if (pos[u] >= pos[v]) return false;
+    pl_walk_targets(w);
+    pl_walk_target(w, v);
+    return pl_walk_any(w, off, adj, pos, u, true, pos[v]);
 }
 
 /* ---- graph --------------------------------------------------------------------------------- */
@@ -343,9 +377,12 @@ pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
         for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
             if (--indeg[g->succ[e]] == 0) pl__heap_push(heap, &hn, g->succ[e]);
     }
-    if (g->n_order == n)
-        PL_CHECK_GOTO(pl_reach_compute(&g->reach, n, g->order, g->succ_off, g->succ, err), st,
-                      done);
+    g->pos = malloc(((size_t)n + 1) * sizeof *g->pos);
+    if (!g->pos) goto oom;
+    for (int s = 0; s < n; s++)
+        g->pos[s] = -1;
+    for (int k = 0; k < g->n_order; k++)
+        g->pos[g->order[k]] = k;
     goto done;
 oom:
     st = pl_error_set(err, PL_ENOMEM, "error: out of memory building the dependency graph");
@@ -373,7 +410,7 @@ void pl_graph_fini(pl_graph *g)
     free(g->acc_off);
     free(g->acc);
     free(g->acc_mode);
-    pl_reach_fini(&g->reach);
+    free(g->pos);
     memset(g, 0, sizeof *g);
 }
 

@@ -1,6 +1,6 @@
 /* pl_graph: the intra-batch dependency graph of a spec and its helpers (name tables, topological
- * order, cycles, bitset reachability), shared by the checks (pl_check.c) and the plan compiler
- * (pl_plan.c) so both see exactly the same edges. Internal: not part of the public API. */
+ * order, cycles, bounded reachability searches), shared by the checks (pl_check.c) and the plan
+ * compiler (pl_plan.c) so both see exactly the same edges. Internal: not part of the public API. */
 #ifndef PL_GRAPH_H
 #define PL_GRAPH_H
 
@@ -34,22 +34,39 @@ typedef struct pl_edge {
 /* Access of one stage to one buffer. */
 enum { PL_ACC_READ = 1, PL_ACC_WRITE = 2 };
 
-/* Reachability as an n x n bitset: row u holds v when a path u -> ... -> v of length >= 1 exists.
- * Memory: n * ceil(n/64) * 8 bytes (1,000 stages: 125 KB; 10,000: 12.5 MB). */
-typedef struct pl_reach {
-    int n, words;
-    uint64_t *bits;
-} pl_reach;
+/* Reachability without an n x n table: depth-first searches that visit only the nodes whose
+ * topological position can lie on a path to the target, with a visit stamp per node (so a search
+ * costs what it visits, not n). Scratch for one search at a time; memory 3n ints. */
+typedef struct pl_walk {
+    int n;
+    unsigned cur;   /* stamp of the current search */
+    unsigned *seen; /* [n]: == cur when visited by the current search */
+    unsigned *tgt;  /* [n]: == tgt_stamp when a node is a target (pl_walk_targets) */
+    unsigned tgt_stamp;
+    int *stack; /* [n] */
+} pl_walk;
 
-/* Computes reachability over a DAG given in CSR form (successors of u: adj[off[u] .. off[u+1]))
- * and a topological order of all n nodes. */
-pl_status pl_reach_compute(pl_reach *r, int n, const int *order, const int *off, const int *adj,
-                           pl_error *err);
-void pl_reach_fini(pl_reach *r);
-static inline bool pl_reach_has(const pl_reach *r, int u, int v)
+pl_status pl_walk_init(pl_walk *w, int n);
+void pl_walk_fini(pl_walk *w); /* zeroed or initialised; idempotent */
+/* True when a path u -> ... -> v of length >= 1 exists in the DAG whose successors of x are
+ * adj[off[x] .. off[x+1]) and whose topological positions are pos[] (pos[x] < pos[y] for every
+ * edge x -> y). */
+bool pl_walk_reaches(pl_walk *w, const int *off, const int *adj, const int *pos, int u, int v);
+/* Starts a new target set (empty); pl_walk_target adds one node to it. */
+void pl_walk_targets(pl_walk *w);
+static inline void pl_walk_target(pl_walk *w, int v)
 {
-    return (r->bits[(size_t)u * (size_t)r->words + (size_t)(v >> 6)] >> (v & 63)) & 1u;
+    w->tgt[v] = w->tgt_stamp;
 }
+static inline bool pl_walk_is_target(const pl_walk *w, int v)
+{
+    return w->tgt[v] == w->tgt_stamp;
+}
+/* True when a path of length >= 1 leads from u to a node of the target set. Forward (`fwd`, adj =
+ * successors): only nodes with pos <= bound are visited; backward (adj = predecessors): only
+ * nodes with pos >= bound. `bound` must not exclude any target. */
+bool pl_walk_any(pl_walk *w, const int *off, const int *adj, const int *pos, int u, bool fwd,
+                 int bound);
 
 typedef struct pl_graph {
     int n; /* stages */
@@ -66,13 +83,13 @@ typedef struct pl_graph {
     int *acc_off; /* n_buffers+1 */
     int *acc;
     unsigned char *acc_mode;
-    pl_reach reach; /* filled by pl_graph_build when acyclic */
+    int *pos; /* [n]: position in `order` (when acyclic; else -1 for stages left over) */
 } pl_graph;
 
 /* Builds the dependency graph of a spec whose refs are resolved (every pl_ref.index >= 0):
  * edges writer -> reader of each buffer unless `after:` chains already order the reader before
  * the writer (write-after-read: the after chain is the path), plus after edges; then the
- * topological order and, when acyclic, reachability. A cycle is not an error here: check
+ * topological order and positions. A cycle is not an error here: check
  * g->n_order < g->n and call pl_graph_cycle. Errors: PL_ENOMEM only. */
 pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err);
 void pl_graph_fini(pl_graph *g); /* zeroed or built; idempotent */

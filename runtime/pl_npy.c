@@ -136,11 +136,43 @@ pl_status pl_npy_read_header(FILE *f, const char *path, pl_npy_info *out, pl_err
         p = end;
     }
     size_t isz = pl__descr_size(out->descr);
-    out->data_bytes = isz && count <= UINT64_MAX / isz ? count * isz : 0;
+    /* A shape whose bytes overflow would wrap the size checks of every reader (a (2^62-1,) f32
+     * header passed them and failed at batch 10240): refuse it here. */
+    if (isz && count > (uint64_t)INT64_MAX / isz) {
+        char shape[160];
+        pl_npy_shape_str(out->rank, out->shape, shape, sizeof shape);
+        st = pl_error_set(err, PL_EINPUT,
+                          "error: '%s': the .npy header's shape %s of '%s' is more than 2^63 "
+                          "bytes; the header is corrupt: write the file again with numpy.save",
+                          path, shape, out->descr);
+        goto done;
+    }
+    out->data_bytes = isz ? count * isz : 0;
     out->data_offset = pre_len + hlen;
 done:
     free(h);
     return st;
+}
+
+pl_status pl_npy_error_at(pl_error *err, pl_pos pos, const char *what, const char *name)
+{
+    if (!err) return PL_EINPUT;
+    char m[PL_ERROR_MSG_MAX];
+    snprintf(m, sizeof m, "%s", err->msg);
+    const char *body = strncmp(m, "error: ", 7) == 0 ? m + 7 : m;
+    return pl_error_at(err, err->status, pos, "%s '%s': %.1900s", what, name, body);
+}
+
+void pl_npy_shape_str(int rank, const int64_t *shape, char *out, size_t cap)
+{
+    size_t k = 0;
+    int n = snprintf(out, cap, "(");
+    k = n > 0 ? (size_t)n : 0;
+    for (int i = 0; i < rank && k < cap; i++) {
+        n = snprintf(out + k, cap - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+        k += n > 0 ? (size_t)n : 0;
+    }
+    if (k < cap) snprintf(out + k, cap - k, rank == 1 ? ",)" : ")");
 }
 
 size_t pl_npy_format_header(char *buf, size_t cap, pl_dtype t, int64_t first, int rank_rest,

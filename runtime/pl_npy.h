@@ -25,8 +25,17 @@ const char *pl_npy_descr(pl_dtype t);
 bool pl_npy_descr_matches(const char *descr, pl_dtype t);
 
 /* Reads and parses the header of the open file `f` (positioned anywhere; it seeks to 0). `path`
- * is only for messages. Errors are PL_EINPUT, naming the file and what is wrong. */
+ * is only for messages. Errors are PL_EINPUT, naming the file and what is wrong; a shape whose
+ * data would not fit in 2^63 bytes (a corrupt header) is one. */
 pl_status pl_npy_read_header(FILE *f, const char *path, pl_npy_info *out, pl_error *err);
+
+/* Re-anchors an error of pl_npy_read_header ("error: 'f.npy': ...") at the position of the
+ * option that named the file: "file:line:col: error: <what> '<name>': 'f.npy': ...". Returns
+ * err->status. */
+pl_status pl_npy_error_at(pl_error *err, pl_pos pos, const char *what, const char *name);
+
+/* "(32, 128)" (NumPy's spelling; "(5,)" for rank 1) into out. */
+void pl_npy_shape_str(int rank, const int64_t *shape, char *out, size_t cap);
 
 /* Formats a v1.0 header for dtype t and shape (first, rest...) into buf; the header is padded so
  * that rewriting it later with any first dimension up to 2^63 keeps the same length. Returns its

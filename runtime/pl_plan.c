@@ -49,24 +49,137 @@ static int pl__int_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Scratch for pl__implied: a max-heap of stages by plan position and per-stage stamps. */
+typedef struct pl__imp {
+    int n;
+    unsigned cur;
+    unsigned *seen; /* == cur: pushed by the current search */
+    int *heap;
+    int *cands; /* candidates sorted by position */
+} pl__imp;
+
+static pl_status pl__imp_init(pl__imp *m, int n)
+{
+    memset(m, 0, sizeof *m);
+    m->n = n;
+    m->seen = calloc((size_t)n + 1, sizeof *m->seen);
+    m->heap = malloc(((size_t)n + 1) * sizeof *m->heap);
+    m->cands = malloc(((size_t)n + 1) * sizeof *m->cands);
+    return m->seen && m->heap && m->cands ? PL_OK : PL_ENOMEM;
+}
+
+static void pl__imp_fini(pl__imp *m)
+{
+    free(m->seen);
+    free(m->heap);
+    free(m->cands);
+    memset(m, 0, sizeof *m);
+}
+
+static void pl__hpush(int *h, int *n, int v, const int *pos)
+{
+    int i = (*n)++;
+    while (i > 0 && pos[h[(i - 1) / 2]] < pos[v]) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static int pl__hpop(int *h, int *n, const int *pos)
+{
+    int top = h[0], last = h[--(*n)], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && pos[h[c + 1]] > pos[h[c]]) c++;
+        if (pos[h[c]] <= pos[last]) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = last;
+    return top;
+}
+
+/* Transitive reduction of one stage's incoming edges: sets implied[i] when cand[i] reaches
+ * another candidate (a path of length >= 1 in the DAG whose predecessors of x are
+ * padj[poff[x] .. poff[x+1])). One backward search from all candidates at once, highest plan
+ * position first, that stops as soon as no unmarked candidate can still be reached (every node
+ * left is placed before all of them): it visits the stages between the candidates, not the whole
+ * graph. `cand` holds distinct stages. */
+static void pl__implied(pl__imp *m, const int *poff, const int *padj, const int *pos,
+                        const int *cand, int nc, char *implied)
+{
+    if (++m->cur == 0) {
+        memset(m->seen, 0, (size_t)m->n * sizeof *m->seen);
+        m->cur = 1;
+    }
+    unsigned s = m->cur;
+    for (int i = 0; i < nc; i++) {
+        implied[i] = 0;
+        m->cands[i] = cand[i];
+    }
+    if (nc < 2) return;
+    for (int i = 1; i < nc; i++) { /* by position (insertion sort: in-degrees are small) */
+        int v = m->cands[i], j = i - 1;
+        while (j >= 0 && pos[m->cands[j]] > pos[v]) {
+            m->cands[j + 1] = m->cands[j];
+            j--;
+        }
+        m->cands[j + 1] = v;
+    }
+    int hn = 0, low = 0; /* m->cands[low]: the lowest candidate not known to be implied */
+    for (int i = 0; i < nc; i++)
+        for (int e = poff[cand[i]]; e < poff[cand[i] + 1]; e++) {
+            int y = padj[e];
+            if (m->seen[y] == s) continue;
+            m->seen[y] = s;
+            pl__hpush(m->heap, &hn, y, pos);
+        }
+    /* A candidate pushed (seen) was reached from another one. */
+    while (hn > 0) {
+        while (low < nc && m->seen[m->cands[low]] == s)
+            low++;
+        if (low == nc || pos[m->heap[0]] < pos[m->cands[low]]) break;
+        int x = pl__hpop(m->heap, &hn, pos);
+        for (int e = poff[x]; e < poff[x + 1]; e++) {
+            int y = padj[e];
+            if (m->seen[y] == s) continue;
+            m->seen[y] = s;
+            pl__hpush(m->heap, &hn, y, pos);
+        }
+    }
+    for (int i = 0; i < nc; i++)
+        implied[i] = m->seen[cand[i]] == s;
+}
+
 /* Intra-batch predecessors after transitive reduction: u is dropped when it reaches another
  * predecessor of the same stage. */
 static pl_status pl__reduce_preds(pl_plan *plan, const pl_graph *g)
 {
+    pl__imp m;
+    char *implied = malloc((size_t)g->n + 1);
+    if (pl__imp_init(&m, g->n) != PL_OK || !implied) {
+        pl__imp_fini(&m);
+        free(implied);
+        return PL_ENOMEM;
+    }
     for (int v = 0; v < g->n; v++) {
         int lo = g->pred_off[v], hi = g->pred_off[v + 1];
         pl_plan_stage *ps = &plan->stages[v];
         ps->preds = malloc(((size_t)(hi - lo) + 1) * sizeof *ps->preds);
-        if (!ps->preds) return PL_ENOMEM;
-        for (int i = lo; i < hi; i++) {
-            int u = g->pred[i];
-            bool implied = false;
-            for (int j = lo; j < hi && !implied; j++)
-                if (j != i && pl_reach_has(&g->reach, u, g->pred[j])) implied = true;
-            if (!implied) ps->preds[ps->n_preds++] = u;
+        if (!ps->preds) {
+            pl__imp_fini(&m);
+            free(implied);
+            return PL_ENOMEM;
         }
+        pl__implied(&m, g->pred_off, g->pred, g->pos, g->pred + lo, hi - lo, implied);
+        for (int i = lo; i < hi; i++)
+            if (!implied[i - lo]) ps->preds[ps->n_preds++] = g->pred[i];
         pl__sort_by_order(ps->preds, ps->n_preds, plan->stages);
     }
+    pl__imp_fini(&m);
+    free(implied);
     return PL_OK;
 }
 
@@ -136,24 +249,29 @@ static pl_status pl__place_events(pl_plan *plan)
 {
     pl_status st = PL_OK;
     int n = plan->n_stages;
-    int *off = calloc((size_t)n + 1, sizeof *off), *adj = NULL, *sprev = NULL, *tmp = NULL;
+    int *sprev = NULL, *tmp = NULL, *pos = NULL;
     int *poff = NULL, *padj = NULL, *kept_src = NULL, *kept_dst = NULL;
-    pl_reach r = {0};
-    if (!off) return PL_ENOMEM;
+    char *implied = NULL;
+    pl__imp imp = {0};
     /* Edges of the combined graph: reduced preds, and each stream's previous stage. */
     int m = 0;
     for (int v = 0; v < n; v++)
         m += plan->stages[v].n_preds + 1;
-    adj = malloc(((size_t)m + 1) * sizeof *adj);
     padj = malloc(((size_t)m + 1) * sizeof *padj);
     poff = calloc((size_t)n + 1, sizeof *poff);
     sprev = malloc(((size_t)n + 1) * sizeof *sprev); /* stream predecessor, -1 for the first */
     tmp = malloc(((size_t)n + 1) * sizeof *tmp);
+    pos = malloc(((size_t)n + 1) * sizeof *pos);
+    implied = malloc((size_t)n + 1);
     kept_src = malloc(((size_t)m + 1) * sizeof *kept_src);
     kept_dst = malloc(((size_t)m + 1) * sizeof *kept_dst);
-    if (!adj || !padj || !poff || !sprev || !tmp || !kept_src || !kept_dst) goto oom;
-    for (int v = 0; v < n; v++)
+    if (!padj || !poff || !sprev || !tmp || !pos || !implied || !kept_src || !kept_dst ||
+        pl__imp_init(&imp, n) != PL_OK)
+        goto oom;
+    for (int v = 0; v < n; v++) {
         sprev[v] = -1;
+        pos[v] = plan->stages[v].order; /* streams follow plan order: it orders this graph too */
+    }
     for (int s = 0; s < plan->n_streams; s++)
         for (int i = 1; i < plan->streams[s].n_stages; i++)
             sprev[plan->streams[s].stages[i]] = plan->streams[s].stages[i - 1];
@@ -168,32 +286,22 @@ static pl_status pl__place_events(pl_plan *plan)
             dup |= ps->preds[i] == sprev[v];
         if (sprev[v] >= 0 && !dup) padj[poff[v + 1]++] = sprev[v];
     }
-    /* Successor lists from the predecessor lists. */
-    for (int v = 0; v < n; v++)
-        for (int i = poff[v]; i < poff[v + 1]; i++)
-            off[padj[i] + 1]++;
-    for (int v = 0; v < n; v++)
-        off[v + 1] += off[v];
-    int *cur = tmp; /* next free slot per node */
-    for (int v = 0; v < n; v++)
-        cur[v] = off[v];
-    for (int v = 0; v < n; v++)
-        for (int i = poff[v]; i < poff[v + 1]; i++)
-            adj[cur[padj[i]]++] = v;
-    PL_CHECK_GOTO(pl_reach_compute(&r, n, plan->order, off, adj, NULL), st, done);
 
     /* Kept cross-stream edges, in plan order of the waiting stage. */
     int nk = 0;
     for (int k = 0; k < n; k++) {
         int v = plan->order[k];
         const pl_plan_stage *ps = &plan->stages[v];
+        bool cross = false;
+        for (int i = 0; i < ps->n_preds; i++)
+            cross |= plan->stages[ps->preds[i]].stream != ps->stream;
+        if (!cross) continue;
+        int lo = poff[v], np = poff[v + 1] - lo;
+        pl__implied(&imp, poff, padj, pos, padj + lo, np, implied);
         for (int i = 0; i < ps->n_preds; i++) {
             int u = ps->preds[i];
             if (plan->stages[u].stream == ps->stream) continue;
-            bool implied = false;
-            for (int j = poff[v]; j < poff[v + 1] && !implied; j++)
-                if (padj[j] != u && pl_reach_has(&r, u, padj[j])) implied = true;
-            if (implied) continue;
+            if (implied[i]) continue; /* preds come first in v's combined list, in this order */
             kept_src[nk] = u;
             kept_dst[nk] = v;
             nk++;
@@ -236,9 +344,9 @@ static pl_status pl__place_events(pl_plan *plan)
 oom:
     st = PL_ENOMEM;
 done:
-    pl_reach_fini(&r);
-    free(off);
-    free(adj);
+    pl__imp_fini(&imp);
+    free(pos);
+    free(implied);
     free(poff);
     free(padj);
     free(sprev);
@@ -284,10 +392,237 @@ static int pl__xkey_cmp(const void *a, const void *b)
     return (x->buffer > y->buffer) - (x->buffer < y->buffer);
 }
 
-/* u precedes-or-is v within a batch. */
-static bool pl__le(const pl_graph *g, int u, int v)
+/* Sorting helpers for pl__prune_xdeps: deps of one stage by a position, then index. */
+typedef struct pl__pk {
+    int key, idx;
+} pl__pk;
+
+static int pl__pk_cmp(const void *a, const void *b)
 {
-    return u == v || pl_reach_has(&g->reach, u, v);
+    const pl__pk *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* keep[i] = 0 when x = a[i] = (f -> t, d) is implied by another y = (f' -> t', d' <= d) with f'
+ * at or below f and t' at or above t (within a batch). No reachability table:
+ * - F: the stages at or below f through which such a y can still be found: a forward search
+ *   that enters c only when min_to[c] (the lowest position of a `to` over deps of distance <= d
+ *   leaving c or below it) is <= pos[t];
+ * - T: the stages at or above t, a backward search entering p only when max_from[p] (the highest
+ *   position of a `from` over deps of distance <= d arriving at p or above it) is >= pos[f];
+ * - then the deps leaving F towards positions <= pos[t] are scanned for a `to` in T, or the deps
+ *   arriving in T from positions >= pos[f] for a `from` in F, or every pair of F x T is looked
+ *   up: whichever is cheapest. A chain keeps F and T tiny; a fan-out (one stage with thousands
+ *   of deps) is scanned from the side where its deps are few, and a fan-out joined again (a
+ *   join with a dep to every branch) by pairs. Memory: O(stages + deps) per distance class (there
+ * are two: 1 and depth). */
+static pl_status pl__prune_xdeps(const pl_graph *g, const pl_xdep *a, int m, char *keep)
+{
+    pl_status st = PL_ENOMEM;
+    int n = g->n;
+    const int *pos = g->pos;
+    int nd = 0, dists[2 * 64 + 2];
+    int *min_to = NULL, *max_from = NULL, *foff = NULL, *fidx = NULL, *toff = NULL, *tidx = NULL;
+    unsigned *fmark = NULL, *tmark = NULL;
+    int *stack = NULL, *flist = NULL, *tlist = NULL;
+    pl__pk *tmp = NULL;
+    for (int i = 0; i < m; i++)
+        keep[i] = 1;
+    if (m == 0) return PL_OK;
+    for (int i = 0; i < m; i++) {
+        int k = 0;
+        while (k < nd && dists[k] != a[i].distance)
+            k++;
+        if (k == nd) {
+            if (nd == (int)(sizeof dists / sizeof *dists)) return PL_ERUNTIME;
+            dists[nd++] = a[i].distance;
+        }
+    }
+    min_to = malloc(((size_t)nd * (size_t)n + 1) * sizeof *min_to);
+    max_from = malloc(((size_t)nd * (size_t)n + 1) * sizeof *max_from);
+    foff = calloc((size_t)n + 2, sizeof *foff);
+    toff = calloc((size_t)n + 2, sizeof *toff);
+    fidx = malloc(((size_t)m + 1) * sizeof *fidx);
+    tidx = malloc(((size_t)m + 1) * sizeof *tidx);
+    fmark = calloc((size_t)n + 1, sizeof *fmark);
+    tmark = calloc((size_t)n + 1, sizeof *tmark);
+    stack = malloc(((size_t)n + 1) * sizeof *stack);
+    flist = malloc(((size_t)n + 1) * sizeof *flist);
+    tlist = malloc(((size_t)n + 1) * sizeof *tlist);
+    tmp = malloc(((size_t)m + 1) * sizeof *tmp);
+    if (!min_to || !max_from || !foff || !toff || !fidx || !tidx || !fmark || !tmark || !stack ||
+        !flist || !tlist || !tmp)
+        goto done;
+    /* Deps by `from` (each list by position of `to`, ascending) and by `to` (by position of
+     * `from`, descending), so scans stop at the first dep out of range. */
+    for (int i = 0; i < m; i++) {
+        foff[a[i].from + 1]++;
+        toff[a[i].to + 1]++;
+    }
+    for (int u = 0; u < n; u++) {
+        foff[u + 1] += foff[u];
+        toff[u + 1] += toff[u];
+    }
+    for (int i = 0; i < m; i++)
+        tmp[i] = (pl__pk){a[i].from, i};
+    qsort(tmp, (size_t)m, sizeof *tmp, pl__pk_cmp);
+    for (int i = 0; i < m; i++)
+        fidx[i] = tmp[i].idx;
+    for (int u = 0; u < n; u++) {
+        int lo = foff[u], c = foff[u + 1] - lo;
+        for (int e = 0; e < c; e++)
+            tmp[e] = (pl__pk){pos[a[fidx[lo + e]].to], fidx[lo + e]};
+        qsort(tmp, (size_t)c, sizeof *tmp, pl__pk_cmp);
+        for (int e = 0; e < c; e++)
+            fidx[lo + e] = tmp[e].idx;
+    }
+    for (int i = 0; i < m; i++)
+        tmp[i] = (pl__pk){a[i].to, i};
+    qsort(tmp, (size_t)m, sizeof *tmp, pl__pk_cmp);
+    for (int i = 0; i < m; i++)
+        tidx[i] = tmp[i].idx;
+    for (int t = 0; t < n; t++) {
+        int lo = toff[t], c = toff[t + 1] - lo;
+        for (int e = 0; e < c; e++)
+            tmp[e] = (pl__pk){-pos[a[tidx[lo + e]].from], tidx[lo + e]};
+        qsort(tmp, (size_t)c, sizeof *tmp, pl__pk_cmp);
+        for (int e = 0; e < c; e++)
+            tidx[lo + e] = tmp[e].idx;
+    }
+    for (int k = 0; k < nd; k++) {
+        int *mt = min_to + (size_t)k * (size_t)n, *mf = max_from + (size_t)k * (size_t)n;
+        for (int q = n - 1; q >= 0; q--) {
+            int u = g->order[q], best = n;
+            for (int e = foff[u]; e < foff[u + 1]; e++)
+                if (a[fidx[e]].distance <= dists[k] && pos[a[fidx[e]].to] < best)
+                    best = pos[a[fidx[e]].to];
+            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
+                if (mt[g->succ[e]] < best) best = mt[g->succ[e]];
+            mt[u] = best;
+        }
+        for (int q = 0; q < n; q++) {
+            int t = g->order[q], best = -1;
+            for (int e = toff[t]; e < toff[t + 1]; e++)
+                if (a[tidx[e]].distance <= dists[k] && pos[a[tidx[e]].from] > best)
+                    best = pos[a[tidx[e]].from];
+            for (int e = g->pred_off[t]; e < g->pred_off[t + 1]; e++)
+                if (mf[g->pred[e]] > best) best = mf[g->pred[e]];
+            mf[t] = best;
+        }
+    }
+    unsigned stamp = 0;
+    for (int i = 0; i < m; i++) {
+        const pl_xdep *x = &a[i];
+        int k = 0;
+        while (dists[k] != x->distance)
+            k++;
+        const int *mt = min_to + (size_t)k * (size_t)n, *mf = max_from + (size_t)k * (size_t)n;
+        int lim_to = pos[x->to], lim_from = pos[x->from];
+        if (++stamp == 0) {
+            memset(fmark, 0, (size_t)n * sizeof *fmark);
+            memset(tmark, 0, (size_t)n * sizeof *tmark);
+            stamp = 1;
+        }
+        int nf = 0, nt = 0, top = 0;
+        stack[top++] = x->from; /* F */
+        fmark[x->from] = stamp;
+        while (top > 0) {
+            int u = stack[--top];
+            flist[nf++] = u;
+            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++) {
+                int c = g->succ[e];
+                if (fmark[c] == stamp || mt[c] > lim_to) continue;
+                fmark[c] = stamp;
+                stack[top++] = c;
+            }
+        }
+        stack[top++] = x->to; /* T */
+        tmark[x->to] = stamp;
+        while (top > 0) {
+            int t = stack[--top];
+            tlist[nt++] = t;
+            for (int e = g->pred_off[t]; e < g->pred_off[t + 1]; e++) {
+                int p = g->pred[e];
+                if (tmark[p] == stamp || mf[p] < lim_from) continue;
+                tmark[p] = stamp;
+                stack[top++] = p;
+            }
+        }
+        /* The shorter scan: deps leaving F (to <= lim_to) or arriving in T (from >= lim_from),
+         * counted by binary search in the sorted lists. */
+        int64_t cost_f = 0, cost_t = 0;
+        for (int q = 0; q < nf; q++) {
+            int lo = foff[flist[q]], hi = foff[flist[q] + 1];
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (pos[a[fidx[mid]].to] <= lim_to)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            cost_f += lo - foff[flist[q]];
+        }
+        for (int q = 0; q < nt; q++) {
+            int lo = toff[tlist[q]], hi = toff[tlist[q] + 1];
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (pos[a[tidx[mid]].from] >= lim_from)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            cost_t += lo - toff[tlist[q]];
+        }
+        bool found = false;
+        int64_t cost_p = (int64_t)nf * nt; /* every (F, T) pair, each by binary search */
+        if (cost_p < cost_f && cost_p < cost_t) {
+            for (int q = 0; q < nf && !found; q++)
+                for (int r = 0; r < nt && !found; r++) {
+                    int lo = foff[flist[q]], hi = foff[flist[q] + 1], want = pos[tlist[r]];
+                    while (lo < hi) {
+                        int mid = lo + (hi - lo) / 2;
+                        if (pos[a[fidx[mid]].to] < want)
+                            lo = mid + 1;
+                        else
+                            hi = mid;
+                    }
+                    /* One dep per (from, to): the one found, if any, is the pair's. */
+                    found = lo < foff[flist[q] + 1] && pos[a[fidx[lo]].to] == want &&
+                            fidx[lo] != i && a[fidx[lo]].distance <= x->distance;
+                }
+        } else if (cost_f <= cost_t) {
+            for (int q = 0; q < nf && !found; q++)
+                for (int e = foff[flist[q]]; e < foff[flist[q] + 1] && !found; e++) {
+                    const pl_xdep *y = &a[fidx[e]];
+                    if (pos[y->to] > lim_to) break;
+                    found = fidx[e] != i && y->distance <= x->distance && tmark[y->to] == stamp;
+                }
+        } else {
+            for (int q = 0; q < nt && !found; q++)
+                for (int e = toff[tlist[q]]; e < toff[tlist[q] + 1] && !found; e++) {
+                    const pl_xdep *y = &a[tidx[e]];
+                    if (pos[y->from] < lim_from) break;
+                    found = tidx[e] != i && y->distance <= x->distance && fmark[y->from] == stamp;
+                }
+        }
+        if (found) keep[i] = 0;
+    }
+    st = PL_OK;
+done:
+    free(min_to);
+    free(max_from);
+    free(foff);
+    free(toff);
+    free(fidx);
+    free(tidx);
+    free(fmark);
+    free(tmark);
+    free(stack);
+    free(flist);
+    free(tlist);
+    free(tmp);
+    return st;
 }
 
 /* Cross-batch deps. Per-batch buffers: each writer of batch i+depth waits for the last accessors
@@ -297,18 +632,20 @@ static bool pl__le(const pl_graph *g, int u, int v)
  * readers ordered before the writer by after:, which must see the previous batch's write).
  * Ordered kinds: stage(i+1) waits for stage(i). A stage never waits for itself otherwise (its
  * batches run in order on its stream). Then implied ones are dropped: (a -> b, d) is
- * implied by (a' -> b', d') when d' <= d, a precedes-or-is a' and b' precedes-or-is b. */
+ * implied by (a' -> b', d') when d' <= d, a precedes-or-is a' and b' precedes-or-is b.
+ *
+ * No reachability table: every question is a search bounded by plan positions (pl_walk), and the
+ * implied-dep test is pl__prune_xdeps. */
 static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_graph *g)
 {
+    pl_status st = PL_OK;
     pl__xvec v = {0};
     char *keep = NULL;
-    int words = g->reach.words;
-    /* acc: the buffer's accessors as a bitset; below: the stages some accessor reaches. Then
-     * l is last when its row misses acc, and t is first when `below` misses t. */
-    uint64_t *acc = calloc((size_t)words + 1, sizeof *acc);
-    uint64_t *below = calloc((size_t)words + 1, sizeof *below);
-    int *lasts = malloc(((size_t)g->n + 1) * sizeof *lasts);
-    if (!acc || !below || !lasts) goto oom;
+    int n = g->n;
+    const int *pos = g->pos;
+    pl_walk w = {0};
+    int *lasts = malloc(((size_t)n + 1) * sizeof *lasts);
+    if (!lasts || pl_walk_init(&w, n) != PL_OK) goto oom;
     for (int b = 0; b < g->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
         int lo = g->acc_off[b], hi = g->acc_off[b + 1];
@@ -316,27 +653,24 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         for (int i = lo; i < hi; i++)
             written |= (g->acc_mode[i] & PL_ACC_WRITE) != 0;
         if (!written) continue;
-        memset(acc, 0, (size_t)words * sizeof *acc);
-        memset(below, 0, (size_t)words * sizeof *below);
+        /* The accessors are the targets; none lies outside [pmin, pmax]. */
+        int pmin = n, pmax = -1;
+        pl_walk_targets(&w);
         for (int i = lo; i < hi; i++) {
             int a = g->acc[i];
-            acc[a >> 6] |= UINT64_C(1) << (a & 63);
-            const uint64_t *row = g->reach.bits + (size_t)a * (size_t)words;
-            for (int w = 0; w < words; w++)
-                below[w] |= row[w];
+            pl_walk_target(&w, a);
+            if (pos[a] < pmin) pmin = pos[a];
+            if (pos[a] > pmax) pmax = pos[a];
         }
         int nl = 0;
-        for (int i = lo; i < hi; i++) {
-            const uint64_t *row = g->reach.bits + (size_t)g->acc[i] * (size_t)words;
-            bool last = true;
-            for (int w = 0; w < words && last; w++)
-                last = (row[w] & acc[w]) == 0;
-            if (last) lasts[nl++] = g->acc[i];
-        }
+        for (int i = lo; i < hi; i++)
+            if (!pl_walk_any(&w, g->succ_off, g->succ, pos, g->acc[i], true, pmax))
+                lasts[nl++] = g->acc[i];
         for (int j = lo; j < hi; j++) {
             int t = g->acc[j];
-            bool target = buf->persistent ? !((below[t >> 6] >> (t & 63)) & 1u)
-                                          : (g->acc_mode[j] & PL_ACC_WRITE) != 0;
+            bool target = buf->persistent
+                              ? !pl_walk_any(&w, g->pred_off, g->pred, pos, t, false, pmin)
+                              : (g->acc_mode[j] & PL_ACC_WRITE) != 0;
             if (!target) continue;
             for (int i = 0; i < nl; i++)
                 if (pl__xadd(&v, lasts[i], t, buf->persistent ? 1 : plan->depth, b,
@@ -372,34 +706,22 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
     for (int i = 0; i < v.n; i++)
         if (m == 0 || v.a[m - 1].from != v.a[i].from || v.a[m - 1].to != v.a[i].to)
             v.a[m++] = v.a[i];
+
     keep = malloc((size_t)m + 1);
-    if (!keep) goto oom;
-    for (int i = 0; i < m; i++) {
-        const pl_xdep *x = &v.a[i];
-        keep[i] = 1;
-        for (int j = 0; j < m && keep[i]; j++) {
-            const pl_xdep *y = &v.a[j];
-            if (j == i || y->distance > x->distance) continue;
-            if (pl__le(g, x->from, y->from) && pl__le(g, y->to, x->to)) keep[i] = 0;
-        }
-    }
+    if (!keep || pl__prune_xdeps(g, v.a, m, keep) != PL_OK) goto oom;
     plan->xdeps = malloc(((size_t)m + 1) * sizeof *plan->xdeps);
     if (!plan->xdeps) goto oom;
     for (int i = 0; i < m; i++)
         if (keep[i]) plan->xdeps[plan->n_xdeps++] = v.a[i];
-    free(keep);
-    free(v.a);
-    free(acc);
-    free(below);
-    free(lasts);
-    return PL_OK;
+    goto done;
 oom:
+    st = PL_ENOMEM;
+done:
     free(keep);
     free(v.a);
-    free(acc);
-    free(below);
     free(lasts);
-    return PL_ENOMEM;
+    pl_walk_fini(&w);
+    return st;
 }
 
 pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)

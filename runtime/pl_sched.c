@@ -64,12 +64,13 @@ static void pl__advance_commit(pl_sched *s)
     while (s->at_commit == 0) {
         int64_t next = -1;
         for (int v = 0; v < s->n_stages; v++)
-            if (!s->is_out[v] && (next < 0 || s->done[v] < next)) next = s->done[v];
+            if (!s->is_out[v] && !s->after_out[v] && (next < 0 || s->done[v] < next))
+                next = s->done[v];
         if (next < 0 || next <= s->commit) break; /* no non-output stage, or nothing moved */
         s->commit = next;
         moved = true;
         for (int v = 0; v < s->n_stages; v++)
-            s->at_commit += !s->is_out[v] && s->done[v] == s->commit;
+            s->at_commit += !s->is_out[v] && !s->after_out[v] && s->done[v] == s->commit;
     }
     for (int i = 0; moved && i < s->n_out_streams; i++)
         pl__recheck(s, s->out_streams[i]);
@@ -80,7 +81,8 @@ static void pl__set_done(pl_sched *s, int stage, int64_t count)
 {
     int64_t old = s->done[stage];
     s->done[stage] = count;
-    if (!s->is_out[stage] && old == s->commit && --s->at_commit == 0) pl__advance_commit(s);
+    if (!s->is_out[stage] && !s->after_out[stage] && old == s->commit && --s->at_commit == 0)
+        pl__advance_commit(s);
     pl__recheck_deps(s, stage);
 }
 
@@ -219,12 +221,45 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
     s->n_dep_streams = calloc(ns, sizeof *s->n_dep_streams);
     s->threads = calloc((size_t)s->n_workers, sizeof *s->threads);
     s->is_out = calloc(ns, sizeof *s->is_out);
+    s->after_out = calloc(ns, sizeof *s->after_out);
     s->out_streams = calloc(nk, sizeof *s->out_streams);
     if (!s->done || !s->owned || !s->cur || !s->cur_b || !s->queued || !s->running || !s->live ||
-        !s->queue || !s->dep_streams || !s->n_dep_streams || !s->threads)
+        !s->queue || !s->dep_streams || !s->n_dep_streams || !s->threads || !s->is_out ||
+        !s->after_out || !s->out_streams)
         goto oom;
     for (int k = 0; k < nstr; k++)
         s->owned[k] = owned ? owned[k] : true;
+    /* Output stages and the commit point; without non-output stages there is nothing to wait
+     * for. */
+    /* The commit set is every stage that is not an output nor runs after one within the batch,
+     * by data or by stream order: a stage after a sink (after: [save]), or behind such a stage on
+     * a shared copy stream, cannot finish batch b before that sink does. Streams are filled in
+     * plan order, so a stream predecessor comes first in plan order too. */
+    int *sprev = malloc(ns * sizeof *sprev);
+    if (!sprev) goto oom;
+    for (int v = 0; v < n; v++)
+        sprev[v] = -1;
+    for (int k = 0; k < nstr; k++)
+        for (int j = 1; j < plan->streams[k].n_stages; j++)
+            sprev[plan->streams[k].stages[j]] = plan->streams[k].stages[j - 1];
+    for (int k = 0; k < n; k++) {
+        int v = plan->order[k];
+        s->is_out[v] = (plan->spec->stages[v].kind->role & PL_ROLE_OUTPUT) != 0;
+        const pl_plan_stage *ps = &plan->stages[v];
+        for (int i = 0; i <= ps->n_preds; i++) {
+            int u = i < ps->n_preds ? ps->preds[i] : sprev[v];
+            if (u >= 0 && (s->is_out[u] || s->after_out[u])) s->after_out[v] = true;
+        }
+        s->at_commit += !s->is_out[v] && !s->after_out[v];
+    }
+    free(sprev);
+    if (s->at_commit == 0) s->commit = plan->batches;
+    for (int k = 0; k < nstr; k++)
+        for (int j = 0; j < plan->streams[k].n_stages; j++)
+            if (s->is_out[plan->streams[k].stages[j]]) {
+                s->out_streams[s->n_out_streams++] = k;
+                break;
+            }
     /* Who waits on whom: for each stage, the streams of the stages that wait for it (its
      * intra-batch successors, the `to` of its cross-batch deps). A repeat of the last entry is
      * skipped; other repeats are harmless (a queued stream is not queued twice). */
@@ -318,6 +353,7 @@ void pl_sched_fini(pl_sched *s)
     free(s->threads);
     free(s->worker_args);
     free(s->is_out);
+    free(s->after_out);
     free(s->out_streams);
     free(s->live);
     if (s->init) {

@@ -54,6 +54,7 @@ typedef struct pl_sched {
     int q_head, q_len;
     int n_live;       /* streams that are live */
     bool *is_out;     /* [stage]: an output stage (waits for the commit point) */
+    bool *after_out;  /* [stage]: runs after an output stage in the batch (not waited for) */
     int64_t commit;   /* batches every non-output stage has finished */
     int at_commit;    /* non-output stages whose done == commit */
     int *out_streams; /* streams holding output stages */

@@ -182,6 +182,22 @@ const pl_opt *pl_stage_opt(const pl_stage *st, const char *key); /* NULL when no
  * reads of never-written per-batch buffers, run options. The first error wins. */
 pl_status pl_spec_check(pl_spec *spec, pl_error *err);
 
+struct pl_diags;
+/* pl_spec_check that lists every error it finds in `diags` (pl_diag.h; may be NULL: then it is
+ * pl_spec_check): all bad buffers, all bad stage declarations, all stages whose names, engines or
+ * kind rules fail; each phase runs only when the ones before it passed. *err is the first error,
+ * the one pl_spec_check returns. */
+pl_status pl_spec_check_all(pl_spec *spec, struct pl_diags *diags, pl_error *err);
+
+/* Check-time validation of the files a run of `batches` batches will touch, before anything
+ * runs: every `init: file` buffer and every stage kind's check_files hook (source inputs exist,
+ * are readable, have the buffer's dtype and shape and enough batches; sink targets can be written
+ * and are not directories). Errors are PL_EINPUT with the stage's or buffer's file:line:col; all
+ * of them go to `diags` (may be NULL), the first to *err. The spec must be checked. Reads only
+ * headers and metadata; creates nothing. */
+pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, struct pl_diags *diags,
+                              pl_error *err);
+
 /* "did you mean" helper: the candidate closest to `word` by edit distance (<= 2 edits and less
  * than half its length), or NULL. */
 const char *pl_closest(const char *word, const char *const *candidates, int n);

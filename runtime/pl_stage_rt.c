@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "pl_nvtx.h"
+#include "pl_pool.h"
 
 int pl_default_workers(const pl_plan *plan)
 {
@@ -34,6 +35,12 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     if (!rt->state || !rt->opened) {
         pl_stage_rt_close(rt, NULL, true, NULL, NULL);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory opening stages");
+    }
+    /* One pool for the whole run: a kind's parallel host work never starts threads per batch. */
+    pl_status pst = pl_pool_new(rt->env.workers - 1, &rt->env.pool, err);
+    if (pst != PL_OK) {
+        pl_stage_rt_close(rt, NULL, true, NULL, NULL);
+        return pst;
     }
     for (int i = 0; i < plan->n_stages; i++) {
         int s = plan->order[i];
@@ -104,6 +111,11 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
             res->outputs = calloc((size_t)n_sinks, sizeof *res->outputs);
             res->n_outputs = 0;
         }
+        /* After a failure or a stop every stage closes with what the whole run completed, so a
+         * sink that ran ahead of another lane's failure keeps no batch the others lack. */
+        int64_t run_done = -1;
+        for (int s = 0; failed && completed && s < rt->n_stages; s++)
+            if (run_done < 0 || completed[s] < run_done) run_done = completed[s];
         /* Describe the outputs (in stage order) while their states are still open. */
         for (int s = 0; s < rt->n_stages && out_of; s++) {
             out_of[s] = -1;
@@ -111,7 +123,10 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
             if (!rt->opened[s] || !kind->output || !res || !res->outputs) continue;
             bool has = false;
             pl_output *o = &res->outputs[res->n_outputs];
-            if (kind->output(&spec->stages[s], rt->state[s], o, &has) != PL_OK) {
+            int64_t c = !completed                                 ? 0
+                        : run_done >= 0 && run_done < completed[s] ? run_done
+                                                                   : completed[s];
+            if (kind->output(&spec->stages[s], rt->state[s], c, o, &has) != PL_OK) {
                 if (first == PL_OK) first = pl_error_set(err, PL_ENOMEM, "error: out of memory");
                 has = true; /* keep what it filled, so it is freed */
             }
@@ -125,19 +140,35 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
             const pl_kind *kind = st->kind;
             pl_error cerr;
             pl_error_clear(&cerr);
-            pl_status cs = kind->close ? kind->close(&rt->env, st, rt->state[s],
-                                                     completed ? completed[s] : 0, failed, &cerr)
-                                       : PL_OK;
+            pl_status cs =
+                kind->close ? kind->close(&rt->env, st, rt->state[s],
+                                          !completed                                 ? 0
+                                          : run_done >= 0 && run_done < completed[s] ? run_done
+                                                                                     : completed[s],
+                                          failed, &cerr)
+                            : PL_OK;
             if (cs != PL_OK && first == PL_OK) {
                 first = cs;
                 pl_error_tag(&cerr, st->name, -1);
                 if (err) *err = cerr;
             }
-            if (out_of && out_of[s] >= 0) res->outputs[out_of[s]].finalized = cs == PL_OK;
+            if (out_of && out_of[s] >= 0) {
+                pl_output *o = &res->outputs[out_of[s]];
+                o->finalized = cs == PL_OK;
+                /* A sink whose close failed may have lost its file (its directory was removed):
+                 * never report a file that is not there; the close error says what happened. */
+                if (cs != PL_OK && o->path && strcmp(o->path, "-") != 0 &&
+                    access(o->path, F_OK) != 0) {
+                    free(o->path);
+                    o->path = NULL;
+                }
+            }
             rt->opened[s] = false;
         }
         free(out_of);
     }
+    pl_pool_free(rt->env.pool); /* after every close: a close may still use it */
+    rt->env.pool = NULL;
     free(rt->state);
     free(rt->opened);
     rt->state = NULL;

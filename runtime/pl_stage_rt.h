@@ -19,10 +19,11 @@ typedef struct pl_stage_rt {
 int pl_default_workers(const pl_plan *plan);
 
 /* Fills rt->env (batches and depth from the plan, seed from the spec, `workers` host workers,
- * `gpu`: the GPU executor's device state, NULL on the host executor) and opens every stage in
- * plan order. On failure the stages already opened are closed (completed 0, failed) and
- * everything is freed; the error record names the stage (err->stage; the message is the kind's
- * own). */
+ * `gpu`: the GPU executor's device state, NULL on the host executor), starts the run's thread
+ * pool (env.pool: workers - 1 helpers; freed by pl_stage_rt_close after every stage closed) and
+ * opens every stage in plan order. On failure the stages already opened are closed (completed 0,
+ * failed) and everything is freed; the error record names the stage (err->stage; the message is
+ * the kind's own). */
 pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
                            struct pl_gpu_ctx *gpu, pl_error *err);
 

@@ -18,6 +18,8 @@ static const pl_key pl__lua_keys[] = {
     {"function", PL_KEY_STR, NULL, "run", "name of the global function to call per batch"},
     {"instructions", PL_KEY_INT, NULL, "100000000", "instruction budget per call"},
     {"memory", PL_KEY_INT, NULL, "67108864", "memory cap of the stage's Lua state, bytes"},
+    {"time_limit_ms", PL_KEY_INT, NULL, "10000",
+     "wall-clock limit per call, milliseconds (0: none); C calls count too"},
     {"args", PL_KEY_STR, NULL, NULL, "free text handed to the function as opts.args"},
     {"fn", PL_KEY_FUNC, "script|code", NULL,
      "pipeline.lua only: the function itself, instead of script/code and function"},
@@ -33,6 +35,7 @@ typedef struct pl__lua_opts {
     const char *function; /* given explicitly, or NULL */
     int64_t instructions;
     int64_t memory;
+    int64_t time_limit_ms;
 } pl__lua_opts;
 
 typedef struct pl__lua_view_decl {
@@ -85,6 +88,8 @@ static pl_status pl__lua_bind(pl_spec *spec, pl_stage *st, pl_error *err)
                             &o->instructions, err));
     PL_CHECK(pl_opt_get_int(st, "memory", (int64_t)PL_LUA_DEFAULT_MEMORY,
                             (int64_t)PL_LUA_MIN_MEMORY, INT64_C(1) << 40, &o->memory, err));
+    PL_CHECK(pl_opt_get_int(st, "time_limit_ms", PL_LUA_DEFAULT_TIME_LIMIT_MS, 0, INT64_C(1) << 40,
+                            &o->time_limit_ms, err));
     o->function = pl_opt_get_str(st, "function", NULL);
     char msg[PL_ERROR_MSG_MAX - 128];
     if (script) {
@@ -275,6 +280,9 @@ static pl_status pl__lua_open(const pl_run_env *env, const pl_stage *st, void **
         PL_CHECK_GOTO(pl_lua_new((size_t)o->memory, "raise `instructions`", "raise `memory`",
                                  &r->workers[w].lx, err),
                       s, fail);
+        PL_CHECK_GOTO(
+            pl_lua_watch(r->workers[w].lx, o->time_limit_ms, "raise `time_limit_ms`", err), s,
+            fail);
         pl__load_arg a = {r, &r->workers[w]};
         char msg[PL_ERROR_MSG_MAX - 128];
         if (pl_lua_call(r->workers[w].lx, pl__load_fn, &a, o->instructions, true, msg,
@@ -381,6 +389,10 @@ static pl_status pl__lua_run_host(pl_stage_ctx *ctx, pl_error *err)
     char msg[PL_ERROR_MSG_MAX - 128];
     pl_status s = pl_lua_call(w->lx, pl__batch, &a, r->o->instructions, true, msg, sizeof msg);
     w->epoch++;
+    /* A stop signal, not a failure of the script: the run ends as interrupted (the executor
+     * names the stage and the batch). */
+    if (s == PL_EINTR)
+        return pl_error_set(err, PL_EINTR, "error: interrupted while in Lua: %s", msg);
     if (s != PL_OK) {
         /* Named here, not by the executor: the message is the Lua one, with no "error: ". */
         pl_error_set(err, PL_ELUA, "stage '%s', batch %lld: %s", ctx->stage->name,

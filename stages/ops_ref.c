@@ -1,15 +1,18 @@
 /* ops_ref: C reference implementations of the kernel ops (semantics in pl_ops.h). Plain loops in a
- * fixed order, so results are deterministic and the GPU tests can compare against them. */
+ * fixed order, so results are deterministic and the GPU tests can compare against them; gemm goes
+ * through BLAS (the tests keep a double-precision reference for it). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "pl_blas.h"
 #include "pl_half.h"
 #include "pl_hash.h"
 #include "pl_kind_util.h"
 #include "pl_ops.h"
+#include "pl_pool.h"
 
 static const char *const pl__op_names[PL_OP_COUNT] = {
 #define PL__OP_NAME(id, name, r, w, doc) name,
@@ -221,49 +224,68 @@ static void pl__argmax(const void *x, pl_dtype t, int64_t rows, int64_t cols, in
     }
 }
 
-/* C = alpha * A B + beta * C, row-major, f32 accumulation in k order; blocked over k and n so a
- * panel of B stays in cache. */
-static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_t k, int64_t n,
-                          const void *A, const void *B, void *C, pl_error *err, const char *name)
+typedef struct pl__gemm_job {
+    int64_t m, k, n, rows; /* rows of C per task */
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+} pl__gemm_job;
+
+static void pl__gemm_task(void *arg, int64_t t, int slot)
 {
-    enum { KB = 128, NB = 512 };
-    float *acc = malloc((size_t)n * sizeof *acc);
-    float *bp = NULL;
-    if (t != PL_F32) bp = malloc((size_t)k * (size_t)n * sizeof *bp);
-    if (!acc || (t != PL_F32 && !bp)) {
-        free(acc);
-        free(bp);
-        return pl_error_set(err, PL_ENOMEM, "error: out of memory in gemm");
-    }
-    const float *Bf = B;
-    if (bp) {
+    pl__gemm_job *g = arg;
+    int64_t i0 = t * g->rows, m = g->m - i0 < g->rows ? g->m - i0 : g->rows;
+    pl_blas_sgemm(false, m, g->n, g->k, g->alpha, g->a + i0 * g->k, g->k, g->b, g->n, g->beta,
+                  g->c + i0 * g->n, g->n);
+}
+
+/* C = alpha * A B + beta * C through BLAS sgemm (f32 accumulation in BLAS's order), split by rows
+ * of C over the pool. f16/bf16 operands are widened to f32 first and C rounded back once. */
+static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_t k, int64_t n,
+                          const void *A, const void *B, void *C, pl_pool *pool, int parallel,
+                          pl_error *err)
+{
+    float *af = NULL, *bf = NULL, *cf = NULL;
+    if (t != PL_F32) {
+        af = malloc((size_t)(m * k) * sizeof *af);
+        bf = malloc((size_t)(k * n) * sizeof *bf);
+        cf = malloc((size_t)(m * n) * sizeof *cf);
+        if (!af || !bf || !cf) {
+            free(af);
+            free(bf);
+            free(cf);
+            return pl_error_set(err, PL_ENOMEM, "error: out of memory in gemm");
+        }
+        for (int64_t i = 0; i < m * k; i++)
+            af[i] = pl__ldf(A, t, i);
         for (int64_t i = 0; i < k * n; i++)
-            bp[i] = pl__ldf(B, t, i);
-        Bf = bp;
+            bf[i] = pl__ldf(B, t, i);
+        for (int64_t i = 0; i < m * n; i++)
+            cf[i] = o->beta != 0 ? pl__ldf(C, t, i) : 0.0f;
     }
-    float alpha = (float)o->alpha, beta = (float)o->beta;
-    for (int64_t i = 0; i < m; i++) {
-        memset(acc, 0, (size_t)n * sizeof *acc);
-        for (int64_t p0 = 0; p0 < k; p0 += KB) {
-            int64_t p1 = p0 + KB < k ? p0 + KB : k;
-            for (int64_t j0 = 0; j0 < n; j0 += NB) {
-                int64_t j1 = j0 + NB < n ? j0 + NB : n;
-                for (int64_t p = p0; p < p1; p++) {
-                    float a = pl__ldf(A, t, i * k + p);
-                    const float *brow = Bf + p * n;
-                    for (int64_t j = j0; j < j1; j++)
-                        acc[j] += a * brow[j];
-                }
-            }
-        }
-        for (int64_t j = 0; j < n; j++) {
-            float c = alpha * acc[j];
-            if (beta != 0.0f) c += beta * pl__ldf(C, t, i * n + j);
-            pl__stf(C, t, i * n + j, c);
-        }
-    }
-    free(acc);
-    free(bp);
+    pl__gemm_job g = {.m = m,
+                      .k = k,
+                      .n = n,
+                      .alpha = (float)o->alpha,
+                      .beta = (float)o->beta,
+                      .a = af ? af : A,
+                      .b = bf ? bf : B,
+                      .c = cf ? cf : C};
+    /* Blocks of at least 1 MFLOP each, so small products stay on one thread. */
+    double flop = 2.0 * (double)m * (double)n * (double)k;
+    int64_t tasks = parallel > 1 ? (int64_t)(flop / 1e6) : 1;
+    if (tasks > parallel) tasks = parallel;
+    if (tasks > m) tasks = m;
+    if (tasks < 1) tasks = 1;
+    g.rows = (m + tasks - 1) / tasks;
+    tasks = (m + g.rows - 1) / g.rows;
+    pl_pool_run(pool, tasks, parallel, pl__gemm_task, &g);
+    if (cf)
+        for (int64_t i = 0; i < m * n; i++)
+            pl__stf(C, t, i, cf[i]);
+    free(af);
+    free(bf);
+    free(cf);
     return PL_OK;
 }
 
@@ -277,6 +299,12 @@ static void pl__sleep_us(double us)
 }
 
 pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bufs, pl_error *err)
+{
+    return pl_op_run_host(spec, st, bufs, NULL, 1, err);
+}
+
+pl_status pl_op_run_host(const pl_spec *spec, const pl_stage *st, void *const *bufs, pl_pool *pool,
+                         int parallel, pl_error *err)
 {
     const pl_kernel_opts *o = st->priv;
     switch (o->op) {
@@ -325,7 +353,7 @@ pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bu
         const pl_buffer *a = pl_kind_rbuf(spec, st, 0), *b = pl_kind_rbuf(spec, st, 1);
         const pl_buffer *c = pl_kind_wbuf(spec, st, 0);
         return pl__gemm(o, c->dtype, a->shape[0], a->shape[1], b->shape[1], bufs[a->index],
-                        bufs[b->index], bufs[c->index], err, st->name);
+                        bufs[b->index], bufs[c->index], pool, parallel, err);
     }
     case PL_OP_BUSY:
         pl__sleep_us(o->duration_us);

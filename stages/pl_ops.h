@@ -9,6 +9,8 @@
 
 #include "pl_spec.h"
 
+struct pl_pool;
+
 #define PL_OPS_MAP(X)                                                                              \
     /* id, name, reads, writes, doc */                                                             \
     X(FILL, "fill", 0, 1, "y = value")                                                             \
@@ -33,6 +35,9 @@ bool pl_op_parse(const char *name, pl_op_id *out);
 
 /* Parsed options of a kernel stage (stage->priv). */
 typedef struct pl_kernel_opts {
+    /* A user kernel (source:, code: or module:; stages/pl_ukern.h), or NULL for a built-in op:
+     * then `op` and the rest apply. */
+    const struct pl_ukern *user;
     pl_op_id op;
     double value;       /* fill */
     double alpha, beta; /* scale, saxpy, gemm */
@@ -50,10 +55,16 @@ typedef struct pl_kernel_opts {
  *   (rounded once at the end) or f64.
  * - checksum: s[0] = pl_hash(x's bytes) (runtime/pl_hash.h) as i64 bits.
  * - argmax: x [..., cols] -> y i32 [...] (x rank 1: y [1]); first index on ties; NaN never wins.
- * - gemm: row-major A [m,k], B [k,n], C [m,n], one float dtype; f32 accumulation in k order;
- *   C = alpha * acc + beta * C computed in f32. beta != 0 reads C (C must be persistent).
+ * - gemm: row-major A [m,k], B [k,n], C [m,n], one float dtype; BLAS sgemm (f32 accumulation in
+ *   BLAS's order; f16/bf16 widened to f32, C rounded once); C = alpha * acc + beta * C in f32.
+ *   beta != 0 reads C (C must be persistent). Deterministic for a given shape and row split.
  * - busy: sleeps (nanosleep) duration_us on the host; operands are not touched.
  * Added by helper C (the spec parameter gives buffer dtypes and shapes). */
 pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bufs, pl_error *err);
+
+/* The same, with the ops that parallelise (gemm: blocks of rows of C) spread over `pool` on up
+ * to `parallel` threads (the host executor's kernel stages pass the run's pool). */
+pl_status pl_op_run_host(const pl_spec *spec, const pl_stage *st, void *const *bufs,
+                         struct pl_pool *pool, int parallel, pl_error *err);
 
 #endif

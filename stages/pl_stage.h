@@ -62,6 +62,9 @@ typedef struct pl_run_env {
     /* The GPU executor's per-device state (runtime/gpu/pl_gpu.h: cuBLAS, scratch, modules);
      * NULL on the host executor. Borrowed: valid from open() to close(). */
     struct pl_gpu_ctx *gpu;
+    /* The run's host thread pool (runtime/pl_pool.h): workers - 1 helpers, as the calling worker
+     * joins in. Owned by the stage runtime; kinds borrow it and may grow it in open(). */
+    struct pl_pool *pool;
 } pl_run_env;
 
 /* What a stage sees when it runs one batch on the host. */
@@ -107,6 +110,15 @@ typedef struct pl_output {
     bool checksummed;          /* checksums were taken (the sink's `checksum: true`) */
 } pl_output;
 
+/* How reproducible a stage's writes are (bundles: `pipectl replay`; docs/bundles.md). */
+typedef enum pl_repro {
+    PL_REPRO_EXACT,    /* bit-identical run to run and across executors: the host executor's C
+                        * reference gives the GPU's bits */
+    PL_REPRO_SAME_GPU, /* bit-identical run to run on one GPU, driver and build (deterministic
+                        * reduction order, no unordered float atomics, pinned cuBLAS workspace);
+                        * across executors or GPUs within a stated relative tolerance */
+} pl_repro;
+
 /* What a stage means for the data flow of a batch (flags): reports count bytes in and out. */
 enum { PL_ROLE_INPUT = 1, PL_ROLE_OUTPUT = 2 };
 
@@ -122,6 +134,12 @@ typedef struct pl_kind {
     pl_status (*bind)(pl_spec *spec, pl_stage *st, pl_error *err);
     /* Called after names resolve and buffer sizes are known: shapes, dtypes, where. */
     pl_status (*validate)(const pl_spec *spec, const pl_stage *st, pl_error *err);
+    /* Optional, check time (pl_spec_check_files, `pipectl check`, `pipectl run` before anything
+     * opens): the files a run of `batches` batches will touch. Inputs exist, are readable and
+     * hold what the buffers need (dtype, shape, enough batches); outputs can be created. Reads
+     * metadata and headers only, creates nothing; errors are PL_EINPUT at the option's position. */
+    pl_status (*check_files)(const pl_spec *spec, const pl_stage *st, int64_t batches,
+                             pl_error *err);
     /* Optional per-run state (files, corpora, Lua states). close() is always called once open()
      * succeeded, also after an error; `completed` is how many batches finished in order. */
     pl_status (*open)(const pl_run_env *env, const pl_stage *st, void **state, pl_error *err);
@@ -136,11 +154,23 @@ typedef struct pl_kind {
     /* One line for `pipectl plan` and reports: what this stage does with its options
      * ("scale alpha=2", "x -> x_dev"). Optional. */
     void (*describe)(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap);
-    /* Sinks: describe what the open stage wrote so far (called before close). *has = false when
+    /* Sinks: describe what the open stage wrote (called just before close, with the same
+     * `completed`: after a failure, batches past it are taken back by close). *has = false when
      * the stage writes nothing the report lists. Optional. */
-    pl_status (*output)(const pl_stage *st, void *state, pl_output *out, bool *has);
+    pl_status (*output)(const pl_stage *st, void *state, int64_t completed, pl_output *out,
+                        bool *has);
+    /* What checking this stage has to tell the user besides errors, one message per line, into
+     * buf ("" for nothing): compiler warnings, and with `verbose` what was compiled or found in a
+     * cache. The library never prints: the CLI prints these after loading. Optional. */
+    void (*notes)(const pl_stage *st, bool verbose, char *buf, size_t cap);
     /* Stages whose batches must run in batch order (sinks writing one file). */
     bool ordered;
+    /* Optional: how reproducible this (checked) stage's writes are; for PL_REPRO_SAME_GPU, *tol
+     * gets the relative tolerance, norm-wise (||got - want|| <= tol ||want||), that replay allows
+     * across executors. NULL: PL_REPRO_EXACT, so a kind whose GPU result is not its host
+     * reference's bits (float reductions, cuBLAS, a model's forward) must set it, or replay of its
+     * GPU bundles on the host reports a mismatch. */
+    pl_repro (*repro)(const pl_spec *spec, const pl_stage *st, double *tol);
 } pl_kind;
 
 /* The kinds, in table order (stages/pl_kinds.c), NULL-terminated; *n gets their count. */

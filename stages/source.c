@@ -1,9 +1,10 @@
 /* source: fills a per-batch host buffer from a file (raw or .npy), a seeded generator or a
  * constant.
  * - file: batch i reads the i-th buffer-sized slice of the data (bytes [i*B, (i+1)*B) after the
- *   .npy header); a .npy must have the buffer's dtype and a whole number of batches; with
- *   `wrap: true` batch i reads slice i mod N; without it a file too short for the run fails at
- *   open.
+ *   .npy header); a .npy must have the buffer's dtype and shape (N, *buffer shape); raw or .npy,
+ *   the data must be a whole number of batches (a partial last batch is an error, not dropped);
+ *   with `wrap: true` batch i reads slice i mod N; without it a file too short for the run fails
+ *   at check time (check_files) and again at open, naming the first batch it cannot fill.
  * - generator random: counter-based (pl_rng.h: domain PL_RNG_SOURCE, id = stage index, batch =
  *   batch index, element index), so the data depends only on (seed, stage, batch, element), never
  *   on threads or depth.
@@ -14,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pl_buffers.h"
@@ -137,32 +139,40 @@ static pl_status pl__source_validate(const pl_spec *spec, const pl_stage *st, pl
     return PL_OK;
 }
 
-static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void **state,
-                                 pl_error *err)
+/* Opens the source's file and checks it against the buffer and a run of `batches` batches; on
+ * success fills s (offset, whole batches, path) and leaves s->fd open. Used at check time
+ * (check_files) and again at open, so both say the same. */
+static pl_status pl__source_probe(const pl_spec *spec, const pl_stage *st, int64_t batches,
+                                  pl__source_state *s, pl_error *err)
 {
-    *state = NULL;
     const pl__source_opts *o = st->priv;
-    if (!o->file) return PL_OK;
-    const pl_buffer *b = pl_kind_wbuf(env->spec, st, st->n_writes - 1);
-    pl__source_state *s = calloc(1, sizeof *s);
-    if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    s->fd = -1;
+    const pl_buffer *b = pl_kind_wbuf(spec, st, st->n_writes - 1);
     pl_status ps = PL_OK;
-    pl_spec_path(env->spec, o->file, s->path, sizeof s->path);
+    s->fd = -1;
+    pl_spec_path(spec, o->file, s->path, sizeof s->path);
+    const char *base = strrchr(s->path, '/') ? strrchr(s->path, '/') + 1 : s->path;
     FILE *f = fopen(s->path, "rb");
-    if (!f) {
-        ps = pl_error_at(err, PL_EINPUT, o->file_pos, "source '%s': cannot open '%s': %s", st->name,
-                         s->path, strerror(errno));
-        goto fail;
+    if (!f)
+        return pl_error_at(err, PL_EINPUT, o->file_pos, "source '%s': cannot open '%s': %s",
+                           st->name, s->path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ps = pl_error_at(err, PL_EINPUT, o->file_pos,
+                         "source '%s': '%s' is not a regular file; a source reads batch i at its "
+                         "offset, which a FIFO or a device cannot do: copy the data to a file",
+                         st->name, s->path);
+        goto done;
     }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    uint64_t data = size > 0 ? (uint64_t)size : 0;
+    uint64_t data = (uint64_t)sb.st_size;
     size_t n = strlen(s->path);
-    if (n >= 4 && strcmp(s->path + n - 4, ".npy") == 0) {
+    bool npy = n >= 4 && strcmp(s->path + n - 4, ".npy") == 0;
+    if (npy) {
         pl_npy_info info;
         ps = pl_npy_read_header(f, s->path, &info, err);
-        if (ps != PL_OK) goto fail;
+        if (ps != PL_OK) {
+            pl_npy_error_at(err, o->file_pos, "source", st->name);
+            goto done;
+        }
         if (!pl_npy_descr_matches(info.descr, b->dtype) || info.fortran_order) {
             ps = pl_error_at(err, PL_EINPUT, o->file_pos,
                              "source '%s': '%s' holds '%s'%s but buffer '%s' is %s; save it as "
@@ -170,7 +180,29 @@ static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void
                              st->name, s->path, info.descr,
                              info.fortran_order ? " in Fortran order" : "", b->name,
                              pl_dtype_name(b->dtype), pl_npy_descr(b->dtype));
-            goto fail;
+            goto done;
+        }
+        /* (N, *buffer shape), or the buffer's shape for one batch: anything else (a transposed
+         * or reshaped array of the right size) would be read in the wrong order. */
+        int lead = info.rank - b->rank;
+        bool ok = lead == 0 || lead == 1;
+        for (int i = 0; ok && i < b->rank; i++)
+            ok = info.shape[lead + i] == b->shape[i];
+        if (!ok) {
+            char have[160], want[160];
+            pl_npy_shape_str(info.rank, info.shape, have, sizeof have);
+            int64_t nshape[PL_MAX_RANK + 1];
+            nshape[0] = 0;
+            memcpy(nshape + 1, b->shape, (size_t)b->rank * sizeof *nshape);
+            pl_npy_shape_str(b->rank + 1, nshape, want, sizeof want);
+            char *zero = strstr(want, "(0");
+            if (zero) zero[1] = 'N';
+            ps = pl_error_at(err, PL_EINPUT, o->file_pos,
+                             "source '%s': '%s' holds an array of shape %s, but batches of "
+                             "buffer '%s' need shape %s; a transposed or reshaped array would be "
+                             "read in the wrong order: save it with that shape",
+                             st->name, base, have, b->name, want);
+            goto done;
         }
         if (info.data_offset + info.data_bytes > data) {
             ps = pl_error_at(
@@ -179,50 +211,75 @@ static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void
                 "data, the file has %llu",
                 st->name, s->path, (unsigned long long)info.data_bytes,
                 (unsigned long long)(data > info.data_offset ? data - info.data_offset : 0));
-            goto fail;
-        }
-        if (info.data_bytes % b->bytes) {
-            ps = pl_error_at(err, PL_EINPUT, o->file_pos,
-                             "source '%s': '%s' holds %llu bytes, not a whole number of batches "
-                             "of %llu bytes (buffer '%s'); save an array of shape (N, ...) with "
-                             "the buffer's shape after N",
-                             st->name, s->path, (unsigned long long)info.data_bytes,
-                             (unsigned long long)b->bytes, b->name);
-            goto fail;
+            goto done;
         }
         s->offset = info.data_offset;
         data = info.data_bytes;
     }
-    fclose(f);
-    f = NULL;
-    s->n_batches = (int64_t)(data / b->bytes);
-    if (s->n_batches == 0 || (!o->wrap && s->n_batches < env->batches)) {
-        const char *base = strrchr(s->path, '/') ? strrchr(s->path, '/') + 1 : s->path;
-        if (s->n_batches == 0)
-            ps = pl_error_at(err, PL_EINPUT, o->file_pos,
-                             "source '%s': %s holds no whole batch of %llu bytes; give a larger "
-                             "file or a smaller buffer",
-                             st->name, base, (unsigned long long)b->bytes);
-        else
-            ps = pl_error_at(err, PL_EINPUT, o->file_pos,
-                             "source '%s': %s holds %lld batches of %llu bytes, the run needs "
-                             "%lld; set wrap: true or run fewer batches",
-                             st->name, base, (long long)s->n_batches, (unsigned long long)b->bytes,
-                             (long long)env->batches);
-        goto fail;
+    if (data % b->bytes) {
+        ps = pl_error_at(err, PL_EINPUT, o->file_pos,
+                         "source '%s': '%s' holds %llu bytes, not a whole number of batches of "
+                         "%llu bytes (buffer '%s'): the last %llu bytes would be ignored; %s",
+                         st->name, s->path, (unsigned long long)data, (unsigned long long)b->bytes,
+                         b->name, (unsigned long long)(data % b->bytes),
+                         npy ? "save an array of shape (N, ...) with the buffer's shape after N"
+                             : "trim the file to whole batches or change the buffer's shape");
+        goto done;
     }
-    s->fd = open(s->path, O_RDONLY);
-    if (s->fd < 0) {
+    s->n_batches = (int64_t)(data / b->bytes);
+    if (s->n_batches == 0) {
+        ps = pl_error_at(err, PL_EINPUT, o->file_pos,
+                         "source '%s': %s holds no whole batch of %llu bytes; give a larger "
+                         "file or a smaller buffer",
+                         st->name, base, (unsigned long long)b->bytes);
+        goto done;
+    }
+    if (!o->wrap && s->n_batches < batches) {
+        ps = pl_error_at(err, PL_EINPUT, o->file_pos,
+                         "source '%s': %s holds %lld batches of %llu bytes, the run needs %lld: "
+                         "batch %lld is the first it cannot fill; set wrap: true or run fewer "
+                         "batches",
+                         st->name, base, (long long)s->n_batches, (unsigned long long)b->bytes,
+                         (long long)batches, (long long)s->n_batches);
+        goto done;
+    }
+    s->fd = dup(fileno(f));
+    if (s->fd < 0)
         ps = pl_error_at(err, PL_EINPUT, o->file_pos, "source '%s': cannot open '%s': %s", st->name,
                          s->path, strerror(errno));
-        goto fail;
+done:
+    fclose(f);
+    return ps;
+}
+
+static pl_status pl__source_check_files(const pl_spec *spec, const pl_stage *st, int64_t batches,
+                                        pl_error *err)
+{
+    const pl__source_opts *o = st->priv;
+    if (!o->file) return PL_OK;
+    pl__source_state s;
+    memset(&s, 0, sizeof s);
+    pl_status ps = pl__source_probe(spec, st, batches, &s, err);
+    if (s.fd >= 0) close(s.fd);
+    return ps;
+}
+
+static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void **state,
+                                 pl_error *err)
+{
+    *state = NULL;
+    const pl__source_opts *o = st->priv;
+    if (!o->file) return PL_OK;
+    pl__source_state *s = calloc(1, sizeof *s);
+    if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    pl_status ps = pl__source_probe(env->spec, st, env->batches, s, err);
+    if (ps != PL_OK) {
+        if (s->fd >= 0) close(s->fd);
+        free(s);
+        return ps;
     }
     *state = s;
     return PL_OK;
-fail:
-    if (f) fclose(f);
-    free(s);
-    return ps;
 }
 
 static pl_status pl__source_close(const pl_run_env *env, const pl_stage *st, void *state,
@@ -331,6 +388,7 @@ const pl_kind pl_kind_source = {
     .doc = "fills a per-batch host buffer from a file, a seeded generator or a constant",
     .bind = pl__source_bind,
     .validate = pl__source_validate,
+    .check_files = pl__source_check_files,
     .open = pl__source_open,
     .close = pl__source_close,
     .run_host = pl__source_run,

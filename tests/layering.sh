@@ -2,16 +2,19 @@
 # layering.sh: the include rules that keep the architecture what the file list says. Run by the
 # build (target pl_layering, before the library compiles) and by CTest. Exits 1 naming each
 # violating #include.
-#   base (runtime/pl_{status,spec,hash,rng,npy,half,buffers,nvtx,graph}): include only base
-#   stages/: base, stages/, lua/ (the Lua binding) and runtime/gpu/pl_gpu.h (CUDA wrappers); never
+#   base (runtime/pl_{status,spec,hash,rng,npy,half,buffers,nvtx,graph,pool,blas}): include only
+#        base (pool: the run's host thread pool; blas: the one door to BLAS; both leaves that
+#        stages use for parallel host work)
+#   stages/: base, stages/, lua/ (the Lua binding) and runtime/gpu/pl_gpu.h and pl_nvrtc.h (CUDA
+#            wrappers: ops, and user kernels' NVRTC and modules); never
 #            the plan, the executors, the scheduler or the CLI
 #   parser/: base, stages/ (key tables), lua/, parser/; never the plan or the executors
 #   runtime/ (check, plan, executors): never the CLI; the GPU executor's internals (pl_gx.h,
 #            pl_exec_gpu_int.h) only from runtime/gpu/ and the bench CLI
 #   runtime/pipectl.h (the public API): includes nothing of ours, so embedders need no other header
 cd "$(dirname "$0")/.." || exit 2
-base="pl_status.h pl_spec.h pl_hash.h pl_rng.h pl_npy.h pl_half.h pl_buffers.h pl_nvtx.h pl_graph.h"
-stage_h=$(cd stages && ls *.h | tr '\n' ' ')
+base="pl_status.h pl_spec.h pl_hash.h pl_rng.h pl_npy.h pl_half.h pl_buffers.h pl_nvtx.h pl_graph.h pl_pool.h pl_blas.h"
+stage_h=$(cd stages && ls *.h *.cuh 2>/dev/null | tr '\n' ' ')
 lua_h=$(cd lua && ls *.h | tr '\n' ' ')
 cli_h=$(cd runtime/cli && ls *.h | tr '\n' ' ')
 parser_h=$(cd parser && ls *.h | tr '\n' ' ')
@@ -31,8 +34,8 @@ check() { # check FILE ALLOWED...: every quoted include of FILE must be in ALLOW
 for b in $base; do
     for f in runtime/${b%.h}.c runtime/$b; do [ -f "$f" ] && check "$f" $base; done
 done
-for f in stages/*.c stages/*.h stages/*.cu stages/*.cpp; do
-    [ -f "$f" ] && check "$f" $base $stage_h $lua_h pl_gpu.h
+for f in stages/*.c stages/*.h stages/*.cu stages/*.cuh stages/*.cpp; do
+    [ -f "$f" ] && check "$f" $base $stage_h $lua_h pl_gpu.h pl_nvrtc.h
 done
 for f in parser/*.c parser/*.h; do
     [ -f "$f" ] && check "$f" $base $stage_h $lua_h $parser_h

@@ -120,8 +120,10 @@ int pl_cmd_help(int argc, char **argv)
            "commands:\n");
     for (const pl_cmd *c = pl_cmds; c->name; c++)
         if (!c->hidden) printf("  %-10s %s\n", c->name, c->summary);
-    printf("\n'pipectl help COMMAND' or 'pipectl COMMAND --help' describes one; 'pipectl help "
-           "kinds'\nlists the stage kinds and 'pipectl help KIND' the keys of one.\n"
-           "Exit codes: 0 success, 1 runtime failure, 2 bad input, 130 interrupted.\n");
+    printf(
+        "\n'pipectl help COMMAND' or 'pipectl COMMAND --help' describes one; 'pipectl help "
+        "kinds'\nlists the stage kinds and 'pipectl help KIND' the keys of one.\n"
+        "Exit codes: 0 success, 1 runtime failure, 2 bad input, 128 + N stopped by signal N (130\n"
+        "Ctrl-C, 143 SIGTERM, 129 SIGHUP).\n");
     return 0;
 }

@@ -36,6 +36,7 @@ int pl_cmd_plan(int argc, char **argv)
     pl_spec *spec = NULL;
     pl_plan *plan = NULL;
     if (pl_load_checked(file, &spec, &err) != PL_OK) return pl_cli_fail(&err);
+    pl_cli_print_notes(spec, false);
     if (depth) spec->run.depth = (int)depth;
     if (pl_plan_compile(spec, &plan, &err) != PL_OK) {
         pl_spec_free(spec);

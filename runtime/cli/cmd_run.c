@@ -1,6 +1,7 @@
 /* cmd_run: `pipectl run`: load and check a pipeline, compile the plan, run it on the chosen
- * executor with a progress bar, print the summary (or JSON). Ctrl-C stops cleanly (completed
- * batches are kept; a second Ctrl-C kills). */
+ * executor with a progress line, print the summary (or JSON). SIGINT (Ctrl-C), SIGTERM and SIGHUP
+ * stop cleanly: completed batches are kept, a running Lua call is interrupted, and the exit code
+ * is 128 + the signal; a second signal of the same kind kills. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,19 +9,25 @@
 
 #include "pl_cli.h"
 #include "pl_exec.h"
+#include "pl_lua.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_progress.h"
 #include "pl_report.h"
 #include "pl_trace.h"
 
+/* The signal that stopped the run (0: none). timeout(1), systemd, docker and Slurm send SIGTERM;
+ * closing the terminal sends SIGHUP: all of them mean "stop and keep what is done". */
 static volatile sig_atomic_t pl__stop;
 
-static void pl__on_sigint(int sig)
+static void pl__on_signal(int sig)
 {
-    (void)sig;
-    pl__stop = 1; /* SA_RESETHAND: the next Ctrl-C gets the default action and kills */
+    pl__stop = sig; /* SA_RESETHAND: the next one of this kind gets the default action and kills */
+    pl_lua_interrupt(); /* async-signal-safe: a flag the Lua watchdog and hook read */
 }
+
+static const int pl__stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define PL__N_STOP_SIGNALS 3
 
 enum {
     PL__O_BATCHES = 256,
@@ -34,6 +41,9 @@ enum {
     PL__O_PROGRESS,
     PL__O_WORKERS,
     PL__O_FAIL_AT,
+    PL__O_VERBOSE,
+    PL__O_ARCH,
+    PL__O_CAPTURE,
 };
 
 const pl_cli_opt pl_cli_run_opts[] = {
@@ -58,6 +68,15 @@ const pl_cli_opt pl_cli_run_opts[] = {
     {"workers", 'w', "N", NULL, "host worker threads (default: max(CPUs, streams))", PL__O_WORKERS},
     {"fail-at", 0, "STAGE:B", NULL, "testing: make STAGE fail on batch B (exit 1, outputs kept)",
      PL__O_FAIL_AT},
+    {"verbose", 'v', NULL, NULL, "say what user kernels compiled, and what came from the cache",
+     PL__O_VERBOSE},
+    {"arch", 0, "SM", NULL,
+     "check user kernels for SM (sm_90); on a GPU they are built for the device's own arch",
+     PL__O_ARCH},
+    {"capture", 0, "DIR", NULL,
+     "write a bundle of the run ('pipectl capture --reps 1 -o DIR'; with the options capture "
+     "takes: --batches, --depth, --executor, --no-graph, --timing, --workers, --quiet)",
+     PL__O_CAPTURE},
     {0},
 };
 
@@ -81,11 +100,37 @@ int pl_cmd_run(int argc, char **argv)
     pl_progress_mode progress = PL_PROGRESS_AUTO;
     pl_exec_kind exec = PL_EXEC_AUTO;
     static const int timings[] = {16, 0, -1}; /* sample, all, off */
+    bool verbose = false;
+    const char *capture = NULL;
+    /* --capture DIR: the run is a one-run capture; the options capture takes are passed on as
+     * given (cav), the others cannot go with it. */
+    char *cav[64];
+    int ncav = 0;
+    const char *not_capture = NULL;
+    cav[ncav++] = "capture";
+    cav[ncav++] = "--reps";
+    cav[ncav++] = "1";
     pl_cli_args a;
     pl_cli_args_init(&a, cmd, argc, argv);
     const char *v;
     int id, k;
     while ((id = pl_cli_next(&a, &v)) > 0) {
+        const pl_cli_opt *o = NULL;
+        for (const pl_cli_opt *p = pl_cli_run_opts; p->name; p++)
+            if (p->id == id) o = p;
+        if (id == PL__O_TRACE || id == PL__O_JSON || id == PL__O_PROGRESS || id == PL__O_FAIL_AT ||
+            id == PL__O_VERBOSE || id == PL__O_ARCH) {
+            if (!not_capture) not_capture = o->name;
+        } else if (id != PL__O_CAPTURE) {
+            if (ncav + 2 > 56)
+                return pl_cli_usage_error(cmd, "too many options to pass on with --capture");
+            /* "--name" of each option, once (the argv strings stay for its value) */
+            static char names[PL_CLI_MAX_OPTS][32];
+            int k2 = (int)(o - pl_cli_run_opts);
+            snprintf(names[k2], sizeof names[k2], "--%s", o->name);
+            cav[ncav++] = names[k2];
+            if (v) cav[ncav++] = (char *)v;
+        }
         switch (id) {
         case PL__O_BATCHES:
             if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &batches)) return 2;
@@ -123,6 +168,17 @@ int pl_cmd_run(int argc, char **argv)
         case PL__O_QUIET:
             quiet = true;
             break;
+        case PL__O_VERBOSE:
+            verbose = true;
+            break;
+        case PL__O_ARCH:
+            if (!pl_cli_set_arch(v))
+                return pl_cli_usage_error(cmd, "--arch needs an SM version like sm_90, got '%s'",
+                                          v);
+            break;
+        case PL__O_CAPTURE:
+            capture = v;
+            break;
         }
     }
     if (id < 0) return a.rc;
@@ -131,6 +187,19 @@ int pl_cmd_run(int argc, char **argv)
         return pl_cli_usage_error(
             cmd, "'pipectl run' takes one pipeline file; '%s' is a second one", a.operands[1]);
     file = a.operands[0];
+    if (capture) {
+        if (not_capture)
+            return pl_cli_usage_error(cmd,
+                                      "--%s does not go with --capture (a capture takes the "
+                                      "options of 'pipectl capture')",
+                                      not_capture);
+        cav[ncav++] = "-o";
+        cav[ncav++] = (char *)capture;
+        cav[ncav++] = "--";
+        cav[ncav++] = (char *)file;
+        cav[ncav] = NULL;
+        return pl_cmd_capture(ncav, cav);
+    }
 
     pl_error err;
     pl_error_clear(&err);
@@ -140,9 +209,12 @@ int pl_cmd_run(int argc, char **argv)
     memset(&res, 0, sizeof res);
     pl_status st = pl_load_checked(file, &spec, &err);
     if (st != PL_OK) return pl_cli_fail(&err);
+    pl_cli_print_notes(spec, verbose);
     if (batches > 0) spec->run.batches = batches;
     if (depth > 0) spec->run.depth = (int)depth;
     int rc = 0;
+    /* The files, for the batches this run will issue, before anything opens (exit 2). */
+    PL_CHECK_GOTO(pl_spec_check_files(spec, spec->run.batches, NULL, &err), st, fail);
     PL_CHECK_GOTO(pl_plan_compile(spec, &plan, &err), st, fail);
 
     pl_run_cfg cfg;
@@ -182,15 +254,35 @@ int pl_cmd_run(int argc, char **argv)
     cfg.executor = pl_exec_pick(plan, exec, note, sizeof note);
     if (note[0]) fprintf(stderr, "%s\n", note); /* said before a long run, as it starts */
 
-    struct sigaction sa, old;
+    struct sigaction sa, old[PL__N_STOP_SIGNALS], ign, old_pipe;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = pl__on_sigint;
+    sa.sa_handler = pl__on_signal;
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
+        sigaddset(&sa.sa_mask, pl__stop_signals[i]);
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    pl__stop = 0;
+    pl_lua_interrupt_clear();
+    for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
+        sigaction(pl__stop_signals[i], &sa, &old[i]);
+    /* A sink writing to a pipe whose reader went away fails with EPIPE (an error naming it)
+     * instead of the process dying with nothing finalized. */
+    sigaction(SIGPIPE, &ign, &old_pipe);
     st = pl_run(plan, &cfg, &res, &err);
-    sigaction(SIGINT, &old, NULL);
+    for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
+        sigaction(pl__stop_signals[i], &old[i], NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
     pl_progress_clear(&prog);
+    int stop_sig = pl__stop;
+    /* Whoever noticed the stop first (the executor, a Lua call) reported it; say which signal. */
+    if (st == PL_EINTR && stop_sig)
+        pl_error_set(&err, PL_EINTR, "error: interrupted (%s)",
+                     stop_sig == SIGINT    ? "Ctrl-C"
+                     : stop_sig == SIGTERM ? "SIGTERM"
+                                           : "SIGHUP");
 
     /* The timeline of what completed is written also after an error or Ctrl-C. */
     if (trace && res.executor) {
@@ -208,11 +300,15 @@ int pl_cmd_run(int argc, char **argv)
                     trace);
         }
     }
-    /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report. */
+    /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report.
+     * A sink writing to stdout (`to: -`) owns it: the summary goes to stderr then. */
+    FILE *rep = stdout;
+    for (int i = 0; i < res.n_outputs; i++)
+        if (res.outputs[i].path && strcmp(res.outputs[i].path, "-") == 0) rep = stderr;
     if (json)
-        pl_report_json(stdout, plan, &res, st, &err);
+        pl_report_json(rep, plan, &res, st, &err);
     else if (!quiet && res.executor)
-        pl_report_print(stdout, plan, &res, st);
+        pl_report_print(rep, plan, &res, st);
     fflush(stdout);
     if (st != PL_OK) {
         if (res.executor) pl_report_stopped(stderr, &res);
@@ -221,6 +317,7 @@ int pl_cmd_run(int argc, char **argv)
     goto out;
 fail:
     rc = pl_cli_fail(&err);
+    if (st == PL_EINTR && pl__stop) rc = 128 + pl__stop;
 out:
     pl_run_result_fini(&res);
     pl_plan_free(plan);

@@ -1,6 +1,7 @@
 /* pl_cli: the command table, prefix lookup with suggestions, and option parsing (getopt_long
  * over each command's option table) with the shared usage/help/failure helpers. */
 #include "pl_cli.h"
+#include "pl_stage.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,23 +13,72 @@ const pl_cmd pl_cmds[] = {
      .usage = "pipectl run [options] FILE",
      .summary = "run a pipeline batch after batch",
      .opts = pl_cli_run_opts,
-     .notes = "environment:\n"
-              "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
-              "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host "
-              "read\n"
-              "                           back its previous batch (slower; see docs/perf.md)\n"
-              "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name "
-              "a\n"
-              "                           faulting stage for certain (slower)\n"
-              "  PIPECTL_NVTX=0           no NVTX ranges\n"
-              "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n",
+     .notes =
+         "environment:\n"
+         "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
+         "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host "
+         "read\n"
+         "                           back its previous batch (slower; see docs/perf.md)\n"
+         "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name "
+         "a\n"
+         "                           faulting stage for certain (slower)\n"
+         "  PIPECTL_NVTX=0           no NVTX ranges\n"
+         "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
+         "  PIPECTL_SEARCH_TILE=N    search: corpus rows per pool task (benchmarks; default "
+         "from d)\n"
+         "  PIPECTL_FAISS_NATIVE=1   search: IVF-Flat indexes scanned by FAISS, not with BLAS\n"
+         "  PIPECTL_ARCH=sm_NN, XDG_CACHE_HOME   as for 'pipectl check'\n"
+         "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch "
+         "starts,\n"
+         "  a running Lua call is interrupted, every sink keeps the batches completed in "
+         "order\n"
+         "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the "
+         "signal\n"
+         "  number (130, 143, 129). A second signal of the same kind kills at once. SIGPIPE "
+         "is\n"
+         "  ignored during the run: a sink writing to a closed pipe fails with an error "
+         "instead.\n",
      .operands = "FILE",
      .fn = pl_cmd_run},
     {.name = "check",
-     .usage = "pipectl check FILE...",
+     .usage = "pipectl check [-v] [--arch SM] FILE...",
      .summary = "check pipelines for errors without running them",
+     .opts = pl_cli_check_opts,
+     .notes = "Reports every error it finds (up to 20 per file), each as file:line:col: error: "
+              "...;\n"
+              "then checks the files a run of run.batches batches would touch: inputs exist, are\n"
+              "readable and hold the buffers' dtype, shape and enough whole batches; sink targets "
+              "can\n"
+              "be written. Nothing is run or created. Exit 2 when anything is wrong.\n"
+              "environment:\n"
+              "  PIPECTL_ARCH=sm_NN       the SM user kernels are checked for (on a GPU: the "
+              "device's)\n"
+              "  XDG_CACHE_HOME           compiled kernels are cached in $XDG_CACHE_HOME/pipectl\n"
+              "                           (default ~/.cache/pipectl)\n",
      .operands = "FILE...",
      .fn = pl_cmd_check},
+    {.name = "capture",
+     .usage = "pipectl capture [options] FILE -o DIR",
+     .summary = "run a pipeline and write a bundle that replay checks bit for bit",
+     .opts = pl_cli_capture_opts,
+     .notes = "the bundle: docs/bundles.md; 'pipectl run --capture DIR FILE' is 'capture --reps "
+              "1'\n",
+     .operands = "FILE",
+     .fn = pl_cmd_capture},
+    {.name = "replay",
+     .usage = "pipectl replay [options] DIR",
+     .summary = "run a bundle again: inputs, every batch's checksum, stage times, environment",
+     .opts = pl_cli_replay_opts,
+     .notes = "exit: 0 every output matches, 1 one differs (the first batch and sink are named),\n"
+              "      2 a bad bundle or a changed input\n",
+     .operands = "DIR",
+     .fn = pl_cmd_replay},
+    {.name = "diff",
+     .usage = "pipectl diff A B",
+     .summary = "compare two bundles: pipeline, plan, environment, checksums, stage times",
+     .notes = "exit: 0 every sink agrees batch for batch, 1 one differs, 2 a bad bundle\n",
+     .operands = "DIR DIR",
+     .fn = pl_cmd_diff},
     {.name = "plan",
      .usage = "pipectl plan [--dot] [--depth N] FILE",
      .summary = "print the compiled stream/event plan",
@@ -47,6 +97,13 @@ const pl_cmd pl_cmds[] = {
      .notes = "environment: as for 'pipectl run'\n",
      .operands = "",
      .fn = pl_cmd_bench},
+    {.name = "index",
+     .usage = "pipectl index build --corpus FILE.npy --factory STRING -o FILE | info FILE",
+     .summary = "build a FAISS index for the search stage's 'index:', or describe one",
+     .opts = pl_cli_index_opts,
+     .notes = "needs a pipectl built with FAISS (libfaiss-dev); exit 2 without it\n",
+     .operands = "build|info",
+     .fn = pl_cmd_index},
     {.name = "version",
      .usage = "pipectl version",
      .summary = "print the version",
@@ -360,4 +417,29 @@ int pl_cli_choice(const pl_cmd *cmd, int id, const char *val)
     list[k] = '\0';
     pl_cli_usage_error(cmd, "%s must be %s, got '%s'", opt, list, val);
     return -1;
+}
+
+int pl_cli_set_arch(const char *v)
+{
+    if (!v) return 0;
+    const char *d = strncmp(v, "sm_", 3) == 0 ? v + 3 : v;
+    char *end;
+    long a = strtol(d, &end, 10);
+    if (!*d || *end || a < 50 || a >= 1000) return 0;
+    char buf[16];
+    snprintf(buf, sizeof buf, "sm_%ld", a);
+    setenv("PIPECTL_ARCH", buf, 1);
+    return (int)a;
+}
+
+void pl_cli_print_notes(const pl_spec *spec, bool verbose)
+{
+    char buf[PL_ERROR_MSG_MAX * 2];
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *st = &spec->stages[i];
+        if (!st->kind || !st->kind->notes) continue;
+        buf[0] = '\0';
+        st->kind->notes(st, verbose, buf, sizeof buf);
+        if (buf[0]) fprintf(stderr, "%s\n", buf);
+    }
 }

@@ -48,6 +48,13 @@ void pl_cmd_usage(const pl_cmd *cmd, FILE *out);
 void pl_cli_print_opts(const pl_cmd *cmd, FILE *out);
 /* Prints err->msg to stderr and returns the exit code of err->status. */
 int pl_cli_fail(const pl_error *err);
+/* `--arch`: "sm_90" or "90" -> sets PIPECTL_ARCH (which user kernels are checked for) and returns
+ * 90; 0 when `v` is not an SM version. */
+int pl_cli_set_arch(const char *v);
+/* Prints every stage's notes (compiler warnings; with `verbose`, compile and cache lines) to
+ * stderr: the library never prints. */
+struct pl_spec;
+void pl_cli_print_notes(const struct pl_spec *spec, bool verbose);
 
 enum { PL_CLI_MAX_OPTS = 40 }; /* options of one command */
 
@@ -87,7 +94,8 @@ void pl_cli_man(FILE *out);           /* pipectl.1 (roff, man(7) macros) */
 void pl_cli_complete_bash(FILE *out); /* share/bash-completion/completions/pipectl */
 void pl_cli_complete_zsh(FILE *out);  /* share/zsh/site-functions/_pipectl */
 
-extern const pl_cli_opt pl_cli_run_opts[], pl_cli_plan_opts[], pl_cli_bench_opts[],
+extern const pl_cli_opt pl_cli_run_opts[], pl_cli_check_opts[], pl_cli_capture_opts[],
+    pl_cli_replay_opts[], pl_cli_plan_opts[], pl_cli_bench_opts[], pl_cli_index_opts[],
     pl_cli_help_opts[];
 
 int pl_cmd_check(int argc, char **argv);
@@ -95,9 +103,19 @@ int pl_cmd_plan(int argc, char **argv);
 int pl_cmd_run(int argc, char **argv);
 int pl_cmd_doctor(int argc, char **argv);
 int pl_cmd_bench(int argc, char **argv);
+int pl_cmd_index(int argc, char **argv);
 int pl_cmd_version(int argc, char **argv);
 int pl_cmd_schema(int argc, char **argv);
 int pl_cmd_help(int argc, char **argv);
 int pl_cmd_gen(int argc, char **argv); /* __complete bash|zsh, __man */
+int pl_cmd_capture(int argc, char **argv);
+int pl_cmd_replay(int argc, char **argv);
+int pl_cmd_diff(int argc, char **argv);
+
+/* Tables shared by `replay` and `diff` (cmd_replay.c): stage times of two records (la, lb name
+ * them), and what changed in the environment. */
+struct pl_compare;
+void pl_cli_print_stages(FILE *out, const struct pl_compare *c, const char *la, const char *lb);
+void pl_cli_print_env(FILE *out, const struct pl_compare *c, const char *la, const char *lb);
 
 #endif

@@ -7,7 +7,8 @@
 #include "pl_schema.h"
 
 static const char pl__exit_codes[] =
-    "Exit codes: 0 success, 1 runtime failure, 2 bad input, 130 interrupted.";
+    "Exit codes: 0 success, 1 runtime failure, 2 bad input, 128 + N stopped by signal N (130\n"
+    "Ctrl-C, 143 SIGTERM, 129 SIGHUP).";
 
 void pl_cli_help_markdown(FILE *out)
 {
@@ -117,8 +118,8 @@ void pl_cli_man(FILE *out)
             fprintf(out, ".fi\n");
         }
     }
-    fprintf(out, ".SH EXIT STATUS\n0 success, 1 runtime failure, 2 bad input, 130 interrupted "
-                 "(Ctrl\\-C).\n"
+    fprintf(out, ".SH EXIT STATUS\n0 success, 1 runtime failure, 2 bad input, 128 + N stopped by "
+                 "signal N (130 Ctrl\\-C, 143 SIGTERM, 129 SIGHUP).\n"
                  ".SH FILES\n.TP\n\\fIpipeline.yaml\\fR, \\fIpipeline.lua\\fR\nthe pipeline: see "
                  "docs/pipeline\\-yaml.md and docs/lua.md in the sources.\n"
                  ".SH SEE ALSO\n\\fBnvidia\\-smi\\fR(1); the timeline that \\fBpipectl run "
@@ -211,7 +212,18 @@ void pl_cli_complete_bash(FILE *out)
         if (strncmp(c->operands, "FILE", 4) == 0)
             fprintf(out,
                     "            else\n                COMPREPLY=($(compgen -f -- \"$cur\"))\n");
-        else if (strcmp(c->operands, "COMMAND") == 0) {
+        else if (strncmp(c->operands, "DIR", 3) == 0)
+            fprintf(out,
+                    "            else\n                COMPREPLY=($(compgen -d -- \"$cur\"))\n");
+        else if (strchr(c->operands, '|')) {
+            /* a subcommand word first (index build|info), then files */
+            fprintf(out, "            elif [[ $COMP_CWORD -eq 2 ]]; then\n"
+                         "                COMPREPLY=($(compgen -W \"");
+            pl__words(out, c->operands);
+            fprintf(out,
+                    "\" -- \"$cur\"))\n"
+                    "            else\n                COMPREPLY=($(compgen -f -- \"$cur\"))\n");
+        } else if (strcmp(c->operands, "COMMAND") == 0) {
             fprintf(out, "            else\n                COMPREPLY=($(compgen -W \"");
             pl__help_topics(out);
             fprintf(out, "\" -- \"$cur\"))\n");
@@ -288,7 +300,16 @@ void pl_cli_complete_zsh(FILE *out)
             fprintf(out, " \\\n            '*:pipeline file:_files'");
         else if (strcmp(c->operands, "FILE") == 0)
             fprintf(out, " \\\n            '1:pipeline file:_files'");
-        else if (strcmp(c->operands, "COMMAND") == 0) {
+        else if (strcmp(c->operands, "DIR") == 0)
+            fprintf(out, " \\\n            '1:bundle folder:_files -/'");
+        else if (strcmp(c->operands, "DIR DIR") == 0)
+            fprintf(out, " \\\n            '1:bundle folder:_files -/' '2:bundle folder:_files "
+                         "-/'");
+        else if (strchr(c->operands, '|')) {
+            fprintf(out, " \\\n            '1:subcommand:(");
+            pl__words(out, c->operands);
+            fprintf(out, ")' '*:file:_files'");
+        } else if (strcmp(c->operands, "COMMAND") == 0) {
             fprintf(out, " \\\n            '1:command or stage kind:(");
             pl__help_topics(out);
             fprintf(out, ")'");

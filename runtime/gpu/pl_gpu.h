@@ -33,4 +33,53 @@ void pl_gpu_ctx_free(pl_gpu_ctx *ctx);
 pl_status pl_gpu_op_record(pl_gpu_ctx *ctx, const pl_spec *spec, const pl_stage *st,
                            void *const *dev_bufs, void *stream, int64_t batch, pl_error *err);
 
+/* Device memory and cuBLASLt matmuls for stage kinds that keep their own device state (the gpt2
+ * kind's weights and activations), created in open() and freed in close() (runtime/gpu/
+ * pl_gpu_lt.c). Errors name `stage` (may be NULL). */
+pl_status pl_gpu_alloc(size_t bytes, void **out, const char *stage, pl_error *err);
+void pl_gpu_free(void *p); /* accepts NULL */
+/* Synchronous copies outside any capture (setup and tests only). */
+pl_status pl_gpu_upload(void *dst, const void *src, size_t bytes, const char *stage, pl_error *err);
+pl_status pl_gpu_download(void *dst, const void *src, size_t bytes, const char *stage,
+                          pl_error *err);
+pl_status pl_gpu_sync(const char *stage, pl_error *err);
+
+/* One cuBLASLt matmul with its algorithm chosen once (the heuristic's first answer), so every
+ * capture records the same kernels. In row-major terms: Y[n, m] = X[n, k] W[m, k]^T (+ bias[m])
+ * (GELU) (+ Y when accumulate), W and X of dtype `ab` (f16 or bf16), Y and bias of dtype `d`
+ * (ab's or f32). */
+typedef enum pl_gpu_epilogue {
+    PL_GPU_EPI_NONE,
+    PL_GPU_EPI_BIAS,
+    PL_GPU_EPI_GELU_BIAS
+} pl_gpu_epilogue;
+typedef struct pl_gpu_mm_shape {
+    int m, n, k;
+    pl_dtype ab, d;
+    pl_gpu_epilogue epilogue;
+    const void *bias; /* device, [m] of dtype d; with PL_GPU_EPI_BIAS / GELU_BIAS */
+    bool accumulate;  /* beta = 1: Y += ... (the residual add) */
+} pl_gpu_mm_shape;
+typedef struct pl_gpu_lt pl_gpu_lt; /* a cuBLASLt handle */
+pl_status pl_gpu_lt_new(pl_gpu_lt **out, pl_error *err);
+void pl_gpu_lt_free(pl_gpu_lt *lt);
+typedef struct pl_gpu_mm pl_gpu_mm;
+/* `workspace`: the bytes each run will be given. The algorithm is the fastest the heuristic
+ * names for this shape; none: PL_ECUDA naming the shape. */
+pl_status pl_gpu_mm_new(pl_gpu_lt *lt, const pl_gpu_mm_shape *s, size_t workspace, pl_gpu_mm **out,
+                        const char *stage, pl_error *err);
+void pl_gpu_mm_free(pl_gpu_mm *mm);
+/* Enqueues the matmul on `stream` (capturable). */
+pl_status pl_gpu_mm_run(const pl_gpu_mm *mm, const void *W, const void *X, void *Y, void *workspace,
+                        void *stream, const char *stage, int64_t batch, pl_error *err);
+/* Times the heuristic's candidates (up to 8) on these operands, outside any capture, and keeps
+ * the fastest for every later run; *best_us (may be NULL) gets its time per run. Y is
+ * overwritten (accumulated into when `accumulate`). */
+pl_status pl_gpu_mm_tune(pl_gpu_mm *mm, const void *W, const void *X, void *Y, void *workspace,
+                         const char *stage, double *best_us, pl_error *err);
+/* dst runs src's algorithm (same shape, dtypes and epilogue; another bias pointer). */
+void pl_gpu_mm_copy_algo(pl_gpu_mm *dst, const pl_gpu_mm *src);
+/* Multiprocessors of the current device. */
+int pl_gpu_sm_count(void);
+
 #endif

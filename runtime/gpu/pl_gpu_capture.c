@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pl_exec_gpu_int.h"
+#include "pl_gpu_dot.h"
 #include "pl_gx.h"
 
 pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
@@ -243,6 +244,14 @@ pl_status pl_gx_capture(pl_gx *gx, int r, int seg, bool timed, cudaGraphExec_t *
     st = PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err);
     if (st != PL_OK)
         return pl_error_prefix(err, "capturing the graph of slot %d, segment %d", slot, seg);
+    /* Bundles: the graphs that run (lean ones, or timed ones when every batch is timed). */
+    if (gx->cfg && gx->cfg->dot_dir && r < gx->depth && (!timed || gx->timing == 0)) {
+        st = pl_gx_dot_write(graph, gx->cfg->dot_dir, r, seg, err);
+        if (st != PL_OK) {
+            cudaGraphDestroy(graph);
+            return st;
+        }
+    }
     st = PL_CUDA(cudaGraphInstantiate(exec, graph, 0), NULL, -1, err);
     cudaGraphDestroy(graph);
     if (st != PL_OK)

@@ -21,6 +21,8 @@ for lua in "$src"/pipelines/*.lua; do
     for kind in yaml lua; do
         mkdir -p "$work/$kind"
         cp "$src/pipelines/$base.$kind" "$work/$kind/"
+        # Files the examples name (user kernels and their Lua references).
+        [ -d "$src/pipelines/kernels" ] && cp -r "$src/pipelines/kernels" "$work/$kind/"
         "$pipectl" plan "$work/$kind/$base.$kind" >"$work/$base.$kind.plan" 2>&1 ||
             say_fail "$base.$kind: pipectl plan failed: $(cat "$work/$base.$kind.plan")"
         "$pipectl" run --executor host --quiet "$work/$kind/$base.$kind" >"$work/$base.$kind.run" 2>&1 ||

@@ -1,5 +1,6 @@
 /* test_check: pl_spec_check on specs built through the builder API: every rule, its exact
- * message, and the first-error-wins order. */
+ * message, the first-error-wins order, and the list of every error (pl_spec_check_all). */
+#include "pl_diag.h"
 #include "pl_test.h"
 #include "pl_test_spec.h"
 
@@ -149,7 +150,7 @@ static void test_stage_names(void)
     t_stage(s, "nokind", NULL);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:3: error: stage 'nokind' has no kind; add kind: one of source, "
-                   "search, h2d, kernel, d2h, lua, sink");
+                   "search, h2d, kernel, d2h, lua, sink, gpt2");
     pl_spec_free(s);
 
     s = t_chain();
@@ -432,6 +433,35 @@ static void test_first_error_wins(void)
     pl_spec_free(s);
 }
 
+/* pl_spec_check_all lists every error of a phase; its first entry is pl_spec_check's error. */
+static void test_all_errors(void)
+{
+    pl_spec *s = t_chain();
+    t_busy(s, "k1", "nope1", "");
+    t_busy(s, "k2", "nope2", "");
+    t_busy(s, "k3", "nope3", "");
+    pl_diags d;
+    pl_diags_init(&d, 2);
+    pl_error err;
+    CHECK_EQ_INT(pl_spec_check_all(s, &d, &err), PL_EINPUT);
+    CHECK_EQ_INT(d.n, 2);
+    CHECK_EQ_INT(d.dropped, 1);
+    CHECK_EQ_INT(pl_diags_errors(&d), 3);
+    CHECK(strstr(d.items[0].err.msg, "unknown buffer 'nope1'") != NULL);
+    CHECK(strstr(d.items[1].err.msg, "unknown buffer 'nope2'") != NULL);
+    CHECK_STR(err.msg, d.items[0].err.msg);
+    pl_diags_fini(&d);
+    pl_spec_free(s);
+    /* Without a list: the first error only, the same text. */
+    s = t_chain();
+    t_busy(s, "k1", "nope1", "");
+    t_busy(s, "k2", "nope2", "");
+    const char *msg;
+    CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
+    CHECK(strstr(msg, "unknown buffer 'nope1'") != NULL);
+    pl_spec_free(s);
+}
+
 int main(void)
 {
     test_chain_ok();
@@ -445,5 +475,6 @@ int main(void)
     test_write_after_read();
     test_unwritten_and_init();
     test_first_error_wins();
+    test_all_errors();
     PL_TEST_DONE();
 }

@@ -183,7 +183,8 @@ static void test_source_files(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(run(s, &cfg, &res, &err), PL_EINPUT);
     CHECK_STR(err.msg, "t.yaml:5:44: error: source 'src': in.npy holds 3 batches of 16 bytes, the "
-                       "run needs 5; set wrap: true or run fewer batches");
+                       "run needs 5: batch 3 is the first it cannot fill; set wrap: true or run "
+                       "fewer batches");
     got = slurp(out, &n);
     CHECK(got && n == hl + 5 * 16); /* the previous output is untouched */
     free(got);

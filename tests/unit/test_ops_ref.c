@@ -7,6 +7,7 @@
 #include "pl_half.h"
 #include "pl_hash.h"
 #include "pl_ops.h"
+#include "pl_pool.h"
 #include "pl_stage.h"
 #include "pl_test.h"
 
@@ -189,9 +190,87 @@ static void test_ops(void)
     pl_spec_free(spec);
 }
 
+/* gemm (BLAS, parallel over the pool) against a double-precision reference on the same rounded
+ * inputs: ||C - ref|| / ||ref|| within f32 accumulation (f32) or one rounding of C (f16, bf16),
+ * with beta reading C, shapes that do not divide into the row blocks, serial and pooled alike. */
+static void test_gemm_ref(void)
+{
+    pl_pool *pool = NULL;
+    pl_error err;
+    CHECK(pl_pool_new(3, &pool, &err) == PL_OK);
+    const int64_t shapes[][3] = {{1, 1, 1}, {37, 53, 29}, {130, 70, 250}, {257, 64, 96}};
+    const pl_dtype types[] = {PL_F32, PL_F16, PL_BF16};
+    uint64_t r = 99;
+    for (int si = 0; si < 4; si++)
+        for (int ti = 0; ti < 3; ti++)
+            for (int par = 1; par <= 4; par += 3) {
+                int64_t m = shapes[si][0], k = shapes[si][1], n = shapes[si][2];
+                pl_spec_new(NULL, &spec, NULL);
+                int64_t sa[] = {m, k}, sb[] = {k, n}, sc[] = {m, n};
+                pl_dtype t = types[ti];
+                buf("A", t, 2, sa);
+                buf("B", t, 2, sb);
+                buf("C", t, 2, sc);
+                const char *AB[] = {"A", "B", NULL}, *CC[] = {"C", NULL};
+                pl_stage *st = kstage(PL_OP_GEMM, AB, CC);
+                ((pl_kernel_opts *)st->priv)->alpha = 0.75;
+                ((pl_kernel_opts *)st->priv)->beta = -0.5;
+                size_t es = pl_dtype_size(t);
+                void *mem[3];
+                double *dv[3];
+                int64_t cnt[3] = {m * k, k * n, m * n};
+                for (int b = 0; b < 3; b++) {
+                    mem[b] = malloc((size_t)cnt[b] * es);
+                    dv[b] = malloc((size_t)cnt[b] * sizeof(double));
+                    for (int64_t i = 0; i < cnt[b]; i++) {
+                        r = r * 6364136223846793005ull + 1442695040888963407ull;
+                        float v = (float)((double)(r >> 11) * 0x1p-53 * 2 - 1);
+                        if (t == PL_F32) {
+                            ((float *)mem[b])[i] = v;
+                            dv[b][i] = v;
+                        } else if (t == PL_F16) {
+                            ((uint16_t *)mem[b])[i] = pl_f32_to_f16(v);
+                            dv[b][i] = pl_f16_to_f32(((uint16_t *)mem[b])[i]);
+                        } else {
+                            ((uint16_t *)mem[b])[i] = pl_f32_to_bf16(v);
+                            dv[b][i] = pl_bf16_to_f32(((uint16_t *)mem[b])[i]);
+                        }
+                    }
+                }
+                CHECK(pl_op_run_host(spec, st, mem, pool, par, &err) == PL_OK);
+                double num = 0, den = 0;
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < n; j++) {
+                        double acc = 0;
+                        for (int64_t p = 0; p < k; p++)
+                            acc += dv[0][i * k + p] * dv[1][p * n + j];
+                        double want = 0.75 * acc - 0.5 * dv[2][i * n + j];
+                        double got = t == PL_F32 ? ((float *)mem[2])[i * n + j]
+                                     : t == PL_F16
+                                         ? pl_f16_to_f32(((uint16_t *)mem[2])[i * n + j])
+                                         : pl_bf16_to_f32(((uint16_t *)mem[2])[i * n + j]);
+                        num += (got - want) * (got - want);
+                        den += want * want;
+                    }
+                double rel = sqrt(num / (den > 0 ? den : 1));
+                double tol = t == PL_F32 ? 1e-6 : t == PL_F16 ? 1e-3 : 8e-3;
+                if (rel > tol)
+                    fprintf(stderr, "gemm %lldx%lldx%lld dtype %d par %d: rel error %g > %g\n",
+                            (long long)m, (long long)k, (long long)n, ti, par, rel, tol);
+                CHECK(rel <= tol);
+                for (int b = 0; b < 3; b++) {
+                    free(mem[b]);
+                    free(dv[b]);
+                }
+                pl_spec_free(spec);
+            }
+    pl_pool_free(pool);
+}
+
 int main(void)
 {
     test_half();
     test_ops();
+    test_gemm_ref();
     PL_TEST_DONE();
 }

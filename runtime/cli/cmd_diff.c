@@ -1,0 +1,163 @@
+/* cmd_diff: `pipectl diff A B`: two bundles side by side: the pipeline and plan texts, the
+ * environment, checksum agreement per sink, and the time per stage. Exit 0 when every sink agrees
+ * batch for batch, 1 when one differs, 2 for a bad bundle. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_bundle.h"
+#include "pl_cli.h"
+
+/* The lines of a file (owned by *buf), at most 4000. */
+static int pl__lines(const char *path, char **buf, char ***lines)
+{
+    *buf = NULL;
+    *lines = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t cap = 0, len = 0;
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (len + n + 1 > cap) {
+            cap = 2 * (len + n + 1);
+            char *nb = realloc(*buf, cap);
+            if (!nb) break;
+            *buf = nb;
+        }
+        memcpy(*buf + len, chunk, n);
+        len += n;
+    }
+    fclose(f);
+    if (!*buf) return 0;
+    (*buf)[len] = '\0';
+    int nl = 0, capl = 64;
+    *lines = malloc((size_t)capl * sizeof **lines);
+    for (char *p = *buf; *lines && *p && nl < 4000;) {
+        if (nl == capl) {
+            capl *= 2;
+            char **nn = realloc(*lines, (size_t)capl * sizeof **lines);
+            if (!nn) break;
+            *lines = nn;
+        }
+        (*lines)[nl++] = p;
+        char *e = strchr(p, '\n');
+        if (!e) break;
+        *e = '\0';
+        p = e + 1;
+    }
+    return nl;
+}
+
+/* A line diff (longest common subsequence) of two small text files, "-" lines of A and "+" of B,
+ * comment lines (#) ignored. Prints nothing when they agree; returns whether they differ. */
+static bool pl__text_diff(const char *what, const char *pa, const char *pb)
+{
+    char *ba, *bb, **la, **lb;
+    int na = pl__lines(pa, &ba, &la), nb = pl__lines(pb, &bb, &lb);
+    bool differ = false;
+    if (na < 0 || nb < 0) {
+        printf("\n%s: %s is missing\n", what, na < 0 ? pa : pb);
+        differ = true;
+        goto done;
+    }
+    int *t = calloc((size_t)(na + 1) * (size_t)(nb + 1), sizeof *t);
+    if (!t) goto done;
+#define T(i, j) t[(size_t)(i) * (size_t)(nb + 1) + (size_t)(j)]
+    for (int i = na - 1; i >= 0; i--)
+        for (int j = nb - 1; j >= 0; j--)
+            T(i, j) = strcmp(la[i], lb[j]) == 0   ? T(i + 1, j + 1) + 1
+                      : T(i + 1, j) > T(i, j + 1) ? T(i + 1, j)
+                                                  : T(i, j + 1);
+    int i = 0, j = 0;
+    while (i < na || j < nb) {
+        if (i < na && j < nb && strcmp(la[i], lb[j]) == 0) {
+            i++, j++;
+        } else if (j >= nb || (i < na && T(i + 1, j) >= T(i, j + 1))) {
+            if (la[i][0] != '#') {
+                if (!differ) printf("\n%s differs (- %s, + %s):\n", what, pa, pb);
+                differ = true;
+                printf("  - %s\n", la[i]);
+            }
+            i++;
+        } else {
+            if (lb[j][0] != '#') {
+                if (!differ) printf("\n%s differs (- %s, + %s):\n", what, pa, pb);
+                differ = true;
+                printf("  + %s\n", lb[j]);
+            }
+            j++;
+        }
+    }
+#undef T
+    free(t);
+done:
+    free(ba);
+    free(bb);
+    free(la);
+    free(lb);
+    return differ;
+}
+
+int pl_cmd_diff(int argc, char **argv)
+{
+    const pl_cmd *cmd = pl_cmd_find("diff", NULL);
+    pl_cli_args args;
+    pl_cli_args_init(&args, cmd, argc, argv);
+    const char *v;
+    int id;
+    while ((id = pl_cli_next(&args, &v)) > 0)
+        ; /* no options but --help */
+    if (id < 0) return args.rc;
+    if (args.n_operands > 2)
+        return pl_cli_usage_error(cmd, "'pipectl diff' compares two bundles; '%s' is a third",
+                                  args.operands[2]);
+    if (args.n_operands != 2)
+        return pl_cli_usage_error(cmd, "'pipectl diff' needs two bundle folders");
+    const char *d[2] = {args.operands[0], args.operands[1]};
+    pl_error err;
+    pl_error_clear(&err);
+    pl_bundle *a = NULL, *b = NULL;
+    pl_compare c;
+    memset(&c, 0, sizeof c);
+    int rc = 0;
+    if (pl_bundle_open(d[0], &a, &err) != PL_OK || pl_bundle_open(d[1], &b, &err) != PL_OK ||
+        pl_bundle_diff(a, b, &c, &err) != PL_OK) {
+        rc = pl_cli_fail(&err);
+        goto out;
+    }
+    printf("diff of bundles A = %s and B = %s\n", d[0], d[1]);
+    char pa[4096], pb[4096];
+    const char *fa = pl_json_str_or(json_object_get(a->manifest, "pipeline"), "file", "");
+    const char *fb = pl_json_str_or(json_object_get(b->manifest, "pipeline"), "file", "");
+    bool spec_diff = pl__text_diff("the pipeline", pl_bundle_path(a->dir, fa, pa, sizeof pa),
+                                   pl_bundle_path(b->dir, fb, pb, sizeof pb));
+    bool plan_diff = pl__text_diff("the plan", pl_bundle_path(a->dir, "plan.txt", pa, sizeof pa),
+                                   pl_bundle_path(b->dir, "plan.txt", pb, sizeof pb));
+    if (!spec_diff && !plan_diff) printf("\npipeline and plan: the same\n");
+    printf("\noutputs:\n");
+    for (int i = 0; i < c.n_sinks; i++) {
+        const pl_sink_cmp *s = &c.sinks[i];
+        printf("  %-20s ", s->stage);
+        if (s->verdict == PL_SINK_ABSENT)
+            printf("only in %s\n", s->batches_a ? "A" : "B");
+        else if (s->verdict == PL_SINK_UNCHECKED)
+            printf("not checksummed (checksum: false): not compared\n");
+        else if (s->verdict == PL_SINK_MATCH)
+            printf("%lld batches, every checksum agrees\n", (long long)s->batches_a);
+        else
+            printf("DIFFERS in %lld of %lld batches (first: batch %lld, A 0x%016" PRIx64
+                   ", B 0x%016" PRIx64 ")\n",
+                   (long long)s->n_differ,
+                   (long long)(s->batches_a > s->batches_b ? s->batches_a : s->batches_b),
+                   (long long)s->first_batch, s->first_a, s->first_b);
+    }
+    if (c.first_sink >= 0) rc = 1;
+    pl_cli_print_stages(stdout, &c, "A", "B");
+    pl_cli_print_env(stdout, &c, "A", "B");
+out:
+    pl_compare_fini(&c);
+    pl_bundle_free(a);
+    pl_bundle_free(b);
+    return rc;
+}

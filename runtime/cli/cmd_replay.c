@@ -1,0 +1,355 @@
+/* cmd_replay: `pipectl replay DIR`: checks a bundle's inputs, runs its pipeline again, compares
+ * every batch's checksum with the recorded one, then the stage times and the environment.
+ * Exit 0: every output matches; 1: one differs (named); 2: a bad bundle or a changed input. */
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_bundle.h"
+#include "pl_cli.h"
+
+static volatile sig_atomic_t pl__stop;
+
+static void pl__on_sigint(int sig)
+{
+    (void)sig;
+    pl__stop = 1;
+}
+
+static const char *pl__t(double s, char *buf, size_t cap)
+{
+    if (s >= 1)
+        snprintf(buf, cap, "%.3f s", s);
+    else if (s >= 1e-3)
+        snprintf(buf, cap, "%.2f ms", s * 1e3);
+    else
+        snprintf(buf, cap, "%.1f us", s * 1e6);
+    return buf;
+}
+
+/* The per-stage table shared with `pipectl diff` (labels say which side is which). */
+void pl_cli_print_stages(FILE *out, const pl_compare *c, const char *la, const char *lb)
+{
+    if (c->n_stages == 0) return;
+    int w = 5;
+    for (int i = 0; i < c->n_stages; i++)
+        if ((int)strlen(c->stages[i].name) > w) w = (int)strlen(c->stages[i].name);
+    fprintf(out,
+            "\nstage times, %s vs %s (ratio = %s p50 / %s p50: the median batch, which one "
+            "stalled batch hardly moves):\n",
+            la, lb, lb, la);
+    char h[6][24];
+    static const char *const col[] = {"mean", "mean", "p50", "p50", "p99", "p99"};
+    for (int k = 0; k < 6; k++)
+        snprintf(h[k], sizeof h[k], "%s %s", col[k], k % 2 ? lb : la);
+    fprintf(out, "  %-*s  %-7s %10s %10s %10s %10s %10s %10s %7s  %s\n", w, "stage", "engine", h[0],
+            h[1], h[2], h[3], h[4], h[5], "ratio", "vs noise");
+    for (int i = 0; i < c->n_stages; i++) {
+        const pl_stage_cmp *s = &c->stages[i];
+        char b[6][32], ratio[16] = "-", verdict[64];
+        if (!s->in_a || !s->in_b) {
+            fprintf(out, "  %-*s  %-7s only in %s\n", w, s->name, s->engine, s->in_a ? la : lb);
+            continue;
+        }
+        if (s->count_a == 0 || s->count_b == 0) {
+            fprintf(out, "  %-*s  %-7s not timed in %s\n", w, s->name, s->engine,
+                    s->count_a == 0 ? la : lb);
+            continue;
+        }
+        double r = s->p50_a > 0 ? s->p50_b / s->p50_a : 0;
+        if (s->p50_a > 0) snprintf(ratio, sizeof ratio, "%.2f", r);
+        if (s->band < 0)
+            snprintf(verdict, sizeof verdict, "no noise recorded");
+        else
+            snprintf(verdict, sizeof verdict, "%s (band +-%.0f%%)",
+                     s->beyond ? (r > 1 ? "SLOWER" : "FASTER") : "within noise", 100 * s->band);
+        fprintf(out, "  %-*s  %-7s %10s %10s %10s %10s %10s %10s %7s  %s\n", w, s->name, s->engine,
+                pl__t(s->mean_a, b[0], 32), pl__t(s->mean_b, b[1], 32), pl__t(s->p50_a, b[2], 32),
+                pl__t(s->p50_b, b[3], 32), pl__t(s->p99_a, b[4], 32), pl__t(s->p99_b, b[5], 32),
+                ratio, verdict);
+    }
+}
+
+void pl_cli_print_env(FILE *out, const pl_compare *c, const char *la, const char *lb)
+{
+    if (c->n_env == 0) {
+        fprintf(out, "\nenvironment: unchanged (pipectl, build, host, libraries, GPU, plan)\n");
+        return;
+    }
+    fprintf(out, "\nwhat changed (%s -> %s):\n", la, lb);
+    for (int i = 0; i < c->n_env; i++)
+        fprintf(out, "  %-28s %s -> %s\n", c->env[i].key, c->env[i].a, c->env[i].b);
+}
+
+static const char *const pl__verdicts[] = {"match",      "differs", "within_tolerance",
+                                           "unverified", "absent",  "unchecked"};
+
+/* --json: the same as the tables, for programs (CI). */
+static void pl__json(const char *dir, const pl_replay_result *r, pl_status st, const pl_error *err)
+{
+    const pl_compare *c = &r->cmp;
+    json_t *o = json_object(), *sinks = json_array(), *stages = json_array(), *env = json_array(),
+           *changed = json_array();
+    if (!o || !sinks || !stages || !env || !changed) {
+        json_decref(o);
+        json_decref(sinks);
+        json_decref(stages);
+        json_decref(env);
+        json_decref(changed);
+        return;
+    }
+    bool ok = st == PL_OK && c->first_sink < 0;
+    json_object_set_new(o, "bundle", pl_json_str(dir));
+    json_object_set_new(o, "verdict",
+                        json_string(st != PL_OK ? "error"
+                                    : ok        ? "match"
+                                                : "differs"));
+    json_object_set_new(o, "exit_code",
+                        json_integer(st != PL_OK ? pl_status_exit_code(st)
+                                     : ok        ? 0
+                                                 : 1));
+    json_object_set_new(o, "error", st != PL_OK ? pl_json_str(err->msg) : json_null());
+    json_object_set_new(o, "executor_recorded", pl_json_str(r->executor_rec));
+    json_object_set_new(o, "executor", pl_json_str(r->executor));
+    json_object_set_new(o, "batches_done", json_integer(r->batches_done));
+    json_object_set_new(o, "batches_differ", json_integer(c->n_differ));
+    if (c->first_sink >= 0) {
+        const pl_sink_cmp *f = &c->sinks[c->first_sink];
+        json_object_set_new(o, "first_difference",
+                            json_pack("{s:s, s:I, s:o, s:o}", "sink", f->stage, "batch",
+                                      (json_int_t)f->first_batch, "recorded",
+                                      pl_json_hex64(f->first_a), "now", pl_json_hex64(f->first_b)));
+    } else {
+        json_object_set_new(o, "first_difference", json_null());
+    }
+    for (int i = 0; i < r->n_changed; i++)
+        json_array_append_new(changed,
+                              json_pack("{s:s, s:s, s:b, s:s, s:s}", "path", r->changed[i].path,
+                                        "what", r->changed[i].what, "missing",
+                                        r->changed[i].missing, "sha256_recorded",
+                                        r->changed[i].want, "sha256_now", r->changed[i].got));
+    for (int i = 0; i < c->n_sinks; i++) {
+        const pl_sink_cmp *s = &c->sinks[i];
+        json_t *e =
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:f}", "stage", s->stage, "verdict",
+                      pl__verdicts[s->verdict], "batches_recorded", (json_int_t)s->batches_a,
+                      "batches_now", (json_int_t)s->batches_b, "batches_differ",
+                      (json_int_t)s->n_differ, "exact", s->exact, "tolerance", s->tol);
+        if (e && s->rel_err >= 0)
+            json_object_set_new(e, "relative_difference", json_real(s->rel_err));
+        json_array_append_new(sinks, e);
+    }
+    for (int i = 0; i < c->n_stages; i++) {
+        const pl_stage_cmp *s = &c->stages[i];
+        json_array_append_new(
+            stages,
+            json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:b}", "name", s->name,
+                      "engine", s->engine, "mean_s_recorded", s->mean_a, "mean_s_now", s->mean_b,
+                      "p50_s_recorded", s->p50_a, "p50_s_now", s->p50_b, "p99_s_recorded", s->p99_a,
+                      "p99_s_now", s->p99_b, "noise",
+                      s->noise >= 0 ? json_real(s->noise) : json_null(), "band",
+                      s->band >= 0 ? json_real(s->band) : json_null(), "beyond_noise", s->beyond));
+    }
+    for (int i = 0; i < c->n_env; i++)
+        json_array_append_new(env, json_pack("{s:s, s:s, s:s}", "key", c->env[i].key, "recorded",
+                                             c->env[i].a, "now", c->env[i].b));
+    json_object_set_new(o, "changed_files", changed);
+    json_object_set_new(o, "sinks", sinks);
+    json_object_set_new(o, "stages", stages);
+    json_object_set_new(o, "environment_changes", env);
+    json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    fputc('\n', stdout);
+    json_decref(o);
+}
+
+enum {
+    PL__O_EXECUTOR = 256,
+    PL__O_ALLOW_CHANGED,
+    PL__O_REPS,
+    PL__O_WORKERS,
+    PL__O_NO_GRAPH,
+    PL__O_OUT,
+    PL__O_QUIET,
+    PL__O_JSON,
+};
+
+const pl_cli_opt pl_cli_replay_opts[] = {
+    {"executor", 'e', "E", "recorded|host|gpu", "recorded (default) | host | gpu", PL__O_EXECUTOR},
+    {"allow-changed-inputs", 0, NULL, NULL, "run even when an input's SHA-256 changed (named)",
+     PL__O_ALLOW_CHANGED},
+    {"reps", 0, "N", NULL, "runs; the median of their stage p50s is compared (default 1)",
+     PL__O_REPS},
+    {"workers", 'w', "N", NULL, "host workers (default: as recorded)", PL__O_WORKERS},
+    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches", PL__O_NO_GRAPH},
+    {"out", 0, "DIR", NULL, "keep the replay's outputs in DIR (default: a temporary folder)",
+     PL__O_OUT},
+    {"quiet", 'q', NULL, NULL, "only the verdict and the sinks that differ", PL__O_QUIET},
+    {"json", 'j', NULL, NULL,
+     "print the verdict, sinks, stage times and changes as one JSON object on stdout "
+     "(docs/bundles.md)",
+     PL__O_JSON},
+    {0},
+};
+
+int pl_cmd_replay(int argc, char **argv)
+{
+    const pl_cmd *cmd = pl_cmd_find("replay", NULL);
+    pl_replay_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    pl_run_cfg_init(&cfg.run);
+    cfg.reps = 1;
+    const char *dir = NULL;
+    bool quiet = false, json = false;
+    static const pl_exec_kind execs[] = {PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU};
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id, k;
+    int64_t n;
+    while ((id = pl_cli_next(&a, &v)) > 0) {
+        switch (id) {
+        case PL__O_JSON:
+            json = true;
+            break;
+        case PL__O_EXECUTOR:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
+            cfg.run.executor = execs[k]; /* recorded: auto, which replay reads as the bundle's */
+            break;
+        case PL__O_REPS:
+            if (pl_cli_int(cmd, id, v, 1, 64, &n)) return 2;
+            cfg.reps = (int)n;
+            break;
+        case PL__O_WORKERS:
+            if (pl_cli_int(cmd, id, v, 1, 64, &n)) return 2;
+            cfg.run.workers = (int)n, cfg.workers_given = true;
+            break;
+        case PL__O_OUT:
+            cfg.out_dir = v;
+            break;
+        case PL__O_NO_GRAPH:
+            cfg.run.use_graphs = false;
+            break;
+        case PL__O_ALLOW_CHANGED:
+            cfg.allow_changed_inputs = true;
+            break;
+        case PL__O_QUIET:
+            quiet = true;
+            break;
+        }
+    }
+    if (id < 0) return a.rc;
+    if (a.n_operands == 0) return pl_cli_usage_error(cmd, "'pipectl replay' needs a bundle folder");
+    if (a.n_operands > 1)
+        return pl_cli_usage_error(
+            cmd, "'pipectl replay' takes one bundle folder; '%s' is a second one", a.operands[1]);
+    dir = a.operands[0];
+    pl_error err;
+    pl_error_clear(&err);
+    pl_bundle *b = NULL;
+    pl_replay_result r;
+    memset(&r, 0, sizeof r);
+    r.cmp.first_sink = -1;
+    if (pl_bundle_open(dir, &b, &err) != PL_OK) {
+        if (json) pl__json(dir, &r, err.status, &err);
+        return pl_cli_fail(&err);
+    }
+    cfg.run.stop = &pl__stop;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pl__on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    pl_status st = pl_bundle_replay(b, &cfg, &r, &err);
+    sigaction(SIGINT, &old, NULL);
+    int rc = 0;
+    if (json) {
+        pl__json(dir, &r, st, &err);
+        rc = st != PL_OK ? pl_status_exit_code(st) : r.cmp.first_sink >= 0 ? 1 : 0;
+        if (st != PL_OK) fprintf(stderr, "%s\n", err.msg);
+        goto out;
+    }
+    for (int i = 0; i < r.n_changed; i++) {
+        const pl_file_check *x = &r.changed[i];
+        if (x->missing)
+            fprintf(stderr, "changed: %s: %s is missing (recorded sha256 %.16s...)\n", x->what,
+                    x->path, x->want);
+        else
+            fprintf(stderr, "changed: %s: %s (sha256 recorded %.16s..., now %.16s...)\n", x->what,
+                    x->path, x->want, x->got);
+    }
+    if (st != PL_OK) {
+        rc = pl_cli_fail(&err);
+        goto out;
+    }
+    if (r.note[0]) printf("note: %s\n", r.note);
+    const pl_compare *c = &r.cmp;
+    int n_match = 0, n_tol = 0;
+    for (int i = 0; i < c->n_sinks; i++) {
+        const pl_sink_cmp *s = &c->sinks[i];
+        if (s->verdict == PL_SINK_MATCH) n_match++;
+        if (s->verdict == PL_SINK_WITHIN_TOL) n_tol++;
+    }
+    if (c->first_sink < 0) {
+        printf("replay of %s on %s: %d sink%s, %lld batches: every checksum matches%s\n", dir,
+               r.executor, c->n_sinks, c->n_sinks == 1 ? "" : "s", (long long)r.batches_done,
+               n_tol ? " or is within its tolerance" : " (bit for bit)");
+    } else {
+        const pl_sink_cmp *s = &c->sinks[c->first_sink];
+        fprintf(stderr,
+                "replay of %s on %s: MISMATCH: sink '%s', batch %lld: recorded 0x%016" PRIx64
+                ", now 0x%016" PRIx64 "; %lld batch%s differ%s in all\n",
+                dir, r.executor, s->stage, (long long)s->first_batch, s->first_a, s->first_b,
+                (long long)c->n_differ, c->n_differ == 1 ? "" : "es", c->n_differ == 1 ? "s" : "");
+        rc = 1;
+    }
+    if (!quiet || rc) {
+        for (int i = 0; i < c->n_sinks; i++) {
+            const pl_sink_cmp *s = &c->sinks[i];
+            printf("  %-20s %6lld batches  ", s->stage, (long long)s->batches_a);
+            switch (s->verdict) {
+            case PL_SINK_MATCH:
+                printf("match (bit for bit)\n");
+                break;
+            case PL_SINK_WITHIN_TOL:
+                printf("not bit-identical (allowed: %s), within tolerance: relative difference "
+                       "%.3g <= %.3g\n",
+                       "its ops are reproducible on one GPU only", s->rel_err, s->tol);
+                break;
+            case PL_SINK_UNVERIFIED:
+                printf("DIFFERS in %lld batches where bits may differ (tolerance %.3g), but the "
+                       "bundle has no copy of the output to compare (capture with "
+                       "--copy-outputs)\n",
+                       (long long)s->n_differ, s->tol);
+                break;
+            case PL_SINK_ABSENT:
+                printf("ABSENT in one of the two runs\n");
+                break;
+            case PL_SINK_UNCHECKED:
+                printf("not checksummed (checksum: false): not compared\n");
+                break;
+            case PL_SINK_DIFFER:
+                printf("DIFFERS in %lld batch%s (first: %lld)%s", (long long)s->n_differ,
+                       s->n_differ == 1 ? "" : "es", (long long)s->first_batch,
+                       s->exact ? ", bit-identical by design" : "");
+                if (s->rel_err >= 0)
+                    printf(", relative difference %.3g > tolerance %.3g", s->rel_err, s->tol);
+                if (s->batches_a != s->batches_b)
+                    printf(" (recorded %lld batches, now %lld)", (long long)s->batches_a,
+                           (long long)s->batches_b);
+                printf("\n");
+                break;
+            }
+        }
+    }
+    if (!quiet) {
+        pl_cli_print_stages(stdout, c, "rec", "now");
+        pl_cli_print_env(stdout, c, "recorded", "now");
+    }
+out:
+    pl_replay_result_fini(&r);
+    pl_bundle_free(b);
+    return rc;
+}

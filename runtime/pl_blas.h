@@ -1,0 +1,25 @@
+/* pl_blas: the one door to BLAS (OpenBLAS, a required dependency). pipectl runs its host work in
+ * parallel through its own pool (pl_pool.h), so OpenBLAS is switched to one thread before the
+ * first call: each pool task calls a single-threaded sgemm on its own block, and no second set
+ * of threads competes for the cores. */
+#ifndef PL_BLAS_H
+#define PL_BLAS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* C[m, n] = alpha * A[m, k] op(B) + beta * C, row-major, f32. trans_b: B is stored [n, k] (so
+ * op(B) = B^T); otherwise [k, n]. lda/ldb/ldc are row strides in elements. Single-threaded.
+ * m == 1 with trans_b goes through sgemv (same result up to summation order). */
+void pl_blas_sgemm(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+/* Switches OpenBLAS to one thread (once per process; pl_blas_sgemm does it too). For code that
+ * reaches BLAS through another library from pool threads (FAISS). */
+void pl_blas_init(void);
+
+/* "OpenBLAS 0.3.21 (Haswell kernels)": the library and the kernels it picked for this CPU, for
+ * reports. Returns a static string. */
+const char *pl_blas_describe(void);
+
+#endif

@@ -1,0 +1,656 @@
+/* gpt2: the GPT-2 forward as one stage kind. Reads token ids [B, T] (i32, device) and writes
+ * logits, the argmax next token or the log-probability of given targets. Weights come from a
+ * Hugging Face snapshot (config.json + model.safetensors) or are seeded random; open() loads them
+ * once: into persistent device memory on the GPU executor (f16 or bf16, matrices transposed to
+ * [out, in] for cuBLASLt), into host memory (f32) for the host executor, whose run_host is the C
+ * reference (gpt2_ref.c). On the GPU, record() enqueues embedding -> n_layer x (layernorm,
+ * QKV gemm + bias, flash attention, projection gemm + bias + residual, layernorm, fc gemm + bias
+ * + GELU, projection gemm + bias + residual) -> layernorm -> LM head gemm (-> argmax or
+ * log-softmax), with each slot's activations in its own device scratch, allocated in open(). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gpt2.h"
+#include "pl_buffers.h"
+#include "pl_half.h"
+#include "pl_kind_util.h"
+#ifdef PL_WITH_CUDA
+#include "gpt2_gpu.h"
+#include "ops_gpu.h"
+#include "pl_gpu.h"
+#endif
+
+static const pl_key pl__gpt2_keys[] = {
+    {"ids", PL_KEY_NAME, NULL, NULL, "device i32 buffer [B, T]: the token ids (required)"},
+    {"targets", PL_KEY_NAME, NULL, NULL,
+     "output logprob: device i32 buffer [B, T]: the ids whose log-probability is wanted (the "
+     "next tokens)"},
+    {"out", PL_KEY_NAME, NULL, NULL,
+     "device buffer (required): logits f16|bf16|f32 [B, T, V] ([B, V] with positions: last), "
+     "argmax i32 [B, T] ([B]), logprob f32 [B, T] ([B])"},
+    {"weights", PL_KEY_STR, NULL, "random",
+     "a Hugging Face snapshot directory (config.json + model.safetensors), a .safetensors file "
+     "(config.json beside it), or random"},
+    {"config", PL_KEY_ENUM, "gpt2|gpt2-medium|gpt2-large|gpt2-xl|tiny", "gpt2",
+     "weights: random: the model size (tiny: 2 layers, 4 heads, 64 wide, vocab 512, n_ctx 128)"},
+    {"n_layer", PL_KEY_INT, NULL, NULL, "layers (overrides config; must match a checkpoint's)"},
+    {"n_head", PL_KEY_INT, NULL, NULL, "attention heads (overrides config)"},
+    {"n_embd", PL_KEY_INT, NULL, NULL, "width (overrides config)"},
+    {"vocab", PL_KEY_INT, NULL, NULL, "vocabulary size (overrides config)"},
+    {"n_ctx", PL_KEY_INT, NULL, NULL, "positions (overrides config)"},
+    {"seed", PL_KEY_INT, NULL, "run seed", "weights: random: the weights' seed"},
+    {"dtype", PL_KEY_ENUM, "f16|bf16", "f16",
+     "GPU: weights and activations (f32 accumulation and residual stream); the host reference "
+     "computes in f32"},
+    {"output", PL_KEY_ENUM, "logits|argmax|logprob", "logits",
+     "what `out` gets: the logits, the most likely next token, or log p(targets)"},
+    {"positions", PL_KEY_ENUM, "last|all", "logits, logprob: all; argmax: last",
+     "every position, or only each sequence's last"},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const char *const pl__cfg_keys[5] = {"n_layer", "n_head", "n_embd", "vocab", "n_ctx"};
+
+typedef struct pl__gpt2_opts {
+    bool random;
+    const char *weights; /* as written */
+    pl_pos weights_pos;
+    int preset;
+    pl_gpt2_cfg cfg;  /* resolved in validate (config.json or preset + overrides) */
+    int64_t given[5]; /* n_* overrides, 0 = not given */
+    pl_pos given_pos[5];
+    int64_t seed;
+    bool has_seed;
+    pl_dtype dtype;
+    pl_gpt2_output output;
+    bool all;
+    int r_ids, r_targets, w_out;
+    char st_path[4096 + 64]; /* resolved model.safetensors (validate) */
+} pl__gpt2_opts;
+
+static const pl_gpt2_cfg pl__presets[] = {
+    {12, 12, 768, 50257, 1024, 1e-5f},  {24, 16, 1024, 50257, 1024, 1e-5f},
+    {36, 20, 1280, 50257, 1024, 1e-5f}, {48, 25, 1600, 50257, 1024, 1e-5f},
+    {2, 4, 64, 512, 128, 1e-5f},
+};
+
+/* "error: <what>" (a message without position) becomes "file:line:col: error: <what>". */
+static pl_status pl__at(pl_error *err, pl_pos pos)
+{
+    if (!err) return PL_EINPUT;
+    char msg[PL_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", strncmp(err->msg, "error: ", 7) == 0 ? err->msg + 7 : err->msg);
+    return pl_error_at(err, err->status, pos, "%s", msg);
+}
+
+static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
+{
+    pl__gpt2_opts *o = pl_spec_alloc(spec, sizeof *o);
+    if (!o) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    memset(o, 0, sizeof *o);
+    const pl_opt *w = pl_stage_opt(st, "weights");
+    o->weights = w ? w->str : "random";
+    o->weights_pos = w ? w->val_pos : st->pos;
+    o->random = strcmp(o->weights, "random") == 0;
+    PL_CHECK(pl_opt_get_enum(st, "config", 0, &o->preset, err));
+    for (int i = 0; i < 5; i++) {
+        const pl_opt *k = pl_stage_opt(st, pl__cfg_keys[i]);
+        PL_CHECK(pl_opt_get_int(st, pl__cfg_keys[i], 0, 1, 1 << 24, &o->given[i], err));
+        if (k) o->given_pos[i] = k->val_pos;
+    }
+    o->has_seed = pl_stage_opt(st, "seed") != NULL;
+    PL_CHECK(pl_opt_get_int(st, "seed", 0, INT64_MIN, INT64_MAX, &o->seed, err));
+    int dt, out;
+    PL_CHECK(pl_opt_get_enum(st, "dtype", 0, &dt, err));
+    o->dtype = dt == 0 ? PL_F16 : PL_BF16;
+    PL_CHECK(pl_opt_get_enum(st, "output", 0, &out, err));
+    o->output = (pl_gpt2_output)out;
+    int pos;
+    PL_CHECK(pl_opt_get_enum(st, "positions", o->output == PL_GPT2_ARGMAX ? 0 : 1, &pos, err));
+    o->all = pos == 1;
+    PL_CHECK(pl_kind_bind_ref(spec, st, "ids", false, true, "the token ids, i32 [B, T]", &o->r_ids,
+                              err));
+    PL_CHECK(pl_kind_bind_ref(spec, st, "targets", false, false, "", &o->r_targets, err));
+    PL_CHECK(pl_kind_bind_ref(spec, st, "out", true, true, "the buffer the output goes to",
+                              &o->w_out, err));
+    if (o->output == PL_GPT2_LOGPROB && o->r_targets < 0)
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "gpt2 stage '%s': output logprob needs 'targets:' (i32 [B, T], the ids "
+                           "whose log-probability is wanted)",
+                           st->name);
+    if (o->output != PL_GPT2_LOGPROB && o->r_targets >= 0)
+        return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "targets")->val_pos,
+                           "gpt2 stage '%s': 'targets:' is only read by output logprob", st->name);
+    st->priv = o;
+    return PL_OK;
+}
+
+/* The checkpoint's config.json and model.safetensors for `weights` as written. */
+static pl_status pl__gpt2_resolve(const pl_spec *spec, const pl_stage *st, pl__gpt2_opts *o,
+                                  pl_error *err)
+{
+    char what[128], path[4000], cfg_path[4096 + 16];
+    snprintf(what, sizeof what, "gpt2 stage '%s'", st->name);
+    pl_spec_path(spec, o->weights, path, sizeof path);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return pl_error_at(err, PL_EINPUT, o->weights_pos,
+                           "gpt2 stage '%s': weights '%s': %s (give a Hugging Face snapshot "
+                           "directory, a .safetensors file, or random)",
+                           st->name, path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) {
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path);
+        /* One file, or the shards save_pretrained writes for large models, with their index. */
+        snprintf(o->st_path, sizeof o->st_path, "%s/model.safetensors", path);
+        struct stat one;
+        char idx[4000 + 40];
+        snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", path);
+        if (stat(o->st_path, &one) != 0 && stat(idx, &one) == 0)
+            snprintf(o->st_path, sizeof o->st_path, "%s", idx);
+    } else {
+        snprintf(o->st_path, sizeof o->st_path, "%s", path);
+        char *slash = strrchr(path, '/');
+        if (slash)
+            snprintf(cfg_path, sizeof cfg_path, "%.*s/config.json", (int)(slash - path), path);
+        else
+            snprintf(cfg_path, sizeof cfg_path, "config.json");
+    }
+    if (pl_gpt2_config_read(cfg_path, &o->cfg, what, err) != PL_OK)
+        return pl__at(err, o->weights_pos);
+    const int *have[5] = {&o->cfg.n_layer, &o->cfg.n_head, &o->cfg.n_embd, &o->cfg.vocab,
+                          &o->cfg.n_ctx};
+    for (int i = 0; i < 5; i++)
+        if (o->given[i] && o->given[i] != *have[i])
+            return pl_error_at(err, PL_EINPUT, o->given_pos[i],
+                               "gpt2 stage '%s': %s %lld, but the checkpoint's config '%s' says "
+                               "%d; drop the key or fix it",
+                               st->name, pl__cfg_keys[i], (long long)o->given[i], cfg_path,
+                               *have[i]);
+    if (pl_gpt2_weights_check(o->st_path, &o->cfg, what, err) != PL_OK)
+        return pl__at(err, o->weights_pos);
+    return PL_OK;
+}
+
+static pl_status pl__gpt2_validate(const pl_spec *spec, const pl_stage *st, pl_error *err)
+{
+    pl__gpt2_opts *o = st->priv;
+    char s1[96], s2[96];
+    if (o->random) {
+        o->cfg = pl__presets[o->preset];
+        int *set[5] = {&o->cfg.n_layer, &o->cfg.n_head, &o->cfg.n_embd, &o->cfg.vocab,
+                       &o->cfg.n_ctx};
+        for (int i = 0; i < 5; i++)
+            if (o->given[i]) *set[i] = (int)o->given[i];
+        char what[128];
+        snprintf(what, sizeof what, "gpt2 stage '%s'", st->name);
+        if (pl_gpt2_config_check(&o->cfg, what, err) != PL_OK) return pl__at(err, st->pos);
+    } else {
+        PL_CHECK(pl__gpt2_resolve(spec, st, o, err));
+    }
+    const pl_buffer *ids = pl_kind_rbuf(spec, st, o->r_ids),
+                    *out = pl_kind_wbuf(spec, st, o->w_out);
+    if (ids->where != PL_DEVICE || ids->dtype != PL_I32 || ids->rank != 2)
+        return pl_error_at(err, PL_EINPUT, st->reads[o->r_ids].pos,
+                           "gpt2 stage '%s': ids '%s' must be a device i32 buffer [B, T], not %s "
+                           "%s %s",
+                           st->name, ids->name, pl_where_name(ids->where),
+                           pl_dtype_name(ids->dtype), pl_kind_shape(ids, s1, sizeof s1));
+    int64_t B = ids->shape[0], T = ids->shape[1];
+    if (T > o->cfg.n_ctx)
+        return pl_error_at(err, PL_EINPUT, st->reads[o->r_ids].pos,
+                           "gpt2 stage '%s': ids '%s' has %lld positions, but the model's n_ctx "
+                           "is %d",
+                           st->name, ids->name, (long long)T, o->cfg.n_ctx);
+    if (B * T > INT32_MAX / 4 || B * T * (int64_t)o->cfg.n_embd * 4 > (INT64_C(1) << 36))
+        return pl_error_at(err, PL_EINPUT, st->reads[o->r_ids].pos,
+                           "gpt2 stage '%s': %lld x %lld tokens per batch is too many; split the "
+                           "batch",
+                           st->name, (long long)B, (long long)T);
+    if (o->r_targets >= 0) {
+        const pl_buffer *tg = pl_kind_rbuf(spec, st, o->r_targets);
+        if (tg->where != PL_DEVICE || tg->dtype != PL_I32 || !pl_kind_same_shape(tg, ids))
+            return pl_error_at(err, PL_EINPUT, st->reads[o->r_targets].pos,
+                               "gpt2 stage '%s': targets '%s' must be a device i32 buffer %s like "
+                               "ids '%s', not %s %s %s",
+                               st->name, tg->name, pl_kind_shape(ids, s1, sizeof s1), ids->name,
+                               pl_where_name(tg->where), pl_dtype_name(tg->dtype),
+                               pl_kind_shape(tg, s2, sizeof s2));
+    }
+    /* The output's expected shape and dtypes. */
+    pl_buffer want = *ids;
+    want.rank = o->all ? 2 : 1;
+    if (o->output == PL_GPT2_LOGITS) want.shape[want.rank++] = o->cfg.vocab;
+    bool dt_ok = o->output == PL_GPT2_LOGITS
+                     ? (out->dtype == PL_F16 || out->dtype == PL_BF16 || out->dtype == PL_F32)
+                 : o->output == PL_GPT2_ARGMAX ? out->dtype == PL_I32
+                                               : out->dtype == PL_F32;
+    if (out->where != PL_DEVICE || !dt_ok || !pl_kind_same_shape(out, &want)) {
+        static const char *const dts[] = {"f16, bf16 or f32", "i32", "f32"};
+        static const char *const outs[] = {"logits", "argmax", "logprob"};
+        return pl_error_at(err, PL_EINPUT, st->writes[o->w_out].pos,
+                           "gpt2 stage '%s': output %s with positions %s writes a device %s "
+                           "buffer %s; '%s' is %s %s %s",
+                           st->name, outs[o->output], o->all ? "all" : "last", dts[o->output],
+                           pl_kind_shape(&want, s1, sizeof s1), out->name,
+                           pl_where_name(out->where), pl_dtype_name(out->dtype),
+                           pl_kind_shape(out, s2, sizeof s2));
+    }
+    (void)B;
+    return PL_OK;
+}
+
+/* ---- per-run state ---- */
+
+#ifdef PL_WITH_CUDA
+/* Device tensors of one layer (E = the model dtype). */
+typedef struct pl__dlayer {
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *proj_b, *out_b;
+    void *qkv_w, *qkv_b, *proj_w, *fc_w, *fc_b, *out_w; /* E; matrices [out, in] */
+    pl_gpu_mm *mm_qkv, *mm_proj, *mm_fc, *mm_out;
+} pl__dlayer;
+
+typedef struct pl__dslot {
+    void *mem;
+    float *x;                /* [N, C] residual stream */
+    void *h, *qkv, *att, *u; /* E: [N, C], [N, 3C], [N, C], [N, 4C] */
+    void *hl;                /* E [B, C]: ln_f of the last positions */
+    void *logits;            /* scratch logits for argmax/logprob ([rows, V], lg_dtype) */
+    void *ws;                /* cuBLASLt workspace */
+} pl__dslot;
+
+#define PL__WS_BYTES (32u << 20)
+#endif
+
+typedef struct pl__gpt2_state {
+    pl_gpt2_weights w; /* host executor: the f32 weights */
+    int B, T;
+#ifdef PL_WITH_CUDA
+    bool gpu;
+    void *wmem;
+    void *wte; /* E [V, C] */
+    float *wpe, *lnf_w, *lnf_b;
+    pl__dlayer *layers;
+    pl_gpu_lt *lt;
+    pl_gpu_mm *mm_head;
+    pl_dtype lg_dtype;    /* the LM head's output dtype */
+    bool naive_attention; /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
+    int depth;
+    pl__dslot *slots;
+#endif
+} pl__gpt2_state;
+
+static pl_status pl__gpt2_host_weights(const pl_run_env *env, const pl_stage *st,
+                                       const pl__gpt2_opts *o, pl_gpt2_weights *w, pl_error *err)
+{
+    PL_CHECK(pl_gpt2_weights_alloc(&o->cfg, w, err));
+    if (o->random) {
+        pl_gpt2_weights_random(w, o->has_seed ? (uint64_t)o->seed : env->seed);
+        return PL_OK;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "gpt2 stage '%s'", st->name);
+    pl_status s = pl_gpt2_weights_load(o->st_path, w, what, err);
+    if (s != PL_OK) pl_gpt2_weights_free(w);
+    return s;
+}
+
+#ifdef PL_WITH_CUDA
+/* Host staging of the device weights: sizes rounded to 256 bytes so every tensor is aligned as
+ * cuBLASLt's heuristic assumes. */
+typedef struct pl__stage_buf {
+    unsigned char *p;
+    size_t off, cap;
+} pl__stage_buf;
+
+static size_t pl__al(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+/* Appends n values of src as dtype dt and returns their offset. With out_n > 0, src is a Conv1D
+ * matrix [in_n, out_n] and goes in transposed, [out_n, in_n] (cuBLASLt's "TN" operand). */
+static size_t pl__put(pl__stage_buf *b, const float *src, int64_t n, pl_dtype dt, int64_t out_n,
+                      int64_t in_n)
+{
+    size_t off = b->off, es = pl_dtype_size(dt);
+    if (b->p) {
+        unsigned char *d = b->p + off;
+        for (int64_t i = 0; i < n; i++) {
+            float v = out_n > 0 ? src[(i % in_n) * out_n + i / in_n] : src[i];
+            if (dt == PL_F32)
+                memcpy(d + i * 4, &v, 4);
+            else {
+                uint16_t h = dt == PL_F16 ? pl_f32_to_f16(v) : pl_f32_to_bf16(v);
+                memcpy(d + i * 2, &h, 2);
+            }
+        }
+    }
+    b->off += pl__al((size_t)n * es);
+    return off;
+}
+
+/* Lays the weights out (b->p NULL: sizes only) and points s's tensors into base (NULL: not yet). */
+static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, pl__stage_buf *b,
+                       unsigned char *base)
+{
+    const pl_gpt2_cfg *c = &w->cfg;
+    int64_t C = c->n_embd;
+#define PL__PUT(dst, src, n, dt, r, k)                                                             \
+    do {                                                                                           \
+        size_t off_ = pl__put(b, src, n, dt, r, k);                                                \
+        dst = base ? (void *)(base + off_) : NULL;                                                 \
+    } while (0)
+    PL__PUT(s->wte, w->wte, (int64_t)c->vocab * C, E, 0, 0);
+    PL__PUT(s->wpe, w->wpe, (int64_t)c->n_ctx * C, PL_F32, 0, 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        const pl_gpt2_layer *L = &w->layers[l];
+        pl__dlayer *D = &s->layers[l];
+        PL__PUT(D->ln1_w, L->ln1_w, C, PL_F32, 0, 0);
+        PL__PUT(D->ln1_b, L->ln1_b, C, PL_F32, 0, 0);
+        PL__PUT(D->qkv_w, L->qkv_w, 3 * C * C, E, 3 * C, C);
+        PL__PUT(D->qkv_b, L->qkv_b, 3 * C, E, 0, 0);
+        PL__PUT(D->proj_w, L->proj_w, C * C, E, C, C);
+        PL__PUT(D->proj_b, L->proj_b, C, PL_F32, 0, 0);
+        PL__PUT(D->ln2_w, L->ln2_w, C, PL_F32, 0, 0);
+        PL__PUT(D->ln2_b, L->ln2_b, C, PL_F32, 0, 0);
+        PL__PUT(D->fc_w, L->fc_w, 4 * C * C, E, 4 * C, C);
+        PL__PUT(D->fc_b, L->fc_b, 4 * C, E, 0, 0);
+        PL__PUT(D->out_w, L->out_w, 4 * C * C, E, C, 4 * C);
+        PL__PUT(D->out_b, L->out_b, C, PL_F32, 0, 0);
+    }
+    PL__PUT(s->lnf_w, w->lnf_w, C, PL_F32, 0, 0);
+    PL__PUT(s->lnf_b, w->lnf_b, C, PL_F32, 0, 0);
+#undef PL__PUT
+}
+
+static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
+                                   const pl__gpt2_opts *o, pl__gpt2_state *s, const pl_buffer *out,
+                                   pl_error *err)
+{
+    const pl_gpt2_cfg *c = &s->w.cfg;
+    const char *nm = st->name;
+    pl_dtype E = o->dtype;
+    int hd = c->n_embd / c->n_head;
+    if (!pl_gpt2_gpu_head_ok(hd))
+        return pl_error_set(err, PL_EINPUT,
+                            "error: gpt2 stage '%s': the GPU attention kernel is built for head "
+                            "sizes 16, 32 and 64; n_embd %d / n_head %d is %d",
+                            nm, c->n_embd, c->n_head, hd);
+    PL_CHECK(
+        pl_cuda_check(pl_gpt2_gpu_setup(), "cudaFuncSetAttribute (gpt2 attention)", nm, -1, err));
+    s->gpu = true;
+    const char *attn = getenv("PIPECTL_GPT2_ATTENTION");
+    s->naive_attention = attn && strcmp(attn, "naive") == 0;
+    s->layers = calloc((size_t)c->n_layer, sizeof *s->layers);
+    if (!s->layers) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    /* Weights: lay out, stage on the host, one upload. */
+    pl__stage_buf b = {0};
+    pl__layout(s, &s->w, E, &b, NULL);
+    size_t bytes = b.off;
+    b.p = malloc(bytes);
+    if (!b.p)
+        return pl_error_set(err, PL_ENOMEM,
+                            "error: gpt2 stage '%s': out of host memory staging %zu bytes of "
+                            "weights",
+                            nm, bytes);
+    PL_CHECK(pl_gpu_alloc(bytes, &s->wmem, nm, err));
+    b.off = 0;
+    pl__layout(s, &s->w, E, &b, s->wmem);
+    pl_status ps = pl_gpu_upload(s->wmem, b.p, bytes, nm, err);
+    free(b.p);
+    PL_CHECK(ps);
+    pl_gpt2_weights_free(&s->w); /* the device copy is what runs */
+    /* Matmuls, algorithms fixed now. */
+    int N = s->B * s->T, C = c->n_embd;
+    PL_CHECK(pl_gpu_lt_new(&s->lt, err));
+    for (int l = 0; l < c->n_layer; l++) {
+        pl__dlayer *D = &s->layers[l];
+        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false};
+        pl_gpu_mm_shape proj = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true};
+        pl_gpu_mm_shape fc = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false};
+        pl_gpu_mm_shape o2 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true};
+        PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &D->mm_qkv, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &D->mm_proj, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &D->mm_fc, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &D->mm_out, nm, err));
+    }
+    int rows = o->all ? N : s->B;
+    s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : o->all ? E : PL_F32;
+    pl_gpu_mm_shape head = {c->vocab, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false};
+    PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
+    /* Per-slot activations: a slot's graph runs while others' do. */
+    s->depth = env->depth;
+    s->slots = calloc((size_t)s->depth, sizeof *s->slots);
+    if (!s->slots) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    size_t es = pl_dtype_size(E);
+    size_t sz_x = pl__al((size_t)N * C * 4), sz_h = pl__al((size_t)N * C * es),
+           sz_qkv = pl__al((size_t)N * 3 * C * es), sz_u = pl__al((size_t)N * 4 * C * es),
+           sz_hl = pl__al((size_t)s->B * C * es),
+           sz_lg = o->output == PL_GPT2_LOGITS
+                       ? 0
+                       : pl__al((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype));
+    size_t per = sz_x + 2 * sz_h + sz_qkv + sz_u + sz_hl + sz_lg + PL__WS_BYTES;
+    for (int i = 0; i < s->depth; i++) {
+        pl__dslot *d = &s->slots[i];
+        PL_CHECK(pl_gpu_alloc(per, &d->mem, nm, err));
+        unsigned char *p = d->mem;
+        d->x = (float *)p;
+        p += sz_x;
+        d->h = p;
+        p += sz_h;
+        d->att = p;
+        p += sz_h;
+        d->qkv = p;
+        p += sz_qkv;
+        d->u = p;
+        p += sz_u;
+        d->hl = p;
+        p += sz_hl;
+        d->logits = sz_lg ? p : NULL;
+        p += sz_lg;
+        d->ws = p;
+    }
+    /* Time the heuristic's candidates once on slot 0's scratch (PIPECTL_GPT2_TUNE=0: keep its
+     * first choice); every layer then runs the winner of its shape. */
+    const char *tune = getenv("PIPECTL_GPT2_TUNE");
+    if (tune && strcmp(tune, "0") == 0) return PL_OK;
+    const pl__dslot *d0 = &s->slots[0];
+    const pl__dlayer *L0 = &s->layers[0];
+    PL_CHECK(pl_gpu_mm_tune(L0->mm_qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(L0->mm_proj, L0->proj_w, d0->att, d0->x, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(L0->mm_fc, L0->fc_w, d0->h, d0->u, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(L0->mm_out, L0->out_w, d0->u, d0->x, d0->ws, nm, NULL, err));
+    for (int l = 1; l < c->n_layer; l++) {
+        pl_gpu_mm_copy_algo(s->layers[l].mm_qkv, L0->mm_qkv);
+        pl_gpu_mm_copy_algo(s->layers[l].mm_proj, L0->mm_proj);
+        pl_gpu_mm_copy_algo(s->layers[l].mm_fc, L0->mm_fc);
+        pl_gpu_mm_copy_algo(s->layers[l].mm_out, L0->mm_out);
+    }
+    void *lg = d0->logits;
+    if (!lg)
+        PL_CHECK(pl_gpu_alloc((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype), &lg, nm, err));
+    pl_status ts =
+        pl_gpu_mm_tune(s->mm_head, s->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err);
+    if (lg != d0->logits) pl_gpu_free(lg);
+    return ts;
+}
+#endif
+
+static pl_status pl__gpt2_close(const pl_run_env *env, const pl_stage *st, void *state,
+                                int64_t completed, bool failed, pl_error *err);
+
+static pl_status pl__gpt2_open(const pl_run_env *env, const pl_stage *st, void **state,
+                               pl_error *err)
+{
+    const pl__gpt2_opts *o = st->priv;
+    const pl_buffer *ids = pl_kind_rbuf(env->spec, st, o->r_ids);
+    pl__gpt2_state *s = calloc(1, sizeof *s);
+    if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    s->B = (int)ids->shape[0];
+    s->T = (int)ids->shape[1];
+    pl_status ps = pl__gpt2_host_weights(env, st, o, &s->w, err);
+#ifdef PL_WITH_CUDA
+    if (ps == PL_OK && env->on_gpu)
+        ps = pl__gpt2_gpu_open(env, st, o, s, pl_kind_wbuf(env->spec, st, o->w_out), err);
+#endif
+    if (ps != PL_OK) {
+        pl__gpt2_close(env, st, s, 0, true, NULL);
+        return ps;
+    }
+    *state = s;
+    return PL_OK;
+}
+
+static pl_status pl__gpt2_close(const pl_run_env *env, const pl_stage *st, void *state,
+                                int64_t completed, bool failed, pl_error *err)
+{
+    (void)env, (void)completed, (void)failed, (void)err;
+    pl__gpt2_state *s = state;
+    if (!s) return PL_OK;
+#ifdef PL_WITH_CUDA
+    if (s->slots)
+        for (int i = 0; i < s->depth; i++)
+            pl_gpu_free(s->slots[i].mem);
+    free(s->slots);
+    if (s->layers) {
+        const pl__gpt2_opts *o = st->priv;
+        for (int l = 0; l < o->cfg.n_layer; l++) {
+            pl_gpu_mm_free(s->layers[l].mm_qkv);
+            pl_gpu_mm_free(s->layers[l].mm_proj);
+            pl_gpu_mm_free(s->layers[l].mm_fc);
+            pl_gpu_mm_free(s->layers[l].mm_out);
+        }
+    }
+    pl_gpu_mm_free(s->mm_head);
+    pl_gpu_lt_free(s->lt);
+    free(s->layers);
+    pl_gpu_free(s->wmem);
+#else
+    (void)st;
+#endif
+    pl_gpt2_weights_free(&s->w);
+    free(s);
+    return PL_OK;
+}
+
+static pl_status pl__gpt2_run(pl_stage_ctx *ctx, pl_error *err)
+{
+    const pl_stage *st = ctx->stage;
+    const pl__gpt2_opts *o = st->priv;
+    pl__gpt2_state *s = ctx->state;
+    const int32_t *ids = ctx->bufs[st->reads[o->r_ids].index];
+    const int32_t *tg = o->r_targets >= 0 ? ctx->bufs[st->reads[o->r_targets].index] : NULL;
+    const pl_buffer *ob = pl_kind_wbuf(ctx->spec, st, o->w_out);
+    void *out = ctx->bufs[st->writes[o->w_out].index];
+    float *tmp = NULL;
+    float *of = out;
+    if (o->output == PL_GPT2_LOGITS && ob->dtype != PL_F32) {
+        tmp = malloc((size_t)ob->count * sizeof *tmp);
+        if (!tmp) return pl_error_set(err, PL_ENOMEM, "error: out of memory for logits");
+        of = tmp;
+    }
+    pl_status ps = pl_gpt2_ref_forward(&s->w, ids, tg, s->B, s->T, o->output, o->all, of, out, err);
+    if (ps == PL_OK && tmp) {
+        uint16_t *h = out;
+        for (int64_t i = 0; i < ob->count; i++)
+            h[i] = ob->dtype == PL_F16 ? pl_f32_to_f16(tmp[i]) : pl_f32_to_bf16(tmp[i]);
+    }
+    free(tmp);
+    return ps;
+}
+
+#ifdef PL_WITH_CUDA
+static pl_status pl__launch(int rc, const char *what, const pl_dev_ctx *ctx, pl_error *err)
+{
+    return rc ? pl_cuda_check(rc, what, ctx->stage->name, ctx->batch, err) : PL_OK;
+}
+
+static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
+{
+    const pl_stage *st = ctx->stage;
+    const pl__gpt2_opts *o = st->priv;
+    const pl__gpt2_state *s = ctx->state;
+    const pl_gpt2_cfg *c = &o->cfg;
+    const pl__dslot *d = &s->slots[ctx->slot];
+    const char *nm = st->name;
+    int64_t bt = ctx->batch;
+    void *sm = ctx->stream;
+    int B = s->B, T = s->T, C = c->n_embd, N = B * T;
+    int E = (int)o->dtype;
+    const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
+    void *out = ctx->dev_bufs[st->writes[o->w_out].index];
+    PL_CHECK(pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
+                        "gpt2 embedding kernel launch", ctx, err));
+    for (int l = 0; l < c->n_layer; l++) {
+        const pl__dlayer *L = &s->layers[l];
+        PL_CHECK(pl__launch(
+            pl_gpt2_launch_layernorm(E, d->h, d->x, L->ln1_w, L->ln1_b, N, 0, 1, C, c->eps, sm),
+            "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl_gpu_mm_run(L->mm_qkv, L->qkv_w, d->h, d->qkv, d->ws, sm, nm, bt, err));
+        int hd = C / c->n_head;
+        PL_CHECK(pl__launch(
+            s->naive_attention
+                ? pl_gpt2_launch_attention_naive(E, d->att, d->qkv, B, T, c->n_head, hd, sm)
+                : pl_gpt2_launch_attention(E, d->att, d->qkv, B, T, c->n_head, hd, sm),
+            "gpt2 attention kernel launch", ctx, err));
+        PL_CHECK(pl_gpu_mm_run(L->mm_proj, L->proj_w, d->att, d->x, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl__launch(
+            pl_gpt2_launch_layernorm(E, d->h, d->x, L->ln2_w, L->ln2_b, N, 0, 1, C, c->eps, sm),
+            "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl_gpu_mm_run(L->mm_fc, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl_gpu_mm_run(L->mm_out, L->out_w, d->u, d->x, d->ws, sm, nm, bt, err));
+    }
+    int rows = o->all ? N : B;
+    void *hn = o->all ? d->h : d->hl;
+    PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, hn, d->x, s->lnf_w, s->lnf_b, rows,
+                                                 o->all ? 0 : T - 1, o->all ? 1 : T, C, c->eps, sm),
+                        "gpt2 layernorm kernel launch", ctx, err));
+    void *lg = o->output == PL_GPT2_LOGITS ? out : d->logits;
+    PL_CHECK(pl_gpu_mm_run(s->mm_head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
+    if (o->output == PL_GPT2_ARGMAX)
+        return pl__launch(
+            pl_gpu_launch_argmax((int)s->lg_dtype, lg, rows, c->vocab, out, pl_gpu_sm_count(), sm),
+            "gpt2 argmax kernel launch", ctx, err);
+    if (o->output == PL_GPT2_LOGPROB) {
+        const int32_t *tg = ctx->dev_bufs[st->reads[o->r_targets].index];
+        return pl__launch(pl_gpt2_launch_logprob((int)s->lg_dtype, out, lg, tg, rows,
+                                                 o->all ? T : 1, T, c->vocab, sm),
+                          "gpt2 logprob kernel launch", ctx, err);
+    }
+    return PL_OK;
+}
+#define PL__GPT2_RECORD pl__gpt2_record
+#else
+#define PL__GPT2_RECORD NULL
+#endif
+
+static void pl__gpt2_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)
+{
+    (void)spec;
+    const pl__gpt2_opts *o = st->priv;
+    static const char *const outs[] = {"logits", "argmax", "logprob"};
+    snprintf(buf, cap, "gpt2 %dL %dH %dC V%d %s (%s) -> %s, %s positions", o->cfg.n_layer,
+             o->cfg.n_head, o->cfg.n_embd, o->cfg.vocab, o->random ? "random weights" : o->weights,
+             pl_dtype_name(o->dtype), outs[o->output], o->all ? "all" : "last");
+}
+
+const pl_kind pl_kind_gpt2 = {
+    .name = "gpt2",
+    .engine = PL_ENGINE_COMPUTE,
+    .keys = pl__gpt2_keys,
+    .doc = "GPT-2 forward (Hugging Face checkpoints or seeded random weights): logits, argmax "
+           "next token or log-probabilities",
+    .bind = pl__gpt2_bind,
+    .validate = pl__gpt2_validate,
+    .open = pl__gpt2_open,
+    .close = pl__gpt2_close,
+    .run_host = pl__gpt2_run,
+    .record = PL__GPT2_RECORD,
+    .describe = pl__gpt2_describe,
+    /* The forward of batch i+1 waits for the forward of batch i, as on the seed's one compute
+     * stream: slots' graphs otherwise run their forwards at once, sharing the SMs, so every
+     * batch's result (and the download that follows) comes later. The copies still overlap. */
+    .ordered = true,
+};

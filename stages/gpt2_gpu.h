@@ -1,0 +1,48 @@
+/* gpt2_gpu: the launchers of the gpt2 kind's own kernels (stages/gpt2_gpu.cu), callable from C.
+ * Each enqueues on `stream` (a cudaStream_t, always last), never synchronizes, works inside
+ * stream capture and returns a cudaError_t as int (0 = success). `dtype` is the model's pl_dtype
+ * (PL_F16 or PL_BF16); activations `x` are f32. Built only with PL_WITH_CUDA. */
+#ifndef PL_GPT2_GPU_H
+#define PL_GPT2_GPU_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Once per process before the first attention launch, outside any capture: raises the
+ * attention kernels' dynamic shared-memory limit. */
+int pl_gpt2_gpu_setup(void);
+/* Head sizes the attention kernel is built for. */
+int pl_gpt2_gpu_head_ok(int head_dim);
+
+/* x[n, :] = wte[ids[n], :] + wpe[n % T, :] for n < N (x f32, wte dtype, wpe f32); ids outside
+ * [0, V) read row 0. */
+int pl_gpt2_launch_embed(int dtype, float *x, const int32_t *ids, const void *wte, const float *wpe,
+                         int64_t N, int T, int C, int V, void *stream);
+/* out[r, :] = layernorm(x[first + r * step, :]) * w + b for r < rows (x f32, w/b f32, out
+ * dtype); f32 statistics. step = T, first = T - 1 takes each sequence's last position. */
+int pl_gpt2_launch_layernorm(int dtype, void *out, const float *x, const float *w, const float *b,
+                             int64_t rows, int64_t first, int64_t step, int C, float eps,
+                             void *stream);
+/* Causal self-attention, flash style (online softmax over 64-key tiles in shared memory, no
+ * T x T matrix): qkv [B, T, 3C] (q | k | v, heads of head_dim adjacent) -> out [B, T, C], both
+ * dtype, f32 accumulation. */
+int pl_gpt2_launch_attention(int dtype, void *out, const void *qkv, int B, int T, int H,
+                             int head_dim, void *stream);
+/* The same attention, plainly: a warp per (position, head), keys one by one (head_dim <= 64).
+ * Slow; PIPECTL_GPT2_ATTENTION=naive selects it, to tell an attention bug from the rest. */
+int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T, int H,
+                                   int head_dim, void *stream);
+/* out[r] = log_softmax(logits[r, :])[target_r] for r < rows, logits of dtype ldtype (f16, bf16,
+ * f32) [rows, V]; row r is sequence r / P, position (P == T ? r % T : T - 1) and target_r =
+ * targets[b * T + t]. */
+int pl_gpt2_launch_logprob(int ldtype, float *out, const void *logits, const int32_t *targets,
+                           int64_t rows, int P, int T, int V, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

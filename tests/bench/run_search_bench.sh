@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# run_search_bench.sh: issue 11's search benchmarks in one call on the GPU machine (16 host
+# cores): pipectl's exact search (bench_search) beside torch on the CPU (matmul + topk) and numpy
+# (matmul + argpartition) on the same .npy data, at 100k x 384 and 1M x 768 f32, 64 queries,
+# k = 10, 1 and 16 threads, with the gemm rate of the same BLAS; FAISS IVF recall@10 and
+# throughput against exact on 1M x 384 (clustered data); and the RAG pipeline with search
+# hidden behind a GPU part (tests/bench/rag_search.yaml). Prints a short table at the end; logs
+# and data under $OUT. From the repo root:
+#   source .gpu/setup.sh && bash tests/bench/run_search_bench.sh
+# .gpu/ must hold OpenBLAS and FAISS (prepare them on the CPU machine with
+#   ../shared/device/prepare libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev \
+#       libgfortran5 libfaiss-dev
+# ); python3 there needs numpy and torch.
+# Environment: OUT (default out/search_bench), BUILD (default build-search), JOBS (16),
+# THREADS ("1 16"), SIZES ("100000x384 1000000x768"), FAISS_N (1000000), FACTORY
+# ("IVF4096,Flat"), TILES (corpus rows per task tried by the "tiles" step), CLUSTERS (FAISS_N / 50: the data's clusters), NPROBES ("8 16 32 64"), REPS (5), STEPS ("build exact tiles faiss rag": any subset),
+# DEADLINE (seconds after which remaining steps are skipped; default 560).
+set -euo pipefail
+OUT=${OUT:-out/search_bench}
+BUILD=${BUILD:-build-search}
+JOBS=${JOBS:-16}
+THREADS=${THREADS:-1 16}
+SIZES=${SIZES:-100000x384 1000000x768}
+FAISS_N=${FAISS_N:-1000000}
+FACTORY=${FACTORY:-IVF4096,Flat}
+CLUSTERS=${CLUSTERS:-$((FAISS_N / 50))}
+NPROBES=${NPROBES:-8 16 32 64}
+REPS=${REPS:-5}
+STEPS=${STEPS:-build exact tiles faiss rag}
+TILES=${TILES:-128 256 512 1024 2048 4096}
+DEADLINE=${DEADLINE:-560}
+PY=${PY:-python3}
+FT=${FTHREADS:-$(nproc)} # threads for the FAISS part
+mkdir -p "$OUT/data"
+LOG="$OUT/search_bench.log"
+: >"$LOG"
+want() { [[ " $STEPS " == *" $1 "* ]]; }
+late() { [ "$SECONDS" -ge "$DEADLINE" ]; }
+declare -a rows=()
+row() { rows+=("$(printf "$@")"); }
+# kv KEY LINE: the value of KEY=... in a bench line.
+kv() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2" | head -n 1; }
+run() { # run LIMIT CMD...: logs the command and its output; prints the output
+    local limit=$1
+    shift
+    echo "### $*" >>"$LOG"
+    local o rc=0
+    o=$(timeout "$limit" "$@" 2>>"$LOG") || rc=$?
+    echo "$o" >>"$LOG"
+    [ $rc -eq 0 ] || echo "### rc=$rc" >>"$LOG"
+    echo "$o"
+    return $rc
+}
+
+{
+    date -u
+    nproc
+    lscpu 2>/dev/null | grep -E "Model name|Socket|Core|Thread|L2|L3" || true
+    env | grep -E "^(OPENBLAS|OMP|MKL)_" || true
+    git log --oneline -1 2>/dev/null || true
+    $PY -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__); print(torch.__config__.show())" 2>&1 | head -20 || true
+} >"$OUT/machine.log" 2>&1
+
+if want build; then
+    echo "### build" >>"$LOG"
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPL_WITH_FAISS=AUTO >>"$LOG" 2>&1
+    cmake --build "$BUILD" -j"$JOBS" --target pipectl bench_search >>"$LOG" 2>&1
+fi
+P="$BUILD/pipectl"
+B="$BUILD/bench_search"
+[ -x "$B" ] || { echo "no $B: build first (STEPS=build)"; exit 1; }
+grep -q "FAISS indexes in the search stage: ON" "$BUILD/CMakeCache.txt" "$LOG" 2>/dev/null ||
+    grep -q "PL_FAISS_LIB:FILEPATH=/" "$BUILD/CMakeCache.txt" || echo "note: FAISS may be missing from this build" >>"$LOG"
+
+if want exact; then
+    for size in $SIZES; do
+        late && { row "%-44s skipped (deadline)" "exact $size"; continue; }
+        n=${size%x*} d=${size#*x}
+        c="$OUT/data/c_${size}.npy" q="$OUT/data/q_${size}.npy"
+        [ -f "$c" ] || run 300 $PY tests/bench/search_torch.py --make "$n" "$d" 64 \
+            --out-corpus "$c" --out-queries "$q" --seed 1 >/dev/null
+        for t in $THREADS; do
+            late && break
+            reps=$REPS
+            [ "$n" -ge 1000000 ] && [ "$t" -eq 1 ] && reps=3
+            # Python's BLAS and torch run on t threads; numpy's through OPENBLAS_NUM_THREADS.
+            tl=$(OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t \
+                run 400 $PY tests/bench/search_torch.py --corpus "$c" --queries "$q" --k 10 \
+                --threads "$t" --reps "$reps" --lib both --ids-out "$OUT/data/ids_torch_${size}_$t.npy") || true
+            pl=$(run 400 "$B" --corpus "$c" --queries "$q" --k 10 --threads "$t" --reps "$reps" \
+                --gemm --ref-ids "$OUT/data/ids_torch_${size}_$t.npy" \
+                --ids-out "$OUT/data/ids_pl_${size}_$t.npy") || true
+            ex=$(grep "what=exact" <<<"$pl" || true)
+            go=$(grep "what=gemm_one" <<<"$pl" || true)
+            gt=$(grep "what=gemm_tiles" <<<"$pl" || true)
+            cmpl=$(grep "what=compare" <<<"$pl" || true)
+            th=$(grep "what=torch" <<<"$tl" || true)
+            np=$(grep "what=numpy" <<<"$tl" || true)
+            row "%-12s t=%-3s pipectl %8s ms %6s GF/s | torch %8s ms | numpy %8s ms | torch/pipectl %5s | same ids %s/%s | BLAS gemm %s GF/s (tiles %s)" \
+                "$size" "$t" "$(kv ms "$ex")" "$(kv gflops "$ex")" "$(kv ms "$th")" "$(kv ms "$np")" \
+                "$(awk -v a="$(kv ms "$th")" -v b="$(kv ms "$ex")" 'BEGIN{if(a>0&&b>0)printf "%.2f",a/b; else print "?"}')" \
+                "$(kv same_position "$cmpl")" "640 (vs the first Python library)" "$(kv gflops "$go")" "$(kv gflops "$gt")"
+        done
+    done
+fi
+
+if want tiles && ! late; then
+    # The tile size (corpus rows per pool task; default from the dimension) at the first size and
+    # the most threads: PIPECTL_SEARCH_TILE overrides it.
+    size=${SIZES%% *}
+    t=${THREADS##* }
+    for tile in $TILES; do
+        late && break
+        o=$(PIPECTL_SEARCH_TILE=$tile run 120 "$B" --corpus "$OUT/data/c_${size}.npy" \
+            --queries "$OUT/data/q_${size}.npy" --k 10 --threads "$t" --reps "$REPS" | grep "what=exact") || true
+        row "%-44s %8s ms %6s GF/s" "tile $tile rows ($size, t=$t)" "$(kv ms "$o")" "$(kv gflops "$o")"
+    done
+fi
+
+if want faiss && ! late; then
+    d=384
+    c="$OUT/data/fc.npy" q="$OUT/data/fq.npy"
+    [ -f "$c" ] || run 300 $PY tests/bench/search_torch.py --make "$FAISS_N" "$d" 64 --clusters "$CLUSTERS" \
+        --out-corpus "$c" --out-queries "$q" --seed 2 >/dev/null
+    ex=$(run 300 "$B" --corpus "$c" --queries "$q" --k 10 --threads "$FT" --reps "$REPS" \
+        --ids-out "$OUT/data/fids_exact.npy" | grep "what=exact") || true
+    row "%-44s %s ms per batch ($FT threads)" "exact ${FAISS_N} x $d (clustered)" "$(kv ms "$ex")"
+    ix="$OUT/data/fc_${FACTORY//,/_}.faiss"
+    if [ ! -f "$ix" ]; then
+        t0=$SECONDS
+        run 400 "$P" index build --corpus "$c" --factory "$FACTORY" -o "$ix" --train 262144 >/dev/null || true
+        row "%-44s %ss" "index build $FACTORY" "$((SECONDS - t0))"
+    fi
+    for p in $NPROBES; do
+        for mode in blas native; do
+            late && break
+            env=()
+            [ "$mode" = native ] && env=(PIPECTL_FAISS_NATIVE=1)
+            fl=$(env "${env[@]}" timeout 120 "$B" --queries "$q" --corpus "$q" --index "$ix" \
+                --nprobe "$p" --k 10 --threads "$FT" --reps "$REPS" \
+                --ref-ids "$OUT/data/fids_exact.npy" 2>>"$LOG") || true
+            echo "### faiss $mode nprobe $p" >>"$LOG"
+            echo "$fl" >>"$LOG"
+            f=$(grep "what=faiss" <<<"$fl" || true)
+            cm=$(grep "what=compare" <<<"$fl" || true)
+            row "%-44s %8s ms  recall@10 %s  exact/faiss %sx" "faiss $FACTORY nprobe $p ($mode scan)" \
+                "$(kv ms "$f")" "$(kv recall "$cm")" \
+                "$(awk -v a="$(kv ms "$ex")" -v b="$(kv ms "$f")" 'BEGIN{if(a>0&&b>0)printf "%.1f",a/b; else print "?"}')"
+        done
+    done
+fi
+
+if want rag && ! late; then
+    j=$(run 200 "$P" run --executor gpu --json --quiet tests/bench/rag_search.yaml) || true
+    echo "$j" >"$OUT/rag.json"
+    row "%-44s %s" "rag_search (gpu): per batch / bound" "$($PY - "$OUT/rag.json" <<'PYEOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    st = {s["name"]: s["mean_s"] for s in r["stages"]}
+    gpu = st.get("model", 0) + st.get("digest", 0) + st.get("upload", 0) + st.get("download", 0)
+    print("%.2f ms / max(search %.2f ms, gpu %.2f ms) = %.3f (target <= 1.05)" % (
+        r["per_batch_s"] * 1e3, st["retrieve"] * 1e3, gpu * 1e3,
+        r["per_batch_s"] / max(st["retrieve"], gpu)))
+except Exception as e:
+    print("no result:", e)
+PYEOF
+)"
+fi
+
+echo "== search benchmarks ($(nproc) cores; logs under $OUT)"
+printf '%s\n' "${rows[@]}"

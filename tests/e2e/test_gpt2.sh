@@ -1,0 +1,144 @@
+# test_gpt2: the gpt2 kind on the host executor against an independent numpy forward
+# (tests/e2e/gpt2_ref.py) on a tiny model (2 layers, 4 heads, 64 wide, vocab 512): logits,
+# argmax and log-probabilities, checkpoints in F32, BF16 and F16 (sharded with an index, as
+# save_pretrained writes large models), with and without the "transformer." prefix, identical outputs at depth 1 and 3, seeded random weights, and bad checkpoints refused
+# by `pipectl check` with exit 2 and the exact message. Needs /usr/bin/python3 with numpy (skips
+# otherwise).
+set -u
+pipectl=$1 src=$2 build=$3
+PY=
+for p in ${PYTHON:-} python3 /usr/bin/python3; do # the first Python with numpy
+    if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "SKIP: no python3 with numpy (set PYTHON)"; exit 77; }
+ref=$src/tests/e2e/gpt2_ref.py
+work=$build/gpt2_e2e
+rm -rf "$work"
+mkdir -p "$work"
+fail=0
+err() { echo "FAIL: $*"; fail=1; }
+
+# pipeline WEIGHTS [EXTRA_LM_KEYS]: the tiny pipeline reading snap/ids.npy, three gpt2 stages.
+pipeline() {
+    cat <<YAML
+pipeline: gpt2_tiny
+run: {batches: 3, depth: 2, seed: 3}
+buffers:
+  ids:     {where: host, dtype: i32, shape: [2, 16]}
+  tg:      {where: host, dtype: i32, shape: [2, 16]}
+  ids_dev: {where: device, dtype: i32, shape: [2, 16]}
+  tg_dev:  {where: device, dtype: i32, shape: [2, 16]}
+  lg_dev:  {where: device, dtype: f32, shape: [2, 16, 512]}
+  nx_dev:  {where: device, dtype: i32, shape: [2]}
+  lp_dev:  {where: device, dtype: f32, shape: [2, 16]}
+  lg:      {where: host, dtype: f32, shape: [2, 16, 512]}
+  nx:      {where: host, dtype: i32, shape: [2]}
+  lp:      {where: host, dtype: f32, shape: [2, 16]}
+stages:
+  - {name: lm, kind: gpt2, weights: $1, ids: ids_dev, out: lg_dev$2}
+  - {name: read_ids, kind: source, to: ids, file: $1/ids.npy}
+  - {name: read_tg, kind: source, to: tg, file: $1/targets.npy}
+  - {name: up, kind: h2d, from: ids, to: ids_dev}
+  - {name: up_tg, kind: h2d, from: tg, to: tg_dev}
+  - {name: greedy, kind: gpt2, weights: $1, ids: ids_dev, out: nx_dev, output: argmax$2}
+  - {name: score, kind: gpt2, weights: $1, ids: ids_dev, targets: tg_dev, out: lp_dev, output: logprob$2}
+  - {name: down, kind: d2h, from: lg_dev, to: lg}
+  - {name: down_nx, kind: d2h, from: nx_dev, to: nx}
+  - {name: down_lp, kind: d2h, from: lp_dev, to: lp}
+  - {name: save, kind: sink, from: lg, to: out/logits.npy}
+  - {name: save_nx, kind: sink, from: nx, to: out/next.npy}
+  - {name: save_lp, kind: sink, from: lp, to: out/logprob.npy}
+YAML
+}
+
+check_outputs() { # DIR SNAP
+    $PY "$ref" check "$2" "$1/out/logits.npy" --output logits --tol-rel 1e-5 >"$1/check.log" 2>&1 || err "$1: logits: $(tail -3 "$1/check.log")"
+    $PY "$ref" check "$2" "$1/out/next.npy" --output argmax --positions last >>"$1/check.log" 2>&1 || err "$1: argmax: $(tail -3 "$1/check.log")"
+    $PY "$ref" check "$2" "$1/out/logprob.npy" --output logprob --tol-rel 1e-5 >>"$1/check.log" 2>&1 || err "$1: logprob: $(tail -3 "$1/check.log")"
+}
+
+for variant in f32 bf16_prefixed f16_sharded; do
+    d=$work/$variant
+    mkdir -p "$d/snap"
+    case $variant in
+    f32) $PY "$ref" make "$d/snap" --seed 5 ;;
+    bf16_prefixed) $PY "$ref" make "$d/snap" --seed 6 --dtype BF16 --prefix transformer. ;;
+    f16_sharded) $PY "$ref" make "$d/snap" --seed 8 --dtype F16 --prefix transformer. --shards 3 ;;
+    esac
+    pipeline snap "" >"$d/tiny.yaml"
+    for depth in 1 3; do
+        rm -rf "$d/out"
+        if ! "$pipectl" run --quiet --executor host --depth $depth "$d/tiny.yaml" >"$d/run$depth.log" 2>&1; then
+            err "$variant depth $depth: $(cat "$d/run$depth.log")"
+            continue
+        fi
+        if [ $depth = 1 ]; then
+            check_outputs "$d" "$d/snap"
+            mv "$d/out" "$d/out1"
+        else
+            for f in logits next logprob; do
+                cmp -s "$d/out/$f.npy" "$d/out1/$f.npy" || err "$variant: $f.npy differs between depth 1 and $depth"
+            done
+        fi
+    done
+done
+
+# Seeded random weights: the same bytes at two depths and on a second run.
+d=$work/random
+mkdir -p "$d/snap"
+cp "$work/f32/snap/ids.npy" "$work/f32/snap/targets.npy" "$d/snap/"
+pipeline snap "" | sed 's/weights: snap/weights: random, config: tiny/' >"$d/tiny.yaml"
+"$pipectl" run --quiet --executor host --depth 1 "$d/tiny.yaml" >"$d/run.log" 2>&1 || err "random: $(cat "$d/run.log")"
+mv "$d/out" "$d/out1"
+"$pipectl" run --quiet --executor host --depth 3 "$d/tiny.yaml" >"$d/run.log" 2>&1 || err "random: $(cat "$d/run.log")"
+cmp -s "$d/out/logits.npy" "$d/out1/logits.npy" || err "random weights: logits differ between runs"
+
+# Bad checkpoints: `pipectl check` refuses them, exit 2, message naming the file and the tensor.
+expect_check() { # NAME WANT_STDERR: runs pipectl check on $d/tiny.yaml; compares its first error
+    # (check reports every error: the three gpt2 stages share one checkpoint, so each says it)
+    "$pipectl" check "$d/tiny.yaml" >/dev/null 2>"$d/err"
+    local rc=$?
+    [ $rc -eq 2 ] || err "$1: pipectl check exit $rc, expected 2"
+    [ "$(head -n 1 "$d/err")" = "$2" ] || err "$1: stderr
+  got:  $(cat "$d/err")
+  want: $2"
+}
+d=$work/bad
+mkdir -p "$d/snap"
+$PY "$ref" make "$d/snap" --seed 7
+pipeline snap "" >"$d/tiny.yaml"
+"$pipectl" check "$d/tiny.yaml" >/dev/null 2>&1 || err "bad: the good checkpoint fails check"
+head -c 100000 "$work/f32/snap/model.safetensors" >"$d/snap/model.safetensors"
+expect_check truncated "$d/tiny.yaml:15:37: error: gpt2 stage 'lm': safetensors file '$d/snap/model.safetensors' is truncated: tensor 'wte.weight' needs data bytes [0, 131072), but the file holds 97480 after its header"
+$PY -c "
+import sys; sys.path.insert(0, '$src/tests/e2e')
+import gpt2_ref as g
+t = g.make_weights(2, 4, 64, 512, 128, 1)
+t = [(k, a) for k, a in t if k != 'h.1.mlp.c_proj.bias']
+g.write_safetensors('$d/snap/model.safetensors', t)
+"
+expect_check missing "$d/tiny.yaml:15:37: error: gpt2 stage 'lm': weights '$d/snap/model.safetensors' have no tensor 'h.1.mlp.c_proj.bias' (a GPT-2 checkpoint with n_layer 2 needs it)"
+$PY -c "
+import sys; sys.path.insert(0, '$src/tests/e2e')
+import gpt2_ref as g
+t = g.make_weights(2, 4, 64, 512, 64, 1)
+g.write_safetensors('$d/snap/model.safetensors', t)
+"
+expect_check shape "$d/tiny.yaml:15:37: error: gpt2 stage 'lm': weights '$d/snap/model.safetensors': tensor 'wpe.weight' has shape [64, 64], but the config (n_layer 2, n_embd 64, vocab 512, n_ctx 128) needs [128, 64]"
+rm "$d/snap/model.safetensors"
+expect_check absent "$d/tiny.yaml:15:37: error: gpt2 stage 'lm': cannot open safetensors file '$d/snap/model.safetensors': No such file or directory"
+pipeline nowhere "" >"$d/tiny.yaml"
+expect_check nodir "$d/tiny.yaml:15:37: error: gpt2 stage 'lm': weights '$d/nowhere': No such file or directory (give a Hugging Face snapshot directory, a .safetensors file, or random)"
+pipeline snap ", n_layer: 3" >"$d/tiny.yaml"
+$PY "$ref" make "$d/snap" --seed 7
+expect_check mismatch "$d/tiny.yaml:15:79: error: gpt2 stage 'lm': n_layer 3, but the checkpoint's config '$d/snap/config.json' says 2; drop the key or fix it"
+
+# A sharded checkpoint whose index names a shard that is not there.
+rm -f "$d/snap/model.safetensors"
+$PY "$ref" make "$d/snap" --seed 7 --shards 2
+rm "$d/snap/model-00002-of-00002.safetensors"
+pipeline snap "" >"$d/tiny.yaml"
+expect_check shard "$d/tiny.yaml:15:37: error: gpt2 stage 'lm': cannot open safetensors file '$d/snap/model-00002-of-00002.safetensors': No such file or directory"
+
+[ $fail -eq 0 ] && echo "gpt2: host reference matches numpy; checkpoints, depths and bad files ok"
+exit $fail

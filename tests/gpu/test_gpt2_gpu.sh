@@ -1,0 +1,83 @@
+# test_gpt2_gpu (label gpu): the gpt2 kind's GPU forward on a tiny model (2 layers, 4 heads of 16,
+# 64 wide, vocab 512; T = 100, not a multiple of the attention tile) in f16 and bf16, against the
+# independent numpy forward (tests/e2e/gpt2_ref.py): logits relative L2 error <= 2e-2 and argmax
+# agreement >= 97% (near-ties may flip in 16-bit), log-probabilities within 2e-2; the same bytes
+# at depth 1 and 3, with graphs and with --no-graph. Skips (77) without a GPU or numpy.
+set -u
+pipectl=$1 src=$2 build=$3
+command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU"; exit 77; }
+PY=
+for p in ${PYTHON:-} python3 /usr/bin/python3; do # the first Python with numpy
+    if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "SKIP: no python3 with numpy (set PYTHON)"; exit 77; }
+ref=$src/tests/e2e/gpt2_ref.py
+work=$build/gpt2_gpu_test
+rm -rf "$work"
+mkdir -p "$work/snap"
+fail=0
+err() { echo "FAIL: $*"; fail=1; }
+B=4 T=100 V=512
+$PY "$ref" make "$work/snap" --seed 11 --B $B --T $T --batches 3 || exit 1
+for dt in f16 bf16; do
+    d=$work/$dt
+    mkdir -p "$d"
+    cat >"$d/p.yaml" <<YAML
+pipeline: gpt2_gpu_$dt
+run: {batches: 3, depth: 2}
+buffers:
+  ids:     {where: host, dtype: i32, shape: [$B, $T]}
+  tg:      {where: host, dtype: i32, shape: [$B, $T]}
+  ids_dev: {where: device, dtype: i32, shape: [$B, $T]}
+  tg_dev:  {where: device, dtype: i32, shape: [$B, $T]}
+  lg_dev:  {where: device, dtype: f32, shape: [$B, $T, $V]}
+  l16_dev: {where: device, dtype: $dt, shape: [$B, $V]}
+  nx_dev:  {where: device, dtype: i32, shape: [$B, $T]}
+  lp_dev:  {where: device, dtype: f32, shape: [$B, $T]}
+  lg:      {where: host, dtype: f32, shape: [$B, $T, $V]}
+  l16:     {where: host, dtype: $dt, shape: [$B, $V]}
+  nx:      {where: host, dtype: i32, shape: [$B, $T]}
+  lp:      {where: host, dtype: f32, shape: [$B, $T]}
+stages:
+  - {name: read_ids, kind: source, to: ids, file: ../snap/ids.npy}
+  - {name: read_tg, kind: source, to: tg, file: ../snap/targets.npy}
+  - {name: up, kind: h2d, from: ids, to: ids_dev}
+  - {name: up_tg, kind: h2d, from: tg, to: tg_dev}
+  - {name: lm, kind: gpt2, weights: ../snap, dtype: $dt, ids: ids_dev, out: lg_dev}
+  - {name: lm16, kind: gpt2, weights: ../snap, dtype: $dt, positions: last, ids: ids_dev, out: l16_dev}
+  - {name: greedy, kind: gpt2, weights: ../snap, dtype: $dt, output: argmax, positions: all, ids: ids_dev, out: nx_dev}
+  - {name: score, kind: gpt2, weights: ../snap, dtype: $dt, output: logprob, ids: ids_dev, targets: tg_dev, out: lp_dev}
+  - {name: down, kind: d2h, from: lg_dev, to: lg}
+  - {name: down16, kind: d2h, from: l16_dev, to: l16}
+  - {name: down_nx, kind: d2h, from: nx_dev, to: nx}
+  - {name: down_lp, kind: d2h, from: lp_dev, to: lp}
+  - {name: save, kind: sink, from: lg, to: out/logits.npy}
+  - {name: save16, kind: sink, from: l16, to: out/logits_last.npy}
+  - {name: save_nx, kind: sink, from: nx, to: out/next.npy}
+  - {name: save_lp, kind: sink, from: lp, to: out/logprob.npy}
+YAML
+    first=""
+    for mode in "--depth 1" "--depth 3" "--depth 3 --no-graph"; do
+        rm -rf "$d/out"
+        if ! "$pipectl" run --quiet --executor gpu $mode "$d/p.yaml" >"$d/run.log" 2>&1; then
+            err "$dt $mode: $(cat "$d/run.log")"
+            continue
+        fi
+        if [ -z "$first" ]; then
+            first=$mode
+            $PY "$ref" check "$work/snap" "$d/out/logits.npy" --output logits --tol-rel 2e-2 --min-agree 0.97 || err "$dt: logits"
+            if [ "$dt" = f16 ]; then # numpy has no bf16: the f16 file is read directly
+                $PY "$ref" check "$work/snap" "$d/out/logits_last.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f16 output)"
+            fi
+            $PY "$ref" check "$work/snap" "$d/out/next.npy" --output argmax --positions all --min-agree 0.97 || err "$dt: argmax"
+            $PY "$ref" check "$work/snap" "$d/out/logprob.npy" --output logprob --tol-rel 2e-2 || err "$dt: logprob"
+            mv "$d/out" "$d/out1"
+        else
+            for f in logits logits_last next logprob; do
+                cmp -s "$d/out/$f.npy" "$d/out1/$f.npy" || err "$dt: $f.npy differs between '$first' and '$mode'"
+            done
+        fi
+    done
+done
+[ $fail -eq 0 ] && echo "gpt2 GPU forward matches the numpy reference (f16, bf16)"
+exit $fail

@@ -1,0 +1,201 @@
+/* test_gpt2_emu: the gpt2 kind's CUDA kernels (stages/gpt2_kernels.cuh) run on the CPU through
+ * tests/unit/cuda_emu.h and compared with plain double-precision references: flash attention at
+ * head sizes 16, 32, 64 and lengths that are and are not multiples of its 64-row tile, in f16 and
+ * bf16; the plain attention; layernorm (all rows and last positions); embedding; log-softmax. It
+ * checks the kernels' indexing, causal masking, online softmax and synchronisation without a GPU;
+ * the GPU test (tests/gpu/test_gpt2_gpu.sh) checks them on the device. */
+#include "cuda_emu.h"
+
+#include <cstdio>
+#include <random>
+
+#include "gpt2_kernels.cuh"
+
+using namespace pl_gpt2;
+
+static int failures;
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            std::fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                   \
+            std::fprintf(stderr, __VA_ARGS__);                                                     \
+            std::fprintf(stderr, "\n");                                                            \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+template <typename E> static E to_e(float f);
+template <> __half to_e<__half>(float f)
+{
+    return __float2half_rn(f);
+}
+template <> __nv_bfloat16 to_e<__nv_bfloat16>(float f)
+{
+    return __float2bfloat16_rn(f);
+}
+static float fe(__half h)
+{
+    return __half2float(h);
+}
+static float fe(__nv_bfloat16 h)
+{
+    return __bfloat162float(h);
+}
+
+/* Causal attention of qkv [B, T, 3C] in double. */
+template <typename E>
+static std::vector<double> attention_ref(const std::vector<E> &qkv, int B, int T, int H, int HD)
+{
+    int C = H * HD;
+    std::vector<double> out((size_t)B * T * C), p(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const E *q = &qkv[((size_t)b * T + t) * 3 * C + h * HD];
+                double mx = -1e300, sum = 0;
+                for (int s = 0; s <= t; s++) {
+                    const E *k = &qkv[((size_t)b * T + s) * 3 * C + C + h * HD];
+                    double d = 0;
+                    for (int i = 0; i < HD; i++)
+                        d += (double)fe(q[i]) * fe(k[i]);
+                    p[s] = d / std::sqrt((double)HD);
+                    mx = std::max(mx, p[s]);
+                }
+                for (int s = 0; s <= t; s++)
+                    sum += p[s] = std::exp(p[s] - mx);
+                for (int i = 0; i < HD; i++) {
+                    double o = 0;
+                    for (int s = 0; s <= t; s++)
+                        o += p[s] / sum * fe(qkv[((size_t)b * T + s) * 3 * C + 2 * C + h * HD + i]);
+                    out[((size_t)b * T + t) * C + h * HD + i] = o;
+                }
+            }
+    return out;
+}
+
+template <typename E, int HD>
+static void check_attention(int B, int T, int H, const char *name, bool plain)
+{
+    int C = H * HD;
+    std::mt19937 rng(T * 131 + HD);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<E> qkv((size_t)B * T * 3 * C), out((size_t)B * T * C, to_e<E>(-7.0f)), out2 = out;
+    for (auto &v : qkv)
+        v = to_e<E>(nd(rng));
+    auto ref = attention_ref(qkv, B, T, H, HD);
+    float scale_log2 = 1.4426950408889634f / std::sqrt((float)HD);
+    emu::launch(dim3((T + kBR - 1) / kBR, H, B), dim3(kWarps * 32), attn_smem<HD>::bytes,
+                [&] { attention_kernel<E, HD>(out.data(), qkv.data(), T, H, scale_log2); });
+    if (plain) /* a CPU thread per CUDA thread: only where it adds something */
+        emu::launch(dim3((unsigned)(((int64_t)B * T * H * 32 + 255) / 256)), dim3(256), 0, [&] {
+            attention_naive_kernel<E>(out2.data(), qkv.data(), B, T, H, HD,
+                                      1.0f / std::sqrt((float)HD));
+        });
+    double e1 = 0, e2 = 0, n = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        e1 += (fe(out[i]) - ref[i]) * (fe(out[i]) - ref[i]);
+        if (plain) e2 += (fe(out2[i]) - ref[i]) * (fe(out2[i]) - ref[i]);
+        n += ref[i] * ref[i];
+    }
+    double r1 = std::sqrt(e1 / n), r2 = std::sqrt(e2 / n);
+    double tol = std::is_same<E, __half>::value ? 4e-3 : 2e-2;
+    std::printf("attention %s hd=%d B=%d T=%d H=%d: flash rel L2 %.2e", name, HD, B, T, H, r1);
+    if (plain) std::printf(", plain %.2e", r2);
+    std::printf("\n");
+    EXPECT(r1 < tol, "flash attention %s hd %d T %d: relative L2 error %g >= %g", name, HD, T, r1,
+           tol);
+    EXPECT(r2 < tol, "plain attention %s hd %d T %d: relative L2 error %g >= %g", name, HD, T, r2,
+           tol);
+}
+
+static void check_layernorm_embed_logprob(int C)
+{
+    int B = 3, T = 5, V = 40, N = B * T;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x((size_t)N * C), w(C), b(C), wpe((size_t)T * C);
+    for (auto &v : x)
+        v = nd(rng) * 3 + 1;
+    for (int i = 0; i < C; i++)
+        w[i] = 1 + nd(rng) * 0.1f, b[i] = nd(rng) * 0.1f;
+    for (auto &v : wpe)
+        v = nd(rng);
+    /* layernorm, last positions: rows b*T + T-1 */
+    std::vector<__half> out((size_t)B * C);
+    emu::launch(dim3((B + 7) / 8), dim3(256), 0, [&] {
+        layernorm_kernel<__half>(out.data(), x.data(), w.data(), b.data(), B, T - 1, T, C, 1e-5f);
+    });
+    double worst = 0;
+    for (int r = 0; r < B; r++) {
+        const float *xr = &x[((size_t)r * T + T - 1) * C];
+        double m = 0, v = 0;
+        for (int i = 0; i < C; i++)
+            m += xr[i];
+        m /= C;
+        for (int i = 0; i < C; i++)
+            v += (xr[i] - m) * (xr[i] - m);
+        v /= C;
+        for (int i = 0; i < C; i++) {
+            double want = (xr[i] - m) / std::sqrt(v + 1e-5) * w[i] + b[i];
+            worst = std::max(worst, std::fabs(fe(out[(size_t)r * C + i]) - want));
+        }
+    }
+    std::printf("layernorm (last positions, C=%d): max error %.2e\n", C, worst);
+    EXPECT(worst < 4e-3, "layernorm: max error %g", worst);
+    /* embedding */
+    std::vector<__half> wte((size_t)V * C);
+    for (auto &v : wte)
+        v = to_e<__half>(nd(rng));
+    std::vector<int32_t> ids(N);
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 7) % V;
+    ids[3] = V + 5; /* out of range: row 0 */
+    std::vector<float> e((size_t)N * C);
+    emu::launch(dim3(4), dim3(256), 0, [&] {
+        embed_kernel<__half>(e.data(), ids.data(), wte.data(), wpe.data(), N, T, C, V);
+    });
+    int bad = 0;
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < C; i++) {
+            int id = ids[n] < V ? ids[n] : 0;
+            float want = fe(wte[(size_t)id * C + i]) + wpe[(size_t)(n % T) * C + i];
+            bad += e[(size_t)n * C + i] != want;
+        }
+    EXPECT(bad == 0, "embedding: %d wrong values", bad);
+    /* log-softmax of every position */
+    std::vector<float> lg((size_t)N * V), lp(N);
+    for (auto &v : lg)
+        v = nd(rng) * 4;
+    std::vector<int32_t> tg(N);
+    for (int i = 0; i < N; i++)
+        tg[i] = (i * 11) % V;
+    emu::launch(dim3(N), dim3(256), 0,
+                [&] { logprob_kernel<float>(lp.data(), lg.data(), tg.data(), N, T, T, V); });
+    worst = 0;
+    for (int r = 0; r < N; r++) {
+        double mx = -1e300, s = 0;
+        for (int v = 0; v < V; v++)
+            mx = std::max(mx, (double)lg[(size_t)r * V + v]);
+        for (int v = 0; v < V; v++)
+            s += std::exp(lg[(size_t)r * V + v] - mx);
+        double want = lg[(size_t)r * V + tg[r]] - mx - std::log(s);
+        worst = std::max(worst, std::fabs(lp[r] - want));
+    }
+    std::printf("logprob: max error %.2e\n", worst);
+    EXPECT(worst < 1e-4, "logprob: max error %g", worst);
+}
+
+int main()
+{
+    check_attention<__half, 16>(2, 100, 1, "f16", false);
+    check_attention<__half, 64>(1, 130, 1, "f16", false);
+    check_attention<__half, 32>(1, 64, 2, "f16", false);
+    check_attention<__nv_bfloat16, 64>(1, 70, 1, "bf16", false);
+    check_attention<__nv_bfloat16, 16>(1, 1, 2, "bf16", false);
+    check_attention<__half, 32>(1, 40, 1, "f16", true);
+    check_layernorm_embed_logprob(48);   /* float4 path */
+    check_layernorm_embed_logprob(50);   /* C % 4 != 0: the scalar path */
+    check_layernorm_embed_logprob(1600); /* GPT-2 XL's width: the float4 path at its limit */
+    if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
+}
