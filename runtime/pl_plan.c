@@ -224,7 +224,11 @@ static pl_status pl__assign_streams(pl_plan *plan)
             if (d2h < 0) d2h = pl__stream_new(plan, PL_ENGINE_D2H, "d2h");
             sid = d2h;
         } else {
-            for (int i = 0; i < ps->n_preds && sid < 0; i++) {
+            /* An output stage (a sink) opens its own stream: it runs a batch only once the whole
+             * batch is done (the commit point, runtime/pl_sched.h), and on its producer's stream
+             * it would hold that producer's next batch back behind the device work. */
+            bool out = (plan->spec->stages[v].kind->role & PL_ROLE_OUTPUT) != 0;
+            for (int i = 0; i < ps->n_preds && sid < 0 && !out; i++) {
                 const pl_plan_stage *pp = &plan->stages[ps->preds[i]];
                 const pl_stream *s = &plan->streams[pp->stream];
                 if (pp->engine == ps->engine && s->stages[s->n_stages - 1] == pp->stage)

@@ -111,7 +111,9 @@ static void pl__device_failed(pl_gx *gx, int64_t b, int k, int mi, cudaError_t c
             if (gx->plan->stages[st].segment >= 0) pl_sched_set_done(s, st, ok + 1);
         pthread_mutex_unlock(&s->mu);
     }
-    if (ok > b) b = ok;
+    /* The fault is in the first batch some segment has not read back, or later: start there, not
+     * at the batch whose read-back saw the sticky error (another segment's may be earlier). */
+    b = ok;
     pl__locate_fault(gx, b, ce, &e);
     pthread_mutex_lock(&s->mu);
     pl_sched_fail(s, ok < b ? ok : b, PL_ECUDA, &e);
