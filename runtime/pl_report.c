@@ -17,9 +17,120 @@ static bool pl__is_device_stage(const pl_plan *plan, int s)
     return e == PL_ENGINE_H2D || e == PL_ENGINE_COMPUTE || e == PL_ENGINE_D2H;
 }
 
+typedef struct pl__iv {
+    int64_t a, b;
+} pl__iv;
+
+static int pl__cmp_iv(const void *x, const void *y)
+{
+    const pl__iv *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* A resource's busy time is the union of its stages' spans, not their sum: kernels of different
+ * batches can run at once (measured on the H200: three 20 ms busy kernels side by side), and a
+ * device span can include waiting for the engine behind another batch's work; either way time
+ * the resource is busy is counted once, so none is ever busier than the wall. The resources: each
+ * device engine (its streams share it: the SMs, a copy direction), and each host stream (a CPU
+ * thread's queue: host stages on different streams run on different workers at once). */
+pl_engine_stats *pl_report_engines_new(const pl_plan *plan)
+{
+    return calloc((size_t)(PL_ENGINE_COUNT + plan->n_streams), sizeof(pl_engine_stats));
+}
+
+int pl_report_engines(const pl_plan *plan, const pl_run_result *res, pl_engine_stats *eng,
+                      int *n_eng)
+{
+    int64_t nb = res->spans ? res->batches_done : 0;
+    double wall = res->wall_ns > 0 ? (double)res->wall_ns * 1e-9 : 0;
+    int n = 0;
+    /* Resource of each stage: device engines first (in pl_engine order), then host streams. */
+    int dev_res[PL_ENGINE_COUNT];
+    for (int e = 0; e < PL_ENGINE_COUNT; e++) {
+        dev_res[e] = -1;
+        if (e == PL_ENGINE_HOST) continue;
+        for (int s = 0; s < plan->n_stages; s++)
+            if ((int)plan->stages[s].engine == e) {
+                memset(&eng[n], 0, sizeof eng[n]);
+                eng[n].engine = (pl_engine)e;
+                snprintf(eng[n].name, sizeof eng[n].name, "%s", pl_engine_name((pl_engine)e));
+                dev_res[e] = n++;
+                break;
+            }
+    }
+    int host0 = n;
+    for (int k = 0; k < plan->n_streams; k++)
+        if (plan->streams[k].engine == PL_ENGINE_HOST) {
+            memset(&eng[n], 0, sizeof eng[n]);
+            eng[n].engine = PL_ENGINE_HOST;
+            eng[n].stream = k;
+            snprintf(eng[n].name, sizeof eng[n].name, "%s", plan->streams[k].name);
+            n++;
+        }
+    *n_eng = n;
+    int *res_of = malloc((size_t)(plan->n_stages > 0 ? plan->n_stages : 1) * sizeof *res_of);
+    pl__iv *iv = nb ? malloc((size_t)(nb * plan->n_stages) * sizeof *iv) : NULL;
+    if (!iv || !res_of) {
+        free(res_of);
+        free(iv);
+        return -1;
+    }
+    for (int s = 0; s < plan->n_stages; s++) {
+        const pl_plan_stage *ps = &plan->stages[s];
+        res_of[s] = -1;
+        if (ps->engine != PL_ENGINE_HOST) {
+            res_of[s] = dev_res[ps->engine];
+        } else {
+            for (int r = host0; r < n; r++)
+                if (eng[r].stream == ps->stream) res_of[s] = r;
+        }
+        if (res_of[s] >= 0) eng[res_of[s]].n_stages++;
+    }
+    int best = -1;
+    bool untimed_device = false;
+    for (int r = 0; r < n; r++) {
+        pl_engine_stats *x = &eng[r];
+        size_t m = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            bool timed = false;
+            for (int s = 0; s < plan->n_stages; s++) {
+                if (res_of[s] != r) continue;
+                const pl_span *sp = &res->spans[b * res->n_stages + s];
+                if (sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
+                iv[m++] = (pl__iv){sp->start_ns, sp->end_ns};
+                timed = true;
+            }
+            x->timed += timed;
+        }
+        if (x->timed == 0) {
+            untimed_device = untimed_device || x->engine != PL_ENGINE_HOST;
+            continue;
+        }
+        qsort(iv, m, sizeof *iv, pl__cmp_iv);
+        int64_t busy = 0, a = iv[0].a, z = iv[0].b;
+        for (size_t i = 1; i < m; i++) {
+            if (iv[i].a > z) {
+                busy += z - a;
+                a = iv[i].a;
+            }
+            if (iv[i].b > z) z = iv[i].b;
+        }
+        busy += z - a;
+        x->busy_s = (double)busy * 1e-9;
+        x->per_batch_s = x->busy_s / (double)x->timed;
+        x->occupancy = wall > 0 ? x->per_batch_s * (double)nb / wall : 0;
+        if (best < 0 || x->per_batch_s > eng[best].per_batch_s) best = r;
+    }
+    free(iv);
+    free(res_of);
+    /* A device engine never timed (timing off) could be the busiest: no bound then. */
+    return untimed_device ? -1 : best;
+}
+
 /* Device stages on the GPU executor are timed on sampled batches only (pl_run_cfg.timing_period);
  * the others keep the span {0, 0}, which is skipped here: count says how many batches were timed,
- * mean/p50/p99 are over those, and busy is mean * batches / wall. */
+ * mean/p50/p99 are over those, and busy is mean * batches / wall. The bound is the busiest
+ * engine's busy time per batch (pl_report_engines); its stage, the slowest stage on it. */
 double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_stats *stats,
                        int *bound_stage)
 {
@@ -27,7 +138,6 @@ double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_s
     int64_t nb = res->spans ? res->batches_done : 0;
     double wall = res->wall_ns > 0 ? (double)res->wall_ns * 1e-9 : 0;
     int64_t *d = nb ? malloc((size_t)nb * sizeof *d) : NULL;
-    double bound = 0;
     *bound_stage = -1;
     for (int s = 0; s < n; s++) {
         pl_stage_stats *x = &stats[s];
@@ -50,23 +160,25 @@ double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_s
         int64_t i99 = (int64_t)((double)k * 0.99 + 0.999999) - 1;
         x->p99_s = (double)d[i99 < 0 ? 0 : i99 >= k ? k - 1 : i99] * 1e-9;
         x->busy = wall > 0 ? x->mean_s * (double)nb / wall : 0;
-        if (x->mean_s > bound) {
-            bound = x->mean_s;
-            *bound_stage = s;
-        }
     }
     free(d);
-    /* A device stage never timed (timing off) could be the slowest: no bound then. */
-    for (int s = 0; d && s < n; s++)
-        if (pl__is_device_stage(plan, s) && stats[s].count == 0) {
-            *bound_stage = -1;
-            return 0;
-        }
+    pl_engine_stats *eng = d ? pl_report_engines_new(plan) : NULL;
+    int n_eng = 0;
+    int be = eng ? pl_report_engines(plan, res, eng, &n_eng) : -1;
+    double bound = be >= 0 ? eng[be].per_batch_s : 0;
+    for (int s = 0; be >= 0 && s < n; s++) {
+        const pl_plan_stage *ps = &plan->stages[s];
+        bool on = ps->engine == eng[be].engine &&
+                  (ps->engine != PL_ENGINE_HOST || ps->stream == eng[be].stream);
+        if (on && (*bound_stage < 0 || stats[s].mean_s > stats[*bound_stage].mean_s))
+            *bound_stage = s;
+    }
+    free(eng);
     return bound;
 }
 
 /* Bytes per batch that enter (buffers written by sources) and leave (buffers sinks read). */
-static void pl__flow(const pl_spec *spec, uint64_t *in, uint64_t *out)
+void pl_report_flow(const pl_spec *spec, uint64_t *in, uint64_t *out)
 {
     *in = *out = 0;
     for (int s = 0; s < spec->n_stages; s++) {
@@ -110,7 +222,7 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
     const pl_spec *spec = plan->spec;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     uint64_t in, outb;
-    pl__flow(spec, &in, &outb);
+    pl_report_flow(spec, &in, &outb);
     double wall = (double)res->wall_ns * 1e-9;
     fprintf(out, "pipeline '%s': %lld of %lld batches, depth %d, executor %s%s", spec->name,
             (long long)res->batches_done, (long long)res->batches_planned, plan->depth,
@@ -169,22 +281,49 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
                     "'pipectl run --timing all' times every batch)\n",
                     (long long)timed, (long long)res->batches_done);
         double per = wall / (double)res->batches_done;
-        if (bs >= 0 && per > 0) {
+        pl_engine_stats *eng = pl_report_engines_new(plan);
+        int n_eng = 0;
+        int be = eng ? pl_report_engines(plan, res, eng, &n_eng) : -1;
+        if (n_eng)
+            fprintf(out, "\n  %-10s %6s %8s %12s %10s\n", "engine", "stages", "timed", "busy/batch",
+                    "occupancy");
+        for (int e = 0; e < n_eng; e++) {
+            char name[48];
+            snprintf(name, sizeof name, "%s", eng[e].name);
+            if (!eng[e].timed) {
+                fprintf(out, "  %-10s %6d %8s %12s %10s\n", name, eng[e].n_stages, "0", "-", "-");
+                continue;
+            }
+            fprintf(out, "  %-10s %6d %8lld %12s %9.1f%%%s\n", name, eng[e].n_stages,
+                    (long long)eng[e].timed, pl__time(eng[e].per_batch_s, b1, sizeof b1),
+                    100 * eng[e].occupancy, e == be ? "  <- sets the pace" : "");
+        }
+        if (bs >= 0 && be >= 0 && per > 0) {
+            double ach = bound / per;
             fprintf(out,
-                    "\n  per batch %s against the bound %s (the slowest stage's mean, '%s'): "
-                    "achieved %.1f%% of the bound\n",
-                    pl__time(per, b4, sizeof b4), pl__time(bound, b5, sizeof b5),
-                    spec->stages[bs].name, 100 * bound / per);
-            /* On the GPU a device stage's span runs from its start event to its end event, so it
-             * includes waiting for its engine behind other slots' work: the means then overstate
-             * the stage's own time. */
-            if (bound > per * 1.02)
-                fprintf(out, "  (over 100%%: device stage times include waiting for their engine "
-                             "behind other batches in flight, so this bound is approximate)\n");
+                    "\n  per batch %s; the bound is %s, the busiest engine's (%s) busy time per "
+                    "batch\n  (the union of its stages' intervals: work that overlaps counts "
+                    "once): achieved %.1f%% of the bound.\n  %s sets the pace (slowest stage "
+                    "on it: '%s').\n",
+                    pl__time(per, b4, sizeof b4), pl__time(bound, b5, sizeof b5), eng[be].name,
+                    100 * ach, eng[be].name, spec->stages[bs].name);
+            /* Sampled device spans start when the stage may run, so they can include waiting
+             * behind untimed batches' work on the engine; timed on every batch, that work is in
+             * the union too and the share cannot pass 100% but by clock noise. */
+            if (ach > 1.02 && eng[be].timed < res->batches_done)
+                fprintf(out,
+                        "  (over 100%%: %s was timed on %lld of %lld batches, and a sampled span "
+                        "includes waiting behind the untimed batches' work; '--timing all' "
+                        "measures it exactly)\n",
+                        eng[be].name, (long long)eng[be].timed, (long long)res->batches_done);
+            else if (ach > 1.02)
+                fprintf(out, "  (over 100%%: measurement noise between the device and host "
+                             "clocks)\n");
         } else if (per > 0) {
             fprintf(out, "\n  per batch %s; no bound without device stage times\n",
                     pl__time(per, b4, sizeof b4));
         }
+        free(eng);
     }
     free(st);
     if (res->n_outputs) fprintf(out, "\n  outputs:\n");
@@ -192,10 +331,19 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
         const pl_output *o = &res->outputs[i];
         if (o->path && o->batches == 0 && status != PL_OK)
             fprintf(out, "    %s: nothing written; %s left as it was\n", o->stage, o->path);
+        else if (o->path && !o->checksummed)
+            fprintf(out,
+                    "    %s: %lld batches written to %s%s, no checksum taken (checksum: "
+                    "false)\n",
+                    o->stage, (long long)o->batches, o->path,
+                    o->finalized ? "" : " (NOT finalized: see the error)");
         else if (o->path)
             fprintf(out, "    %s: %lld batches written to %s%s, checksum 0x%016" PRIx64 "\n",
                     o->stage, (long long)o->batches, o->path,
                     o->finalized ? "" : " (NOT finalized: see the error)", o->checksum);
+        else if (!o->checksummed)
+            fprintf(out, "    %s: %lld batches consumed (no file, no checksum: checksum: false)\n",
+                    o->stage, (long long)o->batches);
         else
             fprintf(out, "    %s: %lld batches checksummed (no file), checksum 0x%016" PRIx64 "\n",
                     o->stage, (long long)o->batches, o->checksum);
@@ -244,7 +392,7 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
 {
     const pl_spec *spec = plan->spec;
     uint64_t in, outb;
-    pl__flow(spec, &in, &outb);
+    pl_report_flow(spec, &in, &outb);
     double wall = (double)res->wall_ns * 1e-9;
     double per = res->batches_done > 0 ? wall / (double)res->batches_done : 0;
     fprintf(out, "{\"pipeline\": ");
@@ -271,13 +419,28 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
     pl_stage_stats *st = calloc((size_t)(plan->n_stages > 0 ? plan->n_stages : 1), sizeof *st);
     int bs = -1;
     double bound = st ? pl_report_stats(plan, res, st, &bs) : 0;
-    if (bs >= 0) {
+    pl_engine_stats *eng = st ? pl_report_engines_new(plan) : NULL;
+    int n_eng = 0;
+    int be = eng ? pl_report_engines(plan, res, eng, &n_eng) : -1;
+    if (bs >= 0 && be >= 0) {
         fprintf(out, ", \"bound_s\": %.9f, \"bound_stage\": ", bound);
         pl__json_str(out, spec->stages[bs].name);
-        fprintf(out, ", \"achieved\": %.4f, \"stages\": [", per > 0 ? bound / per : 0.0);
+        fprintf(out, ", \"achieved\": %.4f, \"bound_engine\": \"%s\"", per > 0 ? bound / per : 0.0,
+                eng[be].name);
     } else {
-        fputs(", \"bound_s\": null, \"bound_stage\": null, \"achieved\": null, \"stages\": [", out);
+        fputs(", \"bound_s\": null, \"bound_stage\": null, \"achieved\": null, "
+              "\"bound_engine\": null",
+              out);
     }
+    fputs(", \"engines\": [", out);
+    for (int e = 0; e < n_eng; e++)
+        fprintf(out,
+                "%s{\"name\": \"%s\", \"engine\": \"%s\", \"stages\": %d, \"timed_batches\": "
+                "%lld, \"busy_s\": %.9f, \"busy_per_batch_s\": %.9f, \"occupancy\": %.4f}",
+                e ? ", " : "", eng[e].name, pl_engine_name(eng[e].engine), eng[e].n_stages,
+                (long long)eng[e].timed, eng[e].busy_s, eng[e].per_batch_s, eng[e].occupancy);
+    free(eng);
+    fputs("], \"stages\": [", out);
     for (int i = 0; st && i < plan->n_stages; i++) {
         int s = plan->order[i];
         const pl_stage *sg = &spec->stages[s];
@@ -302,11 +465,15 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
             pl__json_str(out, o->path);
         else
             fputs("null", out);
-        fprintf(out,
-                ", \"batches\": %lld, \"bytes_per_batch\": %llu, \"checksum\": \"0x%016" PRIx64
-                "\", \"finalized\": %s, \"batch_checksums\": [",
-                (long long)o->batches, (unsigned long long)o->batch_bytes, o->checksum,
-                o->finalized ? "true" : "false");
+        fprintf(out, ", \"batches\": %lld, \"bytes_per_batch\": %llu, \"checksum\": ",
+                (long long)o->batches, (unsigned long long)o->batch_bytes);
+        /* checksum: false in the pipeline: null, not a made-up 0x0000000000000000. */
+        if (o->checksummed)
+            fprintf(out, "\"0x%016" PRIx64 "\"", o->checksum);
+        else
+            fputs("null", out);
+        fprintf(out, ", \"checksummed\": %s, \"finalized\": %s, \"batch_checksums\": [",
+                o->checksummed ? "true" : "false", o->finalized ? "true" : "false");
         for (int64_t b = 0; o->batch_checksums && b < o->batches; b++)
             fprintf(out, "%s\"0x%016" PRIx64 "\"", b ? ", " : "", o->batch_checksums[b]);
         fprintf(out, "]}");

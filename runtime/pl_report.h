@@ -14,10 +14,36 @@ typedef struct pl_stage_stats {
     double busy; /* total_s / wall time */
 } pl_stage_stats;
 
-/* Fills stats[plan->n_stages] (indexed by stage). Returns the bound: the largest mean stage time
- * in seconds, and its stage in *bound_stage (-1 when nothing completed). */
+/* One resource over a run: a device engine (H2D copies, SMs, D2H copies: all its streams share
+ * it) or a host stream (a worker's queue). */
+typedef struct pl_engine_stats {
+    char name[32]; /* "h2d", "compute", "d2h", or the host stream's name ("host0") */
+    pl_engine engine;
+    int stream;         /* host streams: its index in plan->streams */
+    int n_stages;       /* plan stages on it */
+    int64_t timed;      /* batches with at least one timed span on it */
+    double busy_s;      /* length of the union of those spans: overlapping work counted once */
+    double per_batch_s; /* busy_s / timed */
+    double occupancy;   /* share of the wall it was busy: per_batch_s * batches_done / wall */
+} pl_engine_stats;
+
+/* Room for the plan's resources (calloc; the caller frees it), NULL when out of memory. */
+pl_engine_stats *pl_report_engines_new(const pl_plan *plan);
+/* Fills eng[0..*n) from the spans of completed batches: device engines with stages (pl_engine
+ * order), then host streams. Returns the index of the busiest (most busy time per batch: it sets
+ * the pace), or -1 when nothing completed or a device engine was never timed (timing off). */
+int pl_report_engines(const pl_plan *plan, const pl_run_result *res, pl_engine_stats *eng, int *n);
+
+/* Fills stats[plan->n_stages] (indexed by stage). Returns the bound: the busiest engine's busy
+ * time per batch in seconds (pl_report_engines), and in *bound_stage the slowest stage on that
+ * engine (-1 when there is no bound). Achieved = bound / measured time per batch: at most 1 when
+ * every batch is timed, since an engine cannot be busier than the wall. */
 double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_stats *stats,
                        int *bound_stage);
+
+/* Bytes per batch that enter the pipeline (buffers written by sources) and leave it (buffers that
+ * sinks read). */
+void pl_report_flow(const pl_spec *spec, uint64_t *in, uint64_t *out);
 
 /* The human summary: what flowed, which executor, wall time and throughput, a per-stage table,
  * the per-batch time against the bound, and the outputs written (after an early stop, what each

@@ -1,4 +1,7 @@
-/* pl_trace: Chrome trace JSON ("traceEvents", complete "X" events in microseconds) of a run. */
+/* pl_trace: Chrome trace JSON of a run ("traceEvents" in microseconds): complete "X" slices per
+ * stage and batch on one row per stream (more rows where a stream's slices overlap), flow arrows
+ * ("s"/"f") along the plan's cross-stream edges of each batch, and counters ("C"): bytes in flight
+ * per engine and slots in use. */
 #include "pl_trace.h"
 
 #include <errno.h>
@@ -6,33 +9,257 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Stage and stream names are identifiers (checked), the pipeline name may be anything. */
+/* Length of the well-formed UTF-8 sequence at p (1-4), or 0 when it is not one. */
+static int pl__utf8_len(const unsigned char *p)
+{
+    int n = p[0] < 0x80                   ? 1
+            : p[0] >= 0xc2 && p[0] < 0xe0 ? 2
+            : p[0] >= 0xe0 && p[0] < 0xf0 ? 3
+            : p[0] >= 0xf0 && p[0] < 0xf5 ? 4
+                                          : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
+    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
+    return n;
+}
+
+/* Stage and stream names are identifiers (checked), the pipeline name may be anything (a Lua
+ * pipeline's name need not be UTF-8): a byte that is not part of well-formed UTF-8 becomes
+ * U+FFFD, so the trace stays valid JSON for every reader. */
 static void pl__json_text(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = pl__utf8_len(p);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            p++;
+        } else if (*p == '"' || *p == '\\') {
+            fprintf(f, "\\%c", *p++);
+        } else if (*p < 0x20) {
+            fprintf(f, "\\u%04x", *p++);
+        } else {
+            fwrite(p, 1, (size_t)n, f);
+            p += n;
+        }
     }
     fputc('"', f);
+}
+
+enum { PL__MAX_LANES = 64 }; /* rows per stream: overlapping slices of one stream */
+
+typedef struct pl__slice {
+    int64_t start, end;
+    int stream, stage;
+    int64_t batch;
+} pl__slice;
+
+static int pl__cmp_slice(const void *x, const void *y)
+{
+    const pl__slice *a = x, *b = y;
+    if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    if (a->end != b->end) return a->end > b->end ? -1 : 1; /* the enclosing one first */
+    return a->batch < b->batch ? -1 : a->batch > b->batch;
+}
+
+typedef struct pl__tick {
+    int64_t ts, delta;
+} pl__tick;
+
+static int pl__cmp_tick(const void *x, const void *y)
+{
+    const pl__tick *a = x, *b = y;
+    return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+/* A counter track from +/- changes: one "C" event per distinct time, with the value after all
+ * the changes at that time (so a slot freed and reused at one instant does not blip). */
+static void pl__counter(FILE *f, const char *name, const char *key, pl__tick *t, size_t n)
+{
+    qsort(t, n, sizeof *t, pl__cmp_tick);
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        v += t[i].delta;
+        if (i + 1 < n && t[i + 1].ts == t[i].ts) continue;
+        fprintf(f,
+                ",\n{\"name\": \"%s\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, \"args\": {\"%s\": "
+                "%lld}}",
+                name, (double)t[i].ts / 1000.0, key, (long long)v);
+    }
+}
+
+static uint64_t pl__bytes_written(const pl_spec *spec, int s)
+{
+    uint64_t n = 0;
+    const pl_stage *st = &spec->stages[s];
+    for (int i = 0; i < st->n_writes; i++)
+        n += spec->buffers[st->writes[i].index].bytes;
+    return n;
+}
+
+static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *res, pl__slice *sl,
+                             size_t n, int *tid_of, pl__tick *ticks)
+{
+    const pl_spec *spec = plan->spec;
+    int ns = plan->n_streams;
+    /* Rows: lane 0 of stream k is tid k (what a run without overlap shows); a stream's further
+     * lanes get tids from n_streams on, each named after its stream. */
+    int *lanes = calloc((size_t)(ns > 0 ? ns : 1), sizeof *lanes);
+    int64_t lane_end[PL__MAX_LANES];
+    int next_tid = ns;
+    int *lane_tid = calloc((size_t)(ns > 0 ? ns : 1) * PL__MAX_LANES, sizeof *lane_tid);
+    if (!lanes || !lane_tid) goto done;
+    qsort(sl, n, sizeof *sl, pl__cmp_slice);
+    for (size_t i = 0; i < n;) {
+        int k = sl[i].stream;
+        int used = 0;
+        lane_tid[k * PL__MAX_LANES] = k;
+        for (; i < n && sl[i].stream == k; i++) {
+            int l = 0;
+            while (l < used && lane_end[l] > sl[i].start)
+                l++;
+            if (l == PL__MAX_LANES) l = PL__MAX_LANES - 1; /* more overlap than that: share */
+            if (l == used) {
+                used++;
+                if (l > 0) lane_tid[k * PL__MAX_LANES + l] = next_tid++;
+            }
+            lane_end[l] = sl[i].end;
+            tid_of[sl[i].batch * plan->n_stages + sl[i].stage] = lane_tid[k * PL__MAX_LANES + l];
+        }
+        lanes[k] = used;
+    }
+    for (int k = 0; k < ns; k++) {
+        int nl = lanes[k] > 0 ? lanes[k] : 1;
+        for (int l = 0; l < nl; l++) {
+            int tid = l == 0 ? k : lane_tid[k * PL__MAX_LANES + l];
+            char name[64];
+            if (l == 0)
+                snprintf(name, sizeof name, "%s (%s)", plan->streams[k].name,
+                         pl_engine_name(plan->streams[k].engine));
+            else
+                snprintf(name, sizeof name, "%s (%s) overlap %d", plan->streams[k].name,
+                         pl_engine_name(plan->streams[k].engine), l + 1);
+            fprintf(f,
+                    ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
+                    "\"args\": {\"name\": \"%s\"}}",
+                    tid, name);
+            fprintf(f,
+                    ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
+                    "\"args\": {\"sort_index\": %d}}",
+                    tid, k * PL__MAX_LANES + l);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const pl__slice *x = &sl[i];
+        const pl_plan_stage *ps = &plan->stages[x->stage];
+        fprintf(f,
+                ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, "
+                "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"batch\": %lld, "
+                "\"slot\": %lld}}",
+                spec->stages[x->stage].name, pl_engine_name(ps->engine),
+                tid_of[x->batch * plan->n_stages + x->stage], (double)x->start / 1000.0,
+                (double)(x->end - x->start) / 1000.0, (long long)x->batch,
+                (long long)(x->batch % plan->depth));
+    }
+    /* Flow arrows: a batch's stage to the next one on another stream (the plan's reduced edges),
+     * from the end of the first (1 ns inside it, so it binds to that slice) to the start of the
+     * second ("bp": "e": bound to the slice that encloses that point). */
+    long long flow_id = 0;
+    for (int64_t b = 0; b < res->batches_done; b++)
+        for (int s = 0; s < plan->n_stages; s++) {
+            const pl_plan_stage *ps = &plan->stages[s];
+            const pl_span *to = &res->spans[b * res->n_stages + s];
+            if (to->start_ns == 0 && to->end_ns == 0) continue;
+            for (int j = 0; j < ps->n_preds; j++) {
+                int p = ps->preds[j];
+                const pl_span *from = &res->spans[b * res->n_stages + p];
+                if (plan->stages[p].stream == ps->stream) continue;
+                if (from->start_ns == 0 && from->end_ns == 0) continue;
+                int64_t s_ts =
+                    from->end_ns - 1 > from->start_ns ? from->end_ns - 1 : from->start_ns;
+                flow_id++;
+                fprintf(f,
+                        ",\n{\"name\": \"batch %lld\", \"cat\": \"flow\", \"ph\": \"s\", \"id\": "
+                        "%lld, \"pid\": 1, \"tid\": %d, \"ts\": %.3f}",
+                        (long long)b, flow_id, tid_of[b * plan->n_stages + p],
+                        (double)s_ts / 1000.0);
+                fprintf(f,
+                        ",\n{\"name\": \"batch %lld\", \"cat\": \"flow\", \"ph\": \"f\", \"bp\": "
+                        "\"e\", \"id\": %lld, \"pid\": 1, \"tid\": %d, \"ts\": %.3f}",
+                        (long long)b, flow_id, tid_of[b * plan->n_stages + s],
+                        (double)to->start_ns / 1000.0);
+            }
+        }
+    /* Counters. Bytes in flight on an engine: what its running stages write (a copy's size).
+     * Slots in use: a batch holds its slot from its first timed stage's start to its last's end
+     * (with sampled device timing, untimed batches show their host stages only). */
+    for (int e = 0; e < PL_ENGINE_COUNT; e++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if ((int)plan->stages[sl[i].stage].engine != e) continue;
+            int64_t by = (int64_t)pl__bytes_written(spec, sl[i].stage);
+            ticks[m++] = (pl__tick){sl[i].start, by};
+            ticks[m++] = (pl__tick){sl[i].end, -by};
+        }
+        if (!m) continue;
+        char name[64];
+        snprintf(name, sizeof name, "bytes in flight (%s)", pl_engine_name((pl_engine)e));
+        pl__counter(f, name, "bytes", ticks, m);
+    }
+    size_t m = 0;
+    for (int64_t b = 0; b < res->batches_done; b++) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (int s = 0; s < plan->n_stages; s++) {
+            const pl_span *sp = &res->spans[b * res->n_stages + s];
+            if (sp->start_ns == 0 && sp->end_ns == 0) continue;
+            if (sp->start_ns < lo) lo = sp->start_ns;
+            if (sp->end_ns > hi) hi = sp->end_ns;
+        }
+        if (lo > hi) continue;
+        ticks[m++] = (pl__tick){lo, 1};
+        ticks[m++] = (pl__tick){hi, -1};
+    }
+    if (m) pl__counter(f, "slots in use", "slots", ticks, m);
+done:
+    free(lanes);
+    free(lane_tid);
 }
 
 pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_result *res,
                          pl_error *err)
 {
     const pl_spec *spec = plan->spec;
+    int64_t nb = res->spans ? res->batches_done : 0;
+    size_t cells = (size_t)(nb * plan->n_stages);
+    pl__slice *sl = malloc((cells ? cells : 1) * sizeof *sl);
+    int *tid_of = malloc((cells ? cells : 1) * sizeof *tid_of);
+    pl__tick *ticks = malloc((cells ? 2 * cells : 1) * sizeof *ticks);
     size_t n = strlen(path);
     char *tmp = malloc(n + sizeof ".partial");
-    if (!tmp) return pl_error_set(err, PL_ENOMEM, "error: out of memory writing the trace");
+    if (!sl || !tid_of || !ticks || !tmp) {
+        free(sl);
+        free(tid_of);
+        free(ticks);
+        free(tmp);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory writing the trace");
+    }
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".partial", sizeof ".partial");
+    size_t n_sl = 0;
+    for (int64_t b = 0; b < nb; b++)
+        for (int s = 0; s < plan->n_stages; s++) {
+            const pl_span *sp = &res->spans[b * res->n_stages + s];
+            if (sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
+            sl[n_sl++] = (pl__slice){sp->start_ns, sp->end_ns, plan->stages[s].stream, s, b};
+        }
     FILE *f = fopen(tmp, "w");
     if (!f) {
         pl_error_set(err, PL_EIO, "error: cannot write the trace '%s': %s", tmp, strerror(errno));
+        free(sl);
+        free(tid_of);
+        free(ticks);
         free(tmp);
         return PL_EIO;
     }
@@ -43,30 +270,11 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
              res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "", plan->depth);
     pl__json_text(f, title);
     fprintf(f, "}}");
-    for (int k = 0; k < plan->n_streams; k++) {
-        fprintf(f,
-                ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                "\"args\": {\"name\": \"%s (%s)\"}}",
-                k, plan->streams[k].name, pl_engine_name(plan->streams[k].engine));
-        fprintf(f,
-                ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                "\"args\": {\"sort_index\": %d}}",
-                k, k);
-    }
-    for (int64_t b = 0; res->spans && b < res->batches_done; b++)
-        for (int s = 0; s < plan->n_stages; s++) {
-            const pl_span *sp = &res->spans[b * res->n_stages + s];
-            if (sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
-            const pl_plan_stage *ps = &plan->stages[s];
-            fprintf(f,
-                    ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, "
-                    "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"batch\": %lld, "
-                    "\"slot\": %lld}}",
-                    spec->stages[s].name, pl_engine_name(ps->engine), ps->stream,
-                    (double)sp->start_ns / 1000.0, (double)(sp->end_ns - sp->start_ns) / 1000.0,
-                    (long long)b, (long long)(b % plan->depth));
-        }
+    pl__write_events(f, plan, res, sl, n_sl, tid_of, ticks);
     fprintf(f, "\n]}\n");
+    free(sl);
+    free(tid_of);
+    free(ticks);
     bool ok = !ferror(f);
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {

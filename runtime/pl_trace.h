@@ -1,6 +1,9 @@
 /* pl_trace: writes a run's timeline as Chrome trace JSON (`pipectl run --trace FILE`), which
- * Perfetto (ui.perfetto.dev) and chrome://tracing open: one row per plan stream, one slice per
- * stage and batch, so copy/compute overlap can be seen rather than inferred. */
+ * Perfetto (ui.perfetto.dev) and chrome://tracing open: one row per plan stream (and one more per
+ * level of overlap where a stream's slices overlap, e.g. kernels of batches in flight at once),
+ * one slice per stage and batch, a flow arrow along each cross-stream edge of a batch, counters of
+ * bytes in flight per engine and of slots in use, so copy/compute overlap can be seen rather than
+ * inferred. tests/e2e/check_trace.py validates it against the Trace Event Format. */
 #ifndef PL_TRACE_H
 #define PL_TRACE_H
 

@@ -637,3 +637,16 @@ extern "C" int pl_gpu_launch_nop(void *stream)
     nop_kernel<<<1, 1, 0, (cudaStream_t)stream>>>();
     return (int)cudaGetLastError();
 }
+
+extern "C" int pl_gpu_kernel_image(int *binary_version, int *ptx_version)
+{
+    cudaFuncAttributes a;
+    cudaError_t e = cudaFuncGetAttributes(&a, nop_kernel);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: clear it for the caller's next call */
+        return (int)e;
+    }
+    *binary_version = a.binaryVersion;
+    *ptx_version = a.ptxVersion;
+    return 0;
+}

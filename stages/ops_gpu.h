@@ -45,6 +45,10 @@ int pl_gpu_launch_argmax(int dtype, const void *x, int64_t rows, int64_t cols, i
 int pl_gpu_launch_busy(double duration_us, void *stream);
 /* An empty kernel <<<1, 1>>>: `doctor` measures launch and graph-node cost with it. */
 int pl_gpu_launch_nop(void *stream);
+/* Which image of this file's kernels the current device runs (cudaFuncGetAttributes on the empty
+ * kernel): binary (SASS) and PTX versions as 10 * major + minor. Returns the cudaError_t, e.g.
+ * cudaErrorNoKernelImageForDevice when the build has no image for it. */
+int pl_gpu_kernel_image(int *binary_version, int *ptx_version);
 
 #ifdef __cplusplus
 }

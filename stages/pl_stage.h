@@ -107,6 +107,7 @@ typedef struct pl_output {
     uint64_t checksum;         /* pl_hash of all data bytes written (headers excluded) */
     uint64_t *batch_checksums; /* [batches]: pl_hash of each batch's bytes; owned */
     bool finalized;            /* the file is complete under its final name */
+    bool checksummed;          /* checksums were taken (the sink's `checksum: true`) */
 } pl_output;
 
 /* How reproducible a stage's writes are (bundles: `pipectl replay`; docs/bundles.md). */

@@ -713,6 +713,7 @@ static pl_status pl__sink_output(const pl_stage *st, void *state, int64_t comple
     *has = true;
     bool back = s && !s->stream && completed < s->written && s->written - completed < s->n_hist;
     snprintf(out->stage, sizeof out->stage, "%s", st->name);
+    out->checksummed = ((const pl__sink_opts *)st->priv)->checksum;
     if (!s) return PL_OK;
     out->batches = back ? completed : s->written;
     out->batch_bytes = s->batch_bytes;

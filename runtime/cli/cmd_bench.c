@@ -567,70 +567,77 @@ fail:
 }
 #endif
 
-static int pl__bench_arg(const char *opt, const char *val, int64_t min, int64_t *out)
-{
-    char *end;
-    if (!val) {
-        fprintf(stderr, "error: %s needs a value; see 'pipectl bench --help'\n", opt);
-        return 2;
-    }
-    long long v = strtoll(val, &end, 10);
-    if (*end || v < min) {
-        fprintf(stderr, "error: %s must be an integer >= %lld (got '%s')\n", opt, (long long)min,
-                val);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
+enum {
+    PL__O_BATCHES = 256,
+    PL__O_SMALL_BATCHES,
+    PL__O_SMALL_DEPTH,
+    PL__O_SMALL_ONLY,
+    PL__O_QUICK,
+    PL__O_REPS,
+    PL__O_DEVICE,
+    PL__O_BASELINE,
+};
+
+const pl_cli_opt pl_cli_bench_opts[] = {
+    {"batches", 'b', "N", NULL, "batches per balanced-pipeline run (default 64)", PL__O_BATCHES},
+    {"small-batches", 0, "N", NULL, "batches per small-batch run (default 2000)",
+     PL__O_SMALL_BATCHES},
+    {"small-depth", 0, "N", NULL, "depth of the small-batch runs (default 3)", PL__O_SMALL_DEPTH},
+    {"small-only", 0, NULL, NULL, "only the stage and small-batch parts", PL__O_SMALL_ONLY},
+    {"quick", 0, NULL, NULL, "one size, fewer configurations, one run each, 500 small batches",
+     PL__O_QUICK},
+    {"reps", 0, "N", NULL, "runs per configuration, the best kept (default 3)", PL__O_REPS},
+    {"device", 0, "N", NULL, "CUDA device (default 0)", PL__O_DEVICE},
+    {"baseline", 0, "PATH", NULL, "the bench_baseline program (default: next to pipectl)",
+     PL__O_BASELINE},
+    {0},
+};
 
 int pl_cmd_bench(int argc, char **argv)
 {
-    /* --help is answered by main() from the command table (runtime/cli/pl_cli.c). */
+    const pl_cmd *cmd = pl_cmd_find("bench", NULL);
     int64_t batches = 64, small = 2000, reps = 3, device = 0;
     const char *baseline = NULL;
     bool quick = false, small_only = false;
     int64_t small_depth = 3;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = -1;
-        if (strcmp(a, "--quick") == 0) {
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id, rc = 0;
+    while (rc == 0 && (id = pl_cli_next(&a, &v)) > 0) {
+        switch (id) {
+        case PL__O_QUICK:
             quick = true;
             reps = 1;
             small = 500;
-            continue;
-        }
-        if (strcmp(a, "--small-only") == 0) {
+            break;
+        case PL__O_SMALL_ONLY:
             small_only = true;
-            continue;
-        }
-        if (strcmp(a, "--batches") == 0)
-            rc = pl__bench_arg(a, v, 2, &batches);
-        else if (strcmp(a, "--small-depth") == 0)
-            rc = pl__bench_arg(a, v, 1, &small_depth);
-        else if (strcmp(a, "--small-batches") == 0)
-            rc = pl__bench_arg(a, v, 1, &small);
-        else if (strcmp(a, "--reps") == 0)
-            rc = pl__bench_arg(a, v, 1, &reps);
-        else if (strcmp(a, "--device") == 0)
-            rc = pl__bench_arg(a, v, 0, &device);
-        else if (strcmp(a, "--baseline") == 0) {
-            if (!v) {
-                fprintf(stderr, "error: --baseline needs a path; see 'pipectl bench --help'\n");
-                return 2;
-            }
+            break;
+        case PL__O_BATCHES:
+            rc = pl_cli_int(cmd, id, v, 2, INT64_MAX, &batches);
+            break;
+        case PL__O_SMALL_DEPTH:
+            rc = pl_cli_int(cmd, id, v, 1, INT64_MAX, &small_depth);
+            break;
+        case PL__O_SMALL_BATCHES:
+            rc = pl_cli_int(cmd, id, v, 1, INT64_MAX, &small);
+            break;
+        case PL__O_REPS:
+            rc = pl_cli_int(cmd, id, v, 1, INT64_MAX, &reps);
+            break;
+        case PL__O_DEVICE:
+            rc = pl_cli_int(cmd, id, v, 0, INT64_MAX, &device);
+            break;
+        case PL__O_BASELINE:
             baseline = v;
-            rc = 0;
-        } else {
-            fprintf(stderr,
-                    "error: unknown option '%s' for 'pipectl bench'; see 'pipectl bench "
-                    "--help'\n",
-                    a);
-            return 2;
+            break;
         }
-        if (rc != 0) return rc;
-        i++;
     }
+    if (rc) return rc;
+    if (id < 0) return a.rc;
+    if (a.n_operands > 0)
+        return pl_cli_usage_error(cmd, "'pipectl bench' takes no file (got '%s')", a.operands[0]);
 #ifdef PL_WITH_CUDA
     pl__bench_opts o = {(int)device, batches, small,      (int)reps,
                         baseline,    quick,   small_only, (int)small_depth};

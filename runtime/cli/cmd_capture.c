@@ -15,97 +15,56 @@ static void pl__on_sigint(int sig)
     pl__stop = 1;
 }
 
-static bool pl__int(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    if (!s || !*s) return false;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (*end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
+enum {
+    PL__O_OUTPUT = 256,
+    PL__O_REPS,
+    PL__O_COPY_INPUTS,
+    PL__O_COPY_OUTPUTS,
+    PL__O_BATCHES,
+    PL__O_DEPTH,
+    PL__O_EXECUTOR,
+    PL__O_NO_GRAPH,
+    PL__O_TIMING,
+    PL__O_WORKERS,
+    PL__O_QUIET,
+};
 
-static int pl__usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "error: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "; see 'pipectl capture --help'\n");
-    return 2;
-}
+const pl_cli_opt pl_cli_capture_opts[] = {
+    {"output", 'o', "DIR", NULL, "the bundle folder (created; must be empty)", PL__O_OUTPUT},
+    {"reps", 0, "N", NULL,
+     "runs (default 3): their spread of stage times is the recorded noise, and their checksums "
+     "must agree",
+     PL__O_REPS},
+    {"copy-inputs", 0, NULL, NULL, "copy every input file into the bundle (self-contained)",
+     PL__O_COPY_INPUTS},
+    {"copy-outputs", 0, NULL, NULL,
+     "copy the sinks' output files (replay compares them within a tolerance where bits may "
+     "differ across executors)",
+     PL__O_COPY_OUTPUTS},
+    {"batches", 'b', "N", NULL, "batches to run (overrides run.batches)", PL__O_BATCHES},
+    {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
+    {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
+    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs",
+     PL__O_NO_GRAPH},
+    {"timing", 0, "T", "sample|all|off", "gpu: device stage times, as for 'pipectl run'",
+     PL__O_TIMING},
+    {"workers", 'w', "N", NULL, "host worker threads (default: max(CPUs, streams))", PL__O_WORKERS},
+    {"quiet", 'q', NULL, NULL, "no summary", PL__O_QUIET},
+    {0},
+};
 
 int pl_cmd_capture(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("capture", NULL);
-    if (pl_cmd_wants_help(cmd, argc, argv)) return 0;
     pl_capture_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     pl_run_cfg_init(&cfg.run);
     cfg.reps = 3;
     bool quiet = false;
-    int64_t v;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *n = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            if (!n) return pl__usage("-o needs the bundle folder%s", "");
-            cfg.dir = n, i++;
-        } else if (strcmp(a, "--batches") == 0) {
-            if (!pl__int(n, 1, PL_MAX_BATCHES, &v))
-                return pl__usage("--batches needs a whole number from 1 to 2^40, got '%s'",
-                                 n ? n : "");
-            cfg.batches = v, i++;
-        } else if (strcmp(a, "--depth") == 0) {
-            if (!pl__int(n, 1, PL_MAX_DEPTH, &v))
-                return pl__usage("--depth needs a whole number from 1 to 64, got '%s'", n ? n : "");
-            cfg.depth = (int)v, i++;
-        } else if (strcmp(a, "--reps") == 0) {
-            if (!pl__int(n, 1, 100, &v))
-                return pl__usage("--reps needs a whole number from 1 to 100, got '%s'", n ? n : "");
-            cfg.reps = (int)v, i++;
-        } else if (strcmp(a, "--workers") == 0) {
-            if (!pl__int(n, 1, 64, &v))
-                return pl__usage("--workers needs a whole number from 1 to 64, got '%s'",
-                                 n ? n : "");
-            cfg.run.workers = (int)v, i++;
-        } else if (strcmp(a, "--executor") == 0) {
-            if (n && strcmp(n, "auto") == 0)
-                cfg.run.executor = PL_EXEC_AUTO;
-            else if (n && strcmp(n, "host") == 0)
-                cfg.run.executor = PL_EXEC_HOST;
-            else if (n && strcmp(n, "gpu") == 0)
-                cfg.run.executor = PL_EXEC_GPU;
-            else
-                return pl__usage("--executor must be auto, host or gpu, got '%s'", n ? n : "");
-            i++;
-        } else if (strcmp(a, "--timing") == 0) {
-            if (n && strcmp(n, "all") == 0)
-                cfg.run.timing_period = 0;
-            else if (n && strcmp(n, "sample") == 0)
-                cfg.run.timing_period = 16;
-            else if (n && strcmp(n, "off") == 0)
-                cfg.run.timing_period = -1;
-            else
-                return pl__usage("--timing must be all, sample or off, got '%s'", n ? n : "");
-            i++;
-        } else if (strcmp(a, "--no-graph") == 0) {
-            cfg.run.use_graphs = false;
-        } else if (strcmp(a, "--copy-inputs") == 0) {
-            cfg.copy_inputs = true;
-        } else if (strcmp(a, "--copy-outputs") == 0) {
-            cfg.copy_outputs = true;
-        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
-            quiet = true;
-        } else if (a[0] == '-' && a[1]) {
-            return pl__usage("unknown option '%s' for 'pipectl capture'", a);
-        } else if (cfg.file) {
-            return pl__usage("'pipectl capture' takes one pipeline file; '%s' is a second one", a);
-        } else {
-            cfg.file = a;
-        }
-    }
-    if (!cfg.file) return pl__usage("'pipectl capture' needs a pipeline file%s", "");
-    if (!cfg.dir) return pl__usage("'pipectl capture' needs the bundle folder: -o DIR%s", "");
-
-    /* The command line as given, for the manifest. */
+    int64_t n;
+    static const int timings[] = {16, 0, -1}; /* sample, all, off */
+    static const pl_exec_kind execs[] = {PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU};
+    /* The command line as given, for the manifest: before getopt_long permutes argv. */
     size_t len = 16;
     for (int i = 0; i < argc; i++)
         len += strlen(argv[i]) + 1;
@@ -117,6 +76,72 @@ int pl_cmd_capture(int argc, char **argv)
             strcat(line, argv[i]);
         }
     }
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id, k, rc = 2;
+    while ((id = pl_cli_next(&a, &v)) > 0) {
+        switch (id) {
+        case PL__O_OUTPUT:
+            cfg.dir = v;
+            break;
+        case PL__O_BATCHES:
+            if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &n)) goto usage;
+            cfg.batches = n;
+            break;
+        case PL__O_DEPTH:
+            if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &n)) goto usage;
+            cfg.depth = (int)n;
+            break;
+        case PL__O_REPS:
+            if (pl_cli_int(cmd, id, v, 1, 100, &n)) goto usage;
+            cfg.reps = (int)n;
+            break;
+        case PL__O_WORKERS:
+            if (pl_cli_int(cmd, id, v, 1, 64, &n)) goto usage;
+            cfg.run.workers = (int)n;
+            break;
+        case PL__O_EXECUTOR:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) goto usage;
+            cfg.run.executor = execs[k];
+            break;
+        case PL__O_TIMING:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) goto usage;
+            cfg.run.timing_period = timings[k];
+            break;
+        case PL__O_NO_GRAPH:
+            cfg.run.use_graphs = false;
+            break;
+        case PL__O_COPY_INPUTS:
+            cfg.copy_inputs = true;
+            break;
+        case PL__O_COPY_OUTPUTS:
+            cfg.copy_outputs = true;
+            break;
+        case PL__O_QUIET:
+            quiet = true;
+            break;
+        }
+    }
+    if (id < 0) {
+        rc = a.rc;
+        goto usage;
+    }
+    if (a.n_operands == 0) {
+        pl_cli_usage_error(cmd, "'pipectl capture' needs a pipeline file");
+        goto usage;
+    }
+    if (a.n_operands > 1) {
+        pl_cli_usage_error(cmd, "'pipectl capture' takes one pipeline file; '%s' is a second one",
+                           a.operands[1]);
+        goto usage;
+    }
+    cfg.file = a.operands[0];
+    if (!cfg.dir) {
+        pl_cli_usage_error(cmd, "'pipectl capture' needs the bundle folder: -o DIR");
+        goto usage;
+    }
+
     cfg.command = line;
     cfg.run.stop = &pl__stop;
     struct sigaction sa, old;
@@ -133,7 +158,7 @@ int pl_cmd_capture(int argc, char **argv)
     free(line);
     if (info.note[0]) fprintf(stderr, "%s\n", info.note);
     if (st != PL_OK) {
-        int rc = pl_cli_fail(&err);
+        rc = pl_cli_fail(&err);
         if (st != PL_EINPUT)
             fprintf(stderr, "no bundle written: %s has no manifest.json\n", cfg.dir);
         return rc;
@@ -158,4 +183,7 @@ int pl_cmd_capture(int argc, char **argv)
                 "will report it)\n",
                 info.reps_sink, (long long)info.reps_batch);
     return 0;
+usage:
+    free(line);
+    return rc;
 }

@@ -42,56 +42,39 @@ static int pl__check_one(const char *file, bool verbose)
     return rc;
 }
 
+enum { PL__O_VERBOSE = 256, PL__O_ARCH };
+
+const pl_cli_opt pl_cli_check_opts[] = {
+    {"verbose", 'v', NULL, NULL, "say what user kernels compiled, and what came from the cache",
+     PL__O_VERBOSE},
+    {"arch", 0, "SM", NULL,
+     "compile user kernels for SM (sm_90 or 90; default: PIPECTL_ARCH, else sm_90); NVRTC needs "
+     "no GPU, so CI checks kernels",
+     PL__O_ARCH},
+    {0},
+};
+
 int pl_cmd_check(int argc, char **argv)
 {
-    int n_files = 0, rc = 0;
-    bool opts_done = false, verbose = false;
-    for (int i = 1; i < argc; i++) {
-        if (!opts_done && strcmp(argv[i], "--") == 0) {
-            opts_done = true;
-            continue;
-        }
-        if (!opts_done && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0)) {
-            verbose = true;
-            continue;
-        }
-        if (!opts_done && strcmp(argv[i], "--arch") == 0) {
-            if (!pl_cli_set_arch(i + 1 < argc ? argv[i + 1] : NULL)) {
-                fprintf(stderr, "error: --arch needs an SM version like sm_90 or 90; see "
-                                "'pipectl check --help'\n");
-                return 2;
-            }
-            i++;
-            continue;
-        }
-        if (!opts_done && argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr,
-                    "error: unknown option '%s' for 'pipectl check'; see 'pipectl check --help'\n",
-                    argv[i]);
-            return 2;
-        }
-        n_files++;
+    const pl_cmd *cmd = pl_cmd_find("check", NULL);
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id, rc = 0;
+    bool verbose = false;
+    while ((id = pl_cli_next(&a, &v)) > 0) {
+        if (id == PL__O_VERBOSE) verbose = true;
+        if (id == PL__O_ARCH && !pl_cli_set_arch(v))
+            return pl_cli_usage_error(cmd, "--arch needs an SM version like sm_90 or 90, got '%s'",
+                                      v);
     }
-    if (n_files == 0) {
-        fprintf(stderr, "error: 'pipectl check' needs at least one pipeline file; see "
-                        "'pipectl check --help'\n");
-        return 2;
-    }
-    opts_done = false;
+    if (id < 0) return a.rc;
+    if (a.n_operands == 0)
+        return pl_cli_usage_error(cmd, "'pipectl check' needs at least one pipeline file");
     /* Every file is checked, even after a failure, so one run reports them all; the exit code is
      * the first failure's. */
-    for (int i = 1; i < argc; i++) {
-        if (!opts_done && strcmp(argv[i], "--") == 0) {
-            opts_done = true;
-            continue;
-        }
-        if (!opts_done && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0))
-            continue;
-        if (!opts_done && strcmp(argv[i], "--arch") == 0) {
-            i++;
-            continue;
-        }
-        int code = pl__check_one(argv[i], verbose);
+    for (int i = 0; i < a.n_operands; i++) {
+        int code = pl__check_one(a.operands[i], verbose);
         if (!rc) rc = code;
     }
     return rc;

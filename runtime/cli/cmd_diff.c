@@ -102,29 +102,19 @@ done:
 int pl_cmd_diff(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("diff", NULL);
-    if (pl_cmd_wants_help(cmd, argc, argv)) return 0;
-    const char *d[2] = {NULL, NULL};
-    int nd = 0;
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr,
-                    "error: unknown option '%s' for 'pipectl diff'; see 'pipectl diff "
-                    "--help'\n",
-                    argv[i]);
-            return 2;
-        }
-        if (nd == 2) {
-            fprintf(stderr, "error: 'pipectl diff' compares two bundles; '%s' is a third\n",
-                    argv[i]);
-            return 2;
-        }
-        d[nd++] = argv[i];
-    }
-    if (nd != 2) {
-        fprintf(stderr, "error: 'pipectl diff' needs two bundle folders; see 'pipectl diff "
-                        "--help'\n");
-        return 2;
-    }
+    pl_cli_args args;
+    pl_cli_args_init(&args, cmd, argc, argv);
+    const char *v;
+    int id;
+    while ((id = pl_cli_next(&args, &v)) > 0)
+        ; /* no options but --help */
+    if (id < 0) return args.rc;
+    if (args.n_operands > 2)
+        return pl_cli_usage_error(cmd, "'pipectl diff' compares two bundles; '%s' is a third",
+                                  args.operands[2]);
+    if (args.n_operands != 2)
+        return pl_cli_usage_error(cmd, "'pipectl diff' needs two bundle folders");
+    const char *d[2] = {args.operands[0], args.operands[1]};
     pl_error err;
     pl_error_clear(&err);
     pl_bundle *a = NULL, *b = NULL;

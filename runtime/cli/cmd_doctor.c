@@ -7,14 +7,17 @@
 
 int pl_cmd_doctor(int argc, char **argv)
 {
-    if (pl_cmd_wants_help(pl_cmd_find("doctor", NULL), argc, argv)) return 0;
-    if (argc > 1) {
-        fprintf(stderr,
-                "error: 'pipectl doctor' takes no arguments (got '%s'); see 'pipectl doctor "
-                "--help'\n",
-                argv[1]);
-        return 2;
-    }
+    const pl_cmd *cmd = pl_cmd_find("doctor", NULL);
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id;
+    while ((id = pl_cli_next(&a, &v)) > 0)
+        ;
+    if (id < 0) return a.rc;
+    if (a.n_operands > 0)
+        return pl_cli_usage_error(cmd, "'pipectl doctor' takes no arguments (got '%s')",
+                                  a.operands[0]);
 #ifdef PL_WITH_CUDA
     pl_error err = {0};
     pl_status st = pl_doctor_run(0, stdout, &err);

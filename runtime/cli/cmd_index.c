@@ -8,13 +8,35 @@
 #include "pl_npy.h"
 #include "pl_search.h"
 
-static int pl__index_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "error: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "; see 'pipectl index --help'\n");
-    return 2;
-}
+enum {
+    PL__O_CORPUS = 256,
+    PL__O_FACTORY,
+    PL__O_OUTPUT,
+    PL__O_METRIC,
+    PL__O_TRAIN,
+    PL__O_THREADS,
+};
+
+/* The options of `index build` (`index info` takes none). */
+const pl_cli_opt pl_cli_index_opts[] = {
+    {"corpus", 0, "FILE.npy", NULL,
+     "build: the corpus, f32 [n, d] (row i is document i; leading dimensions count as rows: a "
+     "sink's [batches, n, d] works)",
+     PL__O_CORPUS},
+    {"factory", 0, "STRING", NULL,
+     "build: FAISS index_factory string: \"IVF4096,Flat\", \"HNSW32\", \"IVF1024,PQ32\", "
+     "\"Flat\" (exact)...",
+     PL__O_FACTORY},
+    {"output", 'o', "FILE", NULL, "build: the index file to write", PL__O_OUTPUT},
+    {"metric", 0, "M", "ip|l2|cosine",
+     "build: ip (default), l2 or cosine (rows normalised, inner product); the search stage's "
+     "metric must match",
+     PL__O_METRIC},
+    {"train", 0, "N", NULL, "build: train on the first N rows only (default: all)", PL__O_TRAIN},
+    {"threads", 0, "N", NULL, "build: FAISS (OpenMP) threads while building (default: all cores)",
+     PL__O_THREADS},
+    {0},
+};
 
 static int pl__no_faiss(void)
 {
@@ -65,45 +87,9 @@ static pl_status pl__load_corpus(const char *path, float **out, int64_t *n, int6
     return PL_OK;
 }
 
-static int pl__index_build(int argc, char **argv)
+static int pl__index_build(const char *corpus, const char *factory, const char *out,
+                           pl_metric metric, const char *metric_s, int64_t train, int64_t threads)
 {
-    const char *corpus = NULL, *factory = NULL, *out = NULL, *metric_s = "ip";
-    long long train = 0, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (strcmp(a, "--corpus") == 0 && has_value)
-            corpus = argv[++i];
-        else if (strcmp(a, "--factory") == 0 && has_value)
-            factory = argv[++i];
-        else if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && has_value)
-            out = argv[++i];
-        else if (strcmp(a, "--metric") == 0 && has_value)
-            metric_s = argv[++i];
-        else if ((strcmp(a, "--train") == 0 || strcmp(a, "--threads") == 0) && has_value) {
-            char *end;
-            errno = 0;
-            long long v = strtoll(argv[i + 1], &end, 10);
-            if (errno || !*argv[i + 1] || *end || v < 0)
-                return pl__index_usage("%s needs a whole number >= 0", a);
-            *(strcmp(a, "--train") == 0 ? &train : &threads) = v;
-            i++;
-        } else
-            return pl__index_usage("unknown or incomplete option '%s' for 'pipectl index build'",
-                                   a);
-    }
-    if (!corpus || !factory || !out)
-        return pl__index_usage("%s", "'pipectl index build' needs --corpus FILE.npy, --factory "
-                                     "STRING and -o FILE");
-    pl_metric metric;
-    if (strcmp(metric_s, "ip") == 0)
-        metric = PL_METRIC_IP;
-    else if (strcmp(metric_s, "l2") == 0)
-        metric = PL_METRIC_L2;
-    else if (strcmp(metric_s, "cosine") == 0)
-        metric = PL_METRIC_COSINE;
-    else
-        return pl__index_usage("--metric is ip, l2 or cosine, not '%s'", metric_s);
     pl_error err;
     if (!pl_faiss_available()) return pl__no_faiss();
     float *x = NULL;
@@ -117,15 +103,14 @@ static int pl__index_build(int argc, char **argv)
     return 0;
 }
 
-static int pl__index_info(int argc, char **argv)
+static int pl__index_info(const char *file)
 {
-    if (argc != 2) return pl__index_usage("%s", "'pipectl index info' needs one index file");
     if (!pl_faiss_available()) return pl__no_faiss();
     pl_error err;
     pl_faiss *ix = NULL;
-    if (pl_faiss_load(argv[1], 0, 0, &ix, &err) != PL_OK) return pl_cli_fail(&err);
+    if (pl_faiss_load(file, 0, 0, &ix, &err) != PL_OK) return pl_cli_fail(&err);
     int m = pl_faiss_metric(ix);
-    printf("%s: %s, %lld vectors of dimension %lld, metric %s\n", argv[1], pl_faiss_describe(ix),
+    printf("%s: %s, %lld vectors of dimension %lld, metric %s\n", file, pl_faiss_describe(ix),
            (long long)pl_faiss_ntotal(ix), (long long)pl_faiss_dim(ix),
            m == PL_METRIC_IP   ? "inner product (search metric ip or cosine)"
            : m == PL_METRIC_L2 ? "l2"
@@ -136,7 +121,66 @@ static int pl__index_info(int argc, char **argv)
 
 int pl_cmd_index(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "build") == 0) return pl__index_build(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "info") == 0) return pl__index_info(argc - 1, argv + 1);
-    return pl__index_usage("%s", "'pipectl index' needs 'build' or 'info'");
+    const pl_cmd *cmd = pl_cmd_find("index", NULL);
+    const char *corpus = NULL, *factory = NULL, *out = NULL;
+    const pl_cli_opt *given = NULL;
+    int64_t train = 0, threads = 0;
+    int metric_k = 0;
+    static const pl_metric metrics[] = {PL_METRIC_IP, PL_METRIC_L2, PL_METRIC_COSINE};
+    static const char *const metric_names[] = {"ip", "l2", "cosine"};
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id;
+    while ((id = pl_cli_next(&a, &v)) > 0) {
+        for (const pl_cli_opt *o = pl_cli_index_opts; !given && o->name; o++)
+            if (o->id == id) given = o;
+        switch (id) {
+        case PL__O_CORPUS:
+            corpus = v;
+            break;
+        case PL__O_FACTORY:
+            factory = v;
+            break;
+        case PL__O_OUTPUT:
+            out = v;
+            break;
+        case PL__O_METRIC:
+            if ((metric_k = pl_cli_choice(cmd, id, v)) < 0) return 2;
+            break;
+        case PL__O_TRAIN:
+            if (pl_cli_int(cmd, id, v, 0, INT64_MAX, &train)) return 2;
+            break;
+        case PL__O_THREADS:
+            if (pl_cli_int(cmd, id, v, 0, 4096, &threads)) return 2;
+            break;
+        }
+    }
+    if (id < 0) return a.rc;
+    const char *sub = a.n_operands > 0 ? a.operands[0] : "";
+    if (strcmp(sub, "build") == 0) {
+        if (a.n_operands > 1)
+            return pl_cli_usage_error(cmd,
+                                      "'pipectl index build' takes no file operand; '%s' is "
+                                      "one (the index file is -o FILE)",
+                                      a.operands[1]);
+        if (!corpus || !factory || !out)
+            return pl_cli_usage_error(cmd, "'pipectl index build' needs --corpus FILE.npy, "
+                                           "--factory STRING and -o FILE");
+        return pl__index_build(corpus, factory, out, metrics[metric_k], metric_names[metric_k],
+                               train, threads);
+    }
+    if (strcmp(sub, "info") == 0) {
+        if (given)
+            return pl_cli_usage_error(cmd,
+                                      "'pipectl index info' takes no options (--%s is one "
+                                      "of 'index build')",
+                                      given->name);
+        if (a.n_operands != 2)
+            return pl_cli_usage_error(cmd, "'pipectl index info' needs one index file");
+        return pl__index_info(a.operands[1]);
+    }
+    if (sub[0])
+        return pl_cli_usage_error(cmd, "'pipectl index' needs 'build' or 'info', got '%s'", sub);
+    return pl_cli_usage_error(cmd, "'pipectl index' needs 'build' or 'info'");
 }

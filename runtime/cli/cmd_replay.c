@@ -18,14 +18,6 @@ static void pl__on_sigint(int sig)
     pl__stop = 1;
 }
 
-static int pl__usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "error: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "; see 'pipectl replay --help'\n");
-    return 2;
-}
-
 static const char *pl__t(double s, char *buf, size_t cap)
 {
     if (s >= 1)
@@ -172,58 +164,87 @@ static void pl__json(const char *dir, const pl_replay_result *r, pl_status st, c
     json_decref(o);
 }
 
+enum {
+    PL__O_EXECUTOR = 256,
+    PL__O_ALLOW_CHANGED,
+    PL__O_REPS,
+    PL__O_WORKERS,
+    PL__O_NO_GRAPH,
+    PL__O_OUT,
+    PL__O_QUIET,
+    PL__O_JSON,
+};
+
+const pl_cli_opt pl_cli_replay_opts[] = {
+    {"executor", 'e', "E", "recorded|host|gpu", "recorded (default) | host | gpu", PL__O_EXECUTOR},
+    {"allow-changed-inputs", 0, NULL, NULL, "run even when an input's SHA-256 changed (named)",
+     PL__O_ALLOW_CHANGED},
+    {"reps", 0, "N", NULL, "runs; the median of their stage p50s is compared (default 1)",
+     PL__O_REPS},
+    {"workers", 'w', "N", NULL, "host workers (default: as recorded)", PL__O_WORKERS},
+    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches", PL__O_NO_GRAPH},
+    {"out", 0, "DIR", NULL, "keep the replay's outputs in DIR (default: a temporary folder)",
+     PL__O_OUT},
+    {"quiet", 'q', NULL, NULL, "only the verdict and the sinks that differ", PL__O_QUIET},
+    {"json", 'j', NULL, NULL,
+     "print the verdict, sinks, stage times and changes as one JSON object on stdout "
+     "(docs/bundles.md)",
+     PL__O_JSON},
+    {0},
+};
+
 int pl_cmd_replay(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("replay", NULL);
-    if (pl_cmd_wants_help(cmd, argc, argv)) return 0;
     pl_replay_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     pl_run_cfg_init(&cfg.run);
     cfg.reps = 1;
     const char *dir = NULL;
     bool quiet = false, json = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *n = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--json") == 0) {
+    static const pl_exec_kind execs[] = {PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU};
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id, k;
+    int64_t n;
+    while ((id = pl_cli_next(&a, &v)) > 0) {
+        switch (id) {
+        case PL__O_JSON:
             json = true;
-        } else if (strcmp(a, "--executor") == 0) {
-            if (n && strcmp(n, "host") == 0)
-                cfg.run.executor = PL_EXEC_HOST;
-            else if (n && strcmp(n, "gpu") == 0)
-                cfg.run.executor = PL_EXEC_GPU;
-            else if (n && strcmp(n, "recorded") == 0)
-                cfg.run.executor = PL_EXEC_AUTO;
-            else
-                return pl__usage("--executor must be recorded, host or gpu, got '%s'", n ? n : "");
-            i++;
-        } else if (strcmp(a, "--reps") == 0 || strcmp(a, "--workers") == 0) {
-            char *end;
-            long v = n ? strtol(n, &end, 10) : 0;
-            if (!n || *end || v < 1 || v > 64)
-                return pl__usage("%s needs a whole number from 1 to 64", a);
-            if (a[2] == 'r')
-                cfg.reps = (int)v;
-            else
-                cfg.run.workers = (int)v, cfg.workers_given = true;
-            i++;
-        } else if (strcmp(a, "--out") == 0) {
-            if (!n) return pl__usage("--out needs a folder%s", "");
-            cfg.out_dir = n, i++;
-        } else if (strcmp(a, "--no-graph") == 0) {
+            break;
+        case PL__O_EXECUTOR:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
+            cfg.run.executor = execs[k]; /* recorded: auto, which replay reads as the bundle's */
+            break;
+        case PL__O_REPS:
+            if (pl_cli_int(cmd, id, v, 1, 64, &n)) return 2;
+            cfg.reps = (int)n;
+            break;
+        case PL__O_WORKERS:
+            if (pl_cli_int(cmd, id, v, 1, 64, &n)) return 2;
+            cfg.run.workers = (int)n, cfg.workers_given = true;
+            break;
+        case PL__O_OUT:
+            cfg.out_dir = v;
+            break;
+        case PL__O_NO_GRAPH:
             cfg.run.use_graphs = false;
-        } else if (strcmp(a, "--allow-changed-inputs") == 0) {
+            break;
+        case PL__O_ALLOW_CHANGED:
             cfg.allow_changed_inputs = true;
-        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            break;
+        case PL__O_QUIET:
             quiet = true;
-        } else if (a[0] == '-' && a[1]) {
-            return pl__usage("unknown option '%s' for 'pipectl replay'", a);
-        } else if (dir) {
-            return pl__usage("'pipectl replay' takes one bundle folder; '%s' is a second one", a);
-        } else {
-            dir = a;
+            break;
         }
     }
-    if (!dir) return pl__usage("'pipectl replay' needs a bundle folder%s", "");
+    if (id < 0) return a.rc;
+    if (a.n_operands == 0) return pl_cli_usage_error(cmd, "'pipectl replay' needs a bundle folder");
+    if (a.n_operands > 1)
+        return pl_cli_usage_error(
+            cmd, "'pipectl replay' takes one bundle folder; '%s' is a second one", a.operands[1]);
+    dir = a.operands[0];
     pl_error err;
     pl_error_clear(&err);
     pl_bundle *b = NULL;

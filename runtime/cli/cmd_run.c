@@ -1,5 +1,5 @@
 /* cmd_run: `pipectl run`: load and check a pipeline, compile the plan, run it on the chosen
- * executor with a progress bar, print the summary (or JSON). SIGINT (Ctrl-C), SIGTERM and SIGHUP
+ * executor with a progress line, print the summary (or JSON). SIGINT (Ctrl-C), SIGTERM and SIGHUP
  * stop cleanly: completed batches are kept, a running Lua call is interrupted, and the exit code
  * is 128 + the signal; a second signal of the same kind kills. */
 #include <signal.h>
@@ -12,6 +12,7 @@
 #include "pl_lua.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
+#include "pl_progress.h"
 #include "pl_report.h"
 #include "pl_trace.h"
 
@@ -28,23 +29,56 @@ static void pl__on_signal(int sig)
 static const int pl__stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 #define PL__N_STOP_SIGNALS 3
 
-typedef struct pl__progress {
-    bool on;
-    int width;
-} pl__progress;
+enum {
+    PL__O_BATCHES = 256,
+    PL__O_DEPTH,
+    PL__O_EXECUTOR,
+    PL__O_NO_GRAPH,
+    PL__O_TIMING,
+    PL__O_TRACE,
+    PL__O_JSON,
+    PL__O_QUIET,
+    PL__O_PROGRESS,
+    PL__O_WORKERS,
+    PL__O_FAIL_AT,
+    PL__O_VERBOSE,
+    PL__O_ARCH,
+    PL__O_CAPTURE,
+};
 
-static void pl__progress_cb(void *user, int64_t done, int64_t total)
-{
-    pl__progress *p = user;
-    if (!p->on || total <= 0) return;
-    int fill = (int)(done * p->width / total);
-    char bar[64];
-    for (int i = 0; i < p->width; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[p->width] = '\0';
-    fprintf(stderr, "\r[%s] %lld/%lld batches", bar, (long long)done, (long long)total);
-    fflush(stderr);
-}
+const pl_cli_opt pl_cli_run_opts[] = {
+    {"batches", 'b', "N", NULL, "batches to run (overrides run.batches)", PL__O_BATCHES},
+    {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
+    {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
+    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs",
+     PL__O_NO_GRAPH},
+    {"timing", 0, "T", "sample|all|off",
+     "gpu: device stage times: sample (default: one batch in 16, mid-period), all (every "
+     "batch; slower with CUDA Graphs) or off; PIPECTL_GPU_SPANS=0 in the environment also "
+     "means off",
+     PL__O_TIMING},
+    {"trace", 0, "FILE", NULL,
+     "write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)", PL__O_TRACE},
+    {"json", 'j', NULL, NULL, "print the summary as one JSON object on stdout", PL__O_JSON},
+    {"quiet", 'q', NULL, NULL, "no progress bar, no summary table", PL__O_QUIET},
+    {"progress", 0, "WHEN", "auto|always|never",
+     "the progress line on stderr (bar, rate, ETA): auto (default: when stderr is a terminal, "
+     "and not with --quiet or --json), always (on a pipe: a line a second) or never",
+     PL__O_PROGRESS},
+    {"workers", 'w', "N", NULL, "host worker threads (default: max(CPUs, streams))", PL__O_WORKERS},
+    {"fail-at", 0, "STAGE:B", NULL, "testing: make STAGE fail on batch B (exit 1, outputs kept)",
+     PL__O_FAIL_AT},
+    {"verbose", 'v', NULL, NULL, "say what user kernels compiled, and what came from the cache",
+     PL__O_VERBOSE},
+    {"arch", 0, "SM", NULL,
+     "check user kernels for SM (sm_90); on a GPU they are built for the device's own arch",
+     PL__O_ARCH},
+    {"capture", 0, "DIR", NULL,
+     "write a bundle of the run ('pipectl capture --reps 1 -o DIR'; with the options capture "
+     "takes: --batches, --depth, --executor, --no-graph, --timing, --workers, --quiet)",
+     PL__O_CAPTURE},
+    {0},
+};
 
 static bool pl__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -56,108 +90,116 @@ static bool pl__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return true;
 }
 
-static int pl__usage_error(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "error: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "; see 'pipectl run --help'\n");
-    return 2;
-}
-
 int pl_cmd_run(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("run", NULL);
-    if (pl_cmd_wants_help(cmd, argc, argv)) return 0;
-    /* --capture DIR: the run is a one-run capture (cmd_capture.c takes the other options). */
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--capture") == 0) {
-            char **av = malloc((size_t)(argc + 3) * sizeof *av);
-            if (!av) return pl_cli_fail(&(pl_error){.status = PL_ENOMEM, .msg = "out of memory"});
-            int n = 0;
-            av[n++] = "capture";
-            av[n++] = "--reps";
-            av[n++] = "1";
-            for (int j = 1; j < argc; j++)
-                av[n++] = j == i ? "-o" : argv[j];
-            int rc = pl_cmd_capture(n, av);
-            free(av);
-            return rc;
-        }
     const char *file = NULL, *fail_at = NULL, *trace = NULL;
     int64_t batches = -1, depth = -1, workers = 0;
     int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
-    bool json = false, quiet = false, graphs = true, verbose = false;
+    bool json = false, quiet = false, graphs = true;
+    pl_progress_mode progress = PL_PROGRESS_AUTO;
     pl_exec_kind exec = PL_EXEC_AUTO;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--batches") == 0) {
-            if (!pl__parse_i64(v, 1, PL_MAX_BATCHES, &batches))
-                return pl__usage_error("--batches needs a whole number from 1 to 2^40, got '%s'",
-                                       v ? v : "");
-            i++;
-        } else if (strcmp(a, "--depth") == 0) {
-            if (!pl__parse_i64(v, 1, PL_MAX_DEPTH, &depth))
-                return pl__usage_error("--depth needs a whole number from 1 to 64, got '%s'",
-                                       v ? v : "");
-            i++;
-        } else if (strcmp(a, "--workers") == 0) {
-            if (!pl__parse_i64(v, 1, 64, &workers))
-                return pl__usage_error("--workers needs a whole number from 1 to 64, got '%s'",
-                                       v ? v : "");
-            i++;
-        } else if (strcmp(a, "--executor") == 0) {
-            if (v && strcmp(v, "auto") == 0)
-                exec = PL_EXEC_AUTO;
-            else if (v && strcmp(v, "host") == 0)
-                exec = PL_EXEC_HOST;
-            else if (v && strcmp(v, "gpu") == 0)
-                exec = PL_EXEC_GPU;
-            else
-                return pl__usage_error("--executor must be auto, host or gpu, got '%s'",
-                                       v ? v : "");
-            i++;
-        } else if (strcmp(a, "--fail-at") == 0) {
-            if (!v) return pl__usage_error("--fail-at needs STAGE:BATCH%s", "");
+    static const int timings[] = {16, 0, -1}; /* sample, all, off */
+    bool verbose = false;
+    const char *capture = NULL;
+    /* --capture DIR: the run is a one-run capture; the options capture takes are passed on as
+     * given (cav), the others cannot go with it. */
+    char *cav[64];
+    int ncav = 0;
+    const char *not_capture = NULL;
+    cav[ncav++] = "capture";
+    cav[ncav++] = "--reps";
+    cav[ncav++] = "1";
+    pl_cli_args a;
+    pl_cli_args_init(&a, cmd, argc, argv);
+    const char *v;
+    int id, k;
+    while ((id = pl_cli_next(&a, &v)) > 0) {
+        const pl_cli_opt *o = NULL;
+        for (const pl_cli_opt *p = pl_cli_run_opts; p->name; p++)
+            if (p->id == id) o = p;
+        if (id == PL__O_TRACE || id == PL__O_JSON || id == PL__O_PROGRESS || id == PL__O_FAIL_AT ||
+            id == PL__O_VERBOSE || id == PL__O_ARCH) {
+            if (!not_capture) not_capture = o->name;
+        } else if (id != PL__O_CAPTURE) {
+            if (ncav + 2 > 56)
+                return pl_cli_usage_error(cmd, "too many options to pass on with --capture");
+            /* "--name" of each option, once (the argv strings stay for its value) */
+            static char names[PL_CLI_MAX_OPTS][32];
+            int k2 = (int)(o - pl_cli_run_opts);
+            snprintf(names[k2], sizeof names[k2], "--%s", o->name);
+            cav[ncav++] = names[k2];
+            if (v) cav[ncav++] = (char *)v;
+        }
+        switch (id) {
+        case PL__O_BATCHES:
+            if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &batches)) return 2;
+            break;
+        case PL__O_DEPTH:
+            if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &depth)) return 2;
+            break;
+        case PL__O_WORKERS:
+            if (pl_cli_int(cmd, id, v, 1, 64, &workers)) return 2;
+            break;
+        case PL__O_EXECUTOR:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
+            exec = k == 0 ? PL_EXEC_AUTO : k == 1 ? PL_EXEC_HOST : PL_EXEC_GPU;
+            break;
+        case PL__O_TIMING:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
+            timing = timings[k];
+            break;
+        case PL__O_PROGRESS:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
+            progress = (pl_progress_mode)k;
+            break;
+        case PL__O_FAIL_AT:
             fail_at = v;
-            i++;
-        } else if (strcmp(a, "--timing") == 0) {
-            if (v && strcmp(v, "all") == 0)
-                timing = 0;
-            else if (v && strcmp(v, "sample") == 0)
-                timing = 16;
-            else if (v && strcmp(v, "off") == 0)
-                timing = -1;
-            else
-                return pl__usage_error("--timing must be all, sample or off, got '%s'", v ? v : "");
-            i++;
-        } else if (strcmp(a, "--trace") == 0) {
-            if (!v) return pl__usage_error("--trace needs a file name (Chrome trace JSON)%s", "");
+            break;
+        case PL__O_TRACE:
             trace = v;
-            i++;
-        } else if (strcmp(a, "--no-graph") == 0) {
+            break;
+        case PL__O_NO_GRAPH:
             graphs = false;
-        } else if (strcmp(a, "--json") == 0) {
+            break;
+        case PL__O_JSON:
             json = true;
-        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            break;
+        case PL__O_QUIET:
             quiet = true;
-        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            break;
+        case PL__O_VERBOSE:
             verbose = true;
-        } else if (strcmp(a, "--arch") == 0) {
+            break;
+        case PL__O_ARCH:
             if (!pl_cli_set_arch(v))
-                return pl__usage_error("--arch needs an SM version like sm_90, got '%s'",
-                                       v ? v : "");
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            return pl__usage_error("unknown option '%s' for 'pipectl run'", a);
-        } else if (file) {
-            return pl__usage_error("'pipectl run' takes one pipeline file; '%s' is a second one",
-                                   a);
-        } else {
-            file = a;
+                return pl_cli_usage_error(cmd, "--arch needs an SM version like sm_90, got '%s'",
+                                          v);
+            break;
+        case PL__O_CAPTURE:
+            capture = v;
+            break;
         }
     }
-    if (!file) return pl__usage_error("'pipectl run' needs a pipeline file%s", "");
+    if (id < 0) return a.rc;
+    if (a.n_operands == 0) return pl_cli_usage_error(cmd, "'pipectl run' needs a pipeline file");
+    if (a.n_operands > 1)
+        return pl_cli_usage_error(
+            cmd, "'pipectl run' takes one pipeline file; '%s' is a second one", a.operands[1]);
+    file = a.operands[0];
+    if (capture) {
+        if (not_capture)
+            return pl_cli_usage_error(cmd,
+                                      "--%s does not go with --capture (a capture takes the "
+                                      "options of 'pipectl capture')",
+                                      not_capture);
+        cav[ncav++] = "-o";
+        cav[ncav++] = (char *)capture;
+        cav[ncav++] = "--";
+        cav[ncav++] = (char *)file;
+        cav[ncav] = NULL;
+        return pl_cmd_capture(ncav, cav);
+    }
 
     pl_error err;
     pl_error_clear(&err);
@@ -182,8 +224,12 @@ int pl_cmd_run(int argc, char **argv)
     cfg.workers = (int)workers;
     cfg.timing_period = timing;
     cfg.stop = &pl__stop;
-    pl__progress prog = {.on = !quiet && !json && isatty(2), .width = 30};
-    cfg.on_batch = pl__progress_cb;
+    pl_progress prog;
+    uint64_t bytes_in, bytes_out;
+    pl_report_flow(spec, &bytes_in, &bytes_out);
+    /* bytes/s of what the sources bring in, else of what the sinks take out */
+    pl_progress_init(&prog, progress, quiet || json, bytes_in ? bytes_in : bytes_out, stderr);
+    cfg.on_batch = pl_progress_update;
     cfg.user = &prog;
     if (fail_at) {
         const char *colon = strrchr(fail_at, ':');
@@ -191,7 +237,7 @@ int pl_cmd_run(int argc, char **argv)
         int64_t fb;
         size_t n = colon ? (size_t)(colon - fail_at) : 0;
         if (!colon || n == 0 || n > PL_MAX_NAME || !pl__parse_i64(colon + 1, 0, INT64_MAX, &fb)) {
-            rc = pl__usage_error("--fail-at needs STAGE:BATCH, got '%s'", fail_at);
+            rc = pl_cli_usage_error(cmd, "--fail-at needs STAGE:BATCH, got '%s'", fail_at);
             goto out;
         }
         memcpy(name, fail_at, n);
@@ -199,7 +245,7 @@ int pl_cmd_run(int argc, char **argv)
         cfg.fail_stage = pl_spec_find_stage(spec, name);
         cfg.fail_batch = fb;
         if (cfg.fail_stage < 0) {
-            rc = pl__usage_error("--fail-at: no stage named '%s'", name);
+            rc = pl_cli_usage_error(cmd, "--fail-at: no stage named '%s'", name);
             goto out;
         }
     }
@@ -229,7 +275,7 @@ int pl_cmd_run(int argc, char **argv)
     for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
         sigaction(pl__stop_signals[i], &old[i], NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
-    if (prog.on) fprintf(stderr, "\r%*s\r", prog.width + 32, "");
+    pl_progress_clear(&prog);
     int stop_sig = pl__stop;
     /* Whoever noticed the stop first (the executor, a Lua call) reported it; say which signal. */
     if (st == PL_EINTR && stop_sig)

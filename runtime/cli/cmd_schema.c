@@ -281,13 +281,16 @@ static void pl__json_schema(FILE *out)
 
 int pl_cmd_schema(int argc, char **argv)
 {
-    if (argc > 1) {
-        fprintf(stderr,
-                "error: 'pipectl schema' takes no arguments, got '%s'; see 'pipectl schema "
-                "--help'\n",
-                argv[1]);
-        return 2;
-    }
+    pl_cli_args a;
+    pl_cli_args_init(&a, pl_cmd_find("schema", NULL), argc, argv);
+    const char *v;
+    int id;
+    while ((id = pl_cli_next(&a, &v)) > 0)
+        ;
+    if (id < 0) return a.rc;
+    if (a.n_operands > 0)
+        return pl_cli_usage_error(a.cmd, "'pipectl schema' takes no arguments, got '%s'",
+                                  a.operands[0]);
     pl__json_schema(stdout);
     return 0;
 }

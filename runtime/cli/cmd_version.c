@@ -5,8 +5,16 @@
 
 int pl_cmd_version(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    pl_cli_args a;
+    pl_cli_args_init(&a, pl_cmd_find("version", NULL), argc, argv);
+    const char *v;
+    int id;
+    while ((id = pl_cli_next(&a, &v)) > 0)
+        ;
+    if (id < 0) return a.rc;
+    if (a.n_operands > 0)
+        return pl_cli_usage_error(a.cmd, "'pipectl version' takes no arguments (got '%s')",
+                                  a.operands[0]);
     printf("pipectl %s\n", PL_VERSION);
     return 0;
 }

@@ -11,10 +11,17 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) return pl_cmd_help(1, argv);
-    if (strcmp(argv[1], "--version") == 0) return pl_cmd_version(1, argv + 1);
+    if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0)
+        return pl_cmd_version(1, argv + 1);
     pl_error err;
-    const pl_cmd *cmd = pl_cmd_find(argv[1], &err);
+    const pl_cmd *cmd = argv[1][0] == '-' ? NULL : pl_cmd_find(argv[1], &err);
+    if (argv[1][0] == '-') {
+        fprintf(stderr,
+                "error: unknown option '%s'; options follow the command: 'pipectl "
+                "COMMAND [options]' (see 'pipectl help')\n",
+                argv[1]);
+        return 2;
+    }
     if (!cmd) return pl_cli_fail(&err);
-    if (pl_cmd_wants_help(cmd, argc - 1, argv + 1)) return 0;
     return cmd->fn(argc - 1, argv + 1);
 }

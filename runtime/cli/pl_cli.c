@@ -1,128 +1,166 @@
-/* pl_cli: the command table, prefix lookup and the shared usage/help/failure helpers. */
+/* pl_cli: the command table, prefix lookup with suggestions, and option parsing (getopt_long
+ * over each command's option table) with the shared usage/help/failure helpers. */
 #include "pl_cli.h"
 #include "pl_stage.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 const pl_cmd pl_cmds[] = {
-    {"run", "pipectl run [options] FILE", "run a pipeline batch after batch",
-     "  --batches N          batches to run (overrides run.batches)\n"
-     "  --depth N            slots in flight (overrides run.depth)\n"
-     "  --executor E         auto (default) | host | gpu\n"
-     "  --no-graph           gpu: plain stream launches instead of CUDA Graphs\n"
-     "  --timing T           gpu: device stage times: sample (default: one batch in 16, mid-\n"
-     "                       period), all (every batch; slower with CUDA Graphs) or off;\n"
-     "                       PIPECTL_GPU_SPANS=0 in the environment also means off\n"
-     "  --trace FILE         write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)\n"
-     "  --json               print the summary as one JSON object on stdout\n"
-     "  --quiet              no progress bar, no summary table\n"
-     "  --workers N          host worker threads (default: max(CPUs, streams))\n"
-     "  --fail-at STAGE:B    testing: make STAGE fail on batch B (exit 1, outputs kept)\n"
-     "  -v, --verbose        say what user kernels compiled, and what came from the cache\n"
-     "  --arch SM            check user kernels for SM (sm_90); on a GPU they are built for\n"
-     "                       the device's own arch\n"
-     "  --capture DIR        write a bundle of the run ('pipectl capture --reps 1 -o DIR')\n"
-     "environment:\n"
-     "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
-     "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host read\n"
-     "                           back its previous batch (slower; see docs/perf.md)\n"
-     "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name a\n"
-     "                           faulting stage for certain (slower)\n"
-     "  PIPECTL_NVTX=0           no NVTX ranges\n"
-     "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
-     "  PIPECTL_SEARCH_TILE=N    search: corpus rows per pool task (benchmarks; default from d)\n"
-     "  PIPECTL_FAISS_NATIVE=1   search: IVF-Flat indexes scanned by FAISS, not with BLAS\n"
-     "  PIPECTL_ARCH=sm_NN, XDG_CACHE_HOME   as for 'pipectl check'\n"
-     "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch starts,\n"
-     "  a running Lua call is interrupted, every sink keeps the batches completed in order\n"
-     "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the signal\n"
-     "  number (130, 143, 129). A second signal of the same kind kills at once. SIGPIPE is\n"
-     "  ignored during the run: a sink writing to a closed pipe fails with an error instead.\n",
-     pl_cmd_run},
-    {"check", "pipectl check [-v] [--arch SM] FILE...",
-     "check pipelines for errors without running them",
-     "Reports every error it finds (up to 20 per file), each as file:line:col: error: ...;\n"
-     "then checks the files a run of run.batches batches would touch: inputs exist, are\n"
-     "readable and hold the buffers' dtype, shape and enough whole batches; sink targets can\n"
-     "be written. Nothing is run or created. Exit 2 when anything is wrong.\n"
-     "  -v, --verbose        say what user kernels compiled, and what came from the cache\n"
-     "  --arch SM            compile user kernels for SM (sm_90 or 90; default: PIPECTL_ARCH,\n"
-     "                       else sm_90); NVRTC needs no GPU, so CI checks kernels\n"
-     "environment:\n"
-     "  PIPECTL_ARCH=sm_NN       the SM user kernels are checked for (on a GPU: the device's)\n"
-     "  XDG_CACHE_HOME           compiled kernels are cached in $XDG_CACHE_HOME/pipectl\n"
-     "                           (default ~/.cache/pipectl)\n",
-     pl_cmd_check},
-    {"capture", "pipectl capture [options] FILE -o DIR",
-     "run a pipeline and write a bundle that replay checks bit for bit",
-     "  -o DIR               the bundle folder (created; must be empty)\n"
-     "  --reps N             runs (default 3): their spread of stage times is the recorded\n"
-     "                       noise, and their checksums must agree\n"
-     "  --copy-inputs        copy every input file into the bundle (self-contained)\n"
-     "  --copy-outputs       copy the sinks' output files (replay compares them within a\n"
-     "                       tolerance where bits may differ across executors)\n"
-     "  --batches N, --depth N, --executor E, --no-graph, --timing T, --workers N\n"
-     "                       as for 'pipectl run'\n"
-     "  --quiet              no summary\n"
-     "the bundle: docs/bundles.md; 'pipectl run --capture DIR FILE' is 'capture --reps 1'\n",
-     pl_cmd_capture},
-    {"replay", "pipectl replay [options] DIR",
-     "run a bundle again: inputs, every batch's checksum, stage times, environment",
-     "  --executor E         recorded (default) | host | gpu\n"
-     "  --allow-changed-inputs   run even when an input's SHA-256 changed (named)\n"
-     "  --reps N             runs; the median of their stage p50s is compared (default 1)\n"
-     "  --workers N          host workers (default: as recorded)\n"
-     "  --no-graph           gpu: plain stream launches\n"
-     "  --out DIR            keep the replay's outputs in DIR (default: a temporary folder)\n"
-     "  --quiet              only the verdict and the sinks that differ\n"
-     "  --json               print the verdict, sinks, stage times and changes as one JSON\n"
-     "                       object on stdout (docs/bundles.md)\n"
-     "exit: 0 every output matches, 1 one differs (the first batch and sink are named),\n"
-     "      2 a bad bundle or a changed input\n",
-     pl_cmd_replay},
-    {"diff", "pipectl diff A B",
-     "compare two bundles: pipeline, plan, environment, checksums, stage times",
-     "exit: 0 every sink agrees batch for batch, 1 one differs, 2 a bad bundle\n", pl_cmd_diff},
-    {"plan", "pipectl plan [--dot] [--depth N] FILE", "print the compiled stream/event plan",
-     "  --dot                print Graphviz DOT instead of the listing\n"
-     "  --depth N            slots in flight (overrides run.depth)\n",
-     pl_cmd_plan},
-    {"doctor", "pipectl doctor", "describe the GPU and measure copy bandwidth and launch cost", "",
-     pl_cmd_doctor},
-    {"bench", "pipectl bench [options]", "measure pipelines against the physical bound",
-     "  --batches N          batches per balanced-pipeline run (default 64)\n"
-     "  --small-batches N    batches per small-batch run (default 2000)\n"
-     "  --small-depth N      depth of the small-batch runs (default 3)\n"
-     "  --small-only         only the stage and small-batch parts\n"
-     "  --quick              one size, fewer configurations, one run each, 500 small batches\n"
-     "  --reps N             runs per configuration, the best kept (default 3)\n"
-     "  --device N           CUDA device (default 0)\n"
-     "  --baseline PATH      the bench_baseline program (default: next to pipectl)\n"
-     "environment: as for 'pipectl run'\n",
-     pl_cmd_bench},
-    {"index", "pipectl index build --corpus FILE.npy --factory STRING -o FILE | info FILE",
-     "build a FAISS index for the search stage's 'index:', or describe one",
-     "  --corpus FILE.npy    the corpus, f32 [n, d] (row i is document i; leading\n"
-     "                       dimensions count as rows: a sink's [batches, n, d] works)\n"
-     "  --factory STRING     FAISS index_factory string: \"IVF4096,Flat\", \"HNSW32\",\n"
-     "                       \"IVF1024,PQ32\", \"Flat\" (exact)...\n"
-     "  -o FILE              the index file to write\n"
-     "  --metric M           ip (default), l2 or cosine (rows normalised, inner product);\n"
-     "                       the search stage's metric must match\n"
-     "  --train N            train on the first N rows only (default: all)\n"
-     "  --threads N          FAISS (OpenMP) threads while building (default: all cores)\n"
-     "needs a pipectl built with FAISS (libfaiss-dev); exit 2 without it\n",
-     pl_cmd_index},
-    {"version", "pipectl version", "print the version", "", pl_cmd_version},
-    {"schema", "pipectl schema", "print the JSON Schema of pipeline.yaml (for editors)",
-     "  (no options) e.g. pipectl schema > pipeline.schema.json, then start a pipeline file\n"
-     "  with '# yaml-language-server: $schema=pipeline.schema.json'\n",
-     pl_cmd_schema},
-    {"help", "pipectl help [COMMAND | kinds | KIND]",
-     "list commands, or describe one; list stage kinds, or one kind's keys", "", pl_cmd_help},
-    {NULL, NULL, NULL, NULL, NULL},
+    {.name = "run",
+     .usage = "pipectl run [options] FILE",
+     .summary = "run a pipeline batch after batch",
+     .opts = pl_cli_run_opts,
+     .notes =
+         "environment:\n"
+         "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
+         "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host "
+         "read\n"
+         "                           back its previous batch (slower; see docs/perf.md)\n"
+         "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name "
+         "a\n"
+         "                           faulting stage for certain (slower)\n"
+         "  PIPECTL_NVTX=0           no NVTX ranges\n"
+         "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
+         "  PIPECTL_SEARCH_TILE=N    search: corpus rows per pool task (benchmarks; default "
+         "from d)\n"
+         "  PIPECTL_FAISS_NATIVE=1   search: IVF-Flat indexes scanned by FAISS, not with BLAS\n"
+         "  PIPECTL_ARCH=sm_NN, XDG_CACHE_HOME   as for 'pipectl check'\n"
+         "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch "
+         "starts,\n"
+         "  a running Lua call is interrupted, every sink keeps the batches completed in "
+         "order\n"
+         "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the "
+         "signal\n"
+         "  number (130, 143, 129). A second signal of the same kind kills at once. SIGPIPE "
+         "is\n"
+         "  ignored during the run: a sink writing to a closed pipe fails with an error "
+         "instead.\n",
+     .operands = "FILE",
+     .fn = pl_cmd_run},
+    {.name = "check",
+     .usage = "pipectl check [-v] [--arch SM] FILE...",
+     .summary = "check pipelines for errors without running them",
+     .opts = pl_cli_check_opts,
+     .notes = "Reports every error it finds (up to 20 per file), each as file:line:col: error: "
+              "...;\n"
+              "then checks the files a run of run.batches batches would touch: inputs exist, are\n"
+              "readable and hold the buffers' dtype, shape and enough whole batches; sink targets "
+              "can\n"
+              "be written. Nothing is run or created. Exit 2 when anything is wrong.\n"
+              "environment:\n"
+              "  PIPECTL_ARCH=sm_NN       the SM user kernels are checked for (on a GPU: the "
+              "device's)\n"
+              "  XDG_CACHE_HOME           compiled kernels are cached in $XDG_CACHE_HOME/pipectl\n"
+              "                           (default ~/.cache/pipectl)\n",
+     .operands = "FILE...",
+     .fn = pl_cmd_check},
+    {.name = "capture",
+     .usage = "pipectl capture [options] FILE -o DIR",
+     .summary = "run a pipeline and write a bundle that replay checks bit for bit",
+     .opts = pl_cli_capture_opts,
+     .notes = "the bundle: docs/bundles.md; 'pipectl run --capture DIR FILE' is 'capture --reps "
+              "1'\n",
+     .operands = "FILE",
+     .fn = pl_cmd_capture},
+    {.name = "replay",
+     .usage = "pipectl replay [options] DIR",
+     .summary = "run a bundle again: inputs, every batch's checksum, stage times, environment",
+     .opts = pl_cli_replay_opts,
+     .notes = "exit: 0 every output matches, 1 one differs (the first batch and sink are named),\n"
+              "      2 a bad bundle or a changed input\n",
+     .operands = "DIR",
+     .fn = pl_cmd_replay},
+    {.name = "diff",
+     .usage = "pipectl diff A B",
+     .summary = "compare two bundles: pipeline, plan, environment, checksums, stage times",
+     .notes = "exit: 0 every sink agrees batch for batch, 1 one differs, 2 a bad bundle\n",
+     .operands = "DIR DIR",
+     .fn = pl_cmd_diff},
+    {.name = "plan",
+     .usage = "pipectl plan [--dot] [--depth N] FILE",
+     .summary = "print the compiled stream/event plan",
+     .opts = pl_cli_plan_opts,
+     .operands = "FILE",
+     .fn = pl_cmd_plan},
+    {.name = "doctor",
+     .usage = "pipectl doctor",
+     .summary = "describe the GPU and measure copy bandwidth and launch cost",
+     .operands = "",
+     .fn = pl_cmd_doctor},
+    {.name = "bench",
+     .usage = "pipectl bench [options]",
+     .summary = "measure pipelines against the physical bound",
+     .opts = pl_cli_bench_opts,
+     .notes = "environment: as for 'pipectl run'\n",
+     .operands = "",
+     .fn = pl_cmd_bench},
+    {.name = "index",
+     .usage = "pipectl index build --corpus FILE.npy --factory STRING -o FILE | info FILE",
+     .summary = "build a FAISS index for the search stage's 'index:', or describe one",
+     .opts = pl_cli_index_opts,
+     .notes = "needs a pipectl built with FAISS (libfaiss-dev); exit 2 without it\n",
+     .operands = "build|info",
+     .fn = pl_cmd_index},
+    {.name = "version",
+     .usage = "pipectl version",
+     .summary = "print the version",
+     .operands = "",
+     .fn = pl_cmd_version},
+    {.name = "schema",
+     .usage = "pipectl schema",
+     .summary = "print the JSON Schema of pipeline.yaml (for editors)",
+     .notes = "e.g. pipectl schema > pipeline.schema.json, then start a pipeline file with\n"
+              "'# yaml-language-server: $schema=pipeline.schema.json'\n",
+     .operands = "",
+     .fn = pl_cmd_schema},
+    {.name = "help",
+     .usage = "pipectl help [COMMAND | kinds | KIND]",
+     .summary = "list commands, or describe one; list stage kinds, or one kind's keys",
+     .opts = pl_cli_help_opts,
+     .operands = "COMMAND",
+     .fn = pl_cmd_help},
+    /* Build-time generators (CMakeLists.txt runs them): not listed, not prefix-matched. */
+    {.name = "__complete",
+     .usage = "pipectl __complete bash|zsh",
+     .summary = "print the shell completion script",
+     .operands = "",
+     .fn = pl_cmd_gen,
+     .hidden = true},
+    {.name = "__man",
+     .usage = "pipectl __man",
+     .summary = "print the man page (roff)",
+     .operands = "",
+     .fn = pl_cmd_gen,
+     .hidden = true},
+    {0},
 };
+
+/* Optimal string alignment distance (Levenshtein with transpositions), for "did you mean". */
+static int pl__distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 32 || m > 32) return 99;
+    int d[33][33];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int cost = a[i - 1] != b[j - 1];
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
 
 const pl_cmd *pl_cmd_find(const char *name, pl_error *err)
 {
@@ -131,33 +169,77 @@ const pl_cmd *pl_cmd_find(const char *name, pl_error *err)
     int matches = 0;
     for (const pl_cmd *c = pl_cmds; c->name; c++) {
         if (strcmp(c->name, name) == 0) return c;
-        if (n > 0 && strncmp(c->name, name, n) == 0) {
+        if (!c->hidden && n > 0 && strncmp(c->name, name, n) == 0) {
             found = c;
             matches++;
         }
     }
     if (matches == 1) return found;
-    if (matches > 1)
+    if (!err) return NULL;
+    if (matches > 1) {
         pl_error_set(err, PL_EINPUT, "error: ambiguous command '%s'; see 'pipectl help'", name);
+        return NULL;
+    }
+    /* The nearest visible command, if close enough to be a typo: one edit for short names, two
+     * from five letters on (git suggests the same way). */
+    const pl_cmd *best = NULL;
+    int best_d = 99;
+    for (const pl_cmd *c = pl_cmds; c->name; c++) {
+        if (c->hidden) continue;
+        int d = pl__distance(name, c->name);
+        if (d < best_d) best_d = d, best = c;
+    }
+    if (best && best_d <= (strlen(name) >= 5 ? 2 : 1))
+        pl_error_set(err, PL_EINPUT,
+                     "error: unknown command '%s' (did you mean '%s'?); see 'pipectl help'", name,
+                     best->name);
     else
         pl_error_set(err, PL_EINPUT, "error: unknown command '%s'; see 'pipectl help'", name);
     return NULL;
 }
 
+void pl_cli_print_opts(const pl_cmd *cmd, FILE *out)
+{
+    for (const pl_cli_opt *o = cmd->opts; o && o->name; o++) {
+        char left[64];
+        int n = o->short_name ? snprintf(left, sizeof left, "  -%c, --%s", o->short_name, o->name)
+                              : snprintf(left, sizeof left, "      --%s", o->name);
+        if (o->arg) snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg);
+        /* The help column starts at 25 (a longer left part gets its own line), wrapped at words
+         * to end by column 79. */
+        if (strlen(left) > 23)
+            fprintf(out, "%s\n%25s", left, "");
+        else
+            fprintf(out, "%-25s", left);
+        const char *h = o->help;
+        int col = 25;
+        while (*h) {
+            size_t w = strcspn(h, " \n");
+            if (col > 25 && col + 1 + (int)w > 79) {
+                fprintf(out, "\n%25s", "");
+                col = 25;
+            } else if (col > 25) {
+                fputc(' ', out);
+                col++;
+            }
+            fprintf(out, "%.*s", (int)w, h);
+            col += (int)w;
+            h += w;
+            while (*h == ' ' || *h == '\n')
+                h++;
+        }
+        fputc('\n', out);
+    }
+}
+
 void pl_cmd_usage(const pl_cmd *cmd, FILE *out)
 {
     fprintf(out, "usage: %s\n\n%s.\n", cmd->usage, cmd->summary);
-    if (cmd->help && *cmd->help) fprintf(out, "\noptions:\n%s", cmd->help);
-}
-
-int pl_cmd_wants_help(const pl_cmd *cmd, int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            pl_cmd_usage(cmd, stdout);
-            return 1;
-        }
-    return 0;
+    if (cmd->opts && cmd->opts[0].name) {
+        fprintf(out, "\noptions:\n");
+        pl_cli_print_opts(cmd, out);
+    }
+    if (cmd->notes && *cmd->notes) fprintf(out, "\n%s", cmd->notes);
 }
 
 int pl_cli_fail(const pl_error *err)
@@ -165,6 +247,178 @@ int pl_cli_fail(const pl_error *err)
     fprintf(stderr, "%s\n", err->msg);
     return pl_status_exit_code(err->status);
 }
+
+int pl_cli_usage_error(const pl_cmd *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "error: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "; see 'pipectl %s --help'\n", cmd->name);
+    return 2;
+}
+
+void pl_cli_args_init(pl_cli_args *a, const pl_cmd *cmd, int argc, char **argv)
+{
+    memset(a, 0, sizeof *a);
+    a->cmd = cmd;
+    a->argc = argc;
+    a->argv = argv;
+    /* ':' first: a missing value is reported as ':' (our message), not printed by getopt. */
+    size_t k = 0;
+    a->shortopts[k++] = ':';
+    int n = 0;
+    for (const pl_cli_opt *o = cmd->opts; o && o->name && n < PL_CLI_MAX_OPTS; o++, n++) {
+        a->longopts[n] =
+            (struct option){o->name, o->arg ? required_argument : no_argument, NULL, o->id};
+        if (o->short_name) {
+            a->shortopts[k++] = (char)o->short_name;
+            if (o->arg) a->shortopts[k++] = ':';
+        }
+    }
+    a->longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+    a->longopts[n] = (struct option){0};
+    a->shortopts[k++] = 'h';
+    a->shortopts[k] = '\0';
+    opterr = 0;
+    optind = 0; /* glibc: 0 reinitialises, so a second parse in one process starts afresh */
+}
+
+static const pl_cli_opt *pl__opt_by_id(const pl_cmd *cmd, int id)
+{
+    for (const pl_cli_opt *o = cmd->opts; o && o->name; o++)
+        if (o->id == id || (o->short_name && o->short_name == id)) return o;
+    return NULL;
+}
+
+int pl_cli_next(pl_cli_args *a, const char **val)
+{
+    *val = NULL;
+    for (;;) {
+        int c = getopt_long(a->argc, a->argv, a->shortopts, a->longopts, NULL);
+        if (c == -1) {
+            a->operands = a->argv + optind;
+            a->n_operands = a->argc - optind;
+            return 0;
+        }
+        if (c == 'h') {
+            pl_cmd_usage(a->cmd, stdout);
+            a->rc = 0;
+            return -1;
+        }
+        /* The argument getopt was looking at: the last one it consumed. */
+        const char *arg = optind > 0 && optind <= a->argc ? a->argv[optind - 1] : "";
+        if (c == '?') {
+            char shortopt[3] = {'-', (char)optopt, '\0'};
+            /* A misspelt long option: the nearest one of this command, as for commands. */
+            const char *near = NULL;
+            if (!optopt && strncmp(arg, "--", 2) == 0) {
+                size_t n = strcspn(arg + 2, "=");
+                char name[64];
+                snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1),
+                         arg + 2);
+                int best = 99;
+                for (const pl_cli_opt *o = a->cmd->opts; o && o->name; o++) {
+                    int d = pl__distance(name, o->name);
+                    if (d < best) best = d, near = o->name;
+                }
+                if (best > (strlen(name) >= 5 ? 2 : 1)) near = NULL;
+            }
+            /* A prefix of several long options: getopt_long's '?' too; name them. */
+            char several[256] = "";
+            if (!optopt && strncmp(arg, "--", 2) == 0) {
+                size_t n = strcspn(arg + 2, "="), k = 0;
+                int hits = 0;
+                for (const pl_cli_opt *o = a->cmd->opts; o && o->name; o++)
+                    if (n > 0 && strncmp(o->name, arg + 2, n) == 0 && k + 40 < sizeof several) {
+                        k += (size_t)snprintf(several + k, sizeof several - k, "%s--%s",
+                                              hits ? ", " : "", o->name);
+                        hits++;
+                    }
+                if (hits < 2) several[0] = '\0';
+            }
+            if (several[0])
+                a->rc = pl_cli_usage_error(a->cmd, "ambiguous option '%s' for 'pipectl %s' (%s)",
+                                           arg, a->cmd->name, several);
+            else if (near)
+                a->rc = pl_cli_usage_error(a->cmd,
+                                           "unknown option '%s' for 'pipectl %s' (did you mean "
+                                           "'--%s'?)",
+                                           arg, a->cmd->name, near);
+            else
+                a->rc = pl_cli_usage_error(a->cmd, "unknown option '%s' for 'pipectl %s'",
+                                           optopt ? shortopt : arg, a->cmd->name);
+            return -1;
+        }
+        if (c == ':') {
+            const pl_cli_opt *o = pl__opt_by_id(a->cmd, optopt);
+            a->rc = pl_cli_usage_error(a->cmd, "%s%s needs a value (%s)", o ? "--" : "",
+                                       o ? o->name : arg, o ? o->arg : "?");
+            return -1;
+        }
+        const pl_cli_opt *o = pl__opt_by_id(a->cmd, c);
+        if (!o) continue;
+        *val = optarg;
+        return o->id;
+    }
+}
+
+int pl_cli_int(const pl_cmd *cmd, int id, const char *val, int64_t lo, int64_t hi, int64_t *out)
+{
+    const pl_cli_opt *o = pl__opt_by_id(cmd, id);
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", o ? o->name : "?");
+    char *end;
+    errno = 0;
+    long long v = val && *val ? strtoll(val, &end, 10) : 0;
+    if (!val || !*val || errno || *end || v < lo || v > hi) {
+        char range[64];
+        if (hi == INT64_MAX)
+            snprintf(range, sizeof range, ">= %lld", (long long)lo);
+        else if (hi == ((int64_t)1 << 40))
+            snprintf(range, sizeof range, "from %lld to 2^40", (long long)lo);
+        else
+            snprintf(range, sizeof range, "from %lld to %lld", (long long)lo, (long long)hi);
+        return pl_cli_usage_error(cmd, "%s needs a whole number %s, got '%s'", opt, range,
+                                  val ? val : "");
+    }
+    *out = v;
+    return 0;
+}
+
+int pl_cli_choice(const pl_cmd *cmd, int id, const char *val)
+{
+    const pl_cli_opt *o = pl__opt_by_id(cmd, id);
+    const char *values = o && o->values ? o->values : "";
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", o ? o->name : "?");
+    size_t n = strlen(val);
+    int i = 0;
+    for (const char *p = values;; i++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, val, n) == 0) return i;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    char list[128];
+    size_t k = 0;
+    for (const char *p = values; *p && k + 6 < sizeof list; p++) {
+        if (*p == '|') {
+            bool last = !strchr(p + 1, '|');
+            const char *sep = last ? " or " : ", ";
+            memcpy(list + k, sep, strlen(sep));
+            k += strlen(sep);
+        } else {
+            list[k++] = *p;
+        }
+    }
+    list[k] = '\0';
+    pl_cli_usage_error(cmd, "%s must be %s, got '%s'", opt, list, val);
+    return -1;
+}
+
 int pl_cli_set_arch(const char *v)
 {
     if (!v) return 0;

@@ -1,26 +1,51 @@
 /* pl_cli: the `pipectl` subcommands, one file each (cmd_*.c), one table (pl_cli.c) that gives
- * name, usage, summary and function; `--help` and docs/cli.md come from the table. */
+ * name, usage, summary, options and function. Each command's options are one table (pl_cli_opt)
+ * that drives getopt_long parsing, `--help`, docs/cli.md, the man page and the bash and zsh
+ * completions alike, so none of them can drift from what the parser accepts. */
 #ifndef PL_CLI_H
 #define PL_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "pl_status.h"
 
+/* One option of a command. GNU forms are accepted for every entry: `--name=V`, `--name V`,
+ * `-c V`, `-cV`, flags bundled (`-qj`), unique prefixes of long names, options anywhere among
+ * the operands, and `--` to end them. */
+typedef struct pl_cli_opt {
+    const char *name; /* long name without "--" */
+    int short_name;   /* 'b' for -b, 0: long only */
+    const char *arg;  /* the value's placeholder ("N", "FILE"), NULL: a flag */
+    /* The values for completion, '|' separated ("auto|host|gpu"), or NULL: a file name when arg
+     * names a FILE, PATH or DIR, else free text. */
+    const char *values;
+    const char *help; /* one paragraph: --help wraps it, the man page fills it */
+    int id; /* what pl_cli_next returns for it: 256 or more (clear of short option letters), unique
+             * in the table */
+} pl_cli_opt;
+
 typedef struct pl_cmd {
     const char *name;
-    const char *usage;                /* "pipectl plan [--dot] FILE" */
-    const char *summary;              /* one line */
-    const char *help;                 /* options, one per line, "  --dot   print Graphviz DOT" */
+    const char *usage;      /* "pipectl plan [--dot] FILE" */
+    const char *summary;    /* one line */
+    const pl_cli_opt *opts; /* {NULL}-terminated; NULL: no options (--help only) */
+    const char *notes;      /* after the options (environment, signals); "" or NULL: none */
+    const char *operands;   /* what the operands are, for completion: "FILE", "FILE...",
+                             * "COMMAND" (a command name), "" (none) */
     int (*fn)(int argc, char **argv); /* argv[0] is the command name; returns the exit code */
+    bool hidden;                      /* not listed (pipectl __complete, __man) */
 } pl_cmd;
 
 extern const pl_cmd pl_cmds[];
-const pl_cmd *pl_cmd_find(const char *name, pl_error *err); /* unique prefix match */
+/* Exact name or unique prefix. Unknown: the message suggests the nearest command ("did you mean
+ * 'check'?") when one is close. err may be NULL. */
+const pl_cmd *pl_cmd_find(const char *name, pl_error *err);
 void pl_cmd_usage(const pl_cmd *cmd, FILE *out);
-/* True when argv has -h/--help (then the usage has been printed to stdout). */
-int pl_cmd_wants_help(const pl_cmd *cmd, int argc, char **argv);
+/* The option lines of --help ("  -b, --batches N        batches to run"). */
+void pl_cli_print_opts(const pl_cmd *cmd, FILE *out);
 /* Prints err->msg to stderr and returns the exit code of err->status. */
 int pl_cli_fail(const pl_error *err);
 /* `--arch`: "sm_90" or "90" -> sets PIPECTL_ARCH (which user kernels are checked for) and returns
@@ -31,6 +56,48 @@ int pl_cli_set_arch(const char *v);
 struct pl_spec;
 void pl_cli_print_notes(const struct pl_spec *spec, bool verbose);
 
+enum { PL_CLI_MAX_OPTS = 40 }; /* options of one command */
+
+/* Parsing one command's arguments with getopt_long, from its option table. */
+typedef struct pl_cli_args {
+    const pl_cmd *cmd;
+    int argc;
+    char **argv;     /* permuted in place: operands end up at argv[optind..argc) */
+    char **operands; /* after pl_cli_next returned 0: the operands */
+    int n_operands;
+    int rc; /* after pl_cli_next returned -1: the exit code (0 after --help) */
+    struct option longopts[PL_CLI_MAX_OPTS + 2]; /* built from the table, and --help */
+    char shortopts[3 * PL_CLI_MAX_OPTS + 4];
+} pl_cli_args;
+
+/* Starts parsing argv (argv[0] is the command name). */
+void pl_cli_args_init(pl_cli_args *a, const pl_cmd *cmd, int argc, char **argv);
+/* The next option: its id (> 0) and value in *val (NULL for a flag); 0 when the options are done
+ * (a->operands is set); -1 after --help (usage printed, rc 0) or a usage error (message printed,
+ * rc 2). */
+int pl_cli_next(pl_cli_args *a, const char **val);
+/* A usage error of this command: "error: <fmt...>; see 'pipectl CMD --help'" on stderr; returns 2.
+ */
+int pl_cli_usage_error(const pl_cmd *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The value of option `id` (of cmd's table) as a whole number lo..hi; else a usage error naming
+ * the option ("--batches needs a whole number from 1 to 64, got 'x'"). Returns 0 or 2. */
+int pl_cli_int(const pl_cmd *cmd, int id, const char *val, int64_t lo, int64_t hi, int64_t *out);
+/* The value of option `id` as the index of one of the '|'-separated words of its table entry's
+ * `values` (so the accepted words, the help and the completions are one list); else a usage
+ * error ("--executor must be auto, host or gpu, got 'cpu'") and -1. */
+int pl_cli_choice(const pl_cmd *cmd, int id, const char *val);
+
+/* The generated documents (pl_cli_gen.c), all from pl_cmds and the option tables. */
+void pl_cli_help_markdown(FILE *out); /* docs/cli.md */
+void pl_cli_man(FILE *out);           /* pipectl.1 (roff, man(7) macros) */
+void pl_cli_complete_bash(FILE *out); /* share/bash-completion/completions/pipectl */
+void pl_cli_complete_zsh(FILE *out);  /* share/zsh/site-functions/_pipectl */
+
+extern const pl_cli_opt pl_cli_run_opts[], pl_cli_check_opts[], pl_cli_capture_opts[],
+    pl_cli_replay_opts[], pl_cli_plan_opts[], pl_cli_bench_opts[], pl_cli_index_opts[],
+    pl_cli_help_opts[];
+
 int pl_cmd_check(int argc, char **argv);
 int pl_cmd_plan(int argc, char **argv);
 int pl_cmd_run(int argc, char **argv);
@@ -40,6 +107,7 @@ int pl_cmd_index(int argc, char **argv);
 int pl_cmd_version(int argc, char **argv);
 int pl_cmd_schema(int argc, char **argv);
 int pl_cmd_help(int argc, char **argv);
+int pl_cmd_gen(int argc, char **argv); /* __complete bash|zsh, __man */
 int pl_cmd_capture(int argc, char **argv);
 int pl_cmd_replay(int argc, char **argv);
 int pl_cmd_diff(int argc, char **argv);

@@ -22,8 +22,14 @@ pl_status pl_cuda_check(int cuda_status, const char *call, const char *stage, in
         snprintf(where, sizeof where, "stage '%s': ", stage);
     else if (batch >= 0)
         snprintf(where, sizeof where, "batch %lld: ", (long long)batch);
-    pl_error_set(err, PL_ECUDA, "%s%.*s failed: %s (%s)", where, (int)len, name,
-                 cudaGetErrorString(e), cudaGetErrorName(e));
+    /* A build without an image for this GPU fails at its first kernel: say what fixes it. */
+    const char *hint = e == cudaErrorNoKernelImageForDevice
+                           ? "; this pipectl was not built for this GPU's architecture: 'pipectl "
+                             "doctor' says which it was built for (rebuild with "
+                             "-DCMAKE_CUDA_ARCHITECTURES=native)"
+                           : "";
+    pl_error_set(err, PL_ECUDA, "%s%.*s failed: %s (%s)%s", where, (int)len, name,
+                 cudaGetErrorString(e), cudaGetErrorName(e), hint);
     if (stage) pl_error_tag(err, stage, batch);
     return PL_ECUDA;
 }

@@ -154,7 +154,59 @@ static int pl__attr(enum cudaDeviceAttr a, int dev)
     return v;
 }
 
-static pl_status pl__describe(int dev, FILE *out, pl_error *err)
+#ifndef PL_CUDA_ARCHS
+#define PL_CUDA_ARCHS "?"
+#endif
+
+/* Whether CMAKE_CUDA_ARCHITECTURES (PL_CUDA_ARCHS, ',' for ';': "80-real,86-real,89-real,90")
+ * holds SASS for
+ * sm_`v`: "N" and "N-real" do, "N-virtual" is PTX only. "native" or "all": unknown (-1). */
+static int pl__built_sass(int v)
+{
+    const char *p = PL_CUDA_ARCHS;
+    bool parsed = false;
+    while (*p) {
+        char *end;
+        long n = strtol(p, &end, 10);
+        if (end == p) return parsed ? 0 : -1;
+        parsed = true;
+        if (n == v && strncmp(end, "-virtual", 8) != 0) return 1;
+        p = end + strcspn(end, ",");
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
+/* The kernel image this device runs, from cudaFuncGetAttributes on one of our kernels (the
+ * driver's own choice, not a guess from the compute capability). *ok is false when there is none:
+ * every kernel launch would fail with "no kernel image is available". */
+static void pl__image(int dev, const struct cudaDeviceProp *p, FILE *out, bool *ok)
+{
+    int bin = 0, ptx = 0, cc = p->major * 10 + p->minor;
+    int e = cudaSetDevice(dev) == cudaSuccess ? pl_gpu_kernel_image(&bin, &ptx) : -1;
+    *ok = e == 0;
+    if (e != 0) {
+        fprintf(out,
+                "  kernel image           NONE for sm_%d: this pipectl was built for %s; rebuild "
+                "with\n                         -DCMAKE_CUDA_ARCHITECTURES=%d (or native) (%s)\n",
+                cc, PL_CUDA_ARCHS, cc,
+                e > 0 ? cudaGetErrorName((cudaError_t)e) : "cudaSetDevice failed");
+        return;
+    }
+    int sass = pl__built_sass(bin);
+    if (sass == 1)
+        fprintf(out, "  kernel image           sm_%d SASS (built for %s)\n", bin, PL_CUDA_ARCHS);
+    else if (sass == 0)
+        fprintf(out,
+                "  kernel image           JIT-compiled from compute_%d PTX for sm_%d (first use "
+                "compiles;\n                         built for %s: add %d for SASS)\n",
+                ptx, cc, PL_CUDA_ARCHS, cc);
+    else
+        fprintf(out, "  kernel image           binary sm_%d, PTX compute_%d (built for %s)\n", bin,
+                ptx, PL_CUDA_ARCHS);
+}
+
+static pl_status pl__describe(int dev, FILE *out, bool *image_ok, pl_error *err)
 {
     struct cudaDeviceProp p;
     PL_CHECK(PL_CUDA(cudaGetDeviceProperties(&p, dev), NULL, -1, err));
@@ -176,6 +228,13 @@ static pl_status pl__describe(int dev, FILE *out, pl_error *err)
             pl__attr(cudaDevAttrPageableMemoryAccess, dev) > 0 ? "yes (coherent)" : "no");
     fprintf(out, "  PCI bus                %04x:%02x:%02x\n", p.pciDomainID, p.pciBusID,
             p.pciDeviceID);
+    pl__image(dev, &p, out, image_ok);
+    if (!*image_ok)
+        pl_error_set(err, PL_ENODEV,
+                     "device %d (%s, compute capability %d.%d) has no kernel image in this "
+                     "pipectl (built for CUDA architectures %s): rebuild with "
+                     "-DCMAKE_CUDA_ARCHITECTURES=%d%d or =native",
+                     dev, p.name, p.major, p.minor, PL_CUDA_ARCHS, p.major, p.minor);
     return PL_OK;
 }
 
@@ -203,9 +262,20 @@ pl_status pl_doctor_run(int device, FILE *out, pl_error *err)
     cudaRuntimeGetVersion(&rt);
     fprintf(out, "CUDA driver %d.%d, runtime %d.%d, %d device(s)\n", drv / 1000, drv % 1000 / 10,
             rt / 1000, rt % 1000 / 10, n);
-    for (int i = 0; i < n; i++)
-        PL_CHECK(pl__describe(i, out, err));
+    pl_error image_err = {0};
+    bool image_ok = true;
+    for (int i = 0; i < n; i++) {
+        bool ok;
+        pl_error other = {0}; /* another device without an image: said, not an error here */
+        PL_CHECK(pl__describe(i, out, &ok, i == device ? &image_err : &other));
+        if (i == device) image_ok = ok;
+    }
     fflush(out);
+    /* Nothing to measure with kernels that cannot run: say why, exit 1. */
+    if (!image_ok) {
+        *err = image_err;
+        return err->status;
+    }
 
     size_t bytes = PL__COPY_BYTES;
     double h2d, d2h, both, pageable, launch_us, node_us, busy[3][3];

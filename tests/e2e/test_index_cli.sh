@@ -19,7 +19,7 @@ expect() { # expect RC EXPECTED-STDERR-SUBSTRING CMD...
 expect 2 "'pipectl index' needs 'build' or 'info'" "$pipectl" index
 expect 2 "'pipectl index build' needs --corpus FILE.npy, --factory STRING and -o FILE" \
     "$pipectl" index build --corpus x.npy
-expect 2 "--metric is ip, l2 or cosine, not 'dot'" \
+expect 2 "--metric must be ip, l2 or cosine, got 'dot'" \
     "$pipectl" index build --corpus x.npy --factory Flat -o y --metric dot
 if "$pipectl" index build --corpus /nonexistent.npy --factory Flat -o "$tmp/i" 2>&1 |
     grep -q "built without"; then

@@ -1,5 +1,6 @@
 # `pipectl run --trace`: a Chrome trace with one slice per stage and batch, one row per stream,
-# written also when the run fails (what completed), never left half-written.
+# flow arrows and counters, valid against the Trace Event Format (check_trace.py), written also
+# when the run fails (what completed), never left half-written.
 set -u
 pipectl=$1 src=$2
 tmp=$(mktemp -d)
@@ -16,6 +17,13 @@ for s in host0 h2d compute0 d2h host1; do
   grep -q "\"name\": \"$s (" "$tmp/t.json" || fail "no row for stream $s"
 done
 grep -q '"name": "save", "cat": "host", "ph": "X".*"batch": 15' "$tmp/t.json" || fail "no slice for save, batch 15"
+# The Trace Event Format: fields per phase, flows inside slices (4 cross-stream edges a batch),
+# counters (bytes in flight on 4 engines, slots in use), every row named.
+if command -v python3 >/dev/null; then
+  python3 "$src/tests/e2e/check_trace.py" "$tmp/t.json" 64 5 || fail "the trace is not a valid Chrome trace"
+else
+  echo "python3 not found: trace not validated against the Trace Event Format"
+fi
 # A failing run still writes the timeline of what completed: as many 'save' slices as batches
 # the run says it completed (at most 5: 'double' fails on batch 5).
 err=$("$pipectl" run --executor host --quiet --fail-at double:5 --trace "$tmp/f.json" "$tmp/q.yaml" 2>&1)
@@ -32,4 +40,6 @@ out=$("$pipectl" run --executor host --quiet --trace "$tmp/no/such/dir/t.json" "
 rc=$?
 [ $rc -eq 1 ] || fail "unwritable trace: exit $rc, expected 1"
 echo "$out" | grep -q "cannot write the trace" || fail "unwritable trace: message was: $out"
-echo "trace: 80 slices, 5 rows; written after a failure; unwritable path reported"
+python3 "$src/tests/e2e/check_trace.py" "$tmp/f.json" >/dev/null 2>&1 || ! command -v python3 >/dev/null ||
+  fail "the trace of a failed run is not a valid Chrome trace"
+echo "trace: 80 slices, 5 rows, flows and counters, valid; written after a failure; unwritable path reported"

@@ -13,7 +13,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 "$cmake" --install "$build" --prefix "$work/prefix" >"$work/install.log" 2>&1 ||
     { cat "$work/install.log"; fail "cmake --install $build --prefix $work/prefix"; }
-for f in bin/pipectl include/pipectl.h; do
+for f in bin/pipectl include/pipectl.h share/man/man1/pipectl.1 \
+    share/bash-completion/completions/pipectl share/zsh/site-functions/_pipectl \
+    share/doc/pipectl/LICENSE; do
     [ -e "$work/prefix/$f" ] || fail "$f is not installed"
 done
 pc=$(find "$work/prefix" -name pipectl.pc | head -1)

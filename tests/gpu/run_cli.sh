@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# run_cli.sh: one GPU-machine call for issue 14 (items 4, 6, 7): build with the default CUDA
+# architectures (timed), `pipectl doctor` names the kernel image the device runs, the reports of
+# the overlap example and of three concurrent 20 ms kernels with --timing all stay at or under
+# 100% of the bound (union per engine), and their traces pass check_trace.py. Logs under $OUT,
+# a table last.   source .gpu/setup.sh && bash tests/gpu/run_cli.sh
+set -u
+OUT=${OUT:-out/device}
+BUILD=${BUILD:-build-cli}
+JOBS=${JOBS:-16}
+mkdir -p "$OUT"
+declare -a rows=()
+row() { rows+=("$(printf '%-44s %s' "$1" "$2")"); }
+t0=$SECONDS
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cli_build.log" 2>&1 &&
+    cmake --build "$BUILD" -j"$JOBS" >>"$OUT/cli_build.log" 2>&1
+row "build (default archs, -j$JOBS)" "rc=$? $((SECONDS - t0)) s; $(grep -o 'CUDA architectures .*' "$OUT/cli_build.log" | head -1)"
+P="$BUILD/pipectl"
+timeout 120 "$P" doctor >"$OUT/cli_doctor.log" 2>&1
+row "doctor" "rc=$? $(grep -m1 'kernel image' "$OUT/cli_doctor.log" | sed 's/  */ /g')"
+ach() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("achieved=%s bound_engine=%s bound_s=%s per_batch_s=%.6f" % (d["achieved"], d["bound_engine"], d["bound_s"], d["per_batch_s"]))' "$1" 2>&1; }
+okach() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["achieved"] is not None and d["achieved"] <= 1.02 else 1)' "$1"; }
+for p in pipelines/overlap.yaml tests/gpu/data/concurrent_busy.yaml; do
+    n=$(basename "$p" .yaml)
+    for t in all sample; do
+        timeout 120 "$P" run --executor gpu --timing $t --json --trace "$OUT/cli_$n.$t.trace.json" "$p" >"$OUT/cli_$n.$t.json" 2>"$OUT/cli_$n.$t.err"
+        rc=$?
+        v=$(ach "$OUT/cli_$n.$t.json")
+        if [ $t = all ]; then okach "$OUT/cli_$n.$t.json" && v="$v (<= 102%: ok)" || v="$v (OVER 102%)"; fi
+        row "$n --timing $t" "rc=$rc $v"
+        timeout 60 python3 tests/e2e/check_trace.py "$OUT/cli_$n.$t.trace.json" 1 3 >"$OUT/cli_$n.$t.trace.log" 2>&1
+        row "  trace valid" "rc=$? $(tail -1 "$OUT/cli_$n.$t.trace.log" | cut -c1-120)"
+        timeout 120 "$P" run --executor gpu --timing $t "$p" >"$OUT/cli_$n.$t.txt" 2>&1
+    done
+done
+# Start-up of the CUDA build (item 3's figure, for comparison): `pipectl version`, best of 10.
+best=$(python3 -c '
+import subprocess,time,sys
+ts=[]
+for i in range(10):
+    t=time.perf_counter(); subprocess.run([sys.argv[1],"version"],stdout=subprocess.DEVNULL); ts.append(time.perf_counter()-t)
+print("%.1f ms" % (min(ts)*1e3))' "$P")
+rss=$( { /usr/bin/time -f '%M' "$P" version >/dev/null; } 2>&1 | tail -1)
+row "pipectl version (CUDA build)" "best $best, max RSS ${rss} KiB"
+printf '%s\n' "${rows[@]}" | tee "$OUT/cli_table.txt"
+echo "summaries: $OUT/cli_*.txt; JSON: $OUT/cli_*.json; traces: $OUT/cli_*.trace.json"
