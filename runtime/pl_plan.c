@@ -686,12 +686,21 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         const pl_kind *kind = spec->stages[s].kind;
         if (kind && kind->ordered && pl__xadd(&v, s, s, 1, -1, PL_XDEP_ORDERED)) goto oom;
     }
-    /* A stage waiting for itself (the last accessor of a buffer it writes) is implied: a stage's
-     * batches run in order on its stream. Ordered kinds keep theirs: it is their contract. */
+    /* A stage waiting for itself (the last accessor of a buffer it writes) is implied on the host:
+     * a stage's batches run in order on its stream. Not on the GPU for a persistent buffer: batch
+     * b and b + 1 are in different slots, whose graphs run on different launch streams, so a
+     * device stage accumulating into a persistent buffer (gemm with beta != 0) keeps its
+     * distance-1 wait. Ordered kinds keep theirs: it is their contract. */
     {
         int m0 = 0;
-        for (int i = 0; i < v.n; i++)
-            if (v.a[i].from != v.a[i].to || v.a[i].why == PL_XDEP_ORDERED) v.a[m0++] = v.a[i];
+        for (int i = 0; i < v.n; i++) {
+            const pl_xdep *x = &v.a[i];
+            pl_engine e = spec->stages[x->from].kind->engine;
+            bool device = e == PL_ENGINE_H2D || e == PL_ENGINE_COMPUTE || e == PL_ENGINE_D2H;
+            if (x->from != x->to || x->why == PL_XDEP_ORDERED ||
+                (device && x->why == PL_XDEP_PERSISTENT))
+                v.a[m0++] = *x;
+        }
         v.n = m0;
     }
     if (v.n) {

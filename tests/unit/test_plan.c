@@ -280,6 +280,23 @@ static void test_war_and_persistent(void)
     pl_spec_free(s);
 }
 
+/* A device stage alone on a persistent buffer it updates keeps its wait on itself: on the GPU batch
+ * b and b + 1 run in different slots' graphs, on different launch streams. */
+static void test_device_self_accumulate(void)
+{
+    char xb[1024];
+    pl_spec *s = t_new();
+    t_buf(s, "x_host", PL_HOST, PL_F32, 64, false, PL_INIT_RANDOM);
+    t_dev(s, "x", 64);
+    t_buf(s, "w", PL_DEVICE, PL_F32, 64, true, PL_INIT_ZEROS);
+    t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x");
+    t_busy(s, "acc", "w x", "w");
+    pl_plan *p = t_plan(s);
+    CHECK_STR(t_xdeps(p, xb, sizeof xb), "up<-acc:4 acc<-acc:1");
+    pl_plan_free(p);
+    pl_spec_free(s);
+}
+
 /* Slot reuse with two readers of one buffer: the writer waits for both (neither follows the
  * other), and only depth batches back. */
 static void test_slot_reuse_two_readers(void)
@@ -401,6 +418,7 @@ int main(void)
     test_stream_order_implies();
     test_reduced_preds();
     test_war_and_persistent();
+    test_device_self_accumulate();
     test_slot_reuse_two_readers();
     test_determinism();
     test_generated_1000();
