@@ -1,6 +1,8 @@
 /* pl_report: the run summary (table or JSON) from a plan and a run result. */
 #include "pl_report.h"
 
+#include "pl_json.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,24 +370,9 @@ void pl_report_stopped(FILE *out, const pl_run_result *res)
     fputc('\n', out);
 }
 
-static void pl__json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", out);
-        else if (c == '\t')
-            fputs("\\t", out);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
+/* The summary is still written piece by piece; its strings go through pl_json, so any bytes (a
+ * Lua pipeline's name need not be UTF-8) give valid JSON. */
+#define pl__json_str pl_json_put_str
 
 void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl_status status,
                     const pl_error *err)
@@ -395,7 +382,7 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
     pl_report_flow(spec, &in, &outb);
     double wall = (double)res->wall_ns * 1e-9;
     double per = res->batches_done > 0 ? wall / (double)res->batches_done : 0;
-    fprintf(out, "{\"pipeline\": ");
+    fprintf(out, "{\"schema_version\": %d, \"pipeline\": ", PL_JSON_SCHEMA_VERSION);
     pl__json_str(out, spec->name);
     fprintf(out, ", \"status\": ");
     pl__json_str(out, status == PL_OK ? "ok" : pl_status_name(status));
