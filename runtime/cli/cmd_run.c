@@ -60,7 +60,10 @@ const pl_cli_opt pl_cli_run_opts[] = {
      PL__O_TIMING},
     {"trace", 0, "FILE", NULL,
      "write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)", PL__O_TRACE},
-    {"json", 'j', NULL, NULL, "print the summary as one JSON object on stdout", PL__O_JSON},
+    {"json", 'j', NULL, NULL,
+     "print the summary as one JSON object on stdout; a run that fails before it starts prints an "
+     "error object (docs/json.md)",
+     PL__O_JSON},
     {"quiet", 'q', NULL, NULL, "no progress bar, no summary table", PL__O_QUIET},
     {"progress", 0, "WHEN", "auto|always|never",
      "the progress line on stderr (bar, rate, ETA): auto (default: when stderr is a terminal, "
