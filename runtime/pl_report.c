@@ -465,5 +465,12 @@ void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl
             fprintf(out, "%s\"0x%016" PRIx64 "\"", b ? ", " : "", o->batch_checksums[b]);
         fprintf(out, "]}");
     }
+    /* The error again as a record (stage, batch, position), as the other --json outputs give it. */
+    fputs("], \"diagnostics\": [", out);
+    if (status != PL_OK && err) {
+        json_t *d = pl_json_diag(err, "error");
+        if (d) json_dumpf(d, out, JSON_PRESERVE_ORDER);
+        json_decref(d);
+    }
     fprintf(out, "]}\n");
 }
