@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Start-up cost (issue 14): `pipectl version` and `check` of a host pipeline load no CUDA library
 # they do not use. The CUDA build links only libcudart; cuBLAS, cuBLASLt and NVRTC are loaded on
 # first use (runtime/gpu/pl_cudalibs.c). Linked, they took `pipectl version` to ~258 MB of max RSS;
