@@ -2,6 +2,7 @@
  * algorithm is fixed when they are created (pl_gpu.h). The gpt2 kind's GEMMs run through here,
  * with bias, GELU and the residual add fused into cuBLASLt's epilogue. */
 #include "pl_gpu.h"
+#include "pl_cudalibs.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -93,7 +94,8 @@ pl_status pl_gpu_lt_new(pl_gpu_lt **out, pl_error *err)
     *out = NULL;
     pl_gpu_lt *lt = calloc(1, sizeof *lt);
     if (!lt) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    pl_status st = pl__lt(cublasLtCreate(&lt->h), "cublasLtCreate", NULL, -1, err);
+    pl_status st = pl_cudalib_load(PL_CUDALIB_CUBLASLT, err);
+    if (st == PL_OK) st = pl__lt(cublasLtCreate(&lt->h), "cublasLtCreate", NULL, -1, err);
     if (st != PL_OK) {
         free(lt);
         return st;

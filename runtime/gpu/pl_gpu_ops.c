@@ -1,6 +1,7 @@
 /* pl_gpu_ops: the per-device op context (cuBLAS handle, per-stage scratch) and
  * pl_gpu_op_record, which enqueues one kernel stage's op on a stream, inside capture or not. */
 #include "pl_gpu.h"
+#include "pl_cudalibs.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -111,6 +112,7 @@ pl_status pl_gpu_ctx_new(int device, pl_gpu_ctx **out, pl_error *err)
     PL_CHECK_GOTO(PL_CUDA(cudaDeviceGetAttribute(&ctx->sms, cudaDevAttrMultiProcessorCount, device),
                           NULL, -1, err),
                   st, fail);
+    PL_CHECK_GOTO(pl_cudalib_load(PL_CUDALIB_CUBLAS, err), st, fail);
     PL_CHECK_GOTO(pl__cublas_check(cublasCreate(&ctx->blas), "cublasCreate", NULL, -1, err), st,
                   fail);
     PL_CHECK_GOTO(pl__gemm_warm_up(ctx, err), st, fail);

@@ -2,6 +2,7 @@
  * compile nothing. The key hashes everything that changes the output: the source, the headers in
  * the include folders, the options, the arch, the function and NVRTC's version. */
 #include "pl_nvrtc.h"
+#include "pl_cudalibs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -328,6 +329,7 @@ pl_status pl_nvrtc_compile(const pl_nvrtc_in *in, pl_nvrtc_out *out, pl_error *e
         out->cached = true;
         goto done;
     }
+    PL_CHECK_GOTO(pl_cudalib_load(PL_CUDALIB_NVRTC, err), st, done);
     nvrtcResult r = nvrtcCreateProgram(&p, in->src, in->name, 0, NULL, NULL);
     if (r == NVRTC_SUCCESS) r = nvrtcAddNameExpression(p, in->function);
     if (r != NVRTC_SUCCESS) {
