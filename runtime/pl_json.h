@@ -1,7 +1,8 @@
 /* pl_json: pipectl's one JSON layer, over jansson. Bundles (runtime/pl_bundle.c) read and write
- * through it; the run summary and the trace may move to it (issue 14). What it adds to jansson:
- * strings from any bytes (invalid UTF-8 is replaced, never an error), files written whole or not
- * at all, and typed getters whose failures are error records naming the file and the key. */
+ * through it, and every --json output (check, plan, the run summary, errors) and the trace. What it
+ * adds to jansson: strings from any bytes (invalid UTF-8 is replaced, never an error), files
+ * written whole or not at all, and typed getters whose failures are error records naming the file
+ * and the key. */
 #ifndef PL_JSON_H
 #define PL_JSON_H
 
