@@ -203,3 +203,89 @@ const char *pl_json_str_or(const json_t *obj, const char *key, const char *def)
     json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     return json_is_string(v) ? json_string_value(v) : def;
 }
+
+/* ---- --json outputs ---- */
+
+int pl_json_print(FILE *out, const json_t *v)
+{
+    /* indent 0 without JSON_COMPACT: one line with ", " and ": ", as the summary always was */
+    int rc = v ? json_dumpf(v, out, JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) : -1;
+    if (rc == 0 && fputc('\n', out) == EOF) rc = -1;
+    if (fflush(out) != 0) rc = -1;
+    return rc;
+}
+
+void pl_json_put_str(FILE *out, const char *s)
+{
+    json_t *j = pl_json_str(s);
+    if (!j || json_dumpf(j, out, JSON_ENCODE_ANY) != 0) fputs("null", out);
+    json_decref(j);
+}
+
+/* The suggestion a message makes, if it makes one in the words the checks use ("did you mean
+ * 'x'?"); NULL otherwise. The whole advice stays in "message" either way. */
+static json_t *pl__hint(const char *msg)
+{
+    const char *p = strstr(msg, "did you mean ");
+    if (!p) return json_null();
+    const char *q = strchr(p, '?');
+    if (!q) return json_null();
+    return pl_json_strn(p, (size_t)(q - p + 1));
+}
+
+json_t *pl_json_diag(const pl_error *e, const char *severity)
+{
+    json_t *d = json_object();
+    if (!d) return NULL;
+    bool pos = e->line > 0;
+    int bad = 0;
+    bad |= json_object_set_new(d, "severity", json_string(severity));
+    bad |= json_object_set_new(d, "file", e->file[0] ? pl_json_str(e->file) : json_null());
+    bad |= json_object_set_new(d, "line", pos ? json_integer(e->line) : json_null());
+    bad |= json_object_set_new(d, "column", pos && e->col > 0 ? json_integer(e->col) : json_null());
+    bad |= json_object_set_new(d, "stage", e->stage[0] ? pl_json_str(e->stage) : json_null());
+    bad |= json_object_set_new(d, "batch", e->batch >= 0 ? json_integer(e->batch) : json_null());
+    bad |= json_object_set_new(d, "status", json_string(pl_status_name(e->status)));
+    bad |= json_object_set_new(d, "message", pl_json_str(e->msg));
+    bad |= json_object_set_new(d, "hint", pl__hint(e->msg));
+    if (bad) {
+        json_decref(d);
+        return NULL;
+    }
+    return d;
+}
+
+json_t *pl_json_error_obj(const char *command, const pl_error *e)
+{
+    json_t *o = json_object(), *diags = json_array();
+    if (!o || !diags) goto oom;
+    int bad = 0;
+    bad |= json_object_set_new(o, "schema_version", json_integer(PL_JSON_SCHEMA_VERSION));
+    bad |= json_object_set_new(o, "command", pl_json_str(command));
+    bad |= json_object_set_new(o, "status", json_string(pl_status_name(e->status)));
+    bad |= json_object_set_new(o, "exit_code", json_integer(pl_status_exit_code(e->status)));
+    bad |= json_object_set_new(o, "error", pl_json_str(e->msg));
+    bad |= json_array_append_new(diags, pl_json_diag(e, "error"));
+    bad |= json_object_set(o, "diagnostics", diags);
+    json_decref(diags);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+oom:
+    json_decref(o);
+    json_decref(diags);
+    return NULL;
+}
+
+int pl_json_print_error(FILE *out, const char *command, const pl_error *e)
+{
+    json_t *o = pl_json_error_obj(command, e);
+    if (o)
+        pl_json_print(out, o);
+    else
+        fputs("{\"schema_version\": 1, \"status\": \"ENOMEM\", \"exit_code\": 1}\n", out);
+    json_decref(o);
+    return pl_status_exit_code(e->status);
+}

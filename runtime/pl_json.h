@@ -1,13 +1,15 @@
 /* pl_json: pipectl's one JSON layer, over jansson. Bundles (runtime/pl_bundle.c) read and write
- * through it; the run summary and the trace may move to it (issue 14). What it adds to jansson:
- * strings from any bytes (invalid UTF-8 is replaced, never an error), files written whole or not
- * at all, and typed getters whose failures are error records naming the file and the key. */
+ * through it, and every --json output (check, plan, the run summary, errors) and the trace. What it
+ * adds to jansson: strings from any bytes (invalid UTF-8 is replaced, never an error), files
+ * written whole or not at all, and typed getters whose failures are error records naming the file
+ * and the key. */
 #ifndef PL_JSON_H
 #define PL_JSON_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -52,5 +54,27 @@ pl_status pl_json_get_arr(const json_t *obj, const char *key, const char *what, 
                           pl_error *err);
 /* obj[key] as a string, or `def` when missing or not a string. Borrowed. */
 const char *pl_json_str_or(const json_t *obj, const char *key, const char *def);
+
+/* ---- what the commands print with --json (docs/json.md describes every field) ---- */
+
+/* "schema_version" of every --json output: raised when a field changes meaning or goes away
+ * (adding a field does not raise it). */
+#define PL_JSON_SCHEMA_VERSION 1
+
+/* Writes v on one line and a newline ("{"a": 1, "b": [2]}", keys in insertion order) and
+ * flushes. Returns 0, or -1 when it could not be written. */
+int pl_json_print(FILE *out, const json_t *v);
+/* Writes `s` as a JSON string literal (quotes included; NULL gives null), with the replacement
+ * rules of pl_json_strn, for writers that print JSON piece by piece. */
+void pl_json_put_str(FILE *out, const char *s);
+/* One diagnostic: {"severity", "file", "line", "column", "stage", "batch", "status", "message",
+ * "hint"} from an error record; severity is "error" or "warning". New reference, NULL on OOM. */
+json_t *pl_json_diag(const pl_error *e, const char *severity);
+/* The object a command prints with --json when it fails before it has anything else to say:
+ * {"schema_version", "command", "status", "exit_code", "error", "diagnostics": [e]}. New
+ * reference, NULL on OOM. */
+json_t *pl_json_error_obj(const char *command, const pl_error *e);
+/* Prints pl_json_error_obj and returns e's exit code (the --json twin of pl_cli_fail). */
+int pl_json_print_error(FILE *out, const char *command, const pl_error *e);
 
 #endif

@@ -1,7 +1,10 @@
 /* pl_report: the run summary (table or JSON) from a plan and a run result. */
 #include "pl_report.h"
 
+#include "pl_json.h"
+
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -368,115 +371,135 @@ void pl_report_stopped(FILE *out, const pl_run_result *res)
     fputc('\n', out);
 }
 
-static void pl__json_str(FILE *out, const char *s)
+/* A measured value rounded to `dec` decimals (what the summary always showed: ns for times, 1e-4
+ * for ratios), so the JSON number does not carry float noise past it. */
+static json_t *pl__real(double x, int dec)
 {
-    fputc('"', out);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", out);
-        else if (c == '\t')
-            fputs("\\t", out);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
+    double f = pow(10.0, dec);
+    return json_real(round(x * f) / f);
 }
 
-void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl_status status,
-                    const pl_error *err)
+static json_t *pl__str_or_null(const char *s)
+{
+    return s ? pl_json_str(s) : json_null();
+}
+
+/* The summary as a tree, built through pl_json (any bytes give valid JSON); NULL on OOM. */
+static json_t *pl__summary(const pl_plan *plan, const pl_run_result *res, pl_status status,
+                           const pl_error *err)
 {
     const pl_spec *spec = plan->spec;
     uint64_t in, outb;
     pl_report_flow(spec, &in, &outb);
     double wall = (double)res->wall_ns * 1e-9;
     double per = res->batches_done > 0 ? wall / (double)res->batches_done : 0;
-    fprintf(out, "{\"pipeline\": ");
-    pl__json_str(out, spec->name);
-    fprintf(out, ", \"status\": ");
-    pl__json_str(out, status == PL_OK ? "ok" : pl_status_name(status));
-    fprintf(out, ", \"exit_code\": %d, \"error\": ", pl_status_exit_code(status));
-    if (status != PL_OK && err)
-        pl__json_str(out, err->msg);
-    else
-        fputs("null", out);
-    fprintf(out, ", \"executor\": ");
-    pl__json_str(out, res->executor ? res->executor : "");
-    fprintf(out, ", \"graphs\": %s, \"device\": ", res->graphs ? "true" : "false");
-    pl__json_str(out, res->device_name);
-    fprintf(
-        out,
-        ", \"depth\": %d, \"workers\": %d, \"batches_planned\": %lld, \"batches_done\": %lld, "
-        "\"batches_issued\": %lld, \"bytes_in_per_batch\": %llu, \"bytes_out_per_batch\": %llu, "
-        "\"wall_s\": %.9f, \"per_batch_s\": %.9f, \"batches_per_s\": %.3f",
-        plan->depth, res->workers, (long long)res->batches_planned, (long long)res->batches_done,
-        (long long)res->batches_issued, (unsigned long long)in, (unsigned long long)outb, wall, per,
-        per > 0 ? 1.0 / per : 0.0);
+    json_t *o = json_object(), *engines = json_array(), *stages = json_array(),
+           *outputs = json_array(), *diags = json_array();
     pl_stage_stats *st = calloc((size_t)(plan->n_stages > 0 ? plan->n_stages : 1), sizeof *st);
-    int bs = -1;
-    double bound = st ? pl_report_stats(plan, res, st, &bs) : 0;
     pl_engine_stats *eng = st ? pl_report_engines_new(plan) : NULL;
+    if (!o || !engines || !stages || !outputs || !diags || !st || !eng) goto oom;
+    int bad = 0;
+#define PL__SET(k, v) bad |= json_object_set_new(o, k, v)
+    PL__SET("schema_version", json_integer(PL_JSON_SCHEMA_VERSION));
+    PL__SET("pipeline", pl_json_str(spec->name));
+    PL__SET("status", json_string(status == PL_OK ? "ok" : pl_status_name(status)));
+    PL__SET("exit_code", json_integer(pl_status_exit_code(status)));
+    PL__SET("error", status != PL_OK && err ? pl_json_str(err->msg) : json_null());
+    PL__SET("executor", pl_json_str(res->executor ? res->executor : ""));
+    PL__SET("graphs", json_boolean(res->graphs));
+    PL__SET("device", pl_json_str(res->device_name));
+    PL__SET("depth", json_integer(plan->depth));
+    PL__SET("workers", json_integer(res->workers));
+    PL__SET("batches_planned", json_integer(res->batches_planned));
+    PL__SET("batches_done", json_integer(res->batches_done));
+    PL__SET("batches_issued", json_integer(res->batches_issued));
+    PL__SET("bytes_in_per_batch", json_integer((json_int_t)in));
+    PL__SET("bytes_out_per_batch", json_integer((json_int_t)outb));
+    PL__SET("wall_s", pl__real(wall, 9));
+    PL__SET("per_batch_s", pl__real(per, 9));
+    PL__SET("batches_per_s", pl__real(per > 0 ? 1.0 / per : 0.0, 3));
+    int bs = -1;
+    double bound = pl_report_stats(plan, res, st, &bs);
     int n_eng = 0;
-    int be = eng ? pl_report_engines(plan, res, eng, &n_eng) : -1;
+    int be = pl_report_engines(plan, res, eng, &n_eng);
     if (bs >= 0 && be >= 0) {
-        fprintf(out, ", \"bound_s\": %.9f, \"bound_stage\": ", bound);
-        pl__json_str(out, spec->stages[bs].name);
-        fprintf(out, ", \"achieved\": %.4f, \"bound_engine\": \"%s\"", per > 0 ? bound / per : 0.0,
-                eng[be].name);
+        PL__SET("bound_s", pl__real(bound, 9));
+        PL__SET("bound_stage", pl_json_str(spec->stages[bs].name));
+        PL__SET("achieved", pl__real(per > 0 ? bound / per : 0.0, 4));
+        PL__SET("bound_engine", pl_json_str(eng[be].name));
     } else {
-        fputs(", \"bound_s\": null, \"bound_stage\": null, \"achieved\": null, "
-              "\"bound_engine\": null",
-              out);
+        PL__SET("bound_s", json_null());
+        PL__SET("bound_stage", json_null());
+        PL__SET("achieved", json_null());
+        PL__SET("bound_engine", json_null());
     }
-    fputs(", \"engines\": [", out);
     for (int e = 0; e < n_eng; e++)
-        fprintf(out,
-                "%s{\"name\": \"%s\", \"engine\": \"%s\", \"stages\": %d, \"timed_batches\": "
-                "%lld, \"busy_s\": %.9f, \"busy_per_batch_s\": %.9f, \"occupancy\": %.4f}",
-                e ? ", " : "", eng[e].name, pl_engine_name(eng[e].engine), eng[e].n_stages,
-                (long long)eng[e].timed, eng[e].busy_s, eng[e].per_batch_s, eng[e].occupancy);
-    free(eng);
-    fputs("], \"stages\": [", out);
-    for (int i = 0; st && i < plan->n_stages; i++) {
+        bad |= json_array_append_new(
+            engines,
+            json_pack("{s:o, s:s, s:i, s:I, s:o, s:o, s:o}", "name", pl_json_str(eng[e].name),
+                      "engine", pl_engine_name(eng[e].engine), "stages", eng[e].n_stages,
+                      "timed_batches", (json_int_t)eng[e].timed, "busy_s",
+                      pl__real(eng[e].busy_s, 9), "busy_per_batch_s",
+                      pl__real(eng[e].per_batch_s, 9), "occupancy", pl__real(eng[e].occupancy, 4)));
+    for (int i = 0; i < plan->n_stages; i++) {
         int s = plan->order[i];
         const pl_stage *sg = &spec->stages[s];
-        fprintf(out, "%s{\"name\": ", i ? ", " : "");
-        pl__json_str(out, sg->name);
-        fprintf(out, ", \"kind\": \"%s\", \"engine\": \"%s\", \"stream\": ", sg->kind->name,
-                pl_engine_name(plan->stages[s].engine));
-        pl__json_str(out, plan->streams[plan->stages[s].stream].name);
-        fprintf(out,
-                ", \"count\": %lld, \"mean_s\": %.9f, \"p50_s\": %.9f, \"p99_s\": %.9f, "
-                "\"busy\": %.4f}",
-                (long long)st[s].count, st[s].mean_s, st[s].p50_s, st[s].p99_s, st[s].busy);
+        bad |= json_array_append_new(
+            stages, json_pack("{s:o, s:s, s:s, s:o, s:I, s:o, s:o, s:o, s:o}", "name",
+                              pl_json_str(sg->name), "kind", sg->kind->name, "engine",
+                              pl_engine_name(plan->stages[s].engine), "stream",
+                              pl_json_str(plan->streams[plan->stages[s].stream].name), "count",
+                              (json_int_t)st[s].count, "mean_s", pl__real(st[s].mean_s, 9), "p50_s",
+                              pl__real(st[s].p50_s, 9), "p99_s", pl__real(st[s].p99_s, 9), "busy",
+                              pl__real(st[s].busy, 4)));
     }
-    free(st);
-    fprintf(out, "], \"outputs\": [");
     for (int i = 0; i < res->n_outputs; i++) {
-        const pl_output *o = &res->outputs[i];
-        fprintf(out, "%s{\"stage\": ", i ? ", " : "");
-        pl__json_str(out, o->stage);
-        fprintf(out, ", \"path\": ");
-        if (o->path)
-            pl__json_str(out, o->path);
-        else
-            fputs("null", out);
-        fprintf(out, ", \"batches\": %lld, \"bytes_per_batch\": %llu, \"checksum\": ",
-                (long long)o->batches, (unsigned long long)o->batch_bytes);
+        const pl_output *op = &res->outputs[i];
+        json_t *sums = json_array();
+        for (int64_t b = 0; sums && op->batch_checksums && b < op->batches; b++)
+            bad |= json_array_append_new(sums, pl_json_hex64(op->batch_checksums[b]));
         /* checksum: false in the pipeline: null, not a made-up 0x0000000000000000. */
-        if (o->checksummed)
-            fprintf(out, "\"0x%016" PRIx64 "\"", o->checksum);
-        else
-            fputs("null", out);
-        fprintf(out, ", \"checksummed\": %s, \"finalized\": %s, \"batch_checksums\": [",
-                o->checksummed ? "true" : "false", o->finalized ? "true" : "false");
-        for (int64_t b = 0; o->batch_checksums && b < o->batches; b++)
-            fprintf(out, "%s\"0x%016" PRIx64 "\"", b ? ", " : "", o->batch_checksums[b]);
-        fprintf(out, "]}");
+        bad |= json_array_append_new(
+            outputs,
+            json_pack("{s:o, s:o, s:I, s:I, s:o, s:b, s:b, s:o}", "stage", pl_json_str(op->stage),
+                      "path", pl__str_or_null(op->path), "batches", (json_int_t)op->batches,
+                      "bytes_per_batch", (json_int_t)op->batch_bytes, "checksum",
+                      op->checksummed ? pl_json_hex64(op->checksum) : json_null(), "checksummed",
+                      op->checksummed, "finalized", op->finalized, "batch_checksums",
+                      sums ? sums : json_null()));
     }
-    fprintf(out, "]}\n");
+    /* The error again as a record (stage, batch, position), as the other --json outputs give it. */
+    if (status != PL_OK && err) bad |= json_array_append_new(diags, pl_json_diag(err, "error"));
+    PL__SET("engines", engines);
+    PL__SET("stages", stages);
+    PL__SET("outputs", outputs);
+    PL__SET("diagnostics", diags);
+#undef PL__SET
+    free(eng);
+    free(st);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+oom:
+    free(eng);
+    free(st);
+    json_decref(o);
+    json_decref(engines);
+    json_decref(stages);
+    json_decref(outputs);
+    json_decref(diags);
+    return NULL;
+}
+
+void pl_report_json(FILE *out, const pl_plan *plan, const pl_run_result *res, pl_status status,
+                    const pl_error *err)
+{
+    json_t *o = pl__summary(plan, res, status, err);
+    if (!o || json_dumpf(o, out, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) != 0)
+        fprintf(out, "{\"schema_version\": %d, \"status\": \"ENOMEM\", \"exit_code\": 1}",
+                PL_JSON_SCHEMA_VERSION);
+    fputc('\n', out);
+    json_decref(o);
 }

@@ -4,49 +4,16 @@
  * per engine and slots in use. */
 #include "pl_trace.h"
 
+#include "pl_json.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the well-formed UTF-8 sequence at p (1-4), or 0 when it is not one. */
-static int pl__utf8_len(const unsigned char *p)
-{
-    int n = p[0] < 0x80                   ? 1
-            : p[0] >= 0xc2 && p[0] < 0xe0 ? 2
-            : p[0] >= 0xe0 && p[0] < 0xf0 ? 3
-            : p[0] >= 0xf0 && p[0] < 0xf5 ? 4
-                                          : 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
-    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
-    return n;
-}
-
 /* Stage and stream names are identifiers (checked), the pipeline name may be anything (a Lua
- * pipeline's name need not be UTF-8): a byte that is not part of well-formed UTF-8 becomes
- * U+FFFD, so the trace stays valid JSON for every reader. */
-static void pl__json_text(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int n = pl__utf8_len(p);
-        if (n == 0) {
-            fputs("\\ufffd", f);
-            p++;
-        } else if (*p == '"' || *p == '\\') {
-            fprintf(f, "\\%c", *p++);
-        } else if (*p < 0x20) {
-            fprintf(f, "\\u%04x", *p++);
-        } else {
-            fwrite(p, 1, (size_t)n, f);
-            p += n;
-        }
-    }
-    fputc('"', f);
-}
-
+ * pipeline's name need not be UTF-8): it goes through pl_json, the one JSON writer, so a byte
+ * that is not part of well-formed UTF-8 becomes U+FFFD and the trace stays valid JSON. */
 enum { PL__MAX_LANES = 64 }; /* rows per stream: overlapping slices of one stream */
 
 typedef struct pl__slice {
@@ -268,7 +235,7 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
     char title[256];
     snprintf(title, sizeof title, "pipectl %s (%s%s, depth %d)", spec->name,
              res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "", plan->depth);
-    pl__json_text(f, title);
+    pl_json_put_str(f, title);
     fprintf(f, "}}");
     pl__write_events(f, plan, res, sl, n_sl, tid_of, ticks);
     fprintf(f, "\n]}\n");

@@ -1,4 +1,4 @@
-/* cmd_check: `pipectl check [-v] [--arch SM] FILE...`: parses and checks pipelines without
+/* cmd_check: `pipectl check [-v] [--json] [--arch SM] FILE...`: parses and checks pipelines without
  * running them: the spec (every error of a phase, up to PL__MAX_SHOWN per file), user kernels
  * (compiled with NVRTC, which needs no GPU), then the files a run would touch. */
 #include <stdlib.h>
@@ -6,18 +6,54 @@
 
 #include "pl_cli.h"
 #include "pl_diag.h"
+#include "pl_json.h"
 #include "pl_parse.h"
 #include "pl_stage.h"
 
 #define PL__MAX_SHOWN 20
 
-/* Checks one file; prints its errors (or its notes and "ok"); returns the exit code. */
-static int pl__check_one(const char *file, bool verbose)
+/* One file's entry of `check --json` (docs/json.md): d's entries, or err when d has none. */
+static json_t *pl__file_json(const char *file, pl_status st, const pl_spec *spec, const pl_diags *d,
+                             const pl_error *err)
+{
+    json_t *diags = json_array();
+    for (int i = 0; d && diags && i < d->n; i++)
+        json_array_append_new(
+            diags, pl_json_diag(&d->items[i].err,
+                                d->items[i].severity == PL_SEV_WARNING ? "warning" : "error"));
+    if (diags && st != PL_OK && (!d || d->n == 0))
+        json_array_append_new(diags, pl_json_diag(err, "error"));
+    json_t *o = json_object();
+    if (!o || !diags) {
+        json_decref(o);
+        json_decref(diags);
+        return NULL;
+    }
+    json_object_set_new(o, "file", pl_json_str(file));
+    json_object_set_new(o, "status", json_string(st == PL_OK ? "ok" : pl_status_name(st)));
+    json_object_set_new(o, "exit_code", json_integer(pl_status_exit_code(st)));
+    json_object_set_new(o, "pipeline", spec ? pl_json_str(spec->name) : json_null());
+    json_object_set_new(o, "stages",
+                        spec && st == PL_OK ? json_integer(spec->n_stages) : json_null());
+    json_object_set_new(o, "buffers",
+                        spec && st == PL_OK ? json_integer(spec->n_buffers) : json_null());
+    json_object_set_new(o, "diagnostics", diags);
+    json_object_set_new(o, "not_shown", json_integer(d ? d->dropped : 0));
+    return o;
+}
+
+/* Checks one file; prints its errors (or its notes and "ok"); returns the exit code. With
+ * `files` (--json), its entry is appended there and "ok" is not printed (the errors still go to
+ * stderr). */
+static int pl__check_one(const char *file, bool verbose, json_t *files)
 {
     pl_error err;
     pl_spec *spec = NULL;
     pl_error_clear(&err);
-    if (pl_load_file(file, &spec, &err) != PL_OK) return pl_cli_fail(&err);
+    if (pl_load_file(file, &spec, &err) != PL_OK) {
+        if (files) json_array_append_new(files, pl__file_json(file, err.status, NULL, NULL, &err));
+        return pl_cli_fail(&err);
+    }
     pl_diags d;
     pl_diags_init(&d, PL__MAX_SHOWN);
     pl_status st = pl_spec_check_all(spec, &d, &err);
@@ -34,15 +70,18 @@ static int pl__check_one(const char *file, bool verbose)
                     d.dropped, d.dropped == 1 ? "" : "s", d.n);
     } else {
         pl_cli_print_notes(spec, verbose);
-        printf("%s: ok (%d stage%s, %d buffer%s)\n", file, spec->n_stages,
-               spec->n_stages == 1 ? "" : "s", spec->n_buffers, spec->n_buffers == 1 ? "" : "s");
+        if (!files)
+            printf("%s: ok (%d stage%s, %d buffer%s)\n", file, spec->n_stages,
+                   spec->n_stages == 1 ? "" : "s", spec->n_buffers,
+                   spec->n_buffers == 1 ? "" : "s");
     }
+    if (files) json_array_append_new(files, pl__file_json(file, st, spec, &d, &err));
     pl_diags_fini(&d);
     pl_spec_free(spec);
     return rc;
 }
 
-enum { PL__O_VERBOSE = 256, PL__O_ARCH };
+enum { PL__O_VERBOSE = 256, PL__O_ARCH, PL__O_JSON };
 
 const pl_cli_opt pl_cli_check_opts[] = {
     {"verbose", 'v', NULL, NULL, "say what user kernels compiled, and what came from the cache",
@@ -51,6 +90,10 @@ const pl_cli_opt pl_cli_check_opts[] = {
      "compile user kernels for SM (sm_90 or 90; default: PIPECTL_ARCH, else sm_90); NVRTC needs "
      "no GPU, so CI checks kernels",
      PL__O_ARCH},
+    {"json", 'j', NULL, NULL,
+     "print every file's result and every diagnostic as one JSON object on stdout "
+     "(docs/json.md); the messages still go to stderr",
+     PL__O_JSON},
     {0},
 };
 
@@ -61,9 +104,10 @@ int pl_cmd_check(int argc, char **argv)
     pl_cli_args_init(&a, cmd, argc, argv);
     const char *v;
     int id, rc = 0;
-    bool verbose = false;
+    bool verbose = false, json = false;
     while ((id = pl_cli_next(&a, &v)) > 0) {
         if (id == PL__O_VERBOSE) verbose = true;
+        if (id == PL__O_JSON) json = true;
         if (id == PL__O_ARCH && !pl_cli_set_arch(v))
             return pl_cli_usage_error(cmd, "--arch needs an SM version like sm_90 or 90, got '%s'",
                                       v);
@@ -73,9 +117,29 @@ int pl_cmd_check(int argc, char **argv)
         return pl_cli_usage_error(cmd, "'pipectl check' needs at least one pipeline file");
     /* Every file is checked, even after a failure, so one run reports them all; the exit code is
      * the first failure's. */
+    json_t *files = json ? json_array() : NULL;
     for (int i = 0; i < a.n_operands; i++) {
-        int code = pl__check_one(a.operands[i], verbose);
+        int code = pl__check_one(a.operands[i], verbose, files);
         if (!rc) rc = code;
+    }
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "schema_version", json_integer(PL_JSON_SCHEMA_VERSION));
+        json_object_set_new(o, "command", json_string("check"));
+        /* the first failure's status, as the exit code is the first failure's */
+        const char *status = "ok";
+        size_t i;
+        json_t *f;
+        json_array_foreach(files, i, f)
+        {
+            const char *fs = pl_json_str_or(f, "status", "ok");
+            if (strcmp(status, "ok") == 0 && strcmp(fs, "ok") != 0) status = fs;
+        }
+        json_object_set_new(o, "status", json_string(status));
+        json_object_set_new(o, "exit_code", json_integer(rc));
+        json_object_set_new(o, "files", files);
+        if (pl_json_print(stdout, o) != 0 && !rc) rc = 1;
+        json_decref(o);
     }
     return rc;
 }

@@ -1,20 +1,27 @@
-/* cmd_plan: `pipectl plan [--dot] [--depth N] FILE`: prints the compiled stream/event plan. */
+/* cmd_plan: `pipectl plan [--dot | --json] [--depth N] FILE`: prints the compiled stream/event
+ * plan. --json prints the object bundles store (pl_plan_json), so the two cannot differ. */
+#include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_json.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
 
-enum { PL__O_DOT = 256, PL__O_DEPTH };
+enum { PL__O_DOT = 256, PL__O_DEPTH, PL__O_JSON };
 
 const pl_cli_opt pl_cli_plan_opts[] = {
     {"dot", 0, NULL, NULL, "print Graphviz DOT instead of the listing", PL__O_DOT},
     {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
+    {"json", 'j', NULL, NULL,
+     "print the plan as one JSON object on stdout (docs/json.md; the plan of a bundle's "
+     "manifest); a failure prints an error object",
+     PL__O_JSON},
     {0},
 };
 
 int pl_cmd_plan(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("plan", NULL);
-    bool dot = false;
+    bool dot = false, json = false;
     int64_t depth = 0;
     pl_cli_args a;
     pl_cli_args_init(&a, cmd, argc, argv);
@@ -23,10 +30,13 @@ int pl_cmd_plan(int argc, char **argv)
     while ((id = pl_cli_next(&a, &v)) > 0) {
         if (id == PL__O_DOT)
             dot = true;
+        else if (id == PL__O_JSON)
+            json = true;
         else if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &depth))
             return 2;
     }
     if (id < 0) return a.rc;
+    if (dot && json) return pl_cli_usage_error(cmd, "--dot and --json do not go together");
     if (a.n_operands != 1)
         return pl_cli_usage_error(cmd, "'pipectl plan' needs exactly one pipeline file, got %d",
                                   a.n_operands);
@@ -35,18 +45,37 @@ int pl_cmd_plan(int argc, char **argv)
     pl_error_clear(&err);
     pl_spec *spec = NULL;
     pl_plan *plan = NULL;
-    if (pl_load_checked(file, &spec, &err) != PL_OK) return pl_cli_fail(&err);
+    if (pl_load_checked(file, &spec, &err) != PL_OK) {
+        if (json) pl_json_print_error(stdout, "plan", &err);
+        return pl_cli_fail(&err);
+    }
     pl_cli_print_notes(spec, false);
     if (depth) spec->run.depth = (int)depth;
     if (pl_plan_compile(spec, &plan, &err) != PL_OK) {
         pl_spec_free(spec);
+        if (json) pl_json_print_error(stdout, "plan", &err);
         return pl_cli_fail(&err);
     }
-    if (dot)
+    int rc = 0;
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "schema_version", json_integer(PL_JSON_SCHEMA_VERSION));
+        json_object_set_new(o, "command", json_string("plan"));
+        json_object_set_new(o, "status", json_string("ok"));
+        json_object_set_new(o, "exit_code", json_integer(0));
+        json_object_set_new(o, "file", pl_json_str(file));
+        json_object_set_new(o, "pipeline", pl_json_str(spec->name));
+        json_t *pj = pl_plan_json(plan);
+        if (!pj || json_object_set_new(o, "plan", pj) != 0 || pl_json_print(stdout, o) != 0) {
+            fprintf(stderr, "error: could not write the plan as JSON\n");
+            rc = 1;
+        }
+        json_decref(o);
+    } else if (dot)
         pl_plan_dump_dot(plan, stdout);
     else
         pl_plan_dump(plan, stdout);
     pl_plan_free(plan);
     pl_spec_free(spec);
-    return 0;
+    return rc;
 }

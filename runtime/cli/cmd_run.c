@@ -9,6 +9,7 @@
 
 #include "pl_cli.h"
 #include "pl_exec.h"
+#include "pl_json.h"
 #include "pl_lua.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
@@ -59,7 +60,10 @@ const pl_cli_opt pl_cli_run_opts[] = {
      PL__O_TIMING},
     {"trace", 0, "FILE", NULL,
      "write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)", PL__O_TRACE},
-    {"json", 'j', NULL, NULL, "print the summary as one JSON object on stdout", PL__O_JSON},
+    {"json", 'j', NULL, NULL,
+     "print the summary as one JSON object on stdout; a run that fails before it starts prints an "
+     "error object (docs/json.md)",
+     PL__O_JSON},
     {"quiet", 'q', NULL, NULL, "no progress bar, no summary table", PL__O_QUIET},
     {"progress", 0, "WHEN", "auto|always|never",
      "the progress line on stderr (bar, rate, ETA): auto (default: when stderr is a terminal, "
@@ -207,8 +211,14 @@ int pl_cmd_run(int argc, char **argv)
     pl_plan *plan = NULL;
     pl_run_result res;
     memset(&res, 0, sizeof res);
+    /* With --json every outcome prints one object on stdout: the summary once the run started,
+     * else an error object (docs/json.md); `reported` says one was printed. */
+    bool reported = false;
     pl_status st = pl_load_checked(file, &spec, &err);
-    if (st != PL_OK) return pl_cli_fail(&err);
+    if (st != PL_OK) {
+        if (json) pl_json_print_error(stdout, "run", &err);
+        return pl_cli_fail(&err);
+    }
     pl_cli_print_notes(spec, verbose);
     if (batches > 0) spec->run.batches = batches;
     if (depth > 0) spec->run.depth = (int)depth;
@@ -238,6 +248,8 @@ int pl_cmd_run(int argc, char **argv)
         size_t n = colon ? (size_t)(colon - fail_at) : 0;
         if (!colon || n == 0 || n > PL_MAX_NAME || !pl__parse_i64(colon + 1, 0, INT64_MAX, &fb)) {
             rc = pl_cli_usage_error(cmd, "--fail-at needs STAGE:BATCH, got '%s'", fail_at);
+            pl_error_set(&err, PL_EINPUT, "error: --fail-at needs STAGE:BATCH, got '%s'", fail_at);
+            if (json) pl_json_print_error(stdout, "run", &err);
             goto out;
         }
         memcpy(name, fail_at, n);
@@ -246,6 +258,8 @@ int pl_cmd_run(int argc, char **argv)
         cfg.fail_batch = fb;
         if (cfg.fail_stage < 0) {
             rc = pl_cli_usage_error(cmd, "--fail-at: no stage named '%s'", name);
+            pl_error_set(&err, PL_EINPUT, "error: --fail-at: no stage named '%s'", name);
+            if (json) pl_json_print_error(stdout, "run", &err);
             goto out;
         }
     }
@@ -305,9 +319,10 @@ int pl_cmd_run(int argc, char **argv)
     FILE *rep = stdout;
     for (int i = 0; i < res.n_outputs; i++)
         if (res.outputs[i].path && strcmp(res.outputs[i].path, "-") == 0) rep = stderr;
-    if (json)
+    if (json) {
         pl_report_json(rep, plan, &res, st, &err);
-    else if (!quiet && res.executor)
+        reported = true;
+    } else if (!quiet && res.executor)
         pl_report_print(rep, plan, &res, st);
     fflush(stdout);
     if (st != PL_OK) {
@@ -316,6 +331,7 @@ int pl_cmd_run(int argc, char **argv)
     }
     goto out;
 fail:
+    if (json && !reported) pl_json_print_error(stdout, "run", &err);
     rc = pl_cli_fail(&err);
     if (st == PL_EINTR && pl__stop) rc = 128 + pl__stop;
 out:

@@ -63,7 +63,7 @@ expect 2 "error: 'pipectl plan' needs exactly one pipeline file, got 0; see 'pip
 expect 2 "error: --depth needs a whole number from 1 to 64, got '65'; see 'pipectl plan --help'" "$pipectl" plan --depth 65 "$q"
 expect 2 "error: --depth needs a whole number from 1 to 64, got 'x'; see 'pipectl plan --help'" "$pipectl" plan --depth=x "$q"
 expect 0 "" "$pipectl" plan --help
-grep -q '^usage: pipectl plan \[--dot\] \[--depth N\] FILE' "$tmp/out" || err "plan --help: no usage line"
+grep -q '^usage: pipectl plan \[--dot | --json\] \[--depth N\] FILE' "$tmp/out" || err "plan --help: no usage line"
 expect 0 "" "$pipectl" plan --depth 5 "$q"
 grep -q '^depth 5 (slots in flight)' "$tmp/out" || err "plan --depth 5 not applied: $(head -2 "$tmp/out")"
 grep -q '^  total: .* for 5 slots$' "$tmp/out" || err "plan --depth 5: memory total not for 5 slots"
