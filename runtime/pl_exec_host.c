@@ -14,19 +14,6 @@
 #include "pl_sched.h"
 #include "pl_stage_rt.h"
 
-/* Waits on the scheduler's progress for at most `ms` milliseconds. Called with s->mu held. */
-static void pl__wait_ms(pl_sched *s, long ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += ms * 1000000L;
-    while (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&s->progress, &s->mu, &until);
-}
-
 pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
                            pl_error *err)
 {
@@ -104,7 +91,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
             stopped = true;
             pl_sched_set_limit(&sched, sched.started);
         }
-        if (!pl_sched_idle(&sched)) pl__wait_ms(&sched, 20);
+        if (!pl_sched_idle(&sched)) pl_sched_wait_progress(&sched, 20000);
     }
     int64_t d = pl_sched_batches_done(&sched);
     pthread_mutex_unlock(&sched.mu);

@@ -128,6 +128,19 @@ int64_t pl_sched_batches_done(const pl_sched *s)
     return m;
 }
 
+void pl_sched_wait_progress(pl_sched *s, long us)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until); /* the condvar's clock (pl_sched_init) */
+    until.tv_sec += us / 1000000L;
+    until.tv_nsec += (us % 1000000L) * 1000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->progress, &s->mu, &until);
+}
+
 bool pl_sched_idle(const pl_sched *s)
 {
     return s->n_running == 0;

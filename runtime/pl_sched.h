@@ -95,6 +95,8 @@ void pl_sched_abort(pl_sched *s);
 int64_t pl_sched_batches_done(const pl_sched *s);
 /* Can (stage, batch) start: its intra-batch preds and cross-batch deps are done? */
 bool pl_sched_ready(const pl_sched *s, int stage, int64_t batch);
+/* Waits on s->progress (a stage finished, something failed) for at most `us` microseconds. */
+void pl_sched_wait_progress(pl_sched *s, long us);
 /* Every worker has left its loop. */
 bool pl_sched_idle(const pl_sched *s);
 

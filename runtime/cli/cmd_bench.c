@@ -209,21 +209,27 @@ static pl_status pl__bench_replay(uint64_t bytes, int n_scale, double busy_us, i
     return st;
 }
 
+/* Path of a program installed next to pipectl (bench_baseline, bench_host_step). */
+static bool pl__sibling(const char *name, char *exe, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", exe, cap - 64);
+    if (n <= 0) return false;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return false;
+    snprintf(slash + 1, cap - (size_t)(slash + 1 - exe), "%s", name);
+    return access(exe, X_OK) == 0;
+}
+
 /* Runs bench_baseline; returns its total_ms in ns, or a negative value when it is not there. */
 static double pl__run_baseline(const pl__bench_opts *o, uint64_t bytes, int64_t batches, int bufs,
                                double busy_us)
 {
     char exe[PATH_MAX], cmd[PATH_MAX + 128], line[512];
-    if (o->baseline) {
+    if (o->baseline)
         snprintf(exe, sizeof exe, "%s", o->baseline);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
-        if (n <= 0) return -1;
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (!slash) return -1;
-        strcpy(slash + 1, "bench_baseline");
-    }
+    else if (!pl__sibling("bench_baseline", exe, sizeof exe))
+        return -1;
     if (access(exe, X_OK) != 0) return -1;
     snprintf(cmd, sizeof cmd, "'%s' %llu %lld %d %.3f", exe, (unsigned long long)bytes,
              (long long)batches, bufs, busy_us);
@@ -240,18 +246,6 @@ static double pl__run_baseline(const pl__bench_opts *o, uint64_t bytes, int64_t 
         if (best < 0 || ms * 1e6 < best) best = ms * 1e6;
     }
     return best;
-}
-
-/* Path of a program installed next to pipectl (bench_baseline, bench_host_step). */
-static bool pl__sibling(const char *name, char *exe, size_t cap)
-{
-    ssize_t n = readlink("/proc/self/exe", exe, cap - 64);
-    if (n <= 0) return false;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return false;
-    snprintf(slash + 1, cap - (size_t)(slash + 1 - exe), "%s", name);
-    return access(exe, X_OK) == 0;
 }
 
 /* The host-step row: pipelines/host_step.yaml as a benchmark (x filled once, no source or sink,

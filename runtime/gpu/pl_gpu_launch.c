@@ -114,18 +114,6 @@ static void pl__report_progress(pl_gx *gx)
     pthread_mutex_lock(&s->mu);
 }
 
-static void pl__timed_wait_us(pl_gx *gx, long us)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += us * 1000L;
-    while (ts.tv_nsec >= 1000000000L) {
-        ts.tv_nsec -= 1000000000L;
-        ts.tv_sec++;
-    }
-    pthread_cond_timedwait(&gx->sched.progress, &gx->sched.mu, &ts);
-}
-
 void pl_gx_issue_loop(pl_gx *gx)
 {
     pl_sched *s = &gx->sched;
@@ -185,12 +173,13 @@ void pl_gx_issue_loop(pl_gx *gx)
             if (!adv && block) adv = pl_gx_monitor_step(gx, kmin, true);
             pthread_mutex_lock(&s->mu);
             pl__report_progress(gx);
-            if (!adv) pl__timed_wait_us(gx, 20);
+            if (!adv) pl_sched_wait_progress(&gx->sched, 20);
             continue;
         }
         if (!can_issue && pl_sched_idle(s)) break;
         if (s->abort && pl_sched_idle(s)) break;
-        pl__timed_wait_us(gx, can_issue ? 20000 : 5000); /* host stages; polls cfg->stop */
+        pl_sched_wait_progress(&gx->sched,
+                               can_issue ? 20000 : 5000); /* host stages; polls cfg->stop */
         pl__report_progress(gx);
     }
     pl__report_progress(gx);
