@@ -338,6 +338,7 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
     pl_bundle_path(dir, "graphs", gdir, sizeof gdir);
     for (int r = 0; r < reps; r++) {
         rc.dot_dir = r == 0 ? gdir : NULL;
+        rc.trace_batches = r == reps - 1 ? pl_trace_batches_for(c->plan) : 0; /* trace.json */
         st = pl_run(c->plan, &rc, &res[r], err);
         if (st != PL_OK) {
             if (r > 0) pl_error_prefix(err, "capture run %d of %d", r + 1, reps);

@@ -19,8 +19,8 @@ void pl_run_cfg_init(pl_run_cfg *cfg)
 void pl_run_result_fini(pl_run_result *res)
 {
     if (!res) return;
-    free(res->spans);
-    res->spans = NULL;
+    pl_timing_free(res->timing);
+    res->timing = NULL;
     for (int i = 0; i < res->n_outputs; i++) {
         free(res->outputs[i].path);
         free(res->outputs[i].batch_checksums);

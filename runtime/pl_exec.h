@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include "pl_plan.h"
+#include "pl_timing.h"
 
 typedef enum pl_exec_kind { PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU } pl_exec_kind;
 
@@ -34,15 +35,17 @@ typedef struct pl_run_cfg {
      * text a bundle digests) into this existing folder (runtime/gpu/pl_gpu_dot.c). Borrowed; NULL:
      * none. The host executor ignores it. */
     const char *dot_dir;
+    /* Spans of the first `trace_batches` batches are kept as they were (pl_timing.h: the log),
+     * for the timeline (`--trace`, bundles' trace.json) and tests; 0 (default): none. Every
+     * other figure comes from fixed-size statistics, so memory does not grow with the run. */
+    int64_t trace_batches;
 } pl_run_cfg;
 
-void pl_run_cfg_init(pl_run_cfg *cfg);
+/* What `--trace` keeps: at most this many spans (batches x stages), 16 MiB; the trace of a longer
+ * run shows its first batches and says so. */
+#define PL_TRACE_MAX_SPANS (INT64_C(1) << 20)
 
-/* Timing of one stage on one batch, nanoseconds on the run's clock (0 = run start). Device stages
- * on the GPU executor are timed with events and placed on the same clock. */
-typedef struct pl_span {
-    int64_t start_ns, end_ns;
-} pl_span;
+void pl_run_cfg_init(pl_run_cfg *cfg);
 
 typedef struct pl_run_result {
     const char *executor; /* "host" or "gpu" (static string) */
@@ -51,7 +54,7 @@ typedef struct pl_run_result {
     int64_t batches_done; /* completed in order, outputs written */
     int64_t wall_ns;
     int n_stages;
-    pl_span *spans; /* [batch * n_stages + stage], for batches < batches_done; owned */
+    pl_timing *timing; /* stage statistics of completed batches, and the span log; owned */
     char device_name[128];
     /* Added by helper C: */
     int64_t batches_planned; /* batches the run was asked for */
@@ -63,7 +66,7 @@ typedef struct pl_run_result {
     char note[96];
 } pl_run_result;
 
-void pl_run_result_fini(pl_run_result *res); /* frees spans and outputs; safe on a zeroed result */
+void pl_run_result_fini(pl_run_result *res); /* frees timing and outputs; safe on a zeroed result */
 
 /* Runs the plan's batches. On error or stop, completed batches' outputs are kept (stages are
  * closed with the count), res describes what completed, and the status says why it ended

@@ -38,27 +38,16 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     pl_buffers *bufs = NULL;
     memset(&sched, 0, sizeof sched);
     int64_t t0 = pl_now_ns();
-    size_t ns = (size_t)(plan->n_stages ? plan->n_stages : 1);
-    size_t n_spans = (size_t)plan->batches * ns;
-    pl_span *spans = NULL;
-    if (plan->batches > 0 && n_spans / (size_t)plan->batches != ns) {
-        st = pl_error_set(err, PL_ENOMEM, "error: too many batches to time; run fewer batches");
-        goto done;
-    }
-    spans = calloc(n_spans ? n_spans : 1, sizeof *spans);
-    if (!spans) {
-        st = pl_error_set(err, PL_ENOMEM,
-                          "error: out of memory setting up the run (%lld batches x %d stages of "
-                          "timing); run fewer batches",
-                          (long long)plan->batches, plan->n_stages);
-        goto done;
-    }
+    /* Rows for the batches in flight: slots bound them to about depth, twice that for margin. */
+    pl_timing *timing = NULL;
+    PL_CHECK_GOTO(pl_timing_new(plan, 2 * plan->depth + 2, cfg->trace_batches, &timing, err), st,
+                  done);
     PL_CHECK_GOTO(
         pl_buffers_new(plan->spec, plan->depth, NULL, true, plan->spec->run.seed, &bufs, err), st,
         done);
     PL_CHECK_GOTO(pl_stage_rt_open(&rt, plan, n_workers, NULL, err), st, done);
     rt_open = true;
-    PL_CHECK_GOTO(pl_sched_init(&sched, plan, cfg, &rt, bufs, NULL, n_workers, spans, err), st,
+    PL_CHECK_GOTO(pl_sched_init(&sched, plan, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
                   done);
     sched_init = true;
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
@@ -122,11 +111,11 @@ done:
     }
     res->wall_ns = pl_now_ns() - t0;
     if (st == PL_OK || rt_open) {
-        res->spans = spans;
-        spans = NULL;
+        res->timing = timing;
+        timing = NULL;
     }
     pl_sched_fini(&sched);
     pl_buffers_free(bufs);
-    free(spans);
+    pl_timing_free(timing);
     return st;
 }

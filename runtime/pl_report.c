@@ -8,26 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int pl__cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static bool pl__is_device_stage(const pl_plan *plan, int s)
 {
     pl_engine e = plan->stages[s].engine;
     return e == PL_ENGINE_H2D || e == PL_ENGINE_COMPUTE || e == PL_ENGINE_D2H;
-}
-
-typedef struct pl__iv {
-    int64_t a, b;
-} pl__iv;
-
-static int pl__cmp_iv(const void *x, const void *y)
-{
-    const pl__iv *p = x, *q = y;
-    return p->a < q->a ? -1 : p->a > q->a;
 }
 
 /* A resource's busy time is the union of its stages' spans, not their sum: kernels of different
@@ -44,128 +28,66 @@ pl_engine_stats *pl_report_engines_new(const pl_plan *plan)
 int pl_report_engines(const pl_plan *plan, const pl_run_result *res, pl_engine_stats *eng,
                       int *n_eng)
 {
-    int64_t nb = res->spans ? res->batches_done : 0;
+    const pl_timing *t = res->timing;
+    int64_t nb = t ? res->batches_done : 0;
     double wall = res->wall_ns > 0 ? (double)res->wall_ns * 1e-9 : 0;
-    int n = 0;
-    /* Resource of each stage: device engines first (in pl_engine order), then host streams. */
-    int dev_res[PL_ENGINE_COUNT];
-    for (int e = 0; e < PL_ENGINE_COUNT; e++) {
-        dev_res[e] = -1;
-        if (e == PL_ENGINE_HOST) continue;
-        for (int s = 0; s < plan->n_stages; s++)
-            if ((int)plan->stages[s].engine == e) {
-                memset(&eng[n], 0, sizeof eng[n]);
-                eng[n].engine = (pl_engine)e;
-                snprintf(eng[n].name, sizeof eng[n].name, "%s", pl_engine_name((pl_engine)e));
-                dev_res[e] = n++;
-                break;
-            }
-    }
-    int host0 = n;
-    for (int k = 0; k < plan->n_streams; k++)
-        if (plan->streams[k].engine == PL_ENGINE_HOST) {
-            memset(&eng[n], 0, sizeof eng[n]);
-            eng[n].engine = PL_ENGINE_HOST;
-            eng[n].stream = k;
-            snprintf(eng[n].name, sizeof eng[n].name, "%s", plan->streams[k].name);
-            n++;
-        }
-    *n_eng = n;
-    int *res_of = malloc((size_t)(plan->n_stages > 0 ? plan->n_stages : 1) * sizeof *res_of);
-    pl__iv *iv = nb ? malloc((size_t)(nb * plan->n_stages) * sizeof *iv) : NULL;
-    if (!iv || !res_of) {
-        free(res_of);
-        free(iv);
-        return -1;
-    }
-    for (int s = 0; s < plan->n_stages; s++) {
-        const pl_plan_stage *ps = &plan->stages[s];
-        res_of[s] = -1;
-        if (ps->engine != PL_ENGINE_HOST) {
-            res_of[s] = dev_res[ps->engine];
-        } else {
-            for (int r = host0; r < n; r++)
-                if (eng[r].stream == ps->stream) res_of[s] = r;
-        }
-        if (res_of[s] >= 0) eng[res_of[s]].n_stages++;
-    }
+    *n_eng = 0;
+    if (!t) return -1;
     int best = -1;
     bool untimed_device = false;
-    for (int r = 0; r < n; r++) {
+    for (int r = 0; r < t->n_res; r++) {
+        const pl_timing_res *tr = &t->res[r];
         pl_engine_stats *x = &eng[r];
-        size_t m = 0;
-        for (int64_t b = 0; b < nb; b++) {
-            bool timed = false;
-            for (int s = 0; s < plan->n_stages; s++) {
-                if (res_of[s] != r) continue;
-                const pl_span *sp = &res->spans[b * res->n_stages + s];
-                if (sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
-                iv[m++] = (pl__iv){sp->start_ns, sp->end_ns};
-                timed = true;
-            }
-            x->timed += timed;
-        }
+        memset(x, 0, sizeof *x);
+        x->engine = tr->engine;
+        x->stream = tr->stream < 0 ? 0 : tr->stream;
+        snprintf(x->name, sizeof x->name, "%s",
+                 tr->engine == PL_ENGINE_HOST ? plan->streams[tr->stream].name
+                                              : pl_engine_name(tr->engine));
+        x->n_stages = tr->n_stages;
+        x->timed = tr->timed;
         if (x->timed == 0) {
             untimed_device = untimed_device || x->engine != PL_ENGINE_HOST;
             continue;
         }
-        qsort(iv, m, sizeof *iv, pl__cmp_iv);
-        int64_t busy = 0, a = iv[0].a, z = iv[0].b;
-        for (size_t i = 1; i < m; i++) {
-            if (iv[i].a > z) {
-                busy += z - a;
-                a = iv[i].a;
-            }
-            if (iv[i].b > z) z = iv[i].b;
-        }
-        busy += z - a;
-        x->busy_s = (double)busy * 1e-9;
+        x->busy_s = (double)pl_timing_busy_ns(t, r) * 1e-9;
         x->per_batch_s = x->busy_s / (double)x->timed;
         x->occupancy = wall > 0 ? x->per_batch_s * (double)nb / wall : 0;
         if (best < 0 || x->per_batch_s > eng[best].per_batch_s) best = r;
     }
-    free(iv);
-    free(res_of);
+    *n_eng = t->n_res;
     /* A device engine never timed (timing off) could be the busiest: no bound then. */
     return untimed_device ? -1 : best;
 }
 
 /* Device stages on the GPU executor are timed on sampled batches only (pl_run_cfg.timing_period);
- * the others keep the span {0, 0}, which is skipped here: count says how many batches were timed,
- * mean/p50/p99 are over those, and busy is mean * batches / wall. The bound is the busiest
- * engine's busy time per batch (pl_report_engines); its stage, the slowest stage on it. */
+ * the others report {0, 0}, which the timing skips: count says how many batches were timed,
+ * mean/p50/p99 are over those (p50/p99 from a histogram: within 0.79%, pl_hist.h; mean, min and
+ * max exact), and busy is mean * batches / wall. The bound is the busiest engine's busy time per
+ * batch (pl_report_engines); its stage, the slowest stage on it. */
 double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_stats *stats,
                        int *bound_stage)
 {
     int n = plan->n_stages;
-    int64_t nb = res->spans ? res->batches_done : 0;
+    const pl_timing *t = res->timing;
+    int64_t nb = t ? res->batches_done : 0;
     double wall = res->wall_ns > 0 ? (double)res->wall_ns * 1e-9 : 0;
-    int64_t *d = nb ? malloc((size_t)nb * sizeof *d) : NULL;
     *bound_stage = -1;
     for (int s = 0; s < n; s++) {
         pl_stage_stats *x = &stats[s];
         memset(x, 0, sizeof *x);
-        if (!d) continue;
-        bool dev = pl__is_device_stage(plan, s);
-        int64_t k = 0;
-        for (int64_t b = 0; b < nb; b++) {
-            const pl_span *sp = &res->spans[b * res->n_stages + s];
-            if (dev && sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
-            d[k] = sp->end_ns - sp->start_ns;
-            x->total_s += (double)d[k] * 1e-9;
-            k++;
-        }
-        if (k == 0) continue;
-        qsort(d, (size_t)k, sizeof *d, pl__cmp_i64);
-        x->count = k;
-        x->mean_s = x->total_s / (double)k;
-        x->p50_s = (double)d[(k - 1) / 2] * 1e-9;
-        int64_t i99 = (int64_t)((double)k * 0.99 + 0.999999) - 1;
-        x->p99_s = (double)d[i99 < 0 ? 0 : i99 >= k ? k - 1 : i99] * 1e-9;
+        const pl_hist *h = t ? &t->hist[s] : NULL;
+        if (!h || h->count == 0) continue;
+        x->count = h->count;
+        x->total_s = (double)h->sum * 1e-9;
+        x->mean_s = x->total_s / (double)h->count;
+        x->min_s = (double)h->min * 1e-9;
+        x->max_s = (double)h->max * 1e-9;
+        x->p50_s = (double)pl_hist_quantile(h, 0.5) * 1e-9;
+        x->p99_s = (double)pl_hist_quantile(h, 0.99) * 1e-9;
         x->busy = wall > 0 ? x->mean_s * (double)nb / wall : 0;
     }
-    free(d);
-    pl_engine_stats *eng = d ? pl_report_engines_new(plan) : NULL;
+    pl_engine_stats *eng = t ? pl_report_engines_new(plan) : NULL;
     int n_eng = 0;
     int be = eng ? pl_report_engines(plan, res, eng, &n_eng) : -1;
     double bound = be >= 0 ? eng[be].per_batch_s : 0;
@@ -445,13 +367,14 @@ static json_t *pl__summary(const pl_plan *plan, const pl_run_result *res, pl_sta
         int s = plan->order[i];
         const pl_stage *sg = &spec->stages[s];
         bad |= json_array_append_new(
-            stages, json_pack("{s:o, s:s, s:s, s:o, s:I, s:o, s:o, s:o, s:o}", "name",
+            stages, json_pack("{s:o, s:s, s:s, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "name",
                               pl_json_str(sg->name), "kind", sg->kind->name, "engine",
                               pl_engine_name(plan->stages[s].engine), "stream",
                               pl_json_str(plan->streams[plan->stages[s].stream].name), "count",
                               (json_int_t)st[s].count, "mean_s", pl__real(st[s].mean_s, 9), "p50_s",
                               pl__real(st[s].p50_s, 9), "p99_s", pl__real(st[s].p99_s, 9), "busy",
-                              pl__real(st[s].busy, 4)));
+                              pl__real(st[s].busy, 4), "min_s", pl__real(st[s].min_s, 9), "max_s",
+                              pl__real(st[s].max_s, 9)));
     }
     for (int i = 0; i < res->n_outputs; i++) {
         const pl_output *op = &res->outputs[i];

@@ -180,6 +180,8 @@ static void *pl__worker_main(void *p)
         pl_status st = pl_stage_rt_run_host(s->rt, s->cfg, stage, b, a->worker,
                                             pl_buffers_slot(s->bufs, (int)(b % plan->depth)), &e);
         int64_t t_end = pl_now_ns() - s->t0_ns;
+        /* Before the stage is marked done, so its batch's row is complete when the batch is. */
+        if (st == PL_OK) pl_timing_record(s->timing, stage, b, (pl_span){t_start, t_end});
 
         pthread_mutex_lock(&s->mu);
         s->running[k] = false;
@@ -188,7 +190,6 @@ static void *pl__worker_main(void *p)
             pl_sched_fail(s, b, st, &e); /* the stream stays at (stage, b) >= limit: it is done */
             continue;
         }
-        if (s->spans) s->spans[b * s->n_stages + stage] = (pl_span){t_start, t_end};
         if (++s->cur[k] == plan->streams[k].n_stages) {
             s->cur[k] = 0;
             s->cur_b[k]++;
@@ -209,14 +210,14 @@ static void *pl__worker_main(void *p)
 
 pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
                         const pl_stage_rt *rt, pl_buffers *bufs, const bool *owned, int workers,
-                        pl_span *spans, pl_error *err)
+                        pl_timing *timing, pl_error *err)
 {
     memset(s, 0, sizeof *s);
     s->plan = plan;
     s->cfg = cfg;
     s->rt = rt;
     s->bufs = bufs;
-    s->spans = spans;
+    s->timing = timing;
     s->n_stages = plan->n_stages;
     s->n_workers = workers > 0 ? workers : 1;
     s->limit = plan->batches;

@@ -28,7 +28,7 @@ typedef struct pl_sched {
     const pl_run_cfg *cfg; /* borrowed */
     const pl_stage_rt *rt; /* borrowed: opened stages */
     pl_buffers *bufs;      /* borrowed: the memory host stages see, per slot */
-    pl_span *spans;        /* borrowed: [batch * n_stages + stage], host stages filled here */
+    pl_timing *timing;     /* borrowed: host stages' spans are recorded here; may be NULL */
     int64_t t0_ns;         /* CLOCK_MONOTONIC at the run's start: spans are relative to it */
     int n_stages, n_workers;
 
@@ -70,10 +70,10 @@ typedef struct pl_sched {
 } pl_sched;
 
 /* Prepares the scheduler (no thread yet). `owned[k]`: the scheduler runs plan stream k; NULL:
- * all of them. `workers` threads will run them (>= 1). `spans` may be NULL (no timing). */
+ * all of them. `workers` threads will run them (>= 1). `timing` may be NULL (no timing). */
 pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
                         const pl_stage_rt *rt, pl_buffers *bufs, const bool *owned, int workers,
-                        pl_span *spans, pl_error *err);
+                        pl_timing *timing, pl_error *err);
 /* Starts the workers; t0_ns is the run's clock origin. On failure to start one thread the run
  * fails (recorded) and the threads started go on, draining as after any failure. */
 void pl_sched_start(pl_sched *s, int64_t t0_ns);

@@ -66,8 +66,8 @@ static uint64_t pl__bytes_written(const pl_spec *spec, int s)
     return n;
 }
 
-static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *res, pl__slice *sl,
-                             size_t n, int *tid_of, pl__tick *ticks)
+static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *res, int64_t nb,
+                             pl__slice *sl, size_t n, int *tid_of, pl__tick *ticks)
 {
     const pl_spec *spec = plan->spec;
     int ns = plan->n_streams;
@@ -134,14 +134,14 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
      * from the end of the first (1 ns inside it, so it binds to that slice) to the start of the
      * second ("bp": "e": bound to the slice that encloses that point). */
     long long flow_id = 0;
-    for (int64_t b = 0; b < res->batches_done; b++)
+    for (int64_t b = 0; b < nb; b++)
         for (int s = 0; s < plan->n_stages; s++) {
             const pl_plan_stage *ps = &plan->stages[s];
-            const pl_span *to = &res->spans[b * res->n_stages + s];
+            const pl_span *to = pl_timing_span(res->timing, b, s);
             if (to->start_ns == 0 && to->end_ns == 0) continue;
             for (int j = 0; j < ps->n_preds; j++) {
                 int p = ps->preds[j];
-                const pl_span *from = &res->spans[b * res->n_stages + p];
+                const pl_span *from = pl_timing_span(res->timing, b, p);
                 if (plan->stages[p].stream == ps->stream) continue;
                 if (from->start_ns == 0 && from->end_ns == 0) continue;
                 int64_t s_ts =
@@ -176,10 +176,10 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
         pl__counter(f, name, "bytes", ticks, m);
     }
     size_t m = 0;
-    for (int64_t b = 0; b < res->batches_done; b++) {
+    for (int64_t b = 0; b < nb; b++) {
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         for (int s = 0; s < plan->n_stages; s++) {
-            const pl_span *sp = &res->spans[b * res->n_stages + s];
+            const pl_span *sp = pl_timing_span(res->timing, b, s);
             if (sp->start_ns == 0 && sp->end_ns == 0) continue;
             if (sp->start_ns < lo) lo = sp->start_ns;
             if (sp->end_ns > hi) hi = sp->end_ns;
@@ -194,11 +194,25 @@ done:
     free(lane_tid);
 }
 
+int64_t pl_trace_batches(const pl_run_result *res)
+{
+    if (!res->timing) return 0;
+    return res->batches_done < res->timing->keep ? res->batches_done : res->timing->keep;
+}
+
+int64_t pl_trace_batches_for(const pl_plan *plan)
+{
+    int64_t per = plan->n_stages > 0 ? plan->n_stages : 1;
+    int64_t n = PL_TRACE_MAX_SPANS / per;
+    if (n < 1) n = 1;
+    return n < plan->batches ? n : plan->batches;
+}
+
 pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_result *res,
                          pl_error *err)
 {
     const pl_spec *spec = plan->spec;
-    int64_t nb = res->spans ? res->batches_done : 0;
+    int64_t nb = pl_trace_batches(res);
     size_t cells = (size_t)(nb * plan->n_stages);
     pl__slice *sl = malloc((cells ? cells : 1) * sizeof *sl);
     int *tid_of = malloc((cells ? cells : 1) * sizeof *tid_of);
@@ -217,7 +231,7 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
     size_t n_sl = 0;
     for (int64_t b = 0; b < nb; b++)
         for (int s = 0; s < plan->n_stages; s++) {
-            const pl_span *sp = &res->spans[b * res->n_stages + s];
+            const pl_span *sp = pl_timing_span(res->timing, b, s);
             if (sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
             sl[n_sl++] = (pl__slice){sp->start_ns, sp->end_ns, plan->stages[s].stream, s, b};
         }
@@ -233,11 +247,16 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
     fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
     fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": ");
     char title[256];
-    snprintf(title, sizeof title, "pipectl %s (%s%s, depth %d)", spec->name,
-             res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "", plan->depth);
+    char cut[96] = "";
+    if (nb < res->batches_done)
+        snprintf(cut, sizeof cut, ", first %lld of %lld batches", (long long)nb,
+                 (long long)res->batches_done);
+    snprintf(title, sizeof title, "pipectl %s (%s%s, depth %d%s)", spec->name,
+             res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "", plan->depth,
+             cut);
     pl_json_put_str(f, title);
     fprintf(f, "}}");
-    pl__write_events(f, plan, res, sl, n_sl, tid_of, ticks);
+    pl__write_events(f, plan, res, nb, sl, n_sl, tid_of, ticks);
     fprintf(f, "\n]}\n");
     free(sl);
     free(tid_of);

@@ -9,7 +9,15 @@
 
 #include "pl_exec.h"
 
-/* Writes `path` (through `path.partial`, renamed when complete). Spans of completed batches only;
+/* What to ask the run to keep (pl_run_cfg.trace_batches) for a trace of `plan`: every batch, or
+ * as many of the first ones as PL_TRACE_MAX_SPANS spans hold (a timeline of a long run is its
+ * start; the statistics of the summary cover every batch whatever this is). */
+int64_t pl_trace_batches_for(const pl_plan *plan);
+/* Batches the trace of `res` shows: its completed batches the span log holds. */
+int64_t pl_trace_batches(const pl_run_result *res);
+
+/* Writes `path` (through `path.partial`, renamed when complete). Spans of completed batches in the
+ * log (pl_trace_batches; the title says "first N of M batches" when that is fewer than completed);
  * device stages the GPU executor did not time (sampled timing) are left out. PL_EIO on failure. */
 pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_result *res,
                          pl_error *err);

@@ -309,12 +309,8 @@ static pl_status pl__bench_host_step(const pl__bench_opts *o, uint64_t bytes, in
         st = pl_gpu_run_active(plan, &cfg, &res, &active, err);
         if (st == PL_OK && (double)active / (double)batches < best) {
             best = (double)active / (double)batches;
-            double sum = 0;
-            for (int64_t b = 0; b < res.batches_done; b++) {
-                const pl_span *sp = &res.spans[b * res.n_stages + shift];
-                sum += (double)(sp->end_ns - sp->start_ns);
-            }
-            lua_ns = res.batches_done ? sum / (double)res.batches_done : 0;
+            const pl_hist *h = res.timing ? &res.timing->hist[shift] : NULL;
+            lua_ns = h && h->count ? (double)h->sum / (double)h->count : 0;
         }
         pl_run_result_fini(&res);
     }

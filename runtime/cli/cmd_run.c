@@ -233,6 +233,7 @@ int pl_cmd_run(int argc, char **argv)
     cfg.use_graphs = graphs;
     cfg.workers = (int)workers;
     cfg.timing_period = timing;
+    cfg.trace_batches = trace ? pl_trace_batches_for(plan) : 0;
     cfg.stop = &pl__stop;
     pl_progress prog;
     uint64_t bytes_in, bytes_out;
@@ -312,6 +313,12 @@ int pl_cmd_run(int argc, char **argv)
                     "timeline written to %s (open it in ui.perfetto.dev or "
                     "chrome://tracing)\n",
                     trace);
+            if (pl_trace_batches(&res) < res.batches_done)
+                fprintf(stderr,
+                        "  it shows the first %lld of %lld batches: a trace keeps at most %lld "
+                        "stage spans; the summary covers every batch\n",
+                        (long long)pl_trace_batches(&res), (long long)res.batches_done,
+                        (long long)PL_TRACE_MAX_SPANS);
         }
     }
     /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report.

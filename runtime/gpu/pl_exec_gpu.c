@@ -185,17 +185,19 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
             snprintf(res->device_name, sizeof res->device_name, "%.127s", prop.name);
     }
     if (st != PL_OK) goto close;
-    gx->spans = calloc((size_t)gx->batches * (size_t)gx->nst + 1, sizeof *gx->spans);
+    /* Rows for the batches in flight: the ring bounds them (graphs run ahead by depth). */
+    PL_CHECK_GOTO(pl_timing_new(plan, 2 * (gx->ring > gx->depth ? gx->ring : gx->depth) + 2,
+                                cfg->trace_batches, &gx->stats, err),
+                  st, close);
     owned = calloc((size_t)plan->n_streams + 1, sizeof *owned);
-    if (!gx->spans || !owned) {
-        st = pl_error_set(err, PL_ENOMEM, "error: out of memory for %lld batches' timings",
-                          (long long)gx->batches);
+    if (!owned) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory setting up the run");
         goto close;
     }
     for (int k = 0; k < plan->n_streams; k++)
         owned[k] = plan->streams[k].engine == PL_ENGINE_HOST;
     PL_CHECK_GOTO(pl_sched_init(&gx->sched, plan, cfg, &gx->rt, gx->hbufs, owned,
-                                gx->rt.env.workers, gx->spans, err),
+                                gx->rt.env.workers, gx->stats, err),
                   st, close);
     gx->sched_init = true;
     /* The run clock: ev_t0 completes at (about) t_start; device spans are measured from it. */
@@ -235,8 +237,8 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
         *active_ns = gx->t_first_launch > 0 && gx->t_last_done > gx->t_first_launch
                          ? gx->t_last_done - gx->t_first_launch
                          : res->wall_ns;
-    res->spans = gx->spans;
-    gx->spans = NULL;
+    res->timing = gx->stats;
+    gx->stats = NULL;
 close:
     if (gx->rt_open) {
         pl_error ce;
@@ -247,7 +249,8 @@ close:
             if (err) *err = ce;
         }
     }
-    free(gx->spans);
+    pl_timing_free(gx->stats);
+    gx->stats = NULL;
     free(owned);
     pl__teardown(gx);
     return st;

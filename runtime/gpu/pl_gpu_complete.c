@@ -106,6 +106,11 @@ static void pl__device_failed(pl_gx *gx, int64_t b, int k, int mi, cudaError_t c
         for (int st = 0; st < gx->nst && all; st++)
             all = gx->plan->stages[st].segment < 0 || marks[base + st];
         if (!all) break;
+        /* Complete but never read back: its device stages ran, untimed (ok is above every
+         * segment whose read-back passed it already reported). */
+        for (int st = 0; st < gx->nst; st++)
+            if (gx->plan->stages[st].segment >= 0 && gx->mon_b[gx->plan->stages[st].segment] <= ok)
+                pl_timing_record(gx->stats, st, ok, (pl_span){0, 0});
         pthread_mutex_lock(&s->mu);
         for (int st = 0; st < gx->nst; st++)
             if (gx->plan->stages[st].segment >= 0) pl_sched_set_done(s, st, ok + 1);
@@ -149,9 +154,15 @@ bool pl_gx_monitor_step(pl_gx *gx, int k, bool block)
     }
     gx->t_last_done = pl_now_ns();
     /* Spans on the run clock: elapsed time from ev_t0, which completed at the run's start.
-     * Unsampled batches keep {0, 0}. */
-    for (int i = 0; pl_gx_batch_timed(gx, b) && i < sg->n_stages; i++) {
+     * Unsampled batches report {0, 0} (ran, not timed). Recorded before the stages are marked
+     * done, so the batch's row is complete when the batch is. */
+    bool timed = pl_gx_batch_timed(gx, b);
+    for (int i = 0; i < sg->n_stages; i++) {
         int st = sg->stages[i];
+        if (!timed) {
+            pl_timing_record(gx->stats, st, b, (pl_span){0, 0});
+            continue;
+        }
         float a = 0, z = 0;
         if (cudaEventElapsedTime(&a, gx->ev_t0, gx->ev_start[base + st]) != cudaSuccess ||
             cudaEventElapsedTime(&z, gx->ev_t0, gx->ev_end[base + st]) != cudaSuccess) {
@@ -160,7 +171,7 @@ bool pl_gx_monitor_step(pl_gx *gx, int k, bool block)
             cudaGetLastError();
             a = z = (float)((double)(pl_now_ns() - gx->t_start) / 1e6);
         }
-        gx->spans[b * gx->nst + st] = (pl_span){(int64_t)(a * 1e6), (int64_t)(z * 1e6)};
+        pl_timing_record(gx->stats, st, b, (pl_span){(int64_t)(a * 1e6), (int64_t)(z * 1e6)});
     }
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < sg->n_stages; i++)

@@ -76,7 +76,7 @@ typedef struct pl_gx {
     pl_status late_status;
     pl_error late_err;
 
-    pl_span *spans;                      /* [batch * nst + stage] */
+    pl_timing *stats;                    /* device stages' spans are recorded here */
     int64_t t_start;                     /* CLOCK_MONOTONIC at run start */
     int64_t t_first_launch, t_last_done; /* CLOCK_MONOTONIC: first issue, last read-back (bench) */
 } pl_gx;

@@ -54,7 +54,7 @@ int main(void)
     r.n_stages = plan->n_stages;
     r.batches_done = r.batches_issued = r.batches_planned = 3;
     r.wall_ns = 30000000;
-    r.spans = calloc((size_t)(3 * plan->n_stages), sizeof *r.spans);
+    CHECK(pl_timing_new(plan, 4, 3, &r.timing, &err) == PL_OK);
     const char *names[] = {"gen", "up", "double", "down", "save"};
     for (int64_t b = 0; b < 3; b++)
         for (int i = 0; i < 5; i++) {
@@ -63,7 +63,7 @@ int main(void)
                          : i < 2 ? b * 300000 + i * 100000 + 1
                                  : 21100000 + b * 300000 + i * 100000;
             int64_t t1 = i == 2 ? 21000000 + b * 1000 : t0 + 90000;
-            r.spans[b * plan->n_stages + s] = (pl_span){t0, t1};
+            pl_timing_record(r.timing, s, b, (pl_span){t0, t1});
         }
     char path[] = "/tmp/pl_test_traceXXXXXX";
     int fd = mkstemp(path);
