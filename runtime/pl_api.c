@@ -340,7 +340,7 @@ unsigned long long pipectl_output_checksum(const pipectl_result *r, int i)
 unsigned long long pipectl_output_batch_checksum(const pipectl_result *r, int i, long long batch)
 {
     const pl_output *o = pl__output(r, i);
-    if (!o || !o->batch_checksums || batch < 0 || batch >= o->batches) return 0;
+    if (!o || !o->batch_checksums || batch < 0 || batch >= o->n_batch_checksums) return 0;
     return (unsigned long long)o->batch_checksums[batch];
 }
 

@@ -258,7 +258,7 @@ json_t *pl__bundle_outputs_json(const pl_plan *plan, const pl_run_result *res)
     for (int i = 0; a && i < res->n_outputs; i++) {
         const pl_output *o = &res->outputs[i];
         json_t *bc = json_array();
-        for (int64_t b = 0; bc && o->batch_checksums && b < o->batches; b++)
+        for (int64_t b = 0; bc && o->batch_checksums && b < o->n_batch_checksums; b++)
             json_array_append_new(bc, pl_json_hex64(o->batch_checksums[b]));
         int s = pl_spec_find_stage(spec, o->stage);
         double tol = 0;

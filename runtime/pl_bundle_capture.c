@@ -360,13 +360,21 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
     for (int r = 1; r < reps && info->reps_identical; r++)
         for (int i = 0; i < r0->n_outputs && info->reps_identical; i++) {
             const pl_output *a = &r0->outputs[i], *b = &res[r].outputs[i];
-            for (int64_t k = 0; k < a->batches && a->batch_checksums && b->batch_checksums; k++)
-                if (k >= b->batches || a->batch_checksums[k] != b->batch_checksums[k]) {
+            for (int64_t k = 0; k < a->n_batch_checksums && b->batch_checksums; k++)
+                if (k >= b->n_batch_checksums || a->batch_checksums[k] != b->batch_checksums[k]) {
                     info->reps_identical = false;
                     snprintf(info->reps_sink, sizeof info->reps_sink, "%s", a->stage);
                     info->reps_batch = k;
                     break;
                 }
+            /* Past the per-batch record (PL_BATCH_CHECKSUMS_MAX): the whole output's checksum,
+             * reported at the first batch not recorded. */
+            if (info->reps_identical && a->checksummed &&
+                (a->batches != b->batches || a->checksum != b->checksum)) {
+                info->reps_identical = false;
+                snprintf(info->reps_sink, sizeof info->reps_sink, "%s", a->stage);
+                info->reps_batch = a->n_batch_checksums;
+            }
         }
 
     /* Outputs: the first run's checksums; the last run's files, copied with --copy-outputs. */

@@ -48,7 +48,16 @@ static uint64_t pl__hex_at(const json_t *arr, size_t i)
     return v;
 }
 
-/* Sinks of a (recorded) against b (now or another bundle): per batch checksums. */
+/* A sink's batch count: "batches" (bundles before it was written: the per-batch array's size). */
+static int64_t pl__batches_of(const json_t *e)
+{
+    json_t *n = json_object_get(e, "batches");
+    return json_is_integer(n) ? (int64_t)json_integer_value(n)
+                              : (int64_t)json_array_size(json_object_get(e, "batch_checksums"));
+}
+
+/* Sinks of a (recorded) against b (now or another bundle): per batch checksums (the first
+ * PL_BATCH_CHECKSUMS_MAX batches: what sinks keep), then the whole output's checksum. */
 static pl_status pl__cmp_sinks(const json_t *oa, const json_t *ob, pl_compare *c, pl_error *err)
 {
     size_t na = json_array_size(oa), nb = json_array_size(ob);
@@ -75,27 +84,49 @@ static pl_status pl__cmp_sinks(const json_t *oa, const json_t *ob, pl_compare *c
             s->tol = json_is_number(tol) ? json_number_value(tol) : 0;
             if (!f) {
                 s->verdict = PL_SINK_ABSENT;
-                json_t *bc = json_object_get(e, "batch_checksums");
-                *(pass == 0 ? &s->batches_a : &s->batches_b) = (int64_t)json_array_size(bc);
-                s->n_differ = (int64_t)json_array_size(bc);
+                int64_t n = pl__batches_of(e);
+                *(pass == 0 ? &s->batches_a : &s->batches_b) = n;
+                s->n_differ = n;
                 s->first_batch = 0;
             } else {
                 json_t *ca = json_object_get(e, "batch_checksums"),
                        *cb = json_object_get(f, "batch_checksums");
-                s->batches_a = (int64_t)json_array_size(ca);
-                s->batches_b = (int64_t)json_array_size(cb);
-                int64_t n = s->batches_a > s->batches_b ? s->batches_a : s->batches_b;
-                for (int64_t k = 0; k < n; k++) {
-                    bool in_a = k < s->batches_a, in_b = k < s->batches_b;
-                    uint64_t va = in_a ? pl__hex_at(ca, (size_t)k) : 0,
-                             vb = in_b ? pl__hex_at(cb, (size_t)k) : 0;
-                    if (in_a && in_b && va == vb) continue;
+                s->batches_a = pl__batches_of(e);
+                s->batches_b = pl__batches_of(f);
+                int64_t ra = (int64_t)json_array_size(ca), rb = (int64_t)json_array_size(cb);
+                int64_t lo = s->batches_a < s->batches_b ? s->batches_a : s->batches_b;
+                int64_t n_rec = ra < rb ? ra : rb;
+                if (n_rec > lo) n_rec = lo;
+                for (int64_t k = 0; k < n_rec; k++) {
+                    uint64_t va = pl__hex_at(ca, (size_t)k), vb = pl__hex_at(cb, (size_t)k);
+                    if (va == vb) continue;
                     if (s->first_batch < 0) {
                         s->first_batch = k;
                         s->first_a = va;
                         s->first_b = vb;
                     }
                     s->n_differ++;
+                }
+                /* Batches both ran past the per-batch record (PL_BATCH_CHECKSUMS_MAX): only the
+                 * whole output's checksum tells; a difference there counts as one batch, the
+                 * first one not recorded. */
+                uint64_t wa = 0, wb = 0;
+                pl_json_parse_hex64(pl_json_str_or(e, "checksum", ""), &wa);
+                pl_json_parse_hex64(pl_json_str_or(f, "checksum", ""), &wb);
+                if (n_rec < lo && s->batches_a == s->batches_b && wa != wb && !s->n_differ) {
+                    s->first_batch = n_rec;
+                    s->first_a = s->first_b = 0;
+                    s->n_differ++;
+                }
+                /* Batches only one of them has. */
+                int64_t hi = s->batches_a > s->batches_b ? s->batches_a : s->batches_b;
+                if (hi > lo) {
+                    if (s->first_batch < 0) {
+                        s->first_batch = lo;
+                        s->first_a = lo < ra ? pl__hex_at(ca, (size_t)lo) : 0;
+                        s->first_b = lo < rb ? pl__hex_at(cb, (size_t)lo) : 0;
+                    }
+                    s->n_differ += hi - lo;
                 }
                 s->verdict = s->n_differ ? PL_SINK_DIFFER : PL_SINK_MATCH;
                 if (json_is_false(json_object_get(e, "checksummed")) ||

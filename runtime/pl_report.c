@@ -379,7 +379,7 @@ static json_t *pl__summary(const pl_plan *plan, const pl_run_result *res, pl_sta
     for (int i = 0; i < res->n_outputs; i++) {
         const pl_output *op = &res->outputs[i];
         json_t *sums = json_array();
-        for (int64_t b = 0; sums && op->batch_checksums && b < op->batches; b++)
+        for (int64_t b = 0; sums && op->batch_checksums && b < op->n_batch_checksums; b++)
             bad |= json_array_append_new(sums, pl_json_hex64(op->batch_checksums[b]));
         /* checksum: false in the pipeline: null, not a made-up 0x0000000000000000. */
         bad |= json_array_append_new(

@@ -99,13 +99,19 @@ typedef struct pl_dev_ctx {
 
 /* One file a sink wrote (or, without `to`, the checksums it computed): what the report and
  * bundles list. Filled by a kind's `output` hook while the stage is still open. */
+/* Per-batch checksums a sink keeps: those of its first batches, up to this many (512 KiB), so a
+ * long run's memory stays flat; `checksum` (all bytes, a running hash) covers every batch. */
+#define PL_BATCH_CHECKSUMS_MAX (INT64_C(1) << 16)
+
 typedef struct pl_output {
     char stage[PL_MAX_NAME + 1];
     char *path;                /* final file name as opened (NULL: checksums only); owned */
     int64_t batches;           /* batches written, in order */
     uint64_t batch_bytes;      /* bytes per batch */
     uint64_t checksum;         /* pl_hash of all data bytes written (headers excluded) */
-    uint64_t *batch_checksums; /* [batches]: pl_hash of each batch's bytes; owned */
+    uint64_t *batch_checksums; /* [n_batch_checksums]: pl_hash of each of the first batches'
+                                * bytes; owned */
+    int64_t n_batch_checksums; /* min(batches, PL_BATCH_CHECKSUMS_MAX) when checksummed */
     bool finalized;            /* the file is complete under its final name */
     bool checksummed;          /* checksums were taken (the sink's `checksum: true`) */
 } pl_output;

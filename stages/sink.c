@@ -79,7 +79,7 @@ typedef struct pl__sink_state {
     size_t header_len;
     uint64_t batch_bytes;
     int64_t written;
-    uint64_t *sums; /* per-batch checksums */
+    uint64_t *sums; /* checksums of the first PL_BATCH_CHECKSUMS_MAX batches */
     int64_t cap_sums;
     pl_hash_stream all;
     /* The running hash before each of the last n_hist batches ([b % n_hist]), so close can take
@@ -581,14 +581,15 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
         return pl_error_set(err, PL_EIO, "error: writing '%s' failed: %s",
                             s->stream ? s->path : s->partial, strerror(errno));
     if (o->checksum) {
-        if (s->written == s->cap_sums) {
+        if (s->written < PL_BATCH_CHECKSUMS_MAX && s->written == s->cap_sums) {
             int64_t nc = s->cap_sums ? s->cap_sums * 2 : 64;
             uint64_t *ns = realloc(s->sums, (size_t)nc * sizeof *ns);
             if (!ns) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
             s->sums = ns;
             s->cap_sums = nc;
         }
-        s->sums[s->written] = pl_hash(data, (size_t)s->batch_bytes);
+        if (s->written < PL_BATCH_CHECKSUMS_MAX)
+            s->sums[s->written] = pl_hash(data, (size_t)s->batch_bytes);
         s->hist[s->written % s->n_hist] = s->all;
         pl_hash_stream_update(&s->all, data, (size_t)s->batch_bytes);
     }
@@ -723,9 +724,11 @@ static pl_status pl__sink_output(const pl_stage *st, void *state, int64_t comple
         if (!out->path) return PL_ENOMEM;
     }
     if (s->sums && out->batches) {
-        out->batch_checksums = malloc((size_t)out->batches * sizeof *out->batch_checksums);
+        int64_t n = out->batches < PL_BATCH_CHECKSUMS_MAX ? out->batches : PL_BATCH_CHECKSUMS_MAX;
+        out->batch_checksums = malloc((size_t)n * sizeof *out->batch_checksums);
         if (!out->batch_checksums) return PL_ENOMEM;
-        memcpy(out->batch_checksums, s->sums, (size_t)out->batches * sizeof *s->sums);
+        memcpy(out->batch_checksums, s->sums, (size_t)n * sizeof *s->sums);
+        out->n_batch_checksums = n;
     }
     return PL_OK;
 }
