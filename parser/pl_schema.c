@@ -319,8 +319,9 @@ static pl_status pl__want_int(pl_walk *w, const char *where, const pl_field *f, 
     snprintf(ex, sizeof ex, "%lld", (long long)f->min);
     PL_CHECK(pl__want_scalar(w, where, key, v, f->example ? f->example : ex));
     if (!pl__parse_i64(v->text, out))
-        return pl__fail(w, v->pos, "%s'%s' must be a whole number, got '%s'", where, key,
-                        pl__clip(v->text, cb));
+        return pl__fail(w, v->pos, "%s'%s' must be a whole number%s%s%s, got '%s'", where, key,
+                        f->key.values ? " or '" : "", f->key.values ? f->key.values : "",
+                        f->key.values ? "'" : "", pl__clip(v->text, cb));
     if (f->cap) snprintf(cap, sizeof cap, " (%s)", f->cap);
     if (f->min < f->max && (*out < f->min || *out > f->max))
         return pl__fail(w, v->pos, "%s'%s' is %lld; it must be between %lld and %lld%s", where, key,
@@ -371,9 +372,14 @@ static pl_status pl__take_section(pl_walk *w, const pl_section *sec, const pl_va
 static pl_status pl__take_batches(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
 {
     pl_run_opts *r = obj;
-    PL_CHECK(pl__want_int(w, "run: ", f, v, &r->batches));
     r->batches_pos = v->pos;
-    return PL_OK;
+    /* `all`: until the first source file ends (counted by pl_spec_resolve_batches) */
+    r->batches_all = v->type == PL_VAL_SCALAR && v->text && strcmp(v->text, "all") == 0;
+    if (r->batches_all) {
+        r->batches = 0;
+        return PL_OK;
+    }
+    return pl__want_int(w, "run: ", f, v, &r->batches);
 }
 
 static pl_status pl__take_depth(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
@@ -411,7 +417,8 @@ static pl_status pl__take_seed(pl_walk *w, const pl_field *f, const pl_value *v,
 }
 
 static const pl_field pl__run_fields[] = {
-    {.key = {"batches", PL_KEY_INT, NULL, "16", "how many batches to run"},
+    {.key = {"batches", PL_KEY_INT, "all", "16",
+             "how many batches to run, or all: until the first source file ends"},
      .example = "1",
      .min = 1,
      .max = PL_MAX_BATCHES,

@@ -132,7 +132,9 @@ int pipectl_load(pipectl *h, const char *path, pipectl_pipeline **out)
     pipectl_pipeline *p = calloc(1, sizeof *p);
     if (!p) return pl_error_set(&h->err, PL_ENOMEM, "error: out of memory loading '%s'", path);
     pl_status st = pl_load_checked(path, &p->spec, &h->err);
+    if (st == PL_OK) st = pl_spec_resolve_batches(p->spec, &h->err); /* batches: all */
     if (st != PL_OK) {
+        pl_spec_free(p->spec);
         free(p);
         return st;
     }

@@ -513,7 +513,13 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
     pl_status st;
     PL_CHECK_GOTO(pl_load_checked(cfg->file, &c.spec, err), st, done);
     PL_CHECK_GOTO(pl_load_file(cfg->file, &c.raw, err), st, done);
+    if (cfg->batches > 0) c.spec->run.batches_all = false;
     if (cfg->batches > 0) c.spec->run.batches = c.raw->run.batches = cfg->batches;
+    if (cfg->batches == -1) c.spec->run.batches_all = true;
+    PL_CHECK_GOTO(pl_spec_resolve_batches(c.spec, err), st, done);
+    /* The bundled pipeline says the count this capture ran, so replay runs the same batches. */
+    c.raw->run.batches = c.spec->run.batches;
+    c.raw->run.batches_all = false;
     if (cfg->depth > 0) c.spec->run.depth = c.raw->run.depth = cfg->depth;
     PL_CHECK_GOTO(pl_plan_compile(c.spec, &c.plan, err), st, done);
     /* Refused before the folder is made: a run that cannot start leaves nothing behind. */

@@ -29,7 +29,7 @@ static const char *pl__pos_str(pl_pos pos, char *buf, size_t n)
 static pl_status pl__check_run(const pl_spec *spec, pl_error *err)
 {
     const pl_run_opts *r = &spec->run;
-    if (r->batches < 1 || r->batches > PL_MAX_BATCHES)
+    if (!r->batches_all && (r->batches < 1 || r->batches > PL_MAX_BATCHES))
         return pl_error_at(err, PL_EINPUT, r->batches_pos,
                            "run: 'batches' is %" PRId64 "; it must be between 1 and %" PRId64
                            " (PL_MAX_BATCHES)",
@@ -41,6 +41,48 @@ static pl_status pl__check_run(const pl_spec *spec, pl_error *err)
     if (r->device < 0)
         return pl_error_at(err, PL_EINPUT, r->device_pos,
                            "run: 'device' is %d; it must be between 0 and 2147483647", r->device);
+    return PL_OK;
+}
+
+/* `batches: all` needs a stage whose data ends (a source reading a file without wrap). */
+static pl_status pl__check_batches_all(const pl_spec *spec, pl_error *err)
+{
+    if (!spec->run.batches_all) return PL_OK;
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *st = &spec->stages[i];
+        int64_t n = -1;
+        if (st->kind->count_batches && st->kind->count_batches(spec, st, false, &n, err) == PL_OK &&
+            n >= 0)
+            return PL_OK;
+    }
+    return pl_error_at(err, PL_EINPUT, spec->run.batches_pos,
+                       "run: 'batches: all' runs until the first source file ends, but no stage "
+                       "reads a file that ends; give a source 'file:' (without 'wrap: true'), or "
+                       "give 'batches' a number");
+}
+
+pl_status pl_spec_resolve_batches(pl_spec *spec, pl_error *err)
+{
+    if (!spec->run.batches_all) return PL_OK;
+    if (!spec->checked)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: pl_spec_resolve_batches needs a checked spec; call "
+                            "pl_spec_check first");
+    int64_t best = -1;
+    int from = -1;
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *st = &spec->stages[i];
+        int64_t n = -1;
+        if (!st->kind->count_batches) continue;
+        PL_CHECK(st->kind->count_batches(spec, st, true, &n, err));
+        if (n >= 0 && (best < 0 || n < best)) {
+            best = n;
+            from = i;
+        }
+    }
+    if (best < 0) return pl__check_batches_all(spec, err);
+    spec->run.batches = best > PL_MAX_BATCHES ? PL_MAX_BATCHES : best;
+    spec->run.batches_from = from;
     return PL_OK;
 }
 
@@ -463,6 +505,9 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
         if (rs == PL_OK && kind->validate) rs = kind->validate(spec, s, &e);
         if (pl__note(rs, &e, diags, err, &first)) goto done;
     }
+    if (first != PL_OK) goto done;
+
+    PL__NOTE(pl__check_batches_all(spec, &e));
     if (first != PL_OK) goto done;
 
     PL_CHECK_GOTO(pl_graph_build(spec, &g, &e), st, fail_e);

@@ -769,6 +769,12 @@ pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, 
     plan->depth = depth > 0 ? depth : spec->run.depth;
     plan->batches = batches > 0 ? batches : spec->run.batches;
     plan->n_stages = n;
+    if (plan->batches < 1) {
+        st = pl_error_set(err, PL_EINPUT,
+                          "error: 'batches: all' is counted from the source files before "
+                          "planning (pl_spec_resolve_batches); give a number of batches");
+        goto fail;
+    }
     PL_CHECK_GOTO(pl_graph_build(spec, &g, err), st, fail);
     if (g.n_order != n) {
         st = pl_error_set(err, PL_ERUNTIME,
@@ -846,7 +852,11 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
     }
     fprintf(out, "plan for pipeline '%s': %d stages, %d streams, %d events, %d cross-batch deps\n",
             spec->name, plan->n_stages, plan->n_streams, plan->n_events, plan->n_xdeps);
-    fprintf(out, "depth %d (slots in flight), %" PRId64 " batches\n", plan->depth, plan->batches);
+    fprintf(out, "depth %d (slots in flight), %" PRId64 " batches", plan->depth, plan->batches);
+    if (spec->run.batches_all && spec->run.batches_from >= 0 && plan->batches == spec->run.batches)
+        fprintf(out, " (batches: all: what source '%s' holds, counted now; a run counts again)",
+                spec->stages[spec->run.batches_from].name);
+    fputc('\n', out);
 
     fprintf(out, "\nstreams (stages run in this order on each stream, batch after batch):\n");
     for (int i = 0; i < plan->n_streams; i++) {

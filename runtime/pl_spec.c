@@ -75,6 +75,7 @@ pl_status pl_spec_new(const char *file, pl_spec **out, pl_error *err)
     }
     s->arena = a;
     s->run.batches = 16;
+    s->run.batches_from = -1;
     s->run.depth = 4; /* measured best with per-slot graphs: docs/perf.md */
     s->run.device = 0;
     s->run.seed = 0;

@@ -120,9 +120,11 @@ typedef struct pl_stage {
 } pl_stage;
 
 typedef struct pl_run_opts {
-    int64_t batches; /* default 16 */
+    int64_t batches; /* default 16; with batches_all, 0 until pl_spec_resolve_batches */
     pl_pos batches_pos;
-    int depth; /* slots in flight; default 4 (docs/perf.md) */
+    bool batches_all; /* `batches: all`: as many as the shortest source file holds */
+    int batches_from; /* after pl_spec_resolve_batches: the stage that set the count, or -1 */
+    int depth;        /* slots in flight; default 4 (docs/perf.md) */
     pl_pos depth_pos;
     int device; /* CUDA device ordinal; default 0 */
     pl_pos device_pos;
@@ -188,6 +190,13 @@ struct pl_diags;
  * kind rules fail; each phase runs only when the ones before it passed. *err is the first error,
  * the one pl_spec_check returns. */
 pl_status pl_spec_check_all(pl_spec *spec, struct pl_diags *diags, pl_error *err);
+
+/* `batches: all` (run.batches_all): sets run.batches to the whole batches the shortest file
+ * source holds (stages whose kind's count_batches says their data ends) and run.batches_from to
+ * that stage; a no-op otherwise. Reads the files' headers and sizes; a file it cannot use gives
+ * the error its check_files gives (PL_EINPUT at the stage's file:line:col). Call it on a checked
+ * spec, before pl_spec_check_files and planning: check, plan, run and capture do. */
+pl_status pl_spec_resolve_batches(pl_spec *spec, pl_error *err);
 
 /* Check-time validation of the files a run of `batches` batches will touch, before anything
  * runs: every `init: file` buffer and every stage kind's check_files hook (source inputs exist,

@@ -146,6 +146,13 @@ typedef struct pl_kind {
      * metadata and headers only, creates nothing; errors are PL_EINPUT at the option's position. */
     pl_status (*check_files)(const pl_spec *spec, const pl_stage *st, int64_t batches,
                              pl_error *err);
+    /* Optional, for `batches: all` (run until the first source file ends): the whole batches
+     * this checked stage's data holds, *n = -1 when it does not end (a generator, `wrap: true`).
+     * With `probe` false it reads nothing and only says whether the data ends (*n = 0 when it
+     * does): pl_spec_check uses that, check time and run start count (reading the file's size
+     * and header, errors as check_files gives them). */
+    pl_status (*count_batches)(const pl_spec *spec, const pl_stage *st, bool probe, int64_t *n,
+                               pl_error *err);
     /* Optional per-run state (files, corpora, Lua states). close() is always called once open()
      * succeeded, also after an error; `completed` is how many batches finished in order. */
     pl_status (*open)(const pl_run_env *env, const pl_stage *st, void **state, pl_error *err);

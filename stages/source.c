@@ -264,6 +264,24 @@ static pl_status pl__source_check_files(const pl_spec *spec, const pl_stage *st,
     return ps;
 }
 
+/* `batches: all`: a file without wrap ends after its whole batches; a partial last batch is the
+ * probe's error, as for any run (never dropped silently). */
+static pl_status pl__source_count(const pl_spec *spec, const pl_stage *st, bool probe, int64_t *n,
+                                  pl_error *err)
+{
+    const pl__source_opts *o = st->priv;
+    *n = -1;
+    if (!o->file || o->wrap) return PL_OK;
+    *n = 0;
+    if (!probe) return PL_OK;
+    pl__source_state s;
+    memset(&s, 0, sizeof s);
+    pl_status ps = pl__source_probe(spec, st, 0, &s, err);
+    if (s.fd >= 0) close(s.fd);
+    if (ps == PL_OK) *n = s.n_batches;
+    return ps;
+}
+
 static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void **state,
                                  pl_error *err)
 {
@@ -389,6 +407,7 @@ const pl_kind pl_kind_source = {
     .bind = pl__source_bind,
     .validate = pl__source_validate,
     .check_files = pl__source_check_files,
+    .count_batches = pl__source_count,
     .open = pl__source_open,
     .close = pl__source_close,
     .run_host = pl__source_run,

@@ -41,7 +41,9 @@ const pl_cli_opt pl_cli_capture_opts[] = {
      "copy the sinks' output files (replay compares them within a tolerance where bits may "
      "differ across executors)",
      PL__O_COPY_OUTPUTS},
-    {"batches", 'b', "N", NULL, "batches to run (overrides run.batches)", PL__O_BATCHES},
+    {"batches", 'b', "N", NULL,
+     "batches to run, or all: until the first source file ends (overrides run.batches)",
+     PL__O_BATCHES},
     {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
     {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs",
@@ -86,7 +88,10 @@ int pl_cmd_capture(int argc, char **argv)
             cfg.dir = v;
             break;
         case PL__O_BATCHES:
-            if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &n)) goto usage;
+            if (strcmp(v, "all") == 0)
+                n = -1; /* until the first source file ends */
+            else if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &n))
+                goto usage;
             cfg.batches = n;
             break;
         case PL__O_DEPTH:

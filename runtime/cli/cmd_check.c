@@ -37,6 +37,8 @@ static json_t *pl__file_json(const char *file, pl_status st, const pl_spec *spec
                         spec && st == PL_OK ? json_integer(spec->n_stages) : json_null());
     json_object_set_new(o, "buffers",
                         spec && st == PL_OK ? json_integer(spec->n_buffers) : json_null());
+    json_object_set_new(o, "batches",
+                        spec && st == PL_OK ? json_integer(spec->run.batches) : json_null());
     json_object_set_new(o, "diagnostics", diags);
     json_object_set_new(o, "not_shown", json_integer(d ? d->dropped : 0));
     return o;
@@ -57,7 +59,11 @@ static int pl__check_one(const char *file, bool verbose, json_t *files)
     pl_diags d;
     pl_diags_init(&d, PL__MAX_SHOWN);
     pl_status st = pl_spec_check_all(spec, &d, &err);
-    if (st == PL_OK) st = pl_spec_check_files(spec, spec->run.batches, &d, &err);
+    /* batches: all: counted from the source files; a file it cannot count is one check_files
+     * reports (with every other file error), so those run for one batch then. */
+    bool counted = st == PL_OK && pl_spec_resolve_batches(spec, &err) == PL_OK;
+    if (st == PL_OK) st = pl_spec_check_files(spec, counted ? spec->run.batches : 1, &d, &err);
+    if (st == PL_OK && !counted) st = err.status; /* a failure check_files did not repeat */
     int rc = 0;
     if (st != PL_OK) {
         /* The first error is err (the one every other command reports); the list adds the rest. */
@@ -70,10 +76,14 @@ static int pl__check_one(const char *file, bool verbose, json_t *files)
                     d.dropped, d.dropped == 1 ? "" : "s", d.n);
     } else {
         pl_cli_print_notes(spec, verbose);
+        char all[PL_MAX_NAME + 96] = "";
+        if (spec->run.batches_all && spec->run.batches_from >= 0)
+            snprintf(all, sizeof all, "; batches: all = %lld, what source '%s' holds",
+                     (long long)spec->run.batches, spec->stages[spec->run.batches_from].name);
         if (!files)
-            printf("%s: ok (%d stage%s, %d buffer%s)\n", file, spec->n_stages,
-                   spec->n_stages == 1 ? "" : "s", spec->n_buffers,
-                   spec->n_buffers == 1 ? "" : "s");
+            printf("%s: ok (%d stage%s, %d buffer%s%s)\n", file, spec->n_stages,
+                   spec->n_stages == 1 ? "" : "s", spec->n_buffers, spec->n_buffers == 1 ? "" : "s",
+                   all);
     }
     if (files) json_array_append_new(files, pl__file_json(file, st, spec, &d, &err));
     pl_diags_fini(&d);

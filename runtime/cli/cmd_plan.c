@@ -51,6 +51,11 @@ int pl_cmd_plan(int argc, char **argv)
     }
     pl_cli_print_notes(spec, false);
     if (depth) spec->run.depth = (int)depth;
+    if (pl_spec_resolve_batches(spec, &err) != PL_OK) { /* batches: all */
+        pl_spec_free(spec);
+        if (json) pl_json_print_error(stdout, "plan", &err);
+        return pl_cli_fail(&err);
+    }
     if (pl_plan_compile(spec, &plan, &err) != PL_OK) {
         pl_spec_free(spec);
         if (json) pl_json_print_error(stdout, "plan", &err);

@@ -48,7 +48,9 @@ enum {
 };
 
 const pl_cli_opt pl_cli_run_opts[] = {
-    {"batches", 'b', "N", NULL, "batches to run (overrides run.batches)", PL__O_BATCHES},
+    {"batches", 'b', "N", NULL,
+     "batches to run, or all: until the first source file ends (overrides run.batches)",
+     PL__O_BATCHES},
     {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
     {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs",
@@ -137,7 +139,10 @@ int pl_cmd_run(int argc, char **argv)
         }
         switch (id) {
         case PL__O_BATCHES:
-            if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &batches)) return 2;
+            if (strcmp(v, "all") == 0)
+                batches = 0; /* until the first source file ends */
+            else if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &batches))
+                return 2;
             break;
         case PL__O_DEPTH:
             if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &depth)) return 2;
@@ -220,10 +225,13 @@ int pl_cmd_run(int argc, char **argv)
         return pl_cli_fail(&err);
     }
     pl_cli_print_notes(spec, verbose);
+    if (batches >= 0) spec->run.batches_all = batches == 0;
     if (batches > 0) spec->run.batches = batches;
     if (depth > 0) spec->run.depth = (int)depth;
     int rc = 0;
-    /* The files, for the batches this run will issue, before anything opens (exit 2). */
+    /* `batches: all`: counted from the source files now; then the files, for the batches this
+     * run will issue, before anything opens (exit 2). */
+    PL_CHECK_GOTO(pl_spec_resolve_batches(spec, &err), st, fail);
     PL_CHECK_GOTO(pl_spec_check_files(spec, spec->run.batches, NULL, &err), st, fail);
     PL_CHECK_GOTO(pl_plan_compile(spec, &plan, &err), st, fail);
 

@@ -117,7 +117,13 @@ static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
         if (f && f->min < f->max)
             fprintf(out, ", \"minimum\": %lld, \"maximum\": %lld", (long long)f->min,
                     (long long)f->max);
-        fprintf(out, "}, %s]", int_text);
+        fprintf(out, "}, %s", int_text);
+        if (k->values) { /* words it takes besides a number (run.batches: all) */
+            fputs(", {\"enum\": ", out);
+            pl__json_enum(out, k->values);
+            fputc('}', out);
+        }
+        fputc(']', out);
         break;
     case PL_KEY_NUM:
         fprintf(out, "{\"anyOf\": [{\"type\": \"number\"}, %s]", num_text);

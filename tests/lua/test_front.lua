@@ -139,7 +139,7 @@ fails("return pipectl.pipeline{run = 5}",
 fails("return pipectl.pipeline{name = {}}",
       "p.lua:1:1: error: 'name' must be a single value like name: my_pipeline, not a list")
 fails("return pipectl.pipeline{run = {batches = '0x10'}}",
-      "p.lua:1:1: error: run: 'batches' must be a whole number, got '0x10'")
+      "p.lua:1:1: error: run: 'batches' must be a whole number or 'all', got '0x10'")
 fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', code = 'x', args = print}\nreturn p",
       "p.lua:2:1: error: stage 'a': 'args' is a function; only `fn` of a lua stage takes a function")
 fails("local p = pipectl.pipeline{}\nlocal t = {}\nt.t = t\np:stage{name = 'a', kind = 'lua', code = 'x', args = t}\nreturn p",

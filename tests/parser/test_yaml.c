@@ -229,8 +229,23 @@ static void test_strings(void)
         CHECK_EQ_INT(s->run.device, 0);
         CHECK(s->run.seed == 0);
         CHECK_EQ_INT(s->n_stages, 0);
+        CHECK(!s->run.batches_all);
         pl_spec_free(s);
     }
+    /* batches: all (quoted or not): counted later, from the source files */
+    s = NULL;
+    const char *all = "run: {batches: \"all\"}\nstages: []\n";
+    CHECK_STR(parse("t.yaml", all, strlen(all), &s), "OK");
+    if (s) {
+        CHECK(s->run.batches_all);
+        CHECK_EQ_INT(s->run.batches, 0);
+        CHECK_EQ_INT(s->run.batches_from, -1);
+        CHECK_EQ_INT(s->run.batches_pos.line, 1);
+        CHECK_EQ_INT(s->run.batches_pos.col, 16);
+        pl_spec_free(s);
+    }
+    CHECK_STR(P("run: {batches: All}\n"),
+              "t.yaml:1:16: error: run: 'batches' must be a whole number or 'all', got 'All'");
     /* No name: "<input>". Empty input. */
     CHECK_STR(parse(NULL, "", 0, NULL),
               "<input>:1:1: error: the file is empty; a pipeline needs at least 'stages:' (see "
@@ -279,7 +294,7 @@ static void test_strings(void)
         P("run: {batches: "
           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
           "}\nstages: []\n"),
-        "t.yaml:1:16: error: run: 'batches' must be a whole number, got "
+        "t.yaml:1:16: error: run: 'batches' must be a whole number or 'all', got "
         "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...'");
     /* Numbers: int64 edges. */
     CHECK_STR(P("run: {batches: 1099511627776}\nstages: []\n"), "OK");
@@ -520,7 +535,14 @@ static bool doc_type_agrees(const pl_key *k, const char *cell, const char *secti
         return strstr(cell, "text") != NULL;
     case PL_KEY_PATH:
         return strstr(cell, "path") != NULL;
-    case PL_KEY_INT:
+    case PL_KEY_INT: /* and the words it takes besides a number (run.batches: all) */
+        for (const char *p = k->values; p && *p;) {
+            const char *bar = strchr(p, '|');
+            char word[80];
+            snprintf(word, sizeof word, "or %.*s", (int)(bar ? (size_t)(bar - p) : strlen(p)), p);
+            if (!strstr(cell, word)) return false;
+            p = bar ? bar + 1 : NULL;
+        }
         return strstr(cell, "integer") != NULL;
     case PL_KEY_NUM:
         return strstr(cell, "number") != NULL;
