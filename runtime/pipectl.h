@@ -174,8 +174,9 @@ PIPECTL_API const char *pipectl_output_path(const pipectl_result *r, int i);
 /* Batches it wrote. */
 PIPECTL_API long long pipectl_output_batches(const pipectl_result *r, int i);
 /* The checksum of every data byte it wrote (file headers excluded), the one `pipectl run` prints
- * as 0x%016llx; and the checksum of batch `batch` alone (0 when out of range). The checksums do
- * not depend on the executor, the depth or the number of workers. */
+ * as 0x%016llx; and the checksum of batch `batch` alone, kept for the first 65536 batches so a
+ * long run's memory stays flat (0 when out of range or past them). The checksums do not depend
+ * on the executor, the depth or the number of workers. */
 PIPECTL_API unsigned long long pipectl_output_checksum(const pipectl_result *r, int i);
 PIPECTL_API unsigned long long pipectl_output_batch_checksum(const pipectl_result *r, int i,
                                                              long long batch);
