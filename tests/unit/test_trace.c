@@ -100,6 +100,26 @@ int main(void)
     } else {
         printf("python3 not found: the trace was not validated against the Trace Event Format\n");
     }
+    /* A log shorter than the run (a long run's trace keeps its first batches): those batches,
+     * and the title says so. */
+    pl_timing *full = r.timing;
+    CHECK(pl_timing_new(plan, 4, 2, &r.timing, &err) == PL_OK);
+    for (int64_t b = 0; b < 3; b++)
+        for (int s = 0; s < plan->n_stages; s++)
+            pl_timing_record(r.timing, s, b, *pl_timing_span(full, b, s));
+    pl_timing_free(full);
+    CHECK_EQ_INT(pl_trace_batches(&r), 2);
+    CHECK(pl_trace_write(path, plan, &r, &err) == PL_OK);
+    t = slurp(path);
+    CHECK(t && strstr(t, "depth 4, first 2 of 3 batches)") != NULL);
+    CHECK(t && count(t, "\"ph\": \"X\"") == 10);
+    free(t);
+    /* What a run keeps for a trace: every batch, or as many as PL_TRACE_MAX_SPANS spans hold. */
+    CHECK_EQ_INT(pl_trace_batches_for(plan), plan->batches);
+    int64_t planned = plan->batches;
+    plan->batches = PL_MAX_BATCHES;
+    CHECK_EQ_INT(pl_trace_batches_for(plan), PL_TRACE_MAX_SPANS / plan->n_stages);
+    plan->batches = planned;
     remove(path);
     pl_run_result_fini(&r);
     pl_plan_free(plan);
