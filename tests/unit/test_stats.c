@@ -42,10 +42,10 @@ static void test_buckets(void)
         pl_hist_bucket_range(i, &low, &w);
         CHECK(low == prev_end);
         CHECK_EQ_INT(pl_hist_bucket(low), i);
-        CHECK_EQ_INT(pl_hist_bucket(low + w - 1), i);
+        CHECK_EQ_INT(pl_hist_bucket(low + (w - 1)), i);
         CHECK(w == 1 || (double)(w / 2) / (double)low <= 1.0 / 128);
+        if (low > INT64_MAX - w) break; /* the last bucket ends at 2^63 */
         prev_end = low + w;
-        if (prev_end < 0) break; /* the last bucket ends at 2^63 */
     }
     CHECK_EQ_INT(pl_hist_bucket(INT64_MAX), PL_HIST_BUCKETS - 1);
     CHECK_EQ_INT(pl_hist_bucket(-5), 0);
