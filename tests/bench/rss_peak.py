@@ -1,18 +1,25 @@
-"""Peak RSS of `pipectl run --executor host --json --batches N FILE` for each N (docs/perf.md,
+"""Peak RSS of `pipectl run --executor E --json --batches N FILE` for each N (docs/perf.md,
 "Long runs"): ru_maxrss of the child, from os.wait4. The parent stays small on purpose: a child's
 ru_maxrss starts at its parent's RSS at fork (Linux keeps the pre-exec high-water mark).
 
-usage: python3 tests/bench/rss_peak.py PIPECTL FILE N...
+usage: python3 tests/bench/rss_peak.py [--executor host|gpu] PIPECTL FILE N...
+(the GPU check of the lead: --executor gpu build/pipectl five.yaml 100000 1000000 10000000, with
+five.yaml from tests/e2e/test_long_run.sh)
 """
 import os
 import subprocess
 import sys
 import time
 
-for n in sys.argv[3:]:
+args = sys.argv[1:]
+executor = "host"
+if args[:1] == ["--executor"]:
+    executor, args = args[1], args[2:]
+pipectl, pipeline, counts = args[0], args[1], args[2:]
+for n in counts:
     t = time.time()
-    p = subprocess.Popen([sys.argv[1], "run", "--executor", "host", "--json", "--batches", n,
-                          sys.argv[2]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen([pipectl, "run", "--executor", executor, "--json", "--batches", n,
+                          pipeline], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, st, ru = os.wait4(p.pid, 0)
-    print("%s batches: exit %d, peak RSS %d KiB, %.1f s" % (n, st >> 8, ru.ru_maxrss,
-                                                          time.time() - t))
+    print("%s batches (%s): exit %d, peak RSS %d KiB, %.1f s" % (n, executor, st >> 8,
+                                                               ru.ru_maxrss, time.time() - t))
