@@ -81,7 +81,8 @@ static int run_exact(const float *q, int64_t nq, const void *c, pl_dtype t, int6
 static void test_random(void)
 {
     const int64_t d = 48, nq = 37, k = 7;
-    const int64_t n = 2 * pl_search_tile_rows(d) + 123; /* three tiles, the last partial */
+    /* Several tiles (those of a large corpus cut finer for this small one), the last partial. */
+    const int64_t n = 2 * pl_search_tile_rows(INT64_C(1) << 30, d) + 123;
     float *q = malloc((size_t)(nq * d) * sizeof *q);
     float *cf = malloc((size_t)(n * d) * sizeof *cf);
     uint16_t *ch = malloc((size_t)(n * d) * sizeof *ch);
@@ -158,7 +159,7 @@ static void test_random(void)
 static void test_ties(void)
 {
     const int64_t d = 16, nq = 9, k = 12;
-    const int64_t n = pl_search_tile_rows(d) + 77;
+    const int64_t n = pl_search_tile_rows(INT64_C(1) << 30, d) + 77;
     float *q = malloc((size_t)(nq * d) * sizeof *q);
     float *c = malloc((size_t)(n * d) * sizeof *c);
     for (int64_t i = 0; i < nq * d; i++)
