@@ -6,13 +6,14 @@
  *   bench_search [--corpus C.npy | --n N --d D] [--queries Q.npy | --nq Q] [--k 10]
  *                [--metric ip|l2|cosine] [--threads T] [--reps R] [--dtype f32|f16|bf16]
  *                [--ids-out IDS.npy] [--index F.faiss --nprobe P --ef-search E]
- *                [--ref-ids IDS.npy] [--gemm] [--sweep "1 2 4 8 16"]
+ *                [--ref-ids IDS.npy] [--gemm] [--sweep "1 2 4 8 16"] [--rep-budget S]
  * --sweep runs every thread count on the same data and pool (one helper fewer than the most
  * threads) and ends with a table: per thread count the exact search's median batch with its
  * profile (pl_search_prof: sgemm, selection, merge and idle time), the same tiles through sgemm
  * alone and, with --gemm, one sgemm on OpenBLAS's own threads. Those are measured last, after
  * every pool run: OpenBLAS's threads spin (sched_yield) for about 2^28 cycles after each call
- * and would take cores from whatever runs next. */
+ * and would take cores from whatever runs next. --rep-budget S: at a thread count whose warm-up
+ * batch took w seconds, min(reps, max(1, S / w)) reps (a sweep at 1M rows fits a device call). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -123,6 +124,7 @@ int main(int argc, char **argv)
     const char *corpus_path = NULL, *q_path = NULL, *ids_out = NULL, *index_path = NULL,
                *ref_path = NULL, *metric_s = "ip", *dtype_s = "f32", *sweep = NULL;
     int64_t n = 100000, d = 384, nq = 64, k = 10, reps = 5, nprobe = 0, ef = 0;
+    double budget = 0;
     int threads = 1;
     bool gemm = false;
     for (int i = 1; i < argc; i++) {
@@ -149,6 +151,8 @@ int main(int argc, char **argv)
             dtype_s = v;
         else if (strcmp(a, "--sweep") == 0)
             sweep = v;
+        else if (strcmp(a, "--rep-budget") == 0)
+            budget = atof(v);
         else if (strcmp(a, "--n") == 0)
             n = atoll(v);
         else if (strcmp(a, "--d") == 0)
@@ -233,6 +237,7 @@ int main(int argc, char **argv)
         int th = counts[ci];
         result *rs = &res[ci];
         rs->threads = th;
+        int64_t reps_t = reps;
         if (index_path) {
             pl_faiss *ix = NULL;
             if (pl_faiss_load(index_path, nprobe, ef, &ix, &err) != PL_OK) die(err.msg);
@@ -252,28 +257,35 @@ int main(int argc, char **argv)
             pl_faiss_free(ix);
         } else {
             /* One unmeasured batch first: page faults of the scratch, cold caches. */
+            double w0 = now_s();
             if (pl_search_exact_prof(pool, th, q, nq, &pc, metric, k, ids, NULL, "bench", NULL,
                                      &err) != PL_OK)
                 die(err.msg);
-            for (int64_t r = 0; r < reps; r++)
+            double w = now_s() - w0;
+            if (budget > 0 && w > 0) {
+                double fit = budget / w;
+                reps_t = fit < 1 ? 1 : fit < (double)reps ? (int64_t)fit : reps;
+            }
+            for (int64_t r = 0; r < reps_t; r++)
                 if (pl_search_exact_prof(pool, th, q, nq, &pc, metric, k, ids, NULL, "bench",
                                          &pr[r], &err) != PL_OK)
                     die(err.msg);
-            qsort(pr, (size_t)reps, sizeof *pr, cmp_prof);
-            rs->prof = pr[reps / 2];
+            qsort(pr, (size_t)reps_t, sizeof *pr, cmp_prof);
+            rs->prof = pr[reps_t / 2];
             rs->ms = rs->prof.wall_s * 1e3;
             rs->best_ms = pr[0].wall_s * 1e3;
             const pl_search_prof *p = &rs->prof;
             printf("what=exact threads=%d n=%lld d=%lld nq=%lld k=%lld metric=%s dtype=%s ms=%.3f "
                    "best_ms=%.3f gflops=%.1f blas=%s tile=%lld tasks=%lld gemm_ms=%.3f "
                    "select_ms=%.3f convert_ms=%.3f merge_ms=%.3f idle_ms=%.3f pool_ms=%.3f "
-                   "setup_ms=%.3f busy_max_ms=%.3f busy_min_ms=%.3f\n",
+                   "setup_ms=%.3f busy_max_ms=%.3f busy_min_ms=%.3f reps=%lld\n",
                    th, (long long)n, (long long)d, (long long)nq, (long long)k, metric_s, dtype_s,
                    rs->ms, rs->best_ms, flop / (rs->ms * 1e-3) / 1e9, blas, (long long)p->tile,
                    (long long)p->tasks, p->gemm_s * 1e3 / p->slots, p->select_s * 1e3 / p->slots,
                    p->convert_s * 1e3 / p->slots, p->merge_s * 1e3,
                    (p->pool_s * p->slots - p->gemm_s - p->select_s - p->convert_s) * 1e3 / p->slots,
-                   p->pool_s * 1e3, p->setup_s * 1e3, p->busy_max_s * 1e3, p->busy_min_s * 1e3);
+                   p->pool_s * 1e3, p->setup_s * 1e3, p->busy_max_s * 1e3, p->busy_min_s * 1e3,
+                   (long long)reps_t);
             fflush(stdout);
         }
         if (ci == 0) memcpy(ids0, ids, (size_t)(nq * k) * sizeof *ids);
@@ -281,13 +293,13 @@ int main(int argc, char **argv)
         if (gemm || sweep) {
             /* The same tiles as the exact search, sgemm only, on the same pool. */
             pl_pool_run(pool, tiles, th, gemm_task, &g);
-            for (int64_t r = 0; r < reps; r++) {
+            for (int64_t r = 0; r < reps_t; r++) {
                 double t0 = now_s();
                 pl_pool_run(pool, tiles, th, gemm_task, &g);
                 t[r] = now_s() - t0;
             }
-            qsort(t, (size_t)reps, sizeof *t, cmp_d);
-            rs->tiles_ms = t[reps / 2] * 1e3;
+            qsort(t, (size_t)reps_t, sizeof *t, cmp_d);
+            rs->tiles_ms = t[reps_t / 2] * 1e3;
             printf("what=gemm_tiles threads=%d n=%lld d=%lld nq=%lld ms=%.3f gflops=%.1f "
                    "blas=%s\n",
                    th, (long long)n, (long long)d, (long long)nq, rs->tiles_ms,
