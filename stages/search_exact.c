@@ -63,8 +63,7 @@ static inline void pl__offer(pl__hit *heap, int64_t *size, int64_t k, pl__hit h)
     heap[i] = h;
 }
 
-#define PL__MIN_TASKS 64 /* tiles wanted at least, where the corpus allows (pl_search_tile_rows)   \
-                          */
+#define PL__MIN_TASKS 64 /* tiles wanted at least, where the corpus allows */
 
 int64_t pl_search_tile_rows(int64_t n, int64_t d)
 {
