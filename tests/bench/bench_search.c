@@ -7,13 +7,17 @@
  *                [--metric ip|l2|cosine] [--threads T] [--reps R] [--dtype f32|f16|bf16]
  *                [--ids-out IDS.npy] [--index F.faiss --nprobe P --ef-search E]
  *                [--ref-ids IDS.npy] [--gemm] [--sweep "1 2 4 8 16"] [--rep-budget S]
+ *                [--after-blas]
  * --sweep runs every thread count on the same data and pool (one helper fewer than the most
  * threads) and ends with a table: per thread count the exact search's median batch with its
  * profile (pl_search_prof: sgemm, selection, merge and idle time), the same tiles through sgemm
  * alone and, with --gemm, one sgemm on OpenBLAS's own threads. Those are measured last, after
  * every pool run: OpenBLAS's threads spin (sched_yield) for about 2^28 cycles after each call
  * and would take cores from whatever runs next. --rep-budget S: at a thread count whose warm-up
- * batch took w seconds, min(reps, max(1, S / w)) reps (a sweep at 1M rows fits a device call). */
+ * batch took w seconds, min(reps, max(1, S / w)) reps (a sweep at 1M rows fits a device call).
+ * --after-blas: at the end, the exact search at the most threads measured again right after one
+ * sgemm on as many OpenBLAS threads (the order this benchmark measured in before: what=exact_
+ * after_blas against what=exact shows what OpenBLAS's spinning threads cost). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -126,11 +130,11 @@ int main(int argc, char **argv)
     int64_t n = 100000, d = 384, nq = 64, k = 10, reps = 5, nprobe = 0, ef = 0;
     double budget = 0;
     int threads = 1;
-    bool gemm = false;
+    bool gemm = false, after_blas = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--gemm") == 0) {
-            gemm = true;
+        if (strcmp(a, "--gemm") == 0 || strcmp(a, "--after-blas") == 0) {
+            *(a[2] == 'g' ? &gemm : &after_blas) = true;
             continue;
         }
         if (!v) die("an option needs a value");
@@ -328,6 +332,26 @@ int main(int argc, char **argv)
                    th, (long long)n, (long long)d, (long long)nq, res[ci].one_ms,
                    flop / (res[ci].one_ms * 1e-3) / 1e9, blas);
         }
+        free(out);
+    }
+    if (after_blas && !index_path) {
+        float *out = malloc((size_t)nq * (size_t)n * sizeof(float));
+        if (!out) die("out of memory");
+        openblas_set_num_threads(most);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)nq, (blasint)n, (blasint)d,
+                    1.0f, q, (blasint)d, c, (blasint)d, 0.0f, out, (blasint)n);
+        openblas_set_num_threads(1);
+        for (int64_t r = 0; r < reps; r++) {
+            double t0 = now_s();
+            if (pl_search_exact_prof(pool, most, q, nq, &pc, metric, k, ids, NULL, "bench", NULL,
+                                     &err) != PL_OK)
+                die(err.msg);
+            t[r] = now_s() - t0;
+        }
+        qsort(t, (size_t)reps, sizeof *t, cmp_d);
+        printf("what=exact_after_blas threads=%d ms=%.3f best_ms=%.3f gflops=%.1f (right after "
+               "one sgemm on %d OpenBLAS threads)\n",
+               most, t[reps / 2] * 1e3, t[0] * 1e3, flop / t[reps / 2] / 1e9, most);
         free(out);
     }
     if (sweep && !index_path) {

@@ -191,9 +191,10 @@ if want scale; then
         tl=$(run 300 $PY tests/bench/search_torch.py --corpus "$c" --queries "$q" --k 10 \
             --threads "$SCALE_THREADS" --reps "$REPS" --rep-budget "$SCALE_BUDGET" --lib torch \
             --ids-out "$ref") || true
-        # One sgemm on OpenBLAS's own threads beside, where it is quick (not at 1M rows).
+        # One sgemm on OpenBLAS's own threads beside, and the exact search again right after
+        # one (the order the "exact" step's figures were taken in), where quick (not at 1M rows).
         gemm=() refopt=()
-        [ "$n" -lt 1000000 ] && gemm=(--gemm)
+        [ "$n" -lt 1000000 ] && gemm=(--gemm --after-blas)
         [ -f "$ref" ] && refopt=(--ref-ids "$ref") # torch's ids, where torch ran
         declare -A pls=()
         for ct in $CORETYPES; do
@@ -234,5 +235,6 @@ if [ ${#srows[@]} -gt 0 ]; then
         [ -f "$f" ] || continue
         echo "-- $(basename "$f" .txt)"
         sed -n '/^exact search/,$p' "$f"
+        grep "what=exact_after_blas" "$f" || true
     done
 fi
