@@ -38,6 +38,12 @@ typedef struct pl_search_corpus {
 int64_t pl_search_norms(const void *data, pl_dtype dtype, int64_t n, int64_t d, pl_metric metric,
                         float *out);
 
+/* pl_search_norms with the rows shared over the caller and up to parallel-1 helpers of `pool`
+ * (the same values, bit for bit): for a corpus whose norms are computed per batch, a serial pass
+ * over n x d would otherwise be the batch's critical path. */
+int64_t pl_search_norms_par(pl_pool *pool, int parallel, const void *data, pl_dtype dtype,
+                            int64_t n, int64_t d, pl_metric metric, float *out);
+
 /* Exact top-k of each of the nq queries (f32 [nq, d]) against the corpus, nearest first, ties
  * to the smaller index; a NaN score (a NaN in a query) is never near (it ranks as -infinity).
  * ids: i32 [nq, k]; scores (may be NULL): f32 [nq, k], each hit's value of the metric (ip: q.c;

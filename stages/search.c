@@ -368,7 +368,8 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
             if (!s->norms_ready) {
                 s->norms = malloc((size_t)c.n * sizeof *s->norms);
                 if (s->norms) {
-                    s->bad_row = pl_search_norms(c.data, c.dtype, c.n, d, o->metric, s->norms);
+                    s->bad_row = pl_search_norms_par(ctx->env->pool, s->parallel, c.data, c.dtype,
+                                                     c.n, d, o->metric, s->norms);
                     s->norms_ready = true;
                 }
             }
@@ -377,7 +378,9 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
             pthread_mutex_unlock(&s->mu);
         } else {
             c.norms = own_norms = malloc((size_t)c.n * sizeof *own_norms);
-            if (own_norms) bad = pl_search_norms(c.data, c.dtype, c.n, d, o->metric, own_norms);
+            if (own_norms)
+                bad = pl_search_norms_par(ctx->env->pool, s->parallel, c.data, c.dtype, c.n, d,
+                                          o->metric, own_norms);
         }
         if (!c.norms)
             return pl_error_set(err, PL_ENOMEM, "error: out of memory for the corpus norms");

@@ -103,6 +103,45 @@ int64_t pl_search_norms(const void *data, pl_dtype dtype, int64_t n, int64_t d, 
     return -1;
 }
 
+typedef struct pl__norms_job {
+    const void *data;
+    pl_dtype dtype;
+    int64_t n, d, rows; /* rows per task */
+    pl_metric metric;
+    float *out;
+    int64_t *bad; /* per task: its first non-finite row, or -1 */
+} pl__norms_job;
+
+static void pl__norms_task(void *arg, int64_t task, int slot)
+{
+    (void)slot;
+    pl__norms_job *j = arg;
+    int64_t r0 = task * j->rows, m = j->n - r0 < j->rows ? j->n - r0 : j->rows;
+    size_t es = j->dtype == PL_F32 ? 4 : 2;
+    int64_t b = pl_search_norms((const char *)j->data + (size_t)(r0 * j->d) * es, j->dtype, m, j->d,
+                                j->metric, j->out + r0);
+    j->bad[task] = b < 0 ? -1 : r0 + b;
+}
+
+int64_t pl_search_norms_par(pl_pool *pool, int parallel, const void *data, pl_dtype dtype,
+                            int64_t n, int64_t d, pl_metric metric, float *out)
+{
+    /* Rows split over the pool, each row summed as pl_search_norms sums it (same bits). */
+    int64_t rows = (1 << 20) / (d > 0 ? d : 1); /* about a million values a task */
+    if (rows < 64) rows = 64;
+    int64_t tasks = (n + rows - 1) / rows;
+    if (parallel <= 1 || tasks <= 1) return pl_search_norms(data, dtype, n, d, metric, out);
+    int64_t *bad = malloc((size_t)tasks * sizeof *bad);
+    if (!bad) return pl_search_norms(data, dtype, n, d, metric, out);
+    pl__norms_job j = {data, dtype, n, d, rows, metric, out, bad};
+    pl_pool_run(pool, tasks, parallel, pl__norms_task, &j);
+    int64_t first = -1;
+    for (int64_t t = 0; t < tasks && first < 0; t++)
+        first = bad[t];
+    free(bad);
+    return first;
+}
+
 #define PL__QBLOCK 256 /* queries per sgemm: bounds the score block for large query batches */
 #define PL__LINE 64    /* cache line: per-slot state never shares one with another slot's */
 

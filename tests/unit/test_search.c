@@ -226,6 +226,32 @@ static void test_norms(void)
     CHECK_EQ_INT(pl_search_norms(c, PL_F32, 3, 2, PL_METRIC_IP, out), 2);
     c[5] = 1e30f; /* finite: its square overflows f32, not the double sum */
     CHECK_EQ_INT(pl_search_norms(c, PL_F32, 3, 2, PL_METRIC_IP, out), -1);
+
+    /* Over the pool: the same bits, and the first bad row when several chunks hold one. */
+    const int64_t n = 20000, d = 100; /* 199 rows a task: about 100 tasks */
+    float *big = malloc((size_t)(n * d) * sizeof *big);
+    uint16_t *half = malloc((size_t)(n * d) * sizeof *half);
+    float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    for (int64_t i = 0; i < n * d; i++) {
+        big[i] = (float)(urand() * 2 - 1);
+        half[i] = pl_f32_to_bf16(big[i]);
+    }
+    for (int m = 0; m < 3; m++) {
+        CHECK_EQ_INT(pl_search_norms(big, PL_F32, n, d, (pl_metric)m, a), -1);
+        CHECK_EQ_INT(pl_search_norms_par(pool, 5, big, PL_F32, n, d, (pl_metric)m, b), -1);
+        CHECK(memcmp(a, b, (size_t)n * sizeof *a) == 0);
+        CHECK_EQ_INT(pl_search_norms(half, PL_BF16, n, d, (pl_metric)m, a), -1);
+        CHECK_EQ_INT(pl_search_norms_par(pool, 3, half, PL_BF16, n, d, (pl_metric)m, b), -1);
+        CHECK(memcmp(a, b, (size_t)n * sizeof *a) == 0);
+    }
+    big[(n - 3) * d + 7] = NAN;
+    big[12345 * d] = INFINITY;
+    CHECK_EQ_INT(pl_search_norms_par(pool, 5, big, PL_F32, n, d, PL_METRIC_L2, b), 12345);
+    CHECK_EQ_INT(pl_search_norms_par(NULL, 5, big, PL_F32, n, d, PL_METRIC_L2, b), 12345);
+    free(big);
+    free(half);
+    free(a);
+    free(b);
 }
 
 /* Through the stage: a NaN in a persistent corpus fails the batch, naming the row (bad input). */
