@@ -254,6 +254,17 @@ static void test_norms(void)
     free(b);
 }
 
+/* Tiles: about 256 KiB of rows, cut finer (to 64 rows at least) until a corpus has 64. */
+static void test_tiles(void)
+{
+    CHECK_EQ_INT(pl_search_tile_rows(100000, 384), 256); /* 391 tiles */
+    CHECK_EQ_INT(pl_search_tile_rows(1000000, 768), 256);
+    CHECK_EQ_INT(pl_search_tile_rows(100000, 128), 512); /* 196 tiles */
+    CHECK_EQ_INT(pl_search_tile_rows(10000, 384), 128);  /* 79 tiles, not 40 */
+    CHECK_EQ_INT(pl_search_tile_rows(1000, 384), 64);    /* 16: no finer than 64 rows */
+    CHECK_EQ_INT(pl_search_tile_rows(INT64_C(1) << 30, 16), 4096);
+}
+
 /* Through the stage: a NaN in a persistent corpus fails the batch, naming the row (bad input). */
 static void test_stage_nan(void)
 {
@@ -305,6 +316,7 @@ int main(void)
     pl_error err;
     CHECK(pl_pool_new(4, &pool, &err) == PL_OK);
     test_norms();
+    test_tiles();
     test_random();
     test_ties();
     test_stage_nan();
