@@ -4,6 +4,7 @@
  * With `index:`, a prebuilt FAISS index (IVF, HNSW, PQ...) answers instead (search_faiss.cpp). */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,7 +28,8 @@ static const pl_key pl__search_keys[] = {
      "host f32 buffer [q, k]: each hit's metric value (ip, squared distance, cosine)"},
     {"payload", PL_KEY_NAME, NULL, NULL, "host buffer [n, p] of per-document data (token ids)"},
     {"hits", PL_KEY_NAME, NULL, NULL, "host buffer [q, k, p], payload's dtype: gathered rows"},
-    {"threads", PL_KEY_INT, NULL, "0 (the run's host workers, at most the cores)",
+    {"threads", PL_KEY_INT, NULL,
+     "0 (the run's host workers, at most the cores; one fewer on the GPU executor)",
      "threads to search with, from the run's thread pool (at most 64)"},
     {"index", PL_KEY_PATH, NULL, NULL,
      "a FAISS index file (pipectl index build) to search instead of the exact scan"},
@@ -256,6 +258,10 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->parallel = o->threads > 0 ? (int)o->threads : env->workers;
     if (o->threads == 0 && cpus > 0 && s->parallel > cpus) s->parallel = (int)cpus;
+    /* On the GPU executor one core stays free for the thread that launches graphs and reads
+     * completions back: a search on every core delays the next launch and the GPU idles. */
+    if (o->threads == 0 && env->on_gpu && cpus > 1 && s->parallel >= cpus)
+        s->parallel = (int)cpus - 1;
     /* OpenBLAS keeps work buffers for a bounded number of concurrent callers (MAX_THREADS). */
     if (s->parallel > 64) s->parallel = 64;
     pl_status ps = PL_OK;
@@ -367,7 +373,8 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
             if (!s->norms_ready) {
                 s->norms = malloc((size_t)c.n * sizeof *s->norms);
                 if (s->norms) {
-                    s->bad_row = pl_search_norms(c.data, c.dtype, c.n, d, o->metric, s->norms);
+                    s->bad_row = pl_search_norms_par(ctx->env->pool, s->parallel, c.data, c.dtype,
+                                                     c.n, d, o->metric, s->norms);
                     s->norms_ready = true;
                 }
             }
@@ -376,7 +383,9 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
             pthread_mutex_unlock(&s->mu);
         } else {
             c.norms = own_norms = malloc((size_t)c.n * sizeof *own_norms);
-            if (own_norms) bad = pl_search_norms(c.data, c.dtype, c.n, d, o->metric, own_norms);
+            if (own_norms)
+                bad = pl_search_norms_par(ctx->env->pool, s->parallel, c.data, c.dtype, c.n, d,
+                                          o->metric, own_norms);
         }
         if (!c.norms)
             return pl_error_set(err, PL_ENOMEM, "error: out of memory for the corpus norms");
@@ -387,8 +396,10 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
                               cb->name, (long long)bad);
             goto done;
         }
+        char who[160]; /* names the batch in an error and in PIPECTL_SEARCH_PROFILE's lines */
+        snprintf(who, sizeof who, "stage '%s', batch %lld", st->name, (long long)ctx->batch);
         PL_CHECK_GOTO(pl_search_exact(ctx->env->pool, s->parallel, q, nq, &c, (pl_metric)o->metric,
-                                      o->k, ids, scores, NULL, err),
+                                      o->k, ids, scores, who, err),
                       ps, done);
     }
     if (o->payload >= 0) {
