@@ -41,9 +41,10 @@ typedef struct pl_run_cfg {
     int64_t trace_batches;
 } pl_run_cfg;
 
-/* What `--trace` keeps: at most this many spans (batches x stages), 16 MiB; the trace of a longer
- * run shows its first batches and says so. */
-#define PL_TRACE_MAX_SPANS (INT64_C(1) << 20)
+/* What `--trace` keeps: at most this many spans (batches x stages), 4 MiB; the trace of a longer
+ * run shows its first batches and says so. 2^18 slices are a JSON file of about 140 MB, about
+ * what Perfetto and chrome://tracing still open comfortably (2^20 made 560 MB). */
+#define PL_TRACE_MAX_SPANS (INT64_C(1) << 18)
 
 void pl_run_cfg_init(pl_run_cfg *cfg);
 

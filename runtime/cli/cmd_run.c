@@ -62,7 +62,7 @@ const pl_cli_opt pl_cli_run_opts[] = {
      PL__O_TIMING},
     {"trace", 0, "FILE", NULL,
      "write the timeline as Chrome trace JSON (Perfetto, chrome://tracing); a long run's "
-     "shows its first batches, 2^20 stage spans at most",
+     "shows its first batches, 2^18 stage spans at most",
      PL__O_TRACE},
     {"json", 'j', NULL, NULL,
      "print the summary as one JSON object on stdout; a run that fails before it starts prints an "
