@@ -28,8 +28,7 @@ static const pl_key pl__search_keys[] = {
      "host f32 buffer [q, k]: each hit's metric value (ip, squared distance, cosine)"},
     {"payload", PL_KEY_NAME, NULL, NULL, "host buffer [n, p] of per-document data (token ids)"},
     {"hits", PL_KEY_NAME, NULL, NULL, "host buffer [q, k, p], payload's dtype: gathered rows"},
-    {"threads", PL_KEY_INT, NULL,
-     "0 (the run's host workers, at most the cores; one fewer on the GPU executor)",
+    {"threads", PL_KEY_INT, NULL, "0 (the run's host workers, at most the cores)",
      "threads to search with, from the run's thread pool (at most 64)"},
     {"index", PL_KEY_PATH, NULL, NULL,
      "a FAISS index file (pipectl index build) to search instead of the exact scan"},
@@ -258,10 +257,6 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->parallel = o->threads > 0 ? (int)o->threads : env->workers;
     if (o->threads == 0 && cpus > 0 && s->parallel > cpus) s->parallel = (int)cpus;
-    /* On the GPU executor one core stays free for the thread that launches graphs and reads
-     * completions back: a search on every core delays the next launch and the GPU idles. */
-    if (o->threads == 0 && env->on_gpu && cpus > 1 && s->parallel >= cpus)
-        s->parallel = (int)cpus - 1;
     /* OpenBLAS keeps work buffers for a bounded number of concurrent callers (MAX_THREADS). */
     if (s->parallel > 64) s->parallel = 64;
     pl_status ps = PL_OK;
