@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include "pl_depth.h"
 #include "pl_plan.h"
 
 typedef enum pl_exec_kind { PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU } pl_exec_kind;
@@ -34,6 +35,11 @@ typedef struct pl_run_cfg {
      * text a bundle digests) into this existing folder (runtime/gpu/pl_gpu_dot.c). Borrowed; NULL:
      * none. The host executor ignores it. */
     const char *dot_dir;
+    /* depth: auto: called once, on the run's calling thread, when the calibration batches are
+     * done and the depth is chosen (before the other batches run), so a caller can say it then.
+     * May be NULL. */
+    void (*on_depth)(void *user, const pl_depth_choice *choice);
+    void *depth_user;
 } pl_run_cfg;
 
 void pl_run_cfg_init(pl_run_cfg *cfg);
@@ -61,6 +67,11 @@ typedef struct pl_run_result {
     /* What `--executor auto` picked and why ("executor: host (no GPU found)"); "" when the caller
      * chose. The library prints nothing: the CLI prints this line to stderr. */
     char note[96];
+    /* The depth the run's batches ran at: plan->depth, or with depth: auto the chosen one (the
+     * calibration batches ran at plan->depth); depth_auto says how it was chosen (.on false for
+     * a fixed depth). */
+    int depth;
+    pl_depth_choice depth_auto;
 } pl_run_result;
 
 void pl_run_result_fini(pl_run_result *res); /* frees spans and outputs; safe on a zeroed result */

@@ -22,6 +22,14 @@ typedef struct pl__slice {
     int64_t batch;
 } pl__slice;
 
+/* The depth batch b ran at: depth: auto runs its calibration batches at the plan's depth. */
+static int pl__depth_of(const pl_plan *plan, const pl_run_result *res, int64_t b)
+{
+    if (res->depth <= 0 || (res->depth_auto.on && b < res->depth_auto.calib_batches))
+        return plan->depth;
+    return res->depth;
+}
+
 static int pl__cmp_slice(const void *x, const void *y)
 {
     const pl__slice *a = x, *b = y;
@@ -128,7 +136,7 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
                 spec->stages[x->stage].name, pl_engine_name(ps->engine),
                 tid_of[x->batch * plan->n_stages + x->stage], (double)x->start / 1000.0,
                 (double)(x->end - x->start) / 1000.0, (long long)x->batch,
-                (long long)(x->batch % plan->depth));
+                (long long)(x->batch % pl__depth_of(plan, res, x->batch)));
     }
     /* Flow arrows: a batch's stage to the next one on another stream (the plan's reduced edges),
      * from the end of the first (1 ns inside it, so it binds to that slice) to the start of the
@@ -234,7 +242,8 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
     fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": ");
     char title[256];
     snprintf(title, sizeof title, "pipectl %s (%s%s, depth %d)", spec->name,
-             res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "", plan->depth);
+             res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "",
+             res->depth > 0 ? res->depth : plan->depth);
     pl_json_put_str(f, title);
     fprintf(f, "}}");
     pl__write_events(f, plan, res, sl, n_sl, tid_of, ticks);

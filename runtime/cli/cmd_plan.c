@@ -10,7 +10,7 @@ enum { PL__O_DOT = 256, PL__O_DEPTH, PL__O_JSON };
 
 const pl_cli_opt pl_cli_plan_opts[] = {
     {"dot", 0, NULL, NULL, "print Graphviz DOT instead of the listing", PL__O_DOT},
-    {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
+    {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth), or auto", PL__O_DEPTH},
     {"json", 'j', NULL, NULL,
      "print the plan as one JSON object on stdout (docs/json.md; the plan of a bundle's "
      "manifest); a failure prints an error object",
@@ -32,7 +32,7 @@ int pl_cmd_plan(int argc, char **argv)
             dot = true;
         else if (id == PL__O_JSON)
             json = true;
-        else if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &depth))
+        else if (pl_cli_depth(cmd, id, v, &depth))
             return 2;
     }
     if (id < 0) return a.rc;
@@ -50,7 +50,12 @@ int pl_cmd_plan(int argc, char **argv)
         return pl_cli_fail(&err);
     }
     pl_cli_print_notes(spec, false);
-    if (depth) spec->run.depth = (int)depth;
+    if (depth > 0) {
+        spec->run.depth = (int)depth;
+        spec->run.depth_auto = false;
+    } else if (depth == PL_DEPTH_AUTO) {
+        spec->run.depth_auto = true;
+    }
     if (pl_plan_compile(spec, &plan, &err) != PL_OK) {
         pl_spec_free(spec);
         if (json) pl_json_print_error(stdout, "plan", &err);

@@ -83,6 +83,8 @@ int pl_cli_usage_error(const pl_cmd *cmd, const char *fmt, ...)
 /* The value of option `id` (of cmd's table) as a whole number lo..hi; else a usage error naming
  * the option ("--batches needs a whole number from 1 to 64, got 'x'"). Returns 0 or 2. */
 int pl_cli_int(const pl_cmd *cmd, int id, const char *val, int64_t lo, int64_t hi, int64_t *out);
+/* --depth N|auto: 1..PL_MAX_DEPTH, or PL_DEPTH_AUTO for "auto"; usage error (2) otherwise. */
+int pl_cli_depth(const pl_cmd *cmd, int id, const char *val, int64_t *out);
 /* The value of option `id` as the index of one of the '|'-separated words of its table entry's
  * `values` (so the accepted words, the help and the completions are one list); else a usage
  * error ("--executor must be auto, host or gpu, got 'cpu'") and -1. */
