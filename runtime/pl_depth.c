@@ -22,6 +22,47 @@ static int pl__cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int pl__cmp_iv(const void *a, const void *b)
+{
+    const pl_span *x = a, *y = b;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+/* Median over batches [from, n) of the union of resource e's spans in each batch; `tmp` has room
+ * for n - from values. */
+static double pl__engine_median(const pl_plan *plan, const pl_span *spans, int64_t from, int64_t n,
+                                const pl_engine_stats *e, int64_t *tmp)
+{
+    int ns = plan->n_stages, k = 0;
+    pl_span *iv = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *iv);
+    if (!iv) return 0;
+    for (int64_t b = from; b < n; b++) {
+        int m = 0;
+        for (int s = 0; s < ns; s++) {
+            const pl_plan_stage *ps = &plan->stages[s];
+            bool on =
+                ps->engine == e->engine && (e->engine != PL_ENGINE_HOST || ps->stream == e->stream);
+            const pl_span *sp = &spans[b * ns + s];
+            if (on && !(sp->start_ns == 0 && sp->end_ns == 0)) iv[m++] = *sp;
+        }
+        if (m == 0) continue;
+        qsort(iv, (size_t)m, sizeof *iv, pl__cmp_iv);
+        int64_t busy = 0, a = iv[0].start_ns, z = iv[0].end_ns;
+        for (int i = 1; i < m; i++) {
+            if (iv[i].start_ns > z) {
+                busy += z - a;
+                a = iv[i].start_ns;
+            }
+            if (iv[i].end_ns > z) z = iv[i].end_ns;
+        }
+        tmp[k++] = busy + (z - a);
+    }
+    free(iv);
+    if (k == 0) return 0;
+    qsort(tmp, (size_t)k, sizeof *tmp, pl__cmp_i64);
+    return (double)tmp[(k - 1) / 2] * 1e-9;
+}
+
 static const char *pl__ms(double s, char *buf, size_t cap)
 {
     if (s >= 1e-3)
@@ -130,7 +171,10 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
             fin[v] = t + med[v];
             if (fin[v] > lat) lat = fin[v];
         }
-        /* The bound as the report computes it, over the measured batches only. */
+        /* The bound: each engine's busy time per batch as the report counts it (the union of its
+         * stages' spans: a device engine's streams share it, a host stream is a worker), the
+         * median over the measured batches, like the stage times. Its resources, in the report's
+         * order and names (pl_report_engines). */
         pl_run_result r;
         memset(&r, 0, sizeof r);
         r.spans = (pl_span *)(spans + from * ns);
@@ -138,6 +182,14 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
         r.n_stages = ns;
         r.wall_ns = 1;
         be = pl_report_engines(plan, &r, eng, &n_eng);
+        double best = -1;
+        for (int e = 0; be >= 0 && e < n_eng; e++) {
+            eng[e].per_batch_s = pl__engine_median(plan, spans, from, n, &eng[e], dur);
+            if (eng[e].per_batch_s > best) {
+                best = eng[e].per_batch_s;
+                be = e;
+            }
+        }
     }
     if (k > 0 && be >= 0 && eng[be].per_batch_s > 0) {
         out->measured = m;

@@ -6,14 +6,14 @@
  * The rule: from the calibration batches' spans, each stage's time (the median over the measured
  * batches), one batch's latency L (the critical path of those times through the batch's DAG: its
  * edges and stream order), and each engine's busy time per batch (the union of its stages'
- * spans, as the report computes the bound: pl_report_engines); the busiest engine's, P, is the
- * bound. Keeping that engine busy needs L / P batches in flight; the depth is
- *     max(1, ceil(L / P - 0.25)) + 1,   at most plan->depth_cap,
- * the +1 a spare slot for the hand-off that one batch's latency does not include (the host
- * noticing a finished batch, refilling its slot, launching the next) and that jitters; a latency
- * up to a quarter period past a whole number of periods is left to that spare slot rather than
- * given one more. Batch 0 is warm-up (first touches, lazy loading) and is not measured when
- * another calibration batch is. */
+ * spans in the batch, as the report computes the bound: pl_report_engines; the median over the
+ * measured batches); the busiest engine's, P, is the bound. Keeping that engine busy needs L / P
+ * batches in flight; the depth is max(1, ceil(L / P - 0.25)) + 1,   at most plan->depth_cap, the +1
+ * a spare slot for the hand-off that one batch's latency does not include (the host noticing a
+ * finished batch, refilling its slot, launching the next) and that jitters; a latency up to a
+ * quarter period past a whole number of periods is left to that spare slot rather than given one
+ * more. Batch 0 is warm-up (first touches, lazy loading) and is not measured when another
+ * calibration batch is. */
 #ifndef PL_DEPTH_H
 #define PL_DEPTH_H
 

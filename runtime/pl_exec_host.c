@@ -116,6 +116,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
         /* The calibration is over: choose, grow the ring, go on from batch d. */
         if (sched.failed || stopped || d < calib || d >= plan->batches) {
             pl_depth_no_choice(plan, d, &res->depth_auto);
+            if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
             break;
         }
         pl_depth_choose(plan, spans, d, &res->depth_auto);

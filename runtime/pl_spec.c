@@ -464,19 +464,21 @@ pl_status pl_budget_check(const pl_spec *spec, int depth, pl_error *err)
         int fit = pl__fit(budget, per, pers);
         if (depth == 1 || fit == 0)
             return pl_error_at(err, PL_EINPUT, pos,
-                               "run: memory_budget: '%s' is %s, but one slot needs %s (%" PRIu64
+                               "run: memory_budget: '%s' is %s (%" PRIu64
+                               " bytes), but one slot needs %s (%" PRIu64
                                " bytes) of %s memory: %s of per-batch buffers + %s persistent; "
                                "raise memory_budget.%s to at least %s, or make the %s buffers "
                                "smaller",
-                               name, pl_bytes_str(budget, h1, sizeof h1),
+                               name, pl_bytes_str(budget, h1, sizeof h1), budget,
                                pl_bytes_str(per + pers, h2, sizeof h2), per + pers, what,
                                pl_bytes_str(per, h3, sizeof h3), pl_bytes_str(pers, h4, sizeof h4),
                                name, pl_bytes_str(per + pers, h2, sizeof h2), what);
         return pl_error_at(err, PL_EINPUT, pos,
-                           "run: memory_budget: '%s' is %s, but depth %d needs %s of %s memory "
-                           "(%d slots x %s + %s persistent); use depth %d (what the budget "
-                           "allows) or depth: auto, or raise memory_budget.%s to at least %s",
-                           name, pl_bytes_str(budget, h1, sizeof h1), depth,
+                           "run: memory_budget: '%s' is %s (%" PRIu64
+                           " bytes), but depth %d needs %s of %s memory (%d slots x %s + %s "
+                           "persistent); use depth %d (what the budget allows) or depth: auto, "
+                           "or raise memory_budget.%s to at least %s",
+                           name, pl_bytes_str(budget, h1, sizeof h1), budget, depth,
                            pl_bytes_str(need, h2, sizeof h2), what, depth,
                            pl_bytes_str(per, h3, sizeof h3), pl_bytes_str(pers, h4, sizeof h4), fit,
                            name, pl_bytes_str(need, h2, sizeof h2));
