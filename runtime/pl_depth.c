@@ -128,7 +128,7 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
 {
     pl__init(plan, out);
     out->chosen = true;
-    char capt[160], b1[32], b2[32];
+    char capt[160], b1[32], b2[32], b3[32];
     pl__cap_text(plan, capt, sizeof capt);
     int ns = plan->n_stages;
     int64_t from = n >= 2 ? 1 : 0; /* batch 0 is warm-up when another one is measured */
@@ -139,7 +139,7 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
     int *sprev = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *sprev);
     pl_engine_stats *eng = pl_report_engines_new(plan);
     int be = -1, n_eng = 0, k = 0;
-    double lat = 0;
+    double lat = 0, hold = 0;
     if (dur && med && fin && sprev && eng && ns > 0) {
         /* Each stage's time: the median of its measured spans. */
         for (int st = 0; st < ns; st++) {
@@ -171,6 +171,27 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
             fin[v] = t + med[v];
             if (fin[v] > lat) lat = fin[v];
         }
+        /* How long each per-batch buffer is in use on that schedule: from its first accessor's
+         * start to its last accessor's end. A slot is reused buffer by buffer (the plan's slot
+         * reuse deps), so this, not the whole latency, is what the copies must cover. */
+        const pl_spec *spec = plan->spec;
+        for (int b = 0; b < spec->n_buffers; b++) {
+            if (spec->buffers[b].persistent) continue;
+            double lo = -1, hi = -1;
+            for (int st = 0; st < ns; st++) {
+                const pl_stage *sg = &spec->stages[st];
+                bool uses = false;
+                for (int j = 0; j < sg->n_reads && !uses; j++)
+                    uses = sg->reads[j].index == b;
+                for (int j = 0; j < sg->n_writes && !uses; j++)
+                    uses = sg->writes[j].index == b;
+                if (!uses) continue;
+                double a = fin[st] - med[st];
+                if (lo < 0 || a < lo) lo = a;
+                if (fin[st] > hi) hi = fin[st];
+            }
+            if (lo >= 0 && hi - lo > hold) hold = hi - lo;
+        }
         /* The bound: each engine's busy time per batch as the report counts it (the union of its
          * stages' spans: a device engine's streams share it, a host stream is a worker), the
          * median over the measured batches, like the stage times. Its resources, in the report's
@@ -194,9 +215,10 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
     if (k > 0 && be >= 0 && eng[be].per_batch_s > 0) {
         out->measured = m;
         out->latency_s = lat;
+        out->hold_s = hold;
         out->period_s = eng[be].per_batch_s;
         snprintf(out->engine, sizeof out->engine, "%s", eng[be].name);
-        double ratio = out->latency_s / out->period_s;
+        double ratio = out->hold_s / out->period_s;
         int need = (int)ceil(ratio - 0.25);
         if (need < 1) need = 1;
         if (need > PL_MAX_DEPTH) need = PL_MAX_DEPTH;
@@ -207,9 +229,11 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
             out->capped = true;
         }
         snprintf(out->why, sizeof out->why,
-                 "depth auto: %d (bound engine %s %s/batch, one batch's latency %s -> %d; %s)",
+                 "depth auto: %d (bound engine %s %s/batch, one batch's latency %s, a slot's "
+                 "buffers held %s -> %d; %s)",
                  out->depth, out->engine, pl__ms(out->period_s, b1, sizeof b1),
-                 pl__ms(out->latency_s, b2, sizeof b2), out->needed, capt);
+                 pl__ms(out->latency_s, b2, sizeof b2), pl__ms(out->hold_s, b3, sizeof b3),
+                 out->needed, capt);
     } else {
         /* Nothing measured (no stage timed): the documented default depth, within the cap. */
         out->depth = plan->spec->run.depth < out->cap ? plan->spec->run.depth : out->cap;

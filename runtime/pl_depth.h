@@ -33,6 +33,7 @@ typedef struct pl_depth_choice {
     int calib_depth;
     int64_t measured;    /* calibration batches measured (all but the warm-up one) */
     double latency_s;    /* one batch's latency: the critical path of the stages' median times */
+    double hold_s;       /* the longest a per-batch buffer is in use in one batch (H) */
     double period_s;     /* the bound: the busiest engine's busy time per batch */
     char engine[32];     /* that engine ("compute", "d2h", a host stream's name); "" when unknown */
     int needed;          /* the rule's depth before the cap; 0 when not measured */

@@ -400,6 +400,8 @@ static json_t *pl__depth_auto(const pl_plan *plan, const pl_depth_choice *c)
     bad |= json_object_set_new(o, "measured_batches", json_integer(c->measured));
     bad |=
         json_object_set_new(o, "latency_s", c->measured ? pl__real(c->latency_s, 9) : json_null());
+    bad |=
+        json_object_set_new(o, "slot_hold_s", c->measured ? pl__real(c->hold_s, 9) : json_null());
     bad |= json_object_set_new(o, "bound_s", c->measured ? pl__real(c->period_s, 9) : json_null());
     bad |=
         json_object_set_new(o, "bound_engine", c->measured ? pl_json_str(c->engine) : json_null());
