@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Stage and stream names are identifiers (checked), the pipeline name may be anything (a Lua
- * pipeline's name need not be UTF-8): it goes through pl_json, the one JSON writer, so a byte
- * that is not part of well-formed UTF-8 becomes U+FFFD and the trace stays valid JSON. */
+/* Every event is a jansson object written as soon as it is made (the file is streamed: a long run
+ * has millions of events, and no tree of all of them is built); only the array around them is
+ * written by hand. Strings go through pl_json_str, the one JSON writer's: stage and stream names
+ * are identifiers (checked), but the pipeline name may be anything (a Lua pipeline's name need
+ * not be UTF-8): a byte that is not part of well-formed UTF-8 becomes U+FFFD and the trace stays
+ * valid JSON. */
 enum { PL__MAX_LANES = 64 }; /* rows per stream: overlapping slices of one stream */
 
 typedef struct pl__slice {
@@ -39,6 +42,25 @@ static int pl__cmp_slice(const void *x, const void *y)
     return a->batch < b->batch ? -1 : a->batch > b->batch;
 }
 
+/* Writes one event (",\n" before all but the first) and frees it; NULL (out of memory) writes
+ * nothing, and *bad says so. */
+static void pl__event(FILE *f, json_t *ev, bool first, bool *bad)
+{
+    if (!ev) {
+        *bad = true;
+        return;
+    }
+    if (!first) fputs(",\n", f);
+    if (json_dumpf(ev, f, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) != 0) *bad = true;
+    json_decref(ev);
+}
+
+/* Microseconds (the format's unit) from nanoseconds, to the nanosecond. */
+static json_t *pl__us(int64_t ns)
+{
+    return json_real((double)ns / 1000.0);
+}
+
 typedef struct pl__tick {
     int64_t ts, delta;
 } pl__tick;
@@ -51,17 +73,21 @@ static int pl__cmp_tick(const void *x, const void *y)
 
 /* A counter track from +/- changes: one "C" event per distinct time, with the value after all
  * the changes at that time (so a slot freed and reused at one instant does not blip). */
-static void pl__counter(FILE *f, const char *name, const char *key, pl__tick *t, size_t n)
+static void pl__counter(FILE *f, const char *name, const char *key, pl__tick *t, size_t n,
+                        bool *bad)
 {
     qsort(t, n, sizeof *t, pl__cmp_tick);
     int64_t v = 0;
     for (size_t i = 0; i < n; i++) {
         v += t[i].delta;
         if (i + 1 < n && t[i + 1].ts == t[i].ts) continue;
-        fprintf(f,
-                ",\n{\"name\": \"%s\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, \"args\": {\"%s\": "
-                "%lld}}",
-                name, (double)t[i].ts / 1000.0, key, (long long)v);
+        json_t *args = json_object();
+        if (args) json_object_set_new(args, key, json_integer((json_int_t)v));
+        pl__event(f,
+                  args ? json_pack("{s:o, s:s, s:i, s:o, s:o}", "name", pl_json_str(name), "ph",
+                                   "C", "pid", 1, "ts", pl__us(t[i].ts), "args", args)
+                       : NULL,
+                  false, bad);
     }
 }
 
@@ -75,7 +101,7 @@ static uint64_t pl__bytes_written(const pl_spec *spec, int s)
 }
 
 static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *res, pl__slice *sl,
-                             size_t n, int *tid_of, pl__tick *ticks)
+                             size_t n, int *tid_of, pl__tick *ticks, bool *bad)
 {
     const pl_spec *spec = plan->spec;
     int ns = plan->n_streams;
@@ -116,32 +142,33 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
             else
                 snprintf(name, sizeof name, "%s (%s) overlap %d", plan->streams[k].name,
                          pl_engine_name(plan->streams[k].engine), l + 1);
-            fprintf(f,
-                    ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                    "\"args\": {\"name\": \"%s\"}}",
-                    tid, name);
-            fprintf(f,
-                    ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                    "\"args\": {\"sort_index\": %d}}",
-                    tid, k * PL__MAX_LANES + l);
+            pl__event(f,
+                      json_pack("{s:s, s:s, s:i, s:i, s:{s:o}}", "name", "thread_name", "ph", "M",
+                                "pid", 1, "tid", tid, "args", "name", pl_json_str(name)),
+                      false, bad);
+            pl__event(f,
+                      json_pack("{s:s, s:s, s:i, s:i, s:{s:i}}", "name", "thread_sort_index", "ph",
+                                "M", "pid", 1, "tid", tid, "args", "sort_index",
+                                k * PL__MAX_LANES + l),
+                      false, bad);
         }
     }
     for (size_t i = 0; i < n; i++) {
         const pl__slice *x = &sl[i];
         const pl_plan_stage *ps = &plan->stages[x->stage];
-        fprintf(f,
-                ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, "
-                "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"batch\": %lld, "
-                "\"slot\": %lld}}",
-                spec->stages[x->stage].name, pl_engine_name(ps->engine),
-                tid_of[x->batch * plan->n_stages + x->stage], (double)x->start / 1000.0,
-                (double)(x->end - x->start) / 1000.0, (long long)x->batch,
-                (long long)(x->batch % pl__depth_of(plan, res, x->batch)));
+        pl__event(f,
+                  json_pack("{s:o, s:s, s:s, s:i, s:i, s:o, s:o, s:{s:I, s:I}}", "name",
+                            pl_json_str(spec->stages[x->stage].name), "cat",
+                            pl_engine_name(ps->engine), "ph", "X", "pid", 1, "tid",
+                            tid_of[x->batch * plan->n_stages + x->stage], "ts", pl__us(x->start),
+                            "dur", pl__us(x->end - x->start), "args", "batch", (json_int_t)x->batch,
+                            "slot", (json_int_t)(x->batch % pl__depth_of(plan, res, x->batch))),
+                  false, bad);
     }
     /* Flow arrows: a batch's stage to the next one on another stream (the plan's reduced edges),
      * from the end of the first (1 ns inside it, so it binds to that slice) to the start of the
      * second ("bp": "e": bound to the slice that encloses that point). */
-    long long flow_id = 0;
+    int64_t flow_id = 0;
     for (int64_t b = 0; b < res->batches_done; b++)
         for (int s = 0; s < plan->n_stages; s++) {
             const pl_plan_stage *ps = &plan->stages[s];
@@ -155,16 +182,19 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
                 int64_t s_ts =
                     from->end_ns - 1 > from->start_ns ? from->end_ns - 1 : from->start_ns;
                 flow_id++;
-                fprintf(f,
-                        ",\n{\"name\": \"batch %lld\", \"cat\": \"flow\", \"ph\": \"s\", \"id\": "
-                        "%lld, \"pid\": 1, \"tid\": %d, \"ts\": %.3f}",
-                        (long long)b, flow_id, tid_of[b * plan->n_stages + p],
-                        (double)s_ts / 1000.0);
-                fprintf(f,
-                        ",\n{\"name\": \"batch %lld\", \"cat\": \"flow\", \"ph\": \"f\", \"bp\": "
-                        "\"e\", \"id\": %lld, \"pid\": 1, \"tid\": %d, \"ts\": %.3f}",
-                        (long long)b, flow_id, tid_of[b * plan->n_stages + s],
-                        (double)to->start_ns / 1000.0);
+                char fname[32];
+                snprintf(fname, sizeof fname, "batch %lld", (long long)b);
+                pl__event(f,
+                          json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:o}", "name", fname, "cat",
+                                    "flow", "ph", "s", "id", (json_int_t)flow_id, "pid", 1, "tid",
+                                    tid_of[b * plan->n_stages + p], "ts", pl__us(s_ts)),
+                          false, bad);
+                pl__event(f,
+                          json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:o}", "name", fname,
+                                    "cat", "flow", "ph", "f", "bp", "e", "id", (json_int_t)flow_id,
+                                    "pid", 1, "tid", tid_of[b * plan->n_stages + s], "ts",
+                                    pl__us(to->start_ns)),
+                          false, bad);
             }
         }
     /* Counters. Bytes in flight on an engine: what its running stages write (a copy's size).
@@ -181,7 +211,7 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
         if (!m) continue;
         char name[64];
         snprintf(name, sizeof name, "bytes in flight (%s)", pl_engine_name((pl_engine)e));
-        pl__counter(f, name, "bytes", ticks, m);
+        pl__counter(f, name, "bytes", ticks, m, bad);
     }
     size_t m = 0;
     for (int64_t b = 0; b < res->batches_done; b++) {
@@ -196,7 +226,7 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
         ticks[m++] = (pl__tick){lo, 1};
         ticks[m++] = (pl__tick){hi, -1};
     }
-    if (m) pl__counter(f, "slots in use", "slots", ticks, m);
+    if (m) pl__counter(f, "slots in use", "slots", ticks, m, bad);
 done:
     free(lanes);
     free(lane_tid);
@@ -239,19 +269,21 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
         return PL_EIO;
     }
     fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
-    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": ");
     char title[256];
     snprintf(title, sizeof title, "pipectl %s (%s%s, depth %d)", spec->name,
              res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "",
              res->depth > 0 ? res->depth : plan->depth);
-    pl_json_put_str(f, title);
-    fprintf(f, "}}");
-    pl__write_events(f, plan, res, sl, n_sl, tid_of, ticks);
+    bool bad = false;
+    pl__event(f,
+              json_pack("{s:s, s:s, s:i, s:{s:o}}", "name", "process_name", "ph", "M", "pid", 1,
+                        "args", "name", pl_json_str(title)),
+              true, &bad);
+    pl__write_events(f, plan, res, sl, n_sl, tid_of, ticks, &bad);
     fprintf(f, "\n]}\n");
     free(sl);
     free(tid_of);
     free(ticks);
-    bool ok = !ferror(f);
+    bool ok = !ferror(f) && !bad;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
         pl_error_set(err, PL_EIO, "error: cannot write the trace '%s': %s", path, strerror(errno));
