@@ -2,6 +2,7 @@
  * plan. --json prints the object bundles store (pl_plan_json), so the two cannot differ. */
 #include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_depth.h"
 #include "pl_json.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
@@ -70,6 +71,14 @@ int pl_cmd_plan(int argc, char **argv)
         json_object_set_new(o, "exit_code", json_integer(0));
         json_object_set_new(o, "file", pl_json_str(file));
         json_object_set_new(o, "pipeline", pl_json_str(spec->name));
+        /* depth: auto: the plan object is the calibration's (depth 1); what the run may grow to */
+        json_object_set_new(o, "depth_auto",
+                            plan->depth_auto
+                                ? json_pack("{s:I, s:i, s:i, s:s}", "calibration_batches",
+                                            (json_int_t)pl_depth_calib_batches(plan),
+                                            "calibration_depth", plan->depth, "max_depth",
+                                            plan->depth_cap, "max_depth_by", plan->cap_why)
+                                : json_null());
         json_t *pj = pl_plan_json(plan);
         if (!pj || json_object_set_new(o, "plan", pj) != 0 || pl_json_print(stdout, o) != 0) {
             fprintf(stderr, "error: could not write the plan as JSON\n");
