@@ -28,7 +28,7 @@ stages:
   - {name: save, kind: sink, from: yh, to: out.npy}
 YAML
 "$pipectl" run -e host --json busy.yaml >busy.json 2>busy.err || say_fail "busy: exit $?: $(cat busy.err)"
-grep -q "^depth auto: 2 (bound engine compute 2[0-9]\.[0-9] ms/batch, one batch's latency 2[0-9]\.[0-9] ms, a slot's buffers held 2[0-9]\.[0-9] ms -> 2; at most 12: the run has 12 batches)$" busy.err ||
+grep -q "^depth auto: 2 (bound engine compute [0-9.]* ms/batch, one batch's latency [0-9.]* ms, a slot's buffers held [0-9.]* ms -> 2; at most 12: the run has 12 batches)$" busy.err ||
     say_fail "busy: the depth line: $(cat busy.err)"
 py 'a = v["depth_auto"]; assert v["depth"] == 2 and a["chosen"] and a["depth"] == 2 and a["needed"] == 2 and a["calibration_batches"] == 4 and a["calibration_depth"] == 1 and a["measured_batches"] == 3 and a["bound_engine"] == "compute" and a["max_depth"] == 12 and a["max_depth_by"] == "the batches" and not a["capped"] and a["budget_device_bytes"] is None and a["device_per_slot_bytes"] == 4096 and a["host_per_slot_bytes"] == 8192 and a["reason"].startswith("depth auto: 2 (") and v["batches_done"] == 12 and len(v["outputs"][0]["batch_checksums"]) == 12, v' busy.json ||
     say_fail "busy: JSON: $(cat busy.json)"
@@ -71,9 +71,9 @@ stages:
   - {name: save, kind: sink, from: yh, to: two.npy}
 YAML
 "$pipectl" run -e host --json two.yaml >two.json 2>two.err || say_fail "two: exit $?: $(cat two.err)"
-grep -q "^depth auto: 2 (bound engine .*, one batch's latency [3-9][0-9]\.[0-9] ms, a slot's buffers held .* -> 2; at most 10: the run has 10 batches)$" two.err ||
+grep -q "^depth auto: 2 (bound engine .*, one batch's latency [0-9.]* ms, a slot's buffers held .* -> 2; at most 10: the run has 10 batches)$" two.err ||
     say_fail "two: $(cat two.err)"
-py 'a = v["depth_auto"]; assert v["depth"] == 2 and a["latency_s"] > 1.5 * a["slot_hold_s"] and a["max_depth_by"] == "the batches" and a["budget_device_bytes"] == 1048576 and v["batches_done"] == 10, v' two.json ||
+py 'a = v["depth_auto"]; assert v["depth"] == 2 and a["latency_s"] > a["slot_hold_s"] + 0.004 and a["max_depth_by"] == "the batches" and a["budget_device_bytes"] == 1048576 and v["batches_done"] == 10, v' two.json ||
     say_fail "two: JSON: $(cat two.json)"
 
 # A run no longer than the calibration: all of it runs at depth 1.
