@@ -1,7 +1,9 @@
 /* pl_blas: the one door to BLAS (OpenBLAS, a required dependency). pipectl runs its host work in
  * parallel through its own pool (pl_pool.h), so OpenBLAS is switched to one thread before the
  * first call: each pool task calls a single-threaded sgemm on its own block, and no second set
- * of threads competes for the cores. */
+ * of threads competes for the cores. The kernels are OpenBLAS's choice for the CPU, made when
+ * the library loads (before main), so OPENBLAS_CORETYPE in the environment is the only way to
+ * another set; pipectl does not re-exec itself to set it (docs/perf.md, "OpenBLAS core type"). */
 #ifndef PL_BLAS_H
 #define PL_BLAS_H
 

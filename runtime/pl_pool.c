@@ -175,7 +175,10 @@ void pl_pool_run(pl_pool *p, int64_t n_tasks, int parallel, pl_pool_fn fn, void 
     while (*tail)
         tail = &(*tail)->link;
     *tail = &j;
-    pthread_cond_broadcast(&p->work);
+    /* Wake as many helpers as the job can take, not all: the others would only take the lock to
+     * find no slot left. A helper busy elsewhere looks at the list before it waits again. */
+    for (int i = 1; i < parallel; i++)
+        pthread_cond_signal(&p->work);
     pl__work(p, &j, 0);
     pl__unlist(p, &j); /* no helper may join once the submitter has finished its share */
     j.active--;

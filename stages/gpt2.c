@@ -255,7 +255,7 @@ typedef struct pl__dslot {
     void *mem;
     float *x;                /* [N, C] residual stream */
     void *h, *qkv, *att, *u; /* E: [N, C], [N, 3C], [N, C], [N, 4C] */
-    void *hl;                /* E [B, C]: ln_f of the last positions */
+    void *hl, *hl_lo;        /* E [B, C]: ln_f of the last positions, its rounding residual */
     void *logits;            /* scratch logits for argmax/logprob ([rows, V], lg_dtype) */
     void *ws;                /* cuBLASLt workspace */
 } pl__dslot;
@@ -273,9 +273,10 @@ typedef struct pl__gpt2_state {
     float *wpe, *lnf_w, *lnf_b;
     pl__dlayer *layers;
     pl_gpu_lt *lt;
-    pl_gpu_mm *mm_head;
-    pl_dtype lg_dtype;    /* the LM head's output dtype */
-    bool naive_attention; /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
+    pl_gpu_mm *mm_head, *mm_head_lo; /* mm_head_lo: split head (bf16 into f32 logits) */
+    pl_dtype lg_dtype;               /* the LM head's output dtype */
+    bool small_head;                 /* last positions into f32: pl_gpt2_launch_head_f32 */
+    bool naive_attention;            /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
     int depth;
     pl__dslot *slots;
 #endif
@@ -417,9 +418,21 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &D->mm_out, nm, err));
     }
     int rows = o->all ? N : s->B;
-    s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : o->all ? E : PL_F32;
+    /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
+    s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
+    /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
+     * product in f32 from ln_f's f32 output. */
+    s->small_head = !o->all && s->lg_dtype == PL_F32 && pl_gpt2_head_small_ok(rows, C);
     pl_gpu_mm_shape head = {c->vocab, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false};
-    PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
+    if (!s->small_head) PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
+    /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
+     * as the rest of the forward together (measured at 124M: it flips a fifth of the argmaxes
+     * that differ from f32), so the head also multiplies the rounding residual and accumulates:
+     * one more GEMM of the head's size. */
+    if (!s->small_head && E == PL_BF16 && s->lg_dtype == PL_F32) {
+        pl_gpu_mm_shape lo = {c->vocab, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true};
+        PL_CHECK(pl_gpu_mm_new(s->lt, &lo, PL__WS_BYTES, &s->mm_head_lo, nm, err));
+    }
     /* Per-slot activations: a slot's graph runs while others' do. */
     s->depth = env->depth;
     s->slots = calloc((size_t)s->depth, sizeof *s->slots);
@@ -427,10 +440,10 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     size_t es = pl_dtype_size(E);
     size_t sz_x = pl__al((size_t)N * C * 4), sz_h = pl__al((size_t)N * C * es),
            sz_qkv = pl__al((size_t)N * 3 * C * es), sz_u = pl__al((size_t)N * 4 * C * es),
-           sz_hl = pl__al((size_t)s->B * C * es),
-           sz_lg = o->output == PL_GPT2_LOGITS
-                       ? 0
-                       : pl__al((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype));
+           sz_hl = pl__al((size_t)s->B * C * 4), /* f32 (small head), or E and its residual */
+        sz_lg = o->output == PL_GPT2_LOGITS
+                    ? 0
+                    : pl__al((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype));
     size_t per = sz_x + 2 * sz_h + sz_qkv + sz_u + sz_hl + sz_lg + PL__WS_BYTES;
     for (int i = 0; i < s->depth; i++) {
         pl__dslot *d = &s->slots[i];
@@ -447,6 +460,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         d->u = p;
         p += sz_u;
         d->hl = p;
+        d->hl_lo = p + (size_t)s->B * C * es;
         p += sz_hl;
         d->logits = sz_lg ? p : NULL;
         p += sz_lg;
@@ -468,11 +482,15 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         pl_gpu_mm_copy_algo(s->layers[l].mm_fc, L0->mm_fc);
         pl_gpu_mm_copy_algo(s->layers[l].mm_out, L0->mm_out);
     }
+    if (s->small_head) return PL_OK;
     void *lg = d0->logits;
     if (!lg)
         PL_CHECK(pl_gpu_alloc((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype), &lg, nm, err));
     pl_status ts =
         pl_gpu_mm_tune(s->mm_head, s->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err);
+    if (ts == PL_OK && s->mm_head_lo)
+        ts = pl_gpu_mm_tune(s->mm_head_lo, s->wte, o->all ? d0->u : d0->hl_lo, lg, d0->ws, nm, NULL,
+                            err);
     if (lg != d0->logits) pl_gpu_free(lg);
     return ts;
 }
@@ -524,6 +542,7 @@ static pl_status pl__gpt2_close(const pl_run_env *env, const pl_stage *st, void 
         }
     }
     pl_gpu_mm_free(s->mm_head);
+    pl_gpu_mm_free(s->mm_head_lo);
     pl_gpu_lt_free(s->lt);
     free(s->layers);
     pl_gpu_free(s->wmem);
@@ -585,9 +604,9 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
                         "gpt2 embedding kernel launch", ctx, err));
     for (int l = 0; l < c->n_layer; l++) {
         const pl__dlayer *L = &s->layers[l];
-        PL_CHECK(pl__launch(
-            pl_gpt2_launch_layernorm(E, d->h, d->x, L->ln1_w, L->ln1_b, N, 0, 1, C, c->eps, sm),
-            "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln1_w, L->ln1_b, N, 0,
+                                                     1, C, c->eps, sm),
+                            "gpt2 layernorm kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(L->mm_qkv, L->qkv_w, d->h, d->qkv, d->ws, sm, nm, bt, err));
         int hd = C / c->n_head;
         PL_CHECK(pl__launch(
@@ -596,19 +615,31 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
                 : pl_gpt2_launch_attention(E, d->att, d->qkv, B, T, c->n_head, hd, sm),
             "gpt2 attention kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(L->mm_proj, L->proj_w, d->att, d->x, d->ws, sm, nm, bt, err));
-        PL_CHECK(pl__launch(
-            pl_gpt2_launch_layernorm(E, d->h, d->x, L->ln2_w, L->ln2_b, N, 0, 1, C, c->eps, sm),
-            "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln2_w, L->ln2_b, N, 0,
+                                                     1, C, c->eps, sm),
+                            "gpt2 layernorm kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(L->mm_fc, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
         PL_CHECK(pl_gpu_mm_run(L->mm_out, L->out_w, d->u, d->x, d->ws, sm, nm, bt, err));
     }
     int rows = o->all ? N : B;
     void *hn = o->all ? d->h : d->hl;
-    PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, hn, d->x, s->lnf_w, s->lnf_b, rows,
-                                                 o->all ? 0 : T - 1, o->all ? 1 : T, C, c->eps, sm),
-                        "gpt2 layernorm kernel launch", ctx, err));
+    void *lo = !s->mm_head_lo ? NULL : o->all ? d->u : d->hl_lo; /* u is free by now */
     void *lg = o->output == PL_GPT2_LOGITS ? out : d->logits;
-    PL_CHECK(pl_gpu_mm_run(s->mm_head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
+    if (s->small_head) {
+        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(PL_F32, d->hl, NULL, d->x, s->lnf_w, s->lnf_b,
+                                                     rows, T - 1, T, C, c->eps, sm),
+                            "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl__launch(
+            pl_gpt2_launch_head_f32(E, lg, d->hl, s->wte, rows, C, c->vocab, pl_gpu_sm_count(), sm),
+            "gpt2 LM head kernel launch", ctx, err));
+    } else {
+        PL_CHECK(
+            pl__launch(pl_gpt2_launch_layernorm(E, hn, lo, d->x, s->lnf_w, s->lnf_b, rows,
+                                                o->all ? 0 : T - 1, o->all ? 1 : T, C, c->eps, sm),
+                       "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl_gpu_mm_run(s->mm_head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
+    }
+    if (lo) PL_CHECK(pl_gpu_mm_run(s->mm_head_lo, s->wte, lo, lg, d->ws, sm, nm, bt, err));
     if (o->output == PL_GPT2_ARGMAX)
         return pl__launch(
             pl_gpu_launch_argmax((int)s->lg_dtype, lg, rows, c->vocab, out, pl_gpu_sm_count(), sm),

@@ -6,7 +6,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
-#include <mma.h>
 #include <stdint.h>
 
 extern "C" {
@@ -20,21 +19,31 @@ namespace
 {
 using namespace pl_gpt2;
 
-template <typename E, int HD> int attention_setup()
+template <typename E, int HD, int NW> int attention_setup()
 {
-    return (int)cudaFuncSetAttribute(attention_kernel<E, HD>,
+    return (int)cudaFuncSetAttribute(attention_kernel<E, HD, NW>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)attn_smem<HD>::bytes);
+                                     (int)attn_smem<HD, NW>::bytes);
 }
 
-template <typename E, int HD>
+template <typename E, int HD, int NW>
 int attention_launch(void *out, const void *qkv, int B, int T, int H, cudaStream_t s)
 {
-    dim3 grid((unsigned)((T + kBR - 1) / kBR), (unsigned)H, (unsigned)B);
+    using L = attn_smem<HD, NW>;
+    dim3 grid((unsigned)((T + L::BR - 1) / L::BR), (unsigned)H, (unsigned)B);
     float scale_log2 = 1.4426950408889634f / sqrtf((float)HD);
-    attention_kernel<E, HD><<<grid, kWarps * 32, attn_smem<HD>::bytes, s>>>(
+    attention_kernel<E, HD, NW><<<grid, NW * 32, L::bytes, s>>>(
         static_cast<E *>(out), static_cast<const E *>(qkv), T, H, scale_log2);
     return (int)cudaGetLastError();
+}
+
+/* 4 warps, 64 query rows per block: 8 warps (128 rows, each K/V tile serving twice the rows)
+ * measured the same at T = 1024 and 5-10% slower at T = 512 on the H200 (fewer blocks to
+ * balance the causal triangle), so the kernel's NW stays 4. */
+template <typename E, int HD>
+int attention_hd(void *out, const void *qkv, int B, int T, int H, cudaStream_t s)
+{
+    return attention_launch<E, HD, 4>(out, qkv, B, T, H, s);
 }
 
 template <typename E>
@@ -42,14 +51,23 @@ int attention_any(int hd, void *out, const void *qkv, int B, int T, int H, cudaS
 {
     switch (hd) {
     case 16:
-        return attention_launch<E, 16>(out, qkv, B, T, H, s);
+        return attention_hd<E, 16>(out, qkv, B, T, H, s);
     case 32:
-        return attention_launch<E, 32>(out, qkv, B, T, H, s);
+        return attention_hd<E, 32>(out, qkv, B, T, H, s);
     case 64:
-        return attention_launch<E, 64>(out, qkv, B, T, H, s);
+        return attention_hd<E, 64>(out, qkv, B, T, H, s);
     default:
         return (int)cudaErrorInvalidValue;
     }
+}
+
+template <typename E> int attention_setup_all()
+{
+    int e = 0;
+    if (!e) e = attention_setup<E, 16, 4>();
+    if (!e) e = attention_setup<E, 32, 4>();
+    if (!e) e = attention_setup<E, 64, 4>();
+    return e;
 }
 
 int grid_for(int64_t items, int block)
@@ -62,14 +80,8 @@ int grid_for(int64_t items, int block)
 
 extern "C" int pl_gpt2_gpu_setup(void)
 {
-    int e = 0;
-    if (!e) e = attention_setup<__half, 16>();
-    if (!e) e = attention_setup<__half, 32>();
-    if (!e) e = attention_setup<__half, 64>();
-    if (!e) e = attention_setup<__nv_bfloat16, 16>();
-    if (!e) e = attention_setup<__nv_bfloat16, 32>();
-    if (!e) e = attention_setup<__nv_bfloat16, 64>();
-    return e;
+    int e = attention_setup_all<__half>();
+    return e ? e : attention_setup_all<__nv_bfloat16>();
 }
 
 extern "C" int pl_gpt2_gpu_head_ok(int hd)
@@ -93,18 +105,46 @@ extern "C" int pl_gpt2_launch_embed(int dtype, float *x, const int32_t *ids, con
     return (int)cudaGetLastError();
 }
 
-extern "C" int pl_gpt2_launch_layernorm(int dtype, void *out, const float *x, const float *w,
-                                        const float *b, int64_t rows, int64_t first, int64_t step,
-                                        int C, float eps, void *stream)
+extern "C" int pl_gpt2_launch_layernorm(int dtype, void *out, void *lo, const float *x,
+                                        const float *w, const float *b, int64_t rows, int64_t first,
+                                        int64_t step, int C, float eps, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     unsigned grid = (unsigned)((rows + 7) / 8);
     if (dtype == PL_F16)
-        layernorm_kernel<<<grid, 256, 0, s>>>(static_cast<__half *>(out), x, w, b, rows, first,
-                                              step, C, eps);
+        layernorm_kernel<<<grid, 256, 0, s>>>(static_cast<__half *>(out), static_cast<__half *>(lo),
+                                              x, w, b, rows, first, step, C, eps);
+    else if (dtype == PL_F32)
+        layernorm_kernel<<<grid, 256, 0, s>>>(static_cast<float *>(out), static_cast<float *>(lo),
+                                              x, w, b, rows, first, step, C, eps);
     else if (dtype == PL_BF16)
-        layernorm_kernel<<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16 *>(out), x, w, b, rows,
+        layernorm_kernel<<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16 *>(out),
+                                              static_cast<__nv_bfloat16 *>(lo), x, w, b, rows,
                                               first, step, C, eps);
+    else
+        return (int)cudaErrorInvalidValue;
+    return (int)cudaGetLastError();
+}
+
+extern "C" int pl_gpt2_head_small_ok(int rows, int C)
+{
+    return rows >= 1 && rows <= kHeadMaxRows && C % 8 == 0;
+}
+
+extern "C" int pl_gpt2_launch_head_f32(int dtype, float *out, const float *h, const void *wte,
+                                       int rows, int C, int V, int sms, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (!pl_gpt2_head_small_ok(rows, C)) return (int)cudaErrorInvalidValue;
+    /* Enough warps to keep the memory system busy: 8 blocks of 8 warps per SM. */
+    int64_t warps = (int64_t)(sms > 0 ? sms : 132) * 64;
+    if (warps > (V + kHeadV - 1) / kHeadV) warps = (V + kHeadV - 1) / kHeadV;
+    unsigned grid = (unsigned)((warps + 7) / 8);
+    if (dtype == PL_F16)
+        head_f32_kernel<<<grid, 256, 0, s>>>(out, h, static_cast<const __half *>(wte), rows, C, V);
+    else if (dtype == PL_BF16)
+        head_f32_kernel<<<grid, 256, 0, s>>>(out, h, static_cast<const __nv_bfloat16 *>(wte), rows,
+                                             C, V);
     else
         return (int)cudaErrorInvalidValue;
     return (int)cudaGetLastError();

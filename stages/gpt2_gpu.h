@@ -22,10 +22,17 @@ int pl_gpt2_gpu_head_ok(int head_dim);
 int pl_gpt2_launch_embed(int dtype, float *x, const int32_t *ids, const void *wte, const float *wpe,
                          int64_t N, int T, int C, int V, void *stream);
 /* out[r, :] = layernorm(x[first + r * step, :]) * w + b for r < rows (x f32, w/b f32, out
- * dtype); f32 statistics. step = T, first = T - 1 takes each sequence's last position. */
-int pl_gpt2_launch_layernorm(int dtype, void *out, const float *x, const float *w, const float *b,
-                             int64_t rows, int64_t first, int64_t step, int C, float eps,
-                             void *stream);
+ * dtype); f32 statistics. step = T, first = T - 1 takes each sequence's last position. lo, when
+ * not NULL, receives the rounding residual (value - out, in dtype). */
+int pl_gpt2_launch_layernorm(int dtype, void *out, void *lo, const float *x, const float *w,
+                             const float *b, int64_t rows, int64_t first, int64_t step, int C,
+                             float eps, void *stream);
+/* The LM head at a few rows (the last positions), in f32: out[r, v] = h[r, :] . wte[v, :] (h, out
+ * f32; wte dtype [V, C]); a warp per vocabulary row, about the time to read wte once. Valid when
+ * pl_gpt2_head_small_ok(rows, C). */
+int pl_gpt2_head_small_ok(int rows, int C);
+int pl_gpt2_launch_head_f32(int dtype, float *out, const float *h, const void *wte, int rows, int C,
+                            int V, int sms, void *stream);
 /* Causal self-attention, flash style (online softmax over 64-key tiles in shared memory, no
  * T x T matrix): qkv [B, T, 3C] (q | k | v, heads of head_dim adjacent) -> out [B, T, C], both
  * dtype, f32 accumulation. */

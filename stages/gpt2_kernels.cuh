@@ -1,7 +1,7 @@
 /* gpt2_kernels: the gpt2 kind's device code (included by stages/gpt2_gpu.cu, which holds the
  * launchers): embedding, layernorm, flash attention, plain attention, log-probabilities. Device
  * code only, so tests/unit/test_gpt2_emu.cpp can also compile it on the CPU against a small
- * emulation of the CUDA built-ins and WMMA it uses, and check it without a GPU. */
+ * emulation of the CUDA built-ins, ldmatrix and mma.sync it uses, and check it without a GPU. */
 #ifndef PL_GPT2_KERNELS_CUH
 #define PL_GPT2_KERNELS_CUH
 
@@ -34,6 +34,10 @@ template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v)
 {
     return __float2bfloat16_rn(v);
 }
+template <> __device__ inline float from_f<float>(float v)
+{
+    return v;
+}
 
 /* ---- embedding ---- */
 
@@ -59,15 +63,64 @@ __global__ void embed_kernel(float *x, const int32_t *ids, const E *wte, const f
 constexpr int kLnVec = 13; /* float4 per lane: 13 x 4 x 32 = 1664 floats */
 constexpr int kLnMax = kLnVec * 4 * 32;
 
+/* out = layernorm(x) rounded to E; lo (when not NULL) = what that rounding lost, also in E, so
+ * out + lo carries about twice E's mantissa: the bf16 LM head runs on both halves (a GEMM each,
+ * the second accumulating) and its logits miss only the weights' own rounding. */
+template <typename E> __device__ inline void ln_store(E *out, E *lo, int64_t i, float v)
+{
+    E hi = from_f<E>(v);
+    out[i] = hi;
+    if (lo) lo[i] = from_f<E>(v - to_f(hi));
+}
+
+#ifndef PL_CUDA_EMU
+template <typename E> __device__ inline uint32_t pack2(float lo, float hi);
+template <> __device__ inline uint32_t pack2<__half>(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi); /* one cvt.rn.f16x2.f32 */
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ inline uint32_t pack2<__nv_bfloat16>(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+#else
+/* Rounds (lo, hi) to E and packs them as one register, lo in the low half (the lower column). */
+template <typename E> inline uint32_t pack2(float lo, float hi)
+{
+    return (uint32_t)bits_of(from_f<E>(lo)) | (uint32_t)bits_of(from_f<E>(hi)) << 16;
+}
+#endif
+
+/* Four consecutive outputs (index 4 c4 ..) as one 8-byte store (16 for f32), and their rounding
+ * residuals when lo is not NULL. */
 template <typename E>
-__global__ void layernorm_kernel(E *out, const float *x, const float *w, const float *b,
+__device__ inline void ln_store4(E *out, E *lo, int64_t c4, float a, float b, float c, float d)
+{
+    if constexpr (sizeof(E) == 4) {
+        reinterpret_cast<float4 *>(out)[c4] = make_float4(a, b, c, d);
+    } else {
+        uint2 v = {pack2<E>(a, b), pack2<E>(c, d)};
+        reinterpret_cast<uint2 *>(out)[c4] = v;
+        if (lo) {
+            float ra = a - to_f(from_f<E>(a)), rb = b - to_f(from_f<E>(b));
+            float rc = c - to_f(from_f<E>(c)), rd = d - to_f(from_f<E>(d));
+            uint2 r = {pack2<E>(ra, rb), pack2<E>(rc, rd)};
+            reinterpret_cast<uint2 *>(lo)[c4] = r;
+        }
+    }
+}
+
+template <typename E>
+__global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, const float *b,
                                  int64_t rows, int64_t first, int64_t step, int C, float eps)
 {
     int lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     const float *xr = x + (first + r * step) * C;
-    E *orow = out + r * C;
+    E *orow = out + r * C, *lrow = lo ? lo + r * C : nullptr;
     if (C % 4 == 0 && C <= kLnMax) {
         const float4 *x4 = reinterpret_cast<const float4 *>(xr);
         const int C4 = C / 4;
@@ -97,10 +150,9 @@ __global__ void layernorm_kernel(E *out, const float *x, const float *w, const f
             if (c >= C4) continue;
             float4 wv = reinterpret_cast<const float4 *>(w)[c];
             float4 bv = reinterpret_cast<const float4 *>(b)[c];
-            orow[4 * c + 0] = from_f<E>((v[j].x - mean) * rstd * wv.x + bv.x);
-            orow[4 * c + 1] = from_f<E>((v[j].y - mean) * rstd * wv.y + bv.y);
-            orow[4 * c + 2] = from_f<E>((v[j].z - mean) * rstd * wv.z + bv.z);
-            orow[4 * c + 3] = from_f<E>((v[j].w - mean) * rstd * wv.w + bv.w);
+            ln_store4(orow, lrow, c, (v[j].x - mean) * rstd * wv.x + bv.x,
+                      (v[j].y - mean) * rstd * wv.y + bv.y, (v[j].z - mean) * rstd * wv.z + bv.z,
+                      (v[j].w - mean) * rstd * wv.w + bv.w);
         }
         return;
     }
@@ -118,26 +170,28 @@ __global__ void layernorm_kernel(E *out, const float *x, const float *w, const f
         v += __shfl_xor_sync(0xffffffffu, v, o);
     float rstd = rsqrtf(v / C + eps);
     for (int c = lane; c < C; c += 32)
-        orow[c] = from_f<E>((xr[c] - mean) * rstd * w[c] + b[c]);
+        ln_store(orow, lrow, c, (xr[c] - mean) * rstd * w[c] + b[c]);
 }
 
-/* ---- attention: flash style with WMMA tensor cores ----
- * A block of 4 warps owns 64 query rows of one (sequence, head); each warp 16 of them. K/V tiles
- * of 64 keys stream through two shared-memory buffers with cp.async (the next tile loads while
- * this one computes). Per tile: S = Q K^T (WMMA, f32) into the warp's shared scratch, online
- * softmax by the lanes (two lanes per row, 32 columns each), P (dtype) back to shared, O_tile =
- * P V (WMMA), and the lanes fold O_tile into their f32 running output with the softmax rescale.
- * Causal: tiles past the block's last query are skipped, the diagonal tile masked. */
+/* ---- attention: FlashAttention-2 style on mma.sync m16n8k16 ----
+ * A block of NW warps owns 16 NW query rows of one (sequence, head); each warp 16 of them, its
+ * Q fragments held in registers for the whole kernel. K/V tiles of kBC keys stream through two
+ * shared-memory buffers with cp.async (the next tile loads while this one computes). Per tile and
+ * warp: S = Q K^T lands in registers (the m16n8k16 accumulator layout), the online softmax runs
+ * on those registers (a row's 64 scores live in the 4 lanes of a quad: two shuffles reduce it),
+ * and the accumulator layout of P is, element for element, the A-operand layout of the next
+ * product, so O += P V follows without P touching shared memory. ldmatrix loads the K (plain)
+ * and V (transposed) fragments; the 16-byte row padding keeps its eight rows on distinct banks.
+ * Causal: tiles past the block's last query are skipped, the diagonal tile masked. Only the
+ * output passes through shared memory (the warp's own Q rows), for 16-byte stores. */
 
-constexpr int kBR = 64, kBC = 64, kWarps = 4;
+constexpr int kBC = 64; /* keys per K/V tile */
 
-template <int HD> struct attn_smem {
-    static constexpr int LDE = HD + 8;  /* dtype row stride of Q, K, V tiles (16-byte pad) */
-    static constexpr int LDS = kBC + 4; /* f32 row stride of the S / O scratch */
-    static constexpr int LDP = kBC + 8; /* dtype row stride of P */
-    /* Q, two K and two V buffers, S/O per warp, P per warp. */
-    static constexpr size_t bytes = (size_t)(kBR + 4 * kBC) * LDE * 2 +
-                                    (size_t)kWarps * 16 * LDS * 4 + (size_t)kWarps * 16 * LDP * 2;
+template <int HD, int NW> struct attn_smem {
+    static constexpr int BR = 16 * NW; /* query rows per block */
+    static constexpr int LDE = HD + 8; /* dtype row stride of Q, K, V tiles (16-byte pad) */
+    /* Q, two K and two V buffers. */
+    static constexpr size_t bytes = (size_t)(BR + 4 * kBC) * LDE * 2;
 };
 
 #ifndef PL_CUDA_EMU
@@ -158,21 +212,86 @@ template <int N> __device__ inline void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+/* Four 8 x 8 b16 matrices from shared memory; lane i gives the address of row i % 8 of matrix
+ * i / 8, and register j receives matrix j's row lane / 4, columns 2 (lane % 4) and + 1 (trans:
+ * column lane / 4, rows 2 (lane % 4) and + 1). */
+__device__ inline void ldsm_x4(uint32_t (&r)[4], const void *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+__device__ inline void ldsm_x4_trans(uint32_t (&r)[4], const void *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+/* d += a b for one 16 x 8 x 16 tile, f32 accumulation. */
+template <typename E>
+__device__ inline void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ inline void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, "
+                 "%6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ inline void mma16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, "
+                 "%6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ inline uint16_t bits_of(__half v)
+{
+    return __half_as_ushort(v);
+}
+__device__ inline uint16_t bits_of(__nv_bfloat16 v)
+{
+    return __bfloat16_as_ushort(v);
+}
 #endif
 
-template <typename E, int HD>
-__global__ void __launch_bounds__(128)
+template <typename E> struct is_f16 {
+    static constexpr bool value = false;
+};
+template <> struct is_f16<__half> {
+    static constexpr bool value = true;
+};
+/* The two bf16 halves of a packed register, as f32 (a bf16 is the top half of an f32). */
+__device__ inline float sum2_bf16(uint32_t w)
+{
+    uint32_t lo = w << 16, hi = w & 0xffff0000u;
+    float a, b;
+    memcpy(&a, &lo, 4);
+    memcpy(&b, &hi, 4);
+    return a + b;
+}
+
+template <typename E, int HD, int NW>
+__global__ void __launch_bounds__(NW * 32)
     attention_kernel(E *out, const E *qkv, int T, int H, float scale_log2)
 {
-    using namespace nvcuda;
-    using L = attn_smem<HD>;
-    static_assert(HD % 16 == 0 && HD <= kBC, "head size must be a multiple of 16, at most 64");
+    using L = attn_smem<HD, NW>;
+    constexpr int kBR = L::BR;
+    static_assert(HD % 16 == 0 && HD <= 128, "head size must be a multiple of 16, at most 128");
+    constexpr int NS = kBC / 8; /* S n-tiles (8 keys each) */
+    constexpr int NO = HD / 8;  /* O n-tiles (8 dims each) */
+    constexpr int KQ = HD / 16; /* k-steps of Q K^T */
     PL_DYNAMIC_SMEM(smem);
     E *sQ = reinterpret_cast<E *>(smem);
     E *sK = sQ + kBR * L::LDE; /* [2][kBC][LDE] */
     E *sV = sK + 2 * kBC * L::LDE;
-    float *sS = reinterpret_cast<float *>(sV + 2 * kBC * L::LDE);
-    E *sP = reinterpret_cast<E *>(sS + kWarps * 16 * L::LDS);
 
     const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* longest rows first */
     const int h = blockIdx.y, b = blockIdx.z;
@@ -180,7 +299,9 @@ __global__ void __launch_bounds__(128)
     const int64_t row3 = 3 * (int64_t)C;
     const E *base = qkv + (int64_t)b * T * row3 + (int64_t)h * HD;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    constexpr int CH = HD / 8; /* 16-byte chunks per row */
+    const int g = lane >> 2, t4 = lane & 3;   /* the quad (row) and the lane in it */
+    constexpr int CH = HD / 8;                /* 16-byte chunks per row */
+    const int q_first = qb * kBR + warp * 16; /* this warp's first query */
     const int kv_end = min(T, (qb + 1) * kBR);
     const int n_tiles = (kv_end + kBC - 1) / kBC;
 
@@ -204,20 +325,18 @@ __global__ void __launch_bounds__(128)
     PL__LOAD_KV(0);
     cp_async_wait<1>(); /* Q has landed (tile 0 may still be in flight) */
     __syncthreads();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> qf[HD / 16];
+    uint32_t qf[KQ][4]; /* A fragments: rows g, g + 8; columns 2 t4 (+1), 2 t4 + 8 (+1) */
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++)
-        wmma::load_matrix_sync(qf[kk], sQ + warp * 16 * L::LDE + kk * 16, L::LDE);
+    for (int kk = 0; kk < KQ; kk++)
+        ldsm_x4(qf[kk], sQ + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * L::LDE + kk * 16 +
+                            8 * (lane >> 4));
 
-    float *sSw = sS + warp * 16 * L::LDS;
-    E *sPw = sP + warp * 16 * L::LDP;
-    const int r = lane >> 1, half = lane & 1;
-    const int q = qb * kBR + warp * 16 + r;
-    float o[HD / 2];
+    float o[NO][4]; /* rows g (0, 1) and g + 8 (2, 3); columns 8 j + 2 t4 (+1) */
 #pragma unroll
-    for (int i = 0; i < HD / 2; i++)
-        o[i] = 0;
-    float m = -INFINITY, l = 0;
+    for (int j = 0; j < NO; j++)
+        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0; /* l: this lane's part of the sum */
+    const int r0 = q_first + g, r1 = r0 + 8;
     for (int it = 0; it < n_tiles; it++) {
         const int k0 = it * kBC;
         if (it + 1 < n_tiles) {
@@ -228,73 +347,125 @@ __global__ void __launch_bounds__(128)
         }
         __syncthreads(); /* tile it is in shared memory for every warp */
         const E *tK = sK + (it & 1) * kBC * L::LDE, *tV = sV + (it & 1) * kBC * L::LDE;
+        if (k0 <= q_first + 15) { /* else every key of the tile is after this warp's rows */
+            float s[NS][4];
 #pragma unroll
-        for (int j = 0; j < kBC / 16; j++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
+            for (int j = 0; j < NS; j++)
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0;
 #pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major> kf;
-                wmma::load_matrix_sync(kf, tK + j * 16 * L::LDE + kk * 16, L::LDE);
-                wmma::mma_sync(acc, qf[kk], kf, acc);
+            for (int j = 0; j < NS; j += 2)
+#pragma unroll
+                for (int kk = 0; kk < KQ; kk++) {
+                    uint32_t kf[4]; /* b0, b1 of n-tile j, then of j + 1 */
+                    ldsm_x4(kf, tK + (8 * j + 8 * (lane >> 4) + (lane & 7)) * L::LDE + kk * 16 +
+                                    8 * ((lane >> 3) & 1));
+                    mma16816<E>(s[j], qf[kk], kf[0], kf[1]);
+                    mma16816<E>(s[j + 1], qf[kk], kf[2], kf[3]);
+                }
+            /* Mask keys after the row (causal) or past the end. The maxima are of the raw
+             * scores (the scale is positive), scaled once per row below, and each P element is
+             * one FFMA into exp2: exp2(s * scale_log2 - m). */
+            const bool edge = k0 + kBC - 1 > q_first || k0 + kBC > T;
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float v = s[j][e];
+                    if (edge) {
+                        int k = k0 + 8 * j + 2 * t4 + (e & 1), r = e < 2 ? r0 : r1;
+                        if (k > r || k >= T) v = s[j][e] = -INFINITY;
+                    }
+                    if (e < 2)
+                        mx0 = fmaxf(mx0, v);
+                    else
+                        mx1 = fmaxf(mx1, v);
+                }
+            mx0 *= scale_log2;
+            mx1 *= scale_log2;
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+            /* A row with nothing unmasked yet keeps base 0: exp2(-inf - 0) = 0, no NaN. */
+            const float b0 = n0 == -INFINITY ? 0.0f : n0, b1 = n1 == -INFINITY ? 0.0f : n1;
+            const float a0 = exp2f(m0 - b0), a1 = exp2f(m1 - b1);
+            m0 = n0;
+            m1 = n1;
+            l0 *= a0;
+            l1 *= a1;
+#pragma unroll
+            for (int j = 0; j < NO; j++) {
+                o[j][0] *= a0;
+                o[j][1] *= a0;
+                o[j][2] *= a1;
+                o[j][3] *= a1;
             }
-            wmma::store_matrix_sync(sSw + j * 16, acc, L::LDS, wmma::mem_row_major);
-        }
-        __syncwarp();
-        /* Online softmax of this lane's 32 columns of row r. */
-        float s[kBC / 2];
-        float mx = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < kBC / 2; i++) {
-            int c = half * (kBC / 2) + i, k = k0 + c;
-            float v = sSw[r * L::LDS + c] * scale_log2;
-            s[i] = (k <= q && k < T) ? v : -INFINITY;
-            mx = fmaxf(mx, s[i]);
-        }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float m_new = fmaxf(m, mx);
-        float alpha = m_new == -INFINITY ? 1.0f : exp2f(m - m_new);
-        float sum = 0;
-#pragma unroll
-        for (int i = 0; i < kBC / 2; i++) {
-            float p = m_new == -INFINITY ? 0.0f : exp2f(s[i] - m_new);
-            E pe = from_f<E>(p);
-            sum += to_f(pe); /* the normaliser sums what P V multiplies */
-            sPw[r * L::LDP + half * (kBC / 2) + i] = pe;
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        l = l * alpha + sum;
-        m = m_new;
-        __syncwarp();
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> pf[kBC / 16];
-#pragma unroll
-        for (int kk = 0; kk < kBC / 16; kk++)
-            wmma::load_matrix_sync(pf[kk], sPw + kk * 16, L::LDP);
-#pragma unroll
-        for (int dj = 0; dj < HD / 16; dj++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
+            /* P's accumulator tiles 2 kk and 2 kk + 1 are the A fragment of k-step kk. The sum
+             * l: in f16 of the f32 values, as in FlashAttention-2 (P's rounding is then an
+             * unbiased error of 2^-11 in the product); in bf16 of the rounded values, so the
+             * weights P V uses sum to exactly 1 and their 2^-9 errors partly cancel (measured:
+             * the f32 sum costs bf16 about 0.3% of GPT-2 124M's argmaxes). */
+            uint32_t pf[kBC / 16][4];
 #pragma unroll
             for (int kk = 0; kk < kBC / 16; kk++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major> vf;
-                wmma::load_matrix_sync(vf, tV + kk * 16 * L::LDE + dj * 16, L::LDE);
-                wmma::mma_sync(acc, pf[kk], vf, acc);
+                const float *x = s[2 * kk], *y = s[2 * kk + 1];
+                float p[8];
+                p[0] = exp2f(fmaf(x[0], scale_log2, -b0));
+                p[1] = exp2f(fmaf(x[1], scale_log2, -b0));
+                p[2] = exp2f(fmaf(x[2], scale_log2, -b1));
+                p[3] = exp2f(fmaf(x[3], scale_log2, -b1));
+                p[4] = exp2f(fmaf(y[0], scale_log2, -b0));
+                p[5] = exp2f(fmaf(y[1], scale_log2, -b0));
+                p[6] = exp2f(fmaf(y[2], scale_log2, -b1));
+                p[7] = exp2f(fmaf(y[3], scale_log2, -b1));
+                pf[kk][0] = pack2<E>(p[0], p[1]);
+                pf[kk][1] = pack2<E>(p[2], p[3]);
+                pf[kk][2] = pack2<E>(p[4], p[5]);
+                pf[kk][3] = pack2<E>(p[6], p[7]);
+                if constexpr (sizeof(E) == 2 && !is_f16<E>::value) {
+                    l0 += sum2_bf16(pf[kk][0]) + sum2_bf16(pf[kk][2]);
+                    l1 += sum2_bf16(pf[kk][1]) + sum2_bf16(pf[kk][3]);
+                } else {
+                    l0 += (p[0] + p[1]) + (p[4] + p[5]);
+                    l1 += (p[2] + p[3]) + (p[6] + p[7]);
+                }
             }
-            wmma::store_matrix_sync(sSw + dj * 16, acc, L::LDS, wmma::mem_row_major);
-        }
-        __syncwarp();
 #pragma unroll
-        for (int i = 0; i < HD / 2; i++)
-            o[i] = o[i] * alpha + sSw[r * L::LDS + half * (HD / 2) + i];
-        __syncthreads(); /* every warp is done with this tile's K/V (and its own S/O scratch) */
+            for (int kk = 0; kk < kBC / 16; kk++)
+#pragma unroll
+                for (int j = 0; j < NO; j += 2) {
+                    uint32_t vf[4]; /* b0, b1 of O n-tile j, then of j + 1 */
+                    ldsm_x4_trans(vf, tV + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * L::LDE +
+                                          8 * j + 8 * (lane >> 4));
+                    mma16816<E>(o[j], pf[kk], vf[0], vf[1]);
+                    mma16816<E>(o[j + 1], pf[kk], vf[2], vf[3]);
+                }
+        }
+        __syncthreads(); /* every warp is done with this tile's K/V */
     }
 #undef PL__LOAD_KV
-    if (q < T) {
-        float inv = l > 0 ? 1.0f / l : 0.0f;
-        E *orow = out + ((int64_t)b * T + q) * C + (int64_t)h * HD + half * (HD / 2);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = l0 > 0 ? 1.0f / l0 : 0.0f, i1 = l1 > 0 ? 1.0f / l1 : 0.0f;
+    /* The warp's own Q rows (read only by it, into registers) stage its output. */
+    E *sO = sQ + warp * 16 * L::LDE;
 #pragma unroll
-        for (int i = 0; i < HD / 2; i++)
-            orow[i] = from_f<E>(o[i] * inv);
+    for (int j = 0; j < NO; j++) {
+        *reinterpret_cast<uint32_t *>(sO + g * L::LDE + 8 * j + 2 * t4) =
+            pack2<E>(o[j][0] * i0, o[j][1] * i0);
+        *reinterpret_cast<uint32_t *>(sO + (g + 8) * L::LDE + 8 * j + 2 * t4) =
+            pack2<E>(o[j][2] * i1, o[j][3] * i1);
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * CH; i += 32) {
+        int r = i / CH, c = (i % CH) * 8, q = q_first + r;
+        if (q < T)
+            *reinterpret_cast<int4 *>(out + ((int64_t)b * T + q) * C + (int64_t)h * HD + c) =
+                *reinterpret_cast<const int4 *>(sO + r * L::LDE + c);
     }
 }
 
@@ -333,6 +504,65 @@ __global__ void attention_naive_kernel(E *out, const E *qkv, int B, int T, int H
     E *orow = out + (b * T + t) * C + (int64_t)h * HD;
     if (lane < HD) orow[lane] = from_f<E>(o0 / l);
     if (lane + 32 < HD) orow[lane + 32] = from_f<E>(o1 / l);
+}
+
+/* ---- LM head for a few rows, in f32: logits[r, v] = h[r, :] . wte[v, :] ----
+ * At the last positions there are only B rows, and the GEMM of [B, C] x [C, V] is a
+ * matrix-vector product bound by reading the V x C embedding once (77 MB at 124M). A warp takes
+ * kHeadV vocabulary rows at a time and reads them as 16-byte vectors; each h chunk (f32, from
+ * L1: rows x C floats) it loads serves all kHeadV of them. The activations are never rounded to
+ * 16 bits. */
+constexpr int kHeadMaxRows = 16, kHeadV = 4;
+
+template <typename E>
+__global__ void head_f32_kernel(float *out, const float *h, const E *wte, int rows, int C, int V)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t w0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int C8 = C / 8; /* C % 8 == 0: 16-byte chunks of E */
+    for (int64_t v0 = w0 * kHeadV; v0 < V; v0 += nw * kHeadV) {
+        float acc[kHeadMaxRows][kHeadV];
+#pragma unroll
+        for (int r = 0; r < kHeadMaxRows; r++)
+#pragma unroll
+            for (int u = 0; u < kHeadV; u++)
+                acc[r][u] = 0;
+        for (int c8 = lane; c8 < C8; c8 += 32) {
+            float wv[kHeadV][8];
+#pragma unroll
+            for (int u = 0; u < kHeadV; u++) {
+                int64_t v = v0 + u < V ? v0 + u : V - 1; /* past the end: a repeat, not stored */
+                int4 raw = reinterpret_cast<const int4 *>(wte + v * C)[c8];
+                E e[8]; /* memcpy, not a cast: no aliasing questions in the CPU build of tests */
+                memcpy(e, &raw, sizeof raw);
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    wv[u][i] = to_f(e[i]);
+            }
+#pragma unroll
+            for (int r = 0; r < kHeadMaxRows; r++) {
+                if (r >= rows) break;
+                const float4 *hr = reinterpret_cast<const float4 *>(h + (int64_t)r * C) + 2 * c8;
+                float4 a = hr[0], b = hr[1];
+#pragma unroll
+                for (int u = 0; u < kHeadV; u++)
+                    acc[r][u] += wv[u][0] * a.x + wv[u][1] * a.y + wv[u][2] * a.z + wv[u][3] * a.w +
+                                 wv[u][4] * b.x + wv[u][5] * b.y + wv[u][6] * b.z + wv[u][7] * b.w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < kHeadMaxRows; r++) {
+            if (r >= rows) break;
+#pragma unroll
+            for (int u = 0; u < kHeadV; u++) {
+                float x = acc[r][u];
+                for (int o = 16; o > 0; o >>= 1)
+                    x += __shfl_xor_sync(0xffffffffu, x, o);
+                if (lane == u && v0 + u < V) out[(int64_t)r * V + v0 + u] = x;
+            }
+        }
+    }
 }
 
 /* ---- log-probabilities: one block per row ---- */

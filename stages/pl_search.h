@@ -9,6 +9,7 @@
 #define PL_SEARCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pl_pool.h"
@@ -37,6 +38,12 @@ typedef struct pl_search_corpus {
 int64_t pl_search_norms(const void *data, pl_dtype dtype, int64_t n, int64_t d, pl_metric metric,
                         float *out);
 
+/* pl_search_norms with the rows shared over the caller and up to parallel-1 helpers of `pool`
+ * (the same values, bit for bit): for a corpus whose norms are computed per batch, a serial pass
+ * over n x d would otherwise be the batch's critical path. */
+int64_t pl_search_norms_par(pl_pool *pool, int parallel, const void *data, pl_dtype dtype,
+                            int64_t n, int64_t d, pl_metric metric, float *out);
+
 /* Exact top-k of each of the nq queries (f32 [nq, d]) against the corpus, nearest first, ties
  * to the smaller index; a NaN score (a NaN in a query) is never near (it ranks as -infinity).
  * ids: i32 [nq, k]; scores (may be NULL): f32 [nq, k], each hit's value of the metric (ip: q.c;
@@ -47,9 +54,33 @@ pl_status pl_search_exact(pl_pool *pool, int parallel, const float *queries, int
                           const pl_search_corpus *corpus, pl_metric metric, int64_t k, int32_t *ids,
                           float *scores, const char *who, pl_error *err);
 
-/* Corpus rows per tile for dimension d (the tile, converted to f32 where the corpus is f16 or
- * bf16, stays in a core's L2 cache). Depends on d only. */
-int64_t pl_search_tile_rows(int64_t d);
+/* Where the time of one pl_search_exact call went (pl_search_exact_prof; PIPECTL_SEARCH_PROFILE=1
+ * prints it to stderr for every call). Wall times: setup (scratch), pool (the tiles, from
+ * submission until the last task ended), merge (the slots' heaps, on the caller). Per-slot
+ * times summed over the slots: gemm (sgemm), convert (f16/bf16 widened), select (metric and
+ * heaps); idle = slots x pool - their sum (waiting to join, for the lock, or for the last task). */
+typedef struct pl_search_prof {
+    double wall_s, setup_s, pool_s, merge_s;
+    double gemm_s, convert_s, select_s;
+    double busy_max_s, busy_min_s; /* the busiest and least busy slot */
+    int64_t tasks, tile;
+    int slots;
+} pl_search_prof;
+
+/* pl_search_exact that fills *prof (may be NULL: no clock is read). */
+pl_status pl_search_exact_prof(pl_pool *pool, int parallel, const float *queries, int64_t nq,
+                               const pl_search_corpus *corpus, pl_metric metric, int64_t k,
+                               int32_t *ids, float *scores, const char *who, pl_search_prof *prof,
+                               pl_error *err);
+
+/* One line: "wall 8.1 ms = setup ... ; 16 slots, ... idle ... ms". */
+void pl_search_prof_format(const pl_search_prof *prof, char *buf, size_t cap);
+
+/* Corpus rows per tile for a corpus of n rows of dimension d: about 256 KiB of f32 (the tile,
+ * converted to f32 where the corpus is f16 or bf16, stays in a core's L2 cache), cut finer (down
+ * to 64 rows) for a small corpus so that its tiles balance over 16 threads. Depends on n and d
+ * only, never on the thread count; PIPECTL_SEARCH_TILE=N overrides it. */
+int64_t pl_search_tile_rows(int64_t n, int64_t d);
 
 /* FAISS (search_faiss.cpp). Without FAISS in the build these report PL_EINPUT "pipectl was
  * built without FAISS". */

@@ -4,6 +4,7 @@
  * With `index:`, a prebuilt FAISS index (IVF, HNSW, PQ...) answers instead (search_faiss.cpp). */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -367,7 +368,8 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
             if (!s->norms_ready) {
                 s->norms = malloc((size_t)c.n * sizeof *s->norms);
                 if (s->norms) {
-                    s->bad_row = pl_search_norms(c.data, c.dtype, c.n, d, o->metric, s->norms);
+                    s->bad_row = pl_search_norms_par(ctx->env->pool, s->parallel, c.data, c.dtype,
+                                                     c.n, d, o->metric, s->norms);
                     s->norms_ready = true;
                 }
             }
@@ -376,7 +378,9 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
             pthread_mutex_unlock(&s->mu);
         } else {
             c.norms = own_norms = malloc((size_t)c.n * sizeof *own_norms);
-            if (own_norms) bad = pl_search_norms(c.data, c.dtype, c.n, d, o->metric, own_norms);
+            if (own_norms)
+                bad = pl_search_norms_par(ctx->env->pool, s->parallel, c.data, c.dtype, c.n, d,
+                                          o->metric, own_norms);
         }
         if (!c.norms)
             return pl_error_set(err, PL_ENOMEM, "error: out of memory for the corpus norms");
@@ -387,8 +391,10 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
                               cb->name, (long long)bad);
             goto done;
         }
+        char who[160]; /* names the batch in an error and in PIPECTL_SEARCH_PROFILE's lines */
+        snprintf(who, sizeof who, "stage '%s', batch %lld", st->name, (long long)ctx->batch);
         PL_CHECK_GOTO(pl_search_exact(ctx->env->pool, s->parallel, q, nq, &c, (pl_metric)o->metric,
-                                      o->k, ids, scores, NULL, err),
+                                      o->k, ids, scores, who, err),
                       ps, done);
     }
     if (o->payload >= 0) {

@@ -6,9 +6,11 @@
  * same whichever slot saw which tile, and tiles depend on the corpus shape only: results do not
  * depend on the thread count. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pl_blas.h"
 #include "pl_half.h"
@@ -61,16 +63,26 @@ static inline void pl__offer(pl__hit *heap, int64_t *size, int64_t k, pl__hit h)
     heap[i] = h;
 }
 
-int64_t pl_search_tile_rows(int64_t d)
+#define PL__MIN_TASKS 64 /* tiles wanted at least, where the corpus allows */
+
+int64_t pl_search_tile_rows(int64_t n, int64_t d)
 {
-    /* About 256 KiB of f32 rows: with the score block it stays in L2 on current server cores,
-     * and a tile is still milliseconds of sgemm, large against the pool's cost per task. */
-    int64_t t = (256 * 1024) / (4 * (d > 0 ? d : 1));
     const char *env = getenv("PIPECTL_SEARCH_TILE"); /* for benchmarks (docs/perf.md) */
     if (env && atoll(env) > 0) return atoll(env);
+    /* About 256 KiB of f32 rows: with the score block it stays in L2 on current server cores,
+     * and a tile is still a fraction of a millisecond of sgemm, large against the pool's cost
+     * per task. */
+    int64_t t = (256 * 1024) / (4 * (d > 0 ? d : 1));
     if (t < 256) t = 256;
     if (t > 4096) t = 4096;
-    return t & ~(int64_t)63;
+    t &= ~(int64_t)63;
+    /* A small corpus is cut finer, down to 64 rows, so that at least PL__MIN_TASKS tiles share
+     * out evenly over 16 threads (a thread left with one tile more than the others is the
+     * batch's critical path). n, not the thread count, decides: the tiles, and so the bits of
+     * every score, stay the same at any thread count. */
+    while (t > 64 && (n + t - 1) / t < PL__MIN_TASKS)
+        t = (t / 2 + 63) & ~(int64_t)63;
+    return t;
 }
 
 int64_t pl_search_norms(const void *data, pl_dtype dtype, int64_t n, int64_t d, pl_metric metric,
@@ -91,7 +103,57 @@ int64_t pl_search_norms(const void *data, pl_dtype dtype, int64_t n, int64_t d, 
     return -1;
 }
 
+typedef struct pl__norms_job {
+    const void *data;
+    pl_dtype dtype;
+    int64_t n, d, rows; /* rows per task */
+    pl_metric metric;
+    float *out;
+    int64_t *bad; /* per task: its first non-finite row, or -1 */
+} pl__norms_job;
+
+static void pl__norms_task(void *arg, int64_t task, int slot)
+{
+    (void)slot;
+    pl__norms_job *j = arg;
+    int64_t r0 = task * j->rows, m = j->n - r0 < j->rows ? j->n - r0 : j->rows;
+    size_t es = j->dtype == PL_F32 ? 4 : 2;
+    int64_t b = pl_search_norms((const char *)j->data + (size_t)(r0 * j->d) * es, j->dtype, m, j->d,
+                                j->metric, j->out + r0);
+    j->bad[task] = b < 0 ? -1 : r0 + b;
+}
+
+int64_t pl_search_norms_par(pl_pool *pool, int parallel, const void *data, pl_dtype dtype,
+                            int64_t n, int64_t d, pl_metric metric, float *out)
+{
+    /* Rows split over the pool, each row summed as pl_search_norms sums it (same bits). */
+    int64_t rows = (1 << 20) / (d > 0 ? d : 1); /* about a million values a task */
+    if (rows < 64) rows = 64;
+    int64_t tasks = (n + rows - 1) / rows;
+    if (parallel <= 1 || tasks <= 1) return pl_search_norms(data, dtype, n, d, metric, out);
+    int64_t *bad = malloc((size_t)tasks * sizeof *bad);
+    if (!bad) return pl_search_norms(data, dtype, n, d, metric, out);
+    pl__norms_job j = {data, dtype, n, d, rows, metric, out, bad};
+    pl_pool_run(pool, tasks, parallel, pl__norms_task, &j);
+    int64_t first = -1;
+    for (int64_t t = 0; t < tasks && first < 0; t++)
+        first = bad[t];
+    free(bad);
+    return first;
+}
+
 #define PL__QBLOCK 256 /* queries per sgemm: bounds the score block for large query batches */
+#define PL__LINE 64    /* cache line: per-slot state never shares one with another slot's */
+
+static size_t pl__round_line(size_t n)
+{
+    return (n + PL__LINE - 1) & ~(size_t)(PL__LINE - 1);
+}
+
+/* One slot's counters for PIPECTL_SEARCH_PROFILE (nanoseconds; written by that slot only). */
+typedef struct pl__slot_prof {
+    int64_t gemm_ns, select_ns, convert_ns, tasks;
+} pl__slot_prof;
 
 typedef struct pl__exact {
     const float *q;
@@ -99,18 +161,28 @@ typedef struct pl__exact {
     const pl_search_corpus *c;
     pl_metric metric;
     int64_t tile, n_tiles, n_qblocks;
-    /* Per slot: heaps [nq * k], sizes [nq], scores [PL__QBLOCK * tile], f32 tile [tile * d]
-     * (f16/bf16 corpus only). */
-    pl__hit *heaps;
-    int64_t *sizes;
-    float *sbuf, *conv;
-    size_t sbuf_n, conv_n;
+    bool prof;
+    /* Per slot, at base + slot * slot_bytes, each part starting on its own cache line:
+     * counters, heaps [nq * k], sizes [nq], scores [min(nq, PL__QBLOCK) * tile], f32 tile
+     * [tile * d] (f16/bf16 corpus only). */
+    char *base;
+    size_t slot_bytes, off_heaps, off_sizes, off_sbuf, off_conv;
 } pl__exact;
+
+static int64_t pl__ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 static void pl__exact_task(void *arg, int64_t task, int slot)
 {
     pl__exact *x = arg;
     const pl_search_corpus *c = x->c;
+    char *mine = x->base + (size_t)slot * x->slot_bytes;
+    pl__slot_prof *prof = (pl__slot_prof *)mine;
+    int64_t t0 = x->prof ? pl__ns() : 0, t1 = t0;
     int64_t ti = task / x->n_qblocks, qbi = task % x->n_qblocks;
     int64_t r0 = ti * x->tile, rows = c->n - r0 < x->tile ? c->n - r0 : x->tile;
     int64_t q0 = qbi * PL__QBLOCK, qn = x->nq - q0 < PL__QBLOCK ? x->nq - q0 : PL__QBLOCK;
@@ -120,7 +192,7 @@ static void pl__exact_task(void *arg, int64_t task, int slot)
         b = (const float *)c->data + r0 * d;
     } else {
         /* f16/bf16 stay compact in memory (half the traffic); a tile is widened into cache. */
-        float *cv = x->conv + (size_t)slot * x->conv_n;
+        float *cv = (float *)(mine + x->off_conv);
         const uint16_t *src = (const uint16_t *)c->data + r0 * d;
         int64_t m = rows * d;
         if (c->dtype == PL_F16)
@@ -130,12 +202,14 @@ static void pl__exact_task(void *arg, int64_t task, int slot)
             for (int64_t i = 0; i < m; i++)
                 cv[i] = pl_bf16_to_f32(src[i]);
         b = cv;
+        if (x->prof) t1 = pl__ns();
     }
-    float *s = x->sbuf + (size_t)slot * x->sbuf_n;
+    float *s = (float *)(mine + x->off_sbuf);
     pl_blas_sgemm(true, qn, rows, d, 1.0f, x->q + q0 * d, d, b, d, 0.0f, s, rows);
+    int64_t t2 = x->prof ? pl__ns() : 0;
     const float *norm = c->norms ? c->norms + r0 : NULL;
-    pl__hit *heaps = x->heaps + (size_t)slot * (size_t)(x->nq * x->k);
-    int64_t *sizes = x->sizes + (size_t)slot * (size_t)x->nq;
+    pl__hit *heaps = (pl__hit *)(mine + x->off_heaps);
+    int64_t *sizes = (int64_t *)(mine + x->off_sizes);
     for (int64_t i = 0; i < qn; i++) {
         int64_t qi = q0 + i;
         pl__hit *heap = heaps + qi * x->k;
@@ -171,46 +245,168 @@ static void pl__exact_task(void *arg, int64_t task, int slot)
             }
         }
     }
+    if (x->prof) {
+        int64_t t3 = pl__ns();
+        prof->convert_ns += t1 - t0;
+        prof->gemm_ns += t2 - t1;
+        prof->select_ns += t3 - t2;
+        prof->tasks++;
+    }
+}
+
+/* The calling thread's scratch, kept between calls (a host worker searches every batch of the
+ * run: its slots' heaps and score blocks are allocated once, at the first batch or when a
+ * batch needs more) and freed when the thread exits. */
+typedef struct pl__scratch {
+    void *p;
+    size_t cap;
+} pl__scratch;
+
+static pthread_key_t pl__scratch_key;
+static pthread_once_t pl__scratch_once = PTHREAD_ONCE_INIT;
+
+static void pl__scratch_free(void *v)
+{
+    pl__scratch *sc = v;
+    free(sc->p);
+    free(sc);
+}
+
+static void pl__scratch_init(void)
+{
+    (void)pthread_key_create(&pl__scratch_key, pl__scratch_free);
+}
+
+/* bytes of cache-line-aligned scratch for this thread; NULL when out of memory. */
+static void *pl__scratch_get(size_t bytes)
+{
+    pthread_once(&pl__scratch_once, pl__scratch_init);
+    pl__scratch *sc = pthread_getspecific(pl__scratch_key);
+    if (!sc) {
+        sc = calloc(1, sizeof *sc);
+        if (!sc) return NULL;
+        if (pthread_setspecific(pl__scratch_key, sc) != 0) {
+            free(sc);
+            return NULL;
+        }
+    }
+    if (sc->cap < bytes) {
+        free(sc->p);
+        sc->cap = 0;
+        sc->p = aligned_alloc(PL__LINE, pl__round_line(bytes));
+        if (!sc->p) return NULL;
+        sc->cap = bytes;
+    }
+    return sc->p;
+}
+
+/* Merges the slots' heaps of query qi into slot 0's (the others offered to it: O(slots x k)
+ * with most rejected by one compare), then sorts its k, nearest first, into out. */
+static void pl__merge(const pl__exact *x, int slots, int64_t qi, pl__hit *out)
+{
+    int64_t k = x->k;
+    pl__hit *heap = (pl__hit *)(x->base + x->off_heaps) + qi * k;
+    int64_t *size = (int64_t *)(x->base + x->off_sizes) + qi;
+    for (int sl = 1; sl < slots; sl++) {
+        const char *o = x->base + (size_t)sl * x->slot_bytes;
+        const pl__hit *oh = (const pl__hit *)(o + x->off_heaps) + qi * k;
+        int64_t on = ((const int64_t *)(o + x->off_sizes))[qi];
+        for (int64_t t = 0; t < on; t++)
+            if (*size < k || pl__better(oh[t], heap[0])) pl__offer(heap, size, k, oh[t]);
+    }
+    memcpy(out, heap, (size_t)*size * sizeof *out);
+    qsort(out, (size_t)*size, sizeof *out, pl__cmp_hit);
+}
+
+static bool pl__prof_env;
+static pthread_once_t pl__prof_once = PTHREAD_ONCE_INIT;
+
+static void pl__prof_init(void)
+{
+    const char *e = getenv("PIPECTL_SEARCH_PROFILE");
+    pl__prof_env = e && *e && strcmp(e, "0") != 0;
 }
 
 pl_status pl_search_exact(pl_pool *pool, int parallel, const float *queries, int64_t nq,
                           const pl_search_corpus *corpus, pl_metric metric, int64_t k, int32_t *ids,
                           float *scores, const char *who, pl_error *err)
 {
+    pthread_once(&pl__prof_once, pl__prof_init);
+    if (!pl__prof_env)
+        return pl_search_exact_prof(pool, parallel, queries, nq, corpus, metric, k, ids, scores,
+                                    who, NULL, err);
+    pl_search_prof p;
+    pl_status st = pl_search_exact_prof(pool, parallel, queries, nq, corpus, metric, k, ids, scores,
+                                        who, &p, err);
+    if (st == PL_OK) {
+        char line[400];
+        pl_search_prof_format(&p, line, sizeof line);
+        fprintf(stderr, "search profile: %s%s%s\n", who ? who : "", who ? ": " : "", line);
+    }
+    return st;
+}
+
+void pl_search_prof_format(const pl_search_prof *p, char *buf, size_t cap)
+{
+    double busy = p->gemm_s + p->select_s + p->convert_s;
+    snprintf(buf, cap,
+             "wall %.3f ms = setup %.3f + pool %.3f + merge %.3f; %d slots, %lld tasks; per slot "
+             "(sum / slots): gemm %.3f convert %.3f select %.3f idle %.3f ms; busiest slot %.3f, "
+             "least busy %.3f ms",
+             p->wall_s * 1e3, p->setup_s * 1e3, p->pool_s * 1e3, p->merge_s * 1e3, p->slots,
+             (long long)p->tasks, p->gemm_s * 1e3 / p->slots, p->convert_s * 1e3 / p->slots,
+             p->select_s * 1e3 / p->slots, (p->pool_s * p->slots - busy) * 1e3 / p->slots,
+             p->busy_max_s * 1e3, p->busy_min_s * 1e3);
+}
+
+pl_status pl_search_exact_prof(pl_pool *pool, int parallel, const float *queries, int64_t nq,
+                               const pl_search_corpus *corpus, pl_metric metric, int64_t k,
+                               int32_t *ids, float *scores, const char *who, pl_search_prof *prof,
+                               pl_error *err)
+{
+    if (prof) memset(prof, 0, sizeof *prof);
     if (nq <= 0) return PL_OK;
-    pl__exact x = {.q = queries, .nq = nq, .d = corpus->d, .k = k, .c = corpus, .metric = metric};
-    x.tile = pl_search_tile_rows(corpus->d);
+    int64_t t0 = prof ? pl__ns() : 0;
+    pl__exact x = {.q = queries,
+                   .nq = nq,
+                   .d = corpus->d,
+                   .k = k,
+                   .c = corpus,
+                   .metric = metric,
+                   .prof = prof != NULL};
+    x.tile = pl_search_tile_rows(corpus->n, corpus->d);
     x.n_tiles = (corpus->n + x.tile - 1) / x.tile;
     x.n_qblocks = (nq + PL__QBLOCK - 1) / PL__QBLOCK;
     int64_t n_tasks = x.n_tiles * x.n_qblocks;
     int slots = parallel < 1 ? 1 : parallel;
     if (slots > pl_pool_threads(pool) + 1) slots = pl_pool_threads(pool) + 1;
     if (slots > n_tasks) slots = (int)n_tasks;
-    x.sbuf_n = (size_t)(nq < PL__QBLOCK ? nq : PL__QBLOCK) * (size_t)x.tile;
-    x.conv_n = corpus->dtype == PL_F32 ? 0 : (size_t)x.tile * (size_t)x.d;
-    x.heaps = malloc((size_t)slots * (size_t)(nq * k) * sizeof *x.heaps);
-    x.sizes = calloc((size_t)slots * (size_t)nq, sizeof *x.sizes);
-    x.sbuf = malloc((size_t)slots * x.sbuf_n * sizeof *x.sbuf);
-    x.conv = x.conv_n ? malloc((size_t)slots * x.conv_n * sizeof *x.conv) : NULL;
-    pl__hit *all = malloc((size_t)slots * (size_t)k * sizeof *all);
-    pl_status st = PL_OK;
-    if (!x.heaps || !x.sizes || !x.sbuf || (x.conv_n && !x.conv) || !all) {
-        st = pl_error_set(err, PL_ENOMEM,
-                          "error: %s%sout of memory for search scratch (%d threads x %lld queries "
-                          "x k %lld)",
-                          who ? who : "", who ? ": " : "", slots, (long long)nq, (long long)k);
-        goto done;
+    size_t sbuf_n = (size_t)(nq < PL__QBLOCK ? nq : PL__QBLOCK) * (size_t)x.tile;
+    size_t conv_n = corpus->dtype == PL_F32 ? 0 : (size_t)x.tile * (size_t)x.d;
+    x.off_heaps = pl__round_line(sizeof(pl__slot_prof));
+    x.off_sizes = x.off_heaps + pl__round_line((size_t)(nq * k) * sizeof(pl__hit));
+    x.off_sbuf = x.off_sizes + pl__round_line((size_t)nq * sizeof(int64_t));
+    x.off_conv = x.off_sbuf + pl__round_line(sbuf_n * sizeof(float));
+    x.slot_bytes = x.off_conv + pl__round_line(conv_n * sizeof(float));
+    /* The merge's output block follows the slots. */
+    size_t bytes = (size_t)slots * x.slot_bytes + (size_t)k * sizeof(pl__hit);
+    x.base = pl__scratch_get(bytes);
+    if (!x.base)
+        return pl_error_set(err, PL_ENOMEM,
+                            "error: %s%sout of memory for search scratch (%d threads x %lld "
+                            "queries x k %lld)",
+                            who ? who : "", who ? ": " : "", slots, (long long)nq, (long long)k);
+    pl__hit *all = (pl__hit *)(x.base + (size_t)slots * x.slot_bytes);
+    for (int sl = 0; sl < slots; sl++) {
+        char *mine = x.base + (size_t)sl * x.slot_bytes;
+        memset(mine, 0, sizeof(pl__slot_prof));
+        memset(mine + x.off_sizes, 0, (size_t)nq * sizeof(int64_t));
     }
+    int64_t t1 = prof ? pl__ns() : 0;
     pl_pool_run(pool, n_tasks, slots, pl__exact_task, &x);
+    int64_t t2 = prof ? pl__ns() : 0;
     for (int64_t qi = 0; qi < nq; qi++) {
-        int64_t m = 0;
-        for (int sl = 0; sl < slots; sl++) {
-            int64_t sz = x.sizes[(size_t)sl * (size_t)nq + (size_t)qi];
-            memcpy(all + m, x.heaps + (size_t)sl * (size_t)(nq * k) + (size_t)(qi * k),
-                   (size_t)sz * sizeof *all);
-            m += sz;
-        }
-        qsort(all, (size_t)m, sizeof *all, pl__cmp_hit);
+        pl__merge(&x, slots, qi, all);
         for (int64_t t = 0; t < k; t++)
             ids[qi * k + t] = all[t].i;
         if (!scores) continue;
@@ -227,11 +423,25 @@ pl_status pl_search_exact(pl_pool *pool, int parallel, const float *queries, int
             scores[qi * k + t] = (float)v;
         }
     }
-done:
-    free(x.heaps);
-    free(x.sizes);
-    free(x.sbuf);
-    free(x.conv);
-    free(all);
-    return st;
+    if (prof) {
+        int64_t t3 = pl__ns();
+        prof->slots = slots;
+        prof->tile = x.tile;
+        prof->setup_s = (double)(t1 - t0) * 1e-9;
+        prof->pool_s = (double)(t2 - t1) * 1e-9;
+        prof->merge_s = (double)(t3 - t2) * 1e-9;
+        prof->wall_s = (double)(t3 - t0) * 1e-9;
+        prof->busy_min_s = INFINITY;
+        for (int sl = 0; sl < slots; sl++) {
+            const pl__slot_prof *sp = (const pl__slot_prof *)(x.base + (size_t)sl * x.slot_bytes);
+            double busy = (double)(sp->gemm_ns + sp->select_ns + sp->convert_ns) * 1e-9;
+            prof->gemm_s += (double)sp->gemm_ns * 1e-9;
+            prof->select_s += (double)sp->select_ns * 1e-9;
+            prof->convert_s += (double)sp->convert_ns * 1e-9;
+            prof->tasks += sp->tasks;
+            if (busy > prof->busy_max_s) prof->busy_max_s = busy;
+            if (busy < prof->busy_min_s) prof->busy_min_s = busy;
+        }
+    }
+    return PL_OK;
 }

@@ -135,6 +135,14 @@ int main(int argc, char **argv)
     CK(pl_gpu_mm_new(lt, &s3, wsb, &mfc, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s4, wsb, &mout, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s5, wsb, &mhead, NULL, &err));
+    /* As the kind does: the last positions into f32 go through the f32 head kernel; bf16 into
+     * f32 logits at every position also multiplies ln_f's rounding residual. */
+    bool small = argmax && pl_gpt2_head_small_ok(rows, C);
+    bool split = !small && E == PL_BF16 && lgt == PL_F32;
+    float *hf = dev_random((size_t)rows * C, PL_F32);
+    pl_gpu_mm_shape s6 = {V, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true};
+    pl_gpu_mm *mhead_lo = NULL;
+    if (split) CK(pl_gpu_mm_new(lt, &s6, wsb, &mhead_lo, NULL, &err));
     /* As the gpt2 kind does in open(): time the heuristic's candidates, keep the fastest. */
     bool tune = arg(argc, argv, "--tune", 1) != 0;
     if (tune) {
@@ -142,17 +150,17 @@ int main(int argc, char **argv)
         CK(pl_gpu_mm_tune(mproj, wproj, att, x, ws, NULL, NULL, &err));
         CK(pl_gpu_mm_tune(mfc, wfc, h, u, ws, NULL, NULL, &err));
         CK(pl_gpu_mm_tune(mout, wout, u, x, ws, NULL, NULL, &err));
-        CK(pl_gpu_mm_tune(mhead, wte, h, lg, ws, NULL, NULL, &err));
+        if (!small) CK(pl_gpu_mm_tune(mhead, wte, h, lg, ws, NULL, NULL, &err));
     }
     cudaStream_t sm;
     CU(cudaStreamCreate(&sm));
-    int nops = 1 + L * 7 + 2 + (argmax ? 1 : 0);
+    int nops = 1 + L * 7 + 2 + (argmax ? 1 : 0) + (split ? 1 : 0);
+    int sms = pl_gpu_sm_count();
     cudaEvent_t *ev = malloc((size_t)(nops + 1) * sizeof *ev);
     int *kind = malloc((size_t)nops * sizeof *kind);
     for (int i = 0; i <= nops; i++)
         CU(cudaEventCreate(&ev[i]));
     double ms[OP_N] = {0}, total = 0;
-    int sms = pl_gpu_sm_count();
     for (int r = 0; r < reps + 2; r++) {
         int k = 0;
 #define OP(kd, call)                                                                               \
@@ -163,17 +171,25 @@ int main(int argc, char **argv)
     } while (0)
         OP(OP_EMBED, CU(pl_gpt2_launch_embed(E, x, ids, wte, wpe, N, T, C, V, sm)));
         for (int l = 0; l < L; l++) {
-            OP(OP_LN, CU(pl_gpt2_launch_layernorm(E, h, x, lnw, lnb, N, 0, 1, C, 1e-5f, sm)));
+            OP(OP_LN, CU(pl_gpt2_launch_layernorm(E, h, NULL, x, lnw, lnb, N, 0, 1, C, 1e-5f, sm)));
             OP(OP_QKV, CK(pl_gpu_mm_run(mqkv, wqkv, h, qkv, ws, sm, NULL, -1, &err)));
             OP(OP_ATTN, CU(pl_gpt2_launch_attention(E, att, qkv, B, T, H, C / H, sm)));
             OP(OP_PROJ, CK(pl_gpu_mm_run(mproj, wproj, att, x, ws, sm, NULL, -1, &err)));
-            OP(OP_LN, CU(pl_gpt2_launch_layernorm(E, h, x, lnw, lnb, N, 0, 1, C, 1e-5f, sm)));
+            OP(OP_LN, CU(pl_gpt2_launch_layernorm(E, h, NULL, x, lnw, lnb, N, 0, 1, C, 1e-5f, sm)));
             OP(OP_FC, CK(pl_gpu_mm_run(mfc, wfc, h, u, ws, sm, NULL, -1, &err)));
             OP(OP_OUT, CK(pl_gpu_mm_run(mout, wout, u, x, ws, sm, NULL, -1, &err)));
         }
-        OP(OP_LN, CU(pl_gpt2_launch_layernorm(E, h, x, lnw, lnb, rows, argmax ? T - 1 : 0,
-                                              argmax ? T : 1, C, 1e-5f, sm)));
-        OP(OP_HEAD, CK(pl_gpu_mm_run(mhead, wte, h, lg, ws, sm, NULL, -1, &err)));
+        if (small) { /* as the kind does at the last positions: ln_f in f32, the f32 head */
+            OP(OP_LN, CU(pl_gpt2_launch_layernorm(PL_F32, hf, NULL, x, lnw, lnb, rows, T - 1, T, C,
+                                                  1e-5f, sm)));
+            OP(OP_HEAD, CU(pl_gpt2_launch_head_f32(E, lg, hf, wte, rows, C, V, sms, sm)));
+        } else {
+            OP(OP_LN,
+               CU(pl_gpt2_launch_layernorm(E, h, split ? u : NULL, x, lnw, lnb, rows,
+                                           argmax ? T - 1 : 0, argmax ? T : 1, C, 1e-5f, sm)));
+            OP(OP_HEAD, CK(pl_gpu_mm_run(mhead, wte, h, lg, ws, sm, NULL, -1, &err)));
+            if (split) OP(OP_HEAD, CK(pl_gpu_mm_run(mhead_lo, wte, u, lg, ws, sm, NULL, -1, &err)));
+        }
         if (argmax) OP(OP_ARGMAX, CU(pl_gpu_launch_argmax((int)lgt, lg, rows, V, nx, sms, sm)));
 #undef OP
         CU(cudaEventRecord(ev[k], sm));
@@ -193,7 +209,7 @@ int main(int argc, char **argv)
     fl[OP_PROJ] = 2.0 * N * C * (double)C * L;
     fl[OP_FC] = 2.0 * N * C * 4.0 * C * L;
     fl[OP_OUT] = fl[OP_FC];
-    fl[OP_HEAD] = 2.0 * rows * (double)C * V;
+    fl[OP_HEAD] = 2.0 * rows * (double)C * V * (split ? 2 : 1);
     fl[OP_ATTN] = 2.0 * 2.0 * B * (double)T * (T + 1) / 2 * C * L; /* causal QK^T and PV */
     printf("bench_gpt2: B=%d T=%d layers=%d heads=%d embd=%d vocab=%d %s output %s, %d reps, "
            "gemm algorithms %s\n",

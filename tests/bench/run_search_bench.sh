@@ -13,8 +13,15 @@
 # ); python3 there needs numpy and torch.
 # Environment: OUT (default out/search_bench), BUILD (default build-search), JOBS (16),
 # THREADS ("1 16"), SIZES ("100000x384 1000000x768"), FAISS_N (1000000), FACTORY
-# ("IVF4096,Flat"), TILES (corpus rows per task tried by the "tiles" step), CLUSTERS (FAISS_N / 50: the data's clusters), NPROBES ("8 16 32 64"), REPS (5), STEPS ("build exact tiles faiss rag": any subset),
-# DEADLINE (seconds after which remaining steps are skipped; default 560).
+# ("IVF4096,Flat"), TILES (corpus rows per task tried by the "tiles" step), CLUSTERS (FAISS_N / 50: the data's clusters), NPROBES ("8 16 32 64"), REPS (5), STEPS ("build exact tiles faiss rag": any subset,
+# and "scale"), DEADLINE (seconds after which remaining steps are skipped; default 560).
+# The "scale" step (not in the default STEPS; about 3 minutes on 16 cores after the build):
+# the thread sweep SCALE_THREADS ("1 2 4 8 16") at SCALE_SIZES (SIZES) in one bench_search
+# process per size and OpenBLAS core type (CORETYPES: "default SkylakeX"; OPENBLAS_CORETYPE is
+# read when OpenBLAS loads, so each is its own process), with the profile of the exact search
+# (sgemm, selection, merge, idle time per slot) and the same tiles through sgemm alone, and
+# torch (matmul + topk) at the same thread counts in one process; SCALE_BUDGET (4) seconds of
+# measured reps at most per thread count (one at least). Its table is printed last.
 set -euo pipefail
 OUT=${OUT:-out/search_bench}
 BUILD=${BUILD:-build-search}
@@ -27,6 +34,10 @@ CLUSTERS=${CLUSTERS:-$((FAISS_N / 50))}
 NPROBES=${NPROBES:-8 16 32 64}
 REPS=${REPS:-5}
 STEPS=${STEPS:-build exact tiles faiss rag}
+SCALE_THREADS=${SCALE_THREADS:-1 2 4 8 16}
+SCALE_SIZES=${SCALE_SIZES:-$SIZES}
+CORETYPES=${CORETYPES:-default SkylakeX}
+SCALE_BUDGET=${SCALE_BUDGET:-4}
 TILES=${TILES:-128 256 512 1024 2048 4096}
 DEADLINE=${DEADLINE:-560}
 PY=${PY:-python3}
@@ -168,5 +179,62 @@ PYEOF
 )"
 fi
 
+declare -a srows=()
+if want scale; then
+    for size in $SCALE_SIZES; do
+        late && { srows+=("scale $size: skipped (deadline)"); continue; }
+        n=${size%x*} d=${size#*x}
+        c="$OUT/data/c_${size}.npy" q="$OUT/data/q_${size}.npy"
+        [ -f "$c" ] || run 300 $PY tests/bench/search_torch.py --make "$n" "$d" 64 \
+            --out-corpus "$c" --out-queries "$q" --seed 1 >/dev/null
+        ref="$OUT/data/ids_torch_scale_${size}.npy"
+        tl=$(run 300 $PY tests/bench/search_torch.py --corpus "$c" --queries "$q" --k 10 \
+            --threads "$SCALE_THREADS" --reps "$REPS" --rep-budget "$SCALE_BUDGET" --lib torch \
+            --ids-out "$ref") || true
+        # One sgemm on OpenBLAS's own threads beside, and the exact search again right after
+        # one (the order the "exact" step's figures were taken in), where quick (not at 1M rows).
+        gemm=() refopt=()
+        [ "$n" -lt 1000000 ] && gemm=(--gemm --after-blas)
+        [ -f "$ref" ] && refopt=(--ref-ids "$ref") # torch's ids, where torch ran
+        declare -A pls=()
+        for ct in $CORETYPES; do
+            late && break
+            # OPENBLAS_CORETYPE exported in the command substitution's subshell only.
+            pls[$ct]=$(if [ "$ct" != default ]; then export OPENBLAS_CORETYPE="$ct"; fi
+                run 300 "$B" --corpus "$c" \
+                --queries "$q" --k 10 --sweep "$SCALE_THREADS" --reps "$REPS" \
+                --rep-budget "$SCALE_BUDGET" "${gemm[@]}" "${refopt[@]}") || true
+            echo "${pls[$ct]}" >"$OUT/scale_${size}_${ct}.txt"
+        done
+        srows+=("$(printf "%-11s %3s | %-11s | %-8s %9s %7s %6s | %-32s | %s" "size" "t" "torch ms" \
+            "coretype" "exact ms" "GF/s" "tor/pl" "gemm/select/merge/idle ms (tiles GF/s)" "ids")")
+        for t in $SCALE_THREADS; do
+            th=$(grep "what=torch threads=$t " <<<"$tl" || true)
+            for ct in $CORETYPES; do
+                ex=$(grep "what=exact threads=$t " <<<"${pls[$ct]:-}" || true)
+                gt=$(grep "what=gemm_tiles threads=$t " <<<"${pls[$ct]:-}" || true)
+                ratio=$(awk -v a="$(kv ms "$th")" -v b="$(kv ms "$ex")" \
+                    'BEGIN{if(a>0&&b>0)printf "%.2f",a/b; else print "?"}')
+                same=$(grep -E "^ +$t " <<<"${pls[$ct]:-}" | awk '{print $NF}')
+                srows+=("$(printf "%-11s %3s | %11s | %-8s %9s %7s %6s | %-32s | %s" "$size" "$t" \
+                    "$(kv ms "$th")" "$ct" "$(kv ms "$ex")" "$(kv gflops "$ex")" "$ratio" \
+                    "$(kv gemm_ms "$ex")/$(kv select_ms "$ex")/$(kv merge_ms "$ex")/$(kv idle_ms "$ex") ($(kv gflops "$gt"))" \
+                    "$same")")
+            done
+        done
+        unset pls
+    done
+fi
+
 echo "== search benchmarks ($(nproc) cores; logs under $OUT)"
 printf '%s\n' "${rows[@]}"
+if [ ${#srows[@]} -gt 0 ]; then
+    echo "== scale: exact search by thread count and OpenBLAS core type (ids: same as at ${SCALE_THREADS%% *} thread(s))"
+    printf '%s\n' "${srows[@]}"
+    for f in "$OUT"/scale_*.txt; do
+        [ -f "$f" ] || continue
+        echo "-- $(basename "$f" .txt)"
+        sed -n '/^exact search/,$p' "$f"
+        grep "what=exact_after_blas" "$f" || true
+    done
+fi

@@ -6,7 +6,10 @@ matmul, then argpartition + a sort of the k kept. Each prints one "name=value" l
 measurement (median of --reps after one warm-up), parsed by run_search_bench.sh.
 
   search_torch.py --corpus C.npy --queries Q.npy --k 10 --threads T [--lib torch|numpy|both]
-                  [--metric ip|l2] [--reps 5] [--ids-out IDS.npy]
+                  [--metric ip|l2] [--reps 5] [--ids-out IDS.npy] [--rep-budget S]
+--threads "1 2 4 8 16": torch runs at each count in turn (torch.set_num_threads) on the data loaded
+once; numpy, whose BLAS threads are fixed when it loads (OPENBLAS_NUM_THREADS), runs only when one
+count is given. --rep-budget S: min(reps, max(1, S / warm-up)) reps at each count.
 Generating data (the driver's first step):
   search_torch.py --make N D NQ --out-corpus C.npy --out-queries Q.npy [--clusters M] [--seed S]
 """
@@ -66,7 +69,7 @@ def run_numpy(c, q, k, metric, reps, threads):
     return median(t), ids
 
 
-def run_torch(c, q, k, metric, reps, threads):
+def run_torch(c, q, k, metric, reps, threads, budget=0):
     import torch
 
     torch.set_num_threads(threads)
@@ -81,7 +84,11 @@ def run_torch(c, q, k, metric, reps, threads):
         return torch.topk(s, k, dim=1).indices
 
     with torch.inference_mode():
+        t0 = time.perf_counter()
         ids = once()
+        w = time.perf_counter() - t0
+        if budget > 0 and w > 0:
+            reps = max(1, min(reps, int(budget / w)))
         t = []
         for _ in range(reps):
             t0 = time.perf_counter()
@@ -100,7 +107,8 @@ def main():
     ap.add_argument("--corpus")
     ap.add_argument("--queries")
     ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", default="1")
+    ap.add_argument("--rep-budget", type=float, default=0)
     ap.add_argument("--metric", default="ip")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--lib", default="both")
@@ -115,15 +123,17 @@ def main():
     q = np.load(args.queries)
     n, d = c.shape
     flop = 2.0 * q.shape[0] * n * d
+    counts = [int(x) for x in args.threads.replace(",", " ").split()]
     libs = ["torch", "numpy"] if args.lib == "both" else [args.lib]
+    runs = [(lib, t) for lib in libs for t in counts if lib == "torch" or len(counts) == 1]
     saved = False
-    for lib in libs:
+    for lib, threads in runs:
         try:
             if lib == "torch":
-                t, ids = run_torch(c, q, args.k, args.metric, args.reps, args.threads)
+                t, ids = run_torch(c, q, args.k, args.metric, args.reps, threads, args.rep_budget)
                 extra = ""
             else:
-                t, ids = run_numpy(c, q, args.k, args.metric, args.reps, args.threads)
+                t, ids = run_numpy(c, q, args.k, args.metric, args.reps, threads)
                 extra = ""
                 try:
                     from threadpoolctl import threadpool_info
@@ -139,7 +149,7 @@ def main():
             print("what=%s skipped=%s" % (lib, str(e).replace(" ", "_")))
             continue
         print("what=%s threads=%d n=%d d=%d nq=%d k=%d ms=%.3f gflops=%.1f%s" %
-              (lib, args.threads, n, d, q.shape[0], args.k, t * 1e3, flop / t / 1e9, extra))
+              (lib, threads, n, d, q.shape[0], args.k, t * 1e3, flop / t / 1e9, extra))
         sys.stdout.flush()
         if args.ids_out and not saved:  # the first library that ran
             np.save(args.ids_out, ids.astype(np.int32))

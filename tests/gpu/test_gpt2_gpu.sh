@@ -1,8 +1,13 @@
 # test_gpt2_gpu (label gpu): the gpt2 kind's GPU forward on a tiny model (2 layers, 4 heads of 16,
 # 64 wide, vocab 512; T = 100, not a multiple of the attention tile) in f16 and bf16, against the
 # independent numpy forward (tests/e2e/gpt2_ref.py): logits relative L2 error <= 2e-2 and argmax
-# agreement >= 97% (near-ties may flip in 16-bit), log-probabilities within 2e-2; the same bytes
-# at depth 1 and 3, with graphs and with --no-graph. Skips (77) without a GPU or numpy.
+# agreement >= 97% in f16, >= 95% in bf16 (near-ties flip in 16-bit arithmetic: at 64 wide, bf16's
+# 8-bit mantissa leaves a relative error of about 8e-3, which flips 1.5-3% of the argmaxes of this
+# random model's nearly flat logits; the 124M test, tests/gpu/gpt2_hf.py, holds bf16 to 99%),
+# log-probabilities within 2e-2; the same bytes
+# at depth 1 and 3, with graphs and with --no-graph. The f16 run reads f32 weights; the bf16 run
+# reads the same model written in bf16 (what a bf16 checkpoint is), which the numpy reference
+# reads too, so both compute from identical weights. Skips (77) without a GPU or numpy.
 set -u
 pipectl=$1 src=$2 build=$3
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU"; exit 77; }
@@ -14,13 +19,16 @@ done
 ref=$src/tests/e2e/gpt2_ref.py
 work=$build/gpt2_gpu_test
 rm -rf "$work"
-mkdir -p "$work/snap"
+mkdir -p "$work/snap" "$work/snap_bf16"
 fail=0
 err() { echo "FAIL: $*"; fail=1; }
 B=4 T=100 V=512
 $PY "$ref" make "$work/snap" --seed 11 --B $B --T $T --batches 3 || exit 1
+$PY "$ref" make "$work/snap_bf16" --seed 11 --B $B --T $T --batches 3 --dtype BF16 || exit 1
 for dt in f16 bf16; do
     d=$work/$dt
+    snap=snap
+    [ "$dt" = bf16 ] && snap=snap_bf16
     mkdir -p "$d"
     cat >"$d/p.yaml" <<YAML
 pipeline: gpt2_gpu_$dt
@@ -39,14 +47,14 @@ buffers:
   nx:      {where: host, dtype: i32, shape: [$B, $T]}
   lp:      {where: host, dtype: f32, shape: [$B, $T]}
 stages:
-  - {name: read_ids, kind: source, to: ids, file: ../snap/ids.npy}
-  - {name: read_tg, kind: source, to: tg, file: ../snap/targets.npy}
+  - {name: read_ids, kind: source, to: ids, file: ../$snap/ids.npy}
+  - {name: read_tg, kind: source, to: tg, file: ../$snap/targets.npy}
   - {name: up, kind: h2d, from: ids, to: ids_dev}
   - {name: up_tg, kind: h2d, from: tg, to: tg_dev}
-  - {name: lm, kind: gpt2, weights: ../snap, dtype: $dt, ids: ids_dev, out: lg_dev}
-  - {name: lm16, kind: gpt2, weights: ../snap, dtype: $dt, positions: last, ids: ids_dev, out: l16_dev}
-  - {name: greedy, kind: gpt2, weights: ../snap, dtype: $dt, output: argmax, positions: all, ids: ids_dev, out: nx_dev}
-  - {name: score, kind: gpt2, weights: ../snap, dtype: $dt, output: logprob, ids: ids_dev, targets: tg_dev, out: lp_dev}
+  - {name: lm, kind: gpt2, weights: ../$snap, dtype: $dt, ids: ids_dev, out: lg_dev}
+  - {name: lm16, kind: gpt2, weights: ../$snap, dtype: $dt, positions: last, ids: ids_dev, out: l16_dev}
+  - {name: greedy, kind: gpt2, weights: ../$snap, dtype: $dt, output: argmax, positions: all, ids: ids_dev, out: nx_dev}
+  - {name: score, kind: gpt2, weights: ../$snap, dtype: $dt, output: logprob, ids: ids_dev, targets: tg_dev, out: lp_dev}
   - {name: down, kind: d2h, from: lg_dev, to: lg}
   - {name: down16, kind: d2h, from: l16_dev, to: l16}
   - {name: down_nx, kind: d2h, from: nx_dev, to: nx}
@@ -65,12 +73,14 @@ YAML
         fi
         if [ -z "$first" ]; then
             first=$mode
-            $PY "$ref" check "$work/snap" "$d/out/logits.npy" --output logits --tol-rel 2e-2 --min-agree 0.97 || err "$dt: logits"
+            agree=0.97
+            [ "$dt" = bf16 ] && agree=0.95
+            $PY "$ref" check "$work/$snap" "$d/out/logits.npy" --output logits --tol-rel 2e-2 --min-agree $agree || err "$dt: logits"
             if [ "$dt" = f16 ]; then # numpy has no bf16: the f16 file is read directly
-                $PY "$ref" check "$work/snap" "$d/out/logits_last.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f16 output)"
+                $PY "$ref" check "$work/$snap" "$d/out/logits_last.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f16 output)"
             fi
-            $PY "$ref" check "$work/snap" "$d/out/next.npy" --output argmax --positions all --min-agree 0.97 || err "$dt: argmax"
-            $PY "$ref" check "$work/snap" "$d/out/logprob.npy" --output logprob --tol-rel 2e-2 || err "$dt: logprob"
+            $PY "$ref" check "$work/$snap" "$d/out/next.npy" --output argmax --positions all --min-agree $agree || err "$dt: argmax"
+            $PY "$ref" check "$work/$snap" "$d/out/logprob.npy" --output logprob --tol-rel 2e-2 || err "$dt: logprob"
             mv "$d/out" "$d/out1"
         else
             for f in logits logits_last next logprob; do

@@ -1,8 +1,10 @@
-/* cuda_emu: just enough of CUDA's device built-ins and WMMA to run the gpt2 kind's kernels
- * (stages/gpt2_kernels.cuh) on CPU threads, one block at a time, one std::thread per CUDA
- * thread: __syncthreads and __syncwarp are barriers, shuffles go through per-warp slots, a WMMA
- * fragment holds its whole 16 x 16 tile in f32 (stores by lane 0, then the kernel's own
- * __syncwarp publishes them), __shared__ is block-wide static storage (blocks run in turn).
+/* cuda_emu: just enough of CUDA's device built-ins, ldmatrix and mma.sync to run the gpt2 kind's
+ * kernels (stages/gpt2_kernels.cuh) on CPU threads, one block at a time, one std::thread per CUDA
+ * thread: __syncthreads and __syncwarp are barriers, shuffles go through per-warp slots, and the
+ * warp-wide ldmatrix and mma.sync m16n8k16 gather every lane's registers through per-thread
+ * slots and hand each lane its part by the PTX ISA's fragment layouts, so a kernel that gets a
+ * layout wrong computes a wrong result here too. __shared__ is block-wide static storage (blocks
+ * run in turn).
  * f16/bf16 are the host's bit conversions (runtime/pl_half.h). For tests only: it checks
  * indexing, masking, synchronisation and arithmetic, not timing. */
 #ifndef PL_CUDA_EMU_H
@@ -39,6 +41,9 @@ inline int4 make_int4(int a, int b, int c, int d)
 {
     return int4{a, b, c, d};
 }
+struct uint2 {
+    unsigned x, y;
+};
 struct float4 {
     float x, y, z, w;
 };
@@ -82,7 +87,9 @@ namespace emu
 struct block {
     std::barrier<> *all;
     std::vector<std::barrier<> *> warps;
-    std::vector<uint64_t> slots; /* one per thread, for shuffles */
+    std::vector<uint64_t> slots;    /* one per thread, for shuffles */
+    std::vector<const void *> ptrs; /* one per thread, for ldmatrix */
+    std::vector<uint32_t> regs;     /* six per thread, for mma */
 };
 inline thread_local dim3 tid, bid;
 inline dim3 grid_dim, block_dim;
@@ -108,6 +115,8 @@ inline void launch(dim3 grid, dim3 blk, size_t smem_bytes, const std::function<v
                     ws.push_back(new std::barrier<>(32));
                 b.warps = ws;
                 b.slots.assign(n, 0);
+                b.ptrs.assign(n, nullptr);
+                b.regs.assign((size_t)n * 6, 0);
                 cur = &b;
                 std::vector<std::thread> th;
                 for (unsigned t = 0; t < n; t++)
@@ -167,25 +176,6 @@ inline void cp_async16(void *dst, const void *src, bool valid)
 inline void cp_async_commit() {}
 template <int N> inline void cp_async_wait() {}
 
-namespace nvcuda
-{
-namespace wmma
-{
-struct matrix_a {
-};
-struct matrix_b {
-};
-struct accumulator {
-};
-struct row_major {
-};
-struct col_major {
-};
-enum layout_t { mem_row_major, mem_col_major };
-
-template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
-    float x[16 * 16]; /* [row][col] */
-};
 inline float emu_f(__half h)
 {
     return __half2float(h);
@@ -194,44 +184,87 @@ inline float emu_f(__nv_bfloat16 h)
 {
     return __bfloat162float(h);
 }
-template <typename Use, typename T, typename L>
-void load_matrix_sync(fragment<Use, 16, 16, 16, T, L> &f, const T *p, unsigned ldm)
+inline uint16_t bits_of(__half v)
 {
-    for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 16; c++)
-            f.x[r * 16 + c] =
-                emu_f(std::is_same<L, row_major>::value ? p[r * ldm + c] : p[c * ldm + r]);
+    return v.bits;
 }
-template <typename T> void fill_fragment(fragment<accumulator, 16, 16, 16, T> &f, float v)
+inline uint16_t bits_of(__nv_bfloat16 v)
 {
-    for (float &e : f.x)
-        e = v;
+    return v.bits;
 }
-template <typename TA, typename LA, typename TB, typename LB>
-void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
-              const fragment<matrix_a, 16, 16, 16, TA, LA> &a,
-              const fragment<matrix_b, 16, 16, 16, TB, LB> &b,
-              const fragment<accumulator, 16, 16, 16, float> &c)
+
+namespace emu
 {
-    float out[256];
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            float s = c.x[i * 16 + j];
-            for (int k = 0; k < 16; k++)
-                s += a.x[i * 16 + k] * b.x[k * 16 + j];
-            out[i * 16 + j] = s;
+/* ldmatrix .x4 (trans): lane i names row i % 8 of matrix i / 8; register j of lane l holds matrix
+ * j's row l / 4 at columns 2 (l % 4), + 1 (trans: column l / 4 of rows 2 (l % 4), + 1), the
+ * lower column in the low half. */
+inline void ldsm(uint32_t (&r)[4], const void *p, bool trans)
+{
+    unsigned me = flat(), base = me & ~31u, l = me - base;
+    cur->ptrs[me] = p;
+    __syncwarp();
+    for (unsigned j = 0; j < 4; j++) {
+        if (!trans) {
+            const uint16_t *row = static_cast<const uint16_t *>(cur->ptrs[base + 8 * j + l / 4]);
+            r[j] = (uint32_t)row[2 * (l % 4)] | (uint32_t)row[2 * (l % 4) + 1] << 16;
+        } else {
+            const uint16_t *a =
+                static_cast<const uint16_t *>(cur->ptrs[base + 8 * j + 2 * (l % 4)]);
+            const uint16_t *b =
+                static_cast<const uint16_t *>(cur->ptrs[base + 8 * j + 2 * (l % 4) + 1]);
+            r[j] = (uint32_t)a[l / 4] | (uint32_t)b[l / 4] << 16;
         }
-    std::memcpy(d.x, out, sizeof out);
+    }
+    __syncwarp();
 }
-inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
-                              unsigned ldm, layout_t l)
+} // namespace emu
+inline void ldsm_x4(uint32_t (&r)[4], const void *p)
 {
-    if (emu::flat() % 32 != 0) return; /* lane 0 writes; the kernel's __syncwarp publishes */
-    for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 16; c++)
-            p[l == mem_row_major ? r * ldm + c : c * ldm + r] = f.x[r * 16 + c];
+    emu::ldsm(r, p, false);
 }
-} // namespace wmma
-} // namespace nvcuda
+inline void ldsm_x4_trans(uint32_t (&r)[4], const void *p)
+{
+    emu::ldsm(r, p, true);
+}
+/* mma.sync m16n8k16, row.col, f32 accumulation. Lane l = 4 g + t: A registers a0..a3 hold
+ * (row g, columns 2t, 2t+1), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..); B b0, b1 hold
+ * (rows 2t, 2t+1, column g), (rows 2t + 8.., g); C/D c0, c1 (row g, columns 2t, 2t+1), c2, c3
+ * (row g + 8). */
+template <typename E>
+inline void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    unsigned me = emu::flat(), base = me & ~31u, l = me - base;
+    uint32_t *mine = &emu::cur->regs[(size_t)me * 6];
+    for (int i = 0; i < 4; i++)
+        mine[i] = a[i];
+    mine[4] = b0;
+    mine[5] = b1;
+    __syncwarp();
+    auto half = [](uint32_t w, int hi) {
+        E e;
+        e.bits = (uint16_t)(hi ? w >> 16 : w & 0xffff);
+        return (double)emu_f(e);
+    };
+    auto A = [&](int r, int k) {
+        unsigned lane = 4 * (r % 8) + (k % 8) / 2;
+        int reg = (r >= 8) + 2 * (k >= 8);
+        return half(emu::cur->regs[(size_t)(base + lane) * 6 + reg], k % 2);
+    };
+    auto B = [&](int k, int n) {
+        unsigned lane = 4 * n + (k % 8) / 2;
+        return half(emu::cur->regs[(size_t)(base + lane) * 6 + 4 + (k >= 8)], k % 2);
+    };
+    float out[4];
+    for (int i = 0; i < 4; i++) {
+        int r = (int)(l / 4) + 8 * (i >= 2), c = 2 * (int)(l % 4) + (i & 1);
+        double acc = d[i];
+        for (int k = 0; k < 16; k++)
+            acc += A(r, k) * B(k, c);
+        out[i] = (float)acc;
+    }
+    __syncwarp();
+    for (int i = 0; i < 4; i++)
+        d[i] = out[i];
+}
 
 #endif

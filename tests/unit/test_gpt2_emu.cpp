@@ -1,9 +1,10 @@
 /* test_gpt2_emu: the gpt2 kind's CUDA kernels (stages/gpt2_kernels.cuh) run on the CPU through
  * tests/unit/cuda_emu.h and compared with plain double-precision references: flash attention at
  * head sizes 16, 32, 64 and lengths that are and are not multiples of its 64-row tile, in f16 and
- * bf16; the plain attention; layernorm (all rows and last positions); embedding; log-softmax. It
- * checks the kernels' indexing, causal masking, online softmax and synchronisation without a GPU;
- * the GPU test (tests/gpu/test_gpt2_gpu.sh) checks them on the device. */
+ * bf16 (through the emulated ldmatrix and mma.sync, with their PTX fragment layouts); the plain
+ * attention; layernorm (all rows and last positions); embedding; log-softmax. It checks the
+ * kernels' indexing, causal masking, online softmax and synchronisation without a GPU; the GPU test
+ * (tests/gpu/test_gpt2_gpu.sh) checks them on the device. */
 #include "cuda_emu.h"
 
 #include <cstdio>
@@ -73,7 +74,7 @@ static std::vector<double> attention_ref(const std::vector<E> &qkv, int B, int T
     return out;
 }
 
-template <typename E, int HD>
+template <typename E, int HD, int NW = 4>
 static void check_attention(int B, int T, int H, const char *name, bool plain)
 {
     int C = H * HD;
@@ -84,8 +85,9 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
         v = to_e<E>(nd(rng));
     auto ref = attention_ref(qkv, B, T, H, HD);
     float scale_log2 = 1.4426950408889634f / std::sqrt((float)HD);
-    emu::launch(dim3((T + kBR - 1) / kBR, H, B), dim3(kWarps * 32), attn_smem<HD>::bytes,
-                [&] { attention_kernel<E, HD>(out.data(), qkv.data(), T, H, scale_log2); });
+    using L = attn_smem<HD, NW>;
+    emu::launch(dim3((T + L::BR - 1) / L::BR, H, B), dim3(NW * 32), L::bytes,
+                [&] { attention_kernel<E, HD, NW>(out.data(), qkv.data(), T, H, scale_log2); });
     if (plain) /* a CPU thread per CUDA thread: only where it adds something */
         emu::launch(dim3((unsigned)(((int64_t)B * T * H * 32 + 255) / 256)), dim3(256), 0, [&] {
             attention_naive_kernel<E>(out2.data(), qkv.data(), B, T, H, HD,
@@ -99,7 +101,8 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
     }
     double r1 = std::sqrt(e1 / n), r2 = std::sqrt(e2 / n);
     double tol = std::is_same<E, __half>::value ? 4e-3 : 2e-2;
-    std::printf("attention %s hd=%d B=%d T=%d H=%d: flash rel L2 %.2e", name, HD, B, T, H, r1);
+    std::printf("attention %s hd=%d B=%d T=%d H=%d, %d warps: flash rel L2 %.2e", name, HD, B, T, H,
+                NW, r1);
     if (plain) std::printf(", plain %.2e", r2);
     std::printf("\n");
     EXPECT(r1 < tol, "flash attention %s hd %d T %d: relative L2 error %g >= %g", name, HD, T, r1,
@@ -121,11 +124,12 @@ static void check_layernorm_embed_logprob(int C)
     for (auto &v : wpe)
         v = nd(rng);
     /* layernorm, last positions: rows b*T + T-1 */
-    std::vector<__half> out((size_t)B * C);
+    std::vector<__half> out((size_t)B * C), lo((size_t)B * C);
     emu::launch(dim3((B + 7) / 8), dim3(256), 0, [&] {
-        layernorm_kernel<__half>(out.data(), x.data(), w.data(), b.data(), B, T - 1, T, C, 1e-5f);
+        layernorm_kernel<__half>(out.data(), lo.data(), x.data(), w.data(), b.data(), B, T - 1, T,
+                                 C, 1e-5f);
     });
-    double worst = 0;
+    double worst = 0, worst_split = 0;
     for (int r = 0; r < B; r++) {
         const float *xr = &x[((size_t)r * T + T - 1) * C];
         double m = 0, v = 0;
@@ -138,10 +142,15 @@ static void check_layernorm_embed_logprob(int C)
         for (int i = 0; i < C; i++) {
             double want = (xr[i] - m) / std::sqrt(v + 1e-5) * w[i] + b[i];
             worst = std::max(worst, std::fabs(fe(out[(size_t)r * C + i]) - want));
+            /* out + lo: the rounding residual restores about 11 more bits */
+            worst_split = std::max(worst_split, std::fabs(fe(out[(size_t)r * C + i]) +
+                                                          fe(lo[(size_t)r * C + i]) - want));
         }
     }
     std::printf("layernorm (last positions, C=%d): max error %.2e\n", C, worst);
     EXPECT(worst < 4e-3, "layernorm: max error %g", worst);
+    std::printf("layernorm out + residual: max error %.2e\n", worst_split);
+    EXPECT(worst_split < 2e-5, "layernorm out + residual: max error %g", worst_split);
     /* embedding */
     std::vector<__half> wte((size_t)V * C);
     for (auto &v : wte)
@@ -185,6 +194,31 @@ static void check_layernorm_embed_logprob(int C)
     EXPECT(worst < 1e-4, "logprob: max error %g", worst);
 }
 
+/* The f32 LM head at a few rows against a double-precision product. */
+template <typename E> static void check_head(int rows, int C, int V)
+{
+    std::mt19937 rng(rows * 7 + C);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> h((size_t)rows * C), out((size_t)rows * V, -7.0f);
+    std::vector<E> w((size_t)V * C);
+    for (auto &v : h)
+        v = nd(rng);
+    for (auto &v : w)
+        v = to_e<E>(nd(rng) * 0.05f);
+    emu::launch(dim3(2), dim3(64), 0,
+                [&] { head_f32_kernel<E>(out.data(), h.data(), w.data(), rows, C, V); });
+    double worst = 0;
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < V; v++) {
+            double want = 0;
+            for (int c = 0; c < C; c++)
+                want += (double)h[(size_t)r * C + c] * fe(w[(size_t)v * C + c]);
+            worst = std::max(worst, std::fabs(out[(size_t)r * V + v] - want));
+        }
+    std::printf("head f32 rows=%d C=%d V=%d: max error %.2e\n", rows, C, V, worst);
+    EXPECT(worst < 1e-4, "head f32 rows %d C %d: max error %g", rows, C, worst);
+}
+
 int main()
 {
     check_attention<__half, 16>(2, 100, 1, "f16", false);
@@ -193,8 +227,12 @@ int main()
     check_attention<__nv_bfloat16, 64>(1, 70, 1, "bf16", false);
     check_attention<__nv_bfloat16, 16>(1, 1, 2, "bf16", false);
     check_attention<__half, 32>(1, 40, 1, "f16", true);
-    check_layernorm_embed_logprob(48);   /* float4 path */
-    check_layernorm_embed_logprob(50);   /* C % 4 != 0: the scalar path */
+    check_attention<__half, 64>(1, 300, 1, "f16", false); /* 5 blocks, the last partial */
+    check_attention<__nv_bfloat16, 32>(2, 129, 1, "bf16", false);
+    check_head<__half>(3, 264, 37); /* C / 8 = 33 chunks: lanes with two and with one */
+    check_head<__nv_bfloat16>(kHeadMaxRows, 64, 9); /* V % kHeadV != 0 */
+    check_layernorm_embed_logprob(48);              /* float4 path */
+    check_layernorm_embed_logprob(50);              /* C % 4 != 0: the scalar path */
     check_layernorm_embed_logprob(1600); /* GPT-2 XL's width: the float4 path at its limit */
     if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;

@@ -81,7 +81,8 @@ static int run_exact(const float *q, int64_t nq, const void *c, pl_dtype t, int6
 static void test_random(void)
 {
     const int64_t d = 48, nq = 37, k = 7;
-    const int64_t n = 2 * pl_search_tile_rows(d) + 123; /* three tiles, the last partial */
+    /* Several tiles (those of a large corpus cut finer for this small one), the last partial. */
+    const int64_t n = 2 * pl_search_tile_rows(INT64_C(1) << 30, d) + 123;
     float *q = malloc((size_t)(nq * d) * sizeof *q);
     float *cf = malloc((size_t)(n * d) * sizeof *cf);
     uint16_t *ch = malloc((size_t)(n * d) * sizeof *ch);
@@ -158,7 +159,7 @@ static void test_random(void)
 static void test_ties(void)
 {
     const int64_t d = 16, nq = 9, k = 12;
-    const int64_t n = pl_search_tile_rows(d) + 77;
+    const int64_t n = pl_search_tile_rows(INT64_C(1) << 30, d) + 77;
     float *q = malloc((size_t)(nq * d) * sizeof *q);
     float *c = malloc((size_t)(n * d) * sizeof *c);
     for (int64_t i = 0; i < nq * d; i++)
@@ -225,6 +226,43 @@ static void test_norms(void)
     CHECK_EQ_INT(pl_search_norms(c, PL_F32, 3, 2, PL_METRIC_IP, out), 2);
     c[5] = 1e30f; /* finite: its square overflows f32, not the double sum */
     CHECK_EQ_INT(pl_search_norms(c, PL_F32, 3, 2, PL_METRIC_IP, out), -1);
+
+    /* Over the pool: the same bits, and the first bad row when several chunks hold one. */
+    const int64_t n = 20000, d = 100; /* 199 rows a task: about 100 tasks */
+    float *big = malloc((size_t)(n * d) * sizeof *big);
+    uint16_t *half = malloc((size_t)(n * d) * sizeof *half);
+    float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    for (int64_t i = 0; i < n * d; i++) {
+        big[i] = (float)(urand() * 2 - 1);
+        half[i] = pl_f32_to_bf16(big[i]);
+    }
+    for (int m = 0; m < 3; m++) {
+        CHECK_EQ_INT(pl_search_norms(big, PL_F32, n, d, (pl_metric)m, a), -1);
+        CHECK_EQ_INT(pl_search_norms_par(pool, 5, big, PL_F32, n, d, (pl_metric)m, b), -1);
+        CHECK(memcmp(a, b, (size_t)n * sizeof *a) == 0);
+        CHECK_EQ_INT(pl_search_norms(half, PL_BF16, n, d, (pl_metric)m, a), -1);
+        CHECK_EQ_INT(pl_search_norms_par(pool, 3, half, PL_BF16, n, d, (pl_metric)m, b), -1);
+        CHECK(memcmp(a, b, (size_t)n * sizeof *a) == 0);
+    }
+    big[(n - 3) * d + 7] = NAN;
+    big[12345 * d] = INFINITY;
+    CHECK_EQ_INT(pl_search_norms_par(pool, 5, big, PL_F32, n, d, PL_METRIC_L2, b), 12345);
+    CHECK_EQ_INT(pl_search_norms_par(NULL, 5, big, PL_F32, n, d, PL_METRIC_L2, b), 12345);
+    free(big);
+    free(half);
+    free(a);
+    free(b);
+}
+
+/* Tiles: about 256 KiB of rows, cut finer (to 64 rows at least) until a corpus has 64. */
+static void test_tiles(void)
+{
+    CHECK_EQ_INT(pl_search_tile_rows(100000, 384), 256); /* 391 tiles */
+    CHECK_EQ_INT(pl_search_tile_rows(1000000, 768), 256);
+    CHECK_EQ_INT(pl_search_tile_rows(100000, 128), 512); /* 196 tiles */
+    CHECK_EQ_INT(pl_search_tile_rows(10000, 384), 128);  /* 79 tiles, not 40 */
+    CHECK_EQ_INT(pl_search_tile_rows(1000, 384), 64);    /* 16: no finer than 64 rows */
+    CHECK_EQ_INT(pl_search_tile_rows(INT64_C(1) << 30, 16), 4096);
 }
 
 /* Through the stage: a NaN in a persistent corpus fails the batch, naming the row (bad input). */
@@ -278,6 +316,7 @@ int main(void)
     pl_error err;
     CHECK(pl_pool_new(4, &pool, &err) == PL_OK);
     test_norms();
+    test_tiles();
     test_random();
     test_ties();
     test_stage_nan();
