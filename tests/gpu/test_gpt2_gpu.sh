@@ -40,10 +40,14 @@ buffers:
   tg_dev:  {where: device, dtype: i32, shape: [$B, $T]}
   lg_dev:  {where: device, dtype: f32, shape: [$B, $T, $V]}
   l16_dev: {where: device, dtype: $dt, shape: [$B, $V]}
+  l32_dev: {where: device, dtype: f32, shape: [$B, $V]}
+  nxl_dev: {where: device, dtype: i32, shape: [$B]}
   nx_dev:  {where: device, dtype: i32, shape: [$B, $T]}
   lp_dev:  {where: device, dtype: f32, shape: [$B, $T]}
   lg:      {where: host, dtype: f32, shape: [$B, $T, $V]}
   l16:     {where: host, dtype: $dt, shape: [$B, $V]}
+  l32:     {where: host, dtype: f32, shape: [$B, $V]}
+  nxl:     {where: host, dtype: i32, shape: [$B]}
   nx:      {where: host, dtype: i32, shape: [$B, $T]}
   lp:      {where: host, dtype: f32, shape: [$B, $T]}
 stages:
@@ -53,14 +57,20 @@ stages:
   - {name: up_tg, kind: h2d, from: tg, to: tg_dev}
   - {name: lm, kind: gpt2, weights: ../$snap, dtype: $dt, ids: ids_dev, out: lg_dev}
   - {name: lm16, kind: gpt2, weights: ../$snap, dtype: $dt, positions: last, ids: ids_dev, out: l16_dev}
+  - {name: lm32, kind: gpt2, weights: ../$snap, dtype: $dt, positions: last, ids: ids_dev, out: l32_dev}
+  - {name: greedy_last, kind: gpt2, weights: ../$snap, dtype: $dt, output: argmax, ids: ids_dev, out: nxl_dev}
   - {name: greedy, kind: gpt2, weights: ../$snap, dtype: $dt, output: argmax, positions: all, ids: ids_dev, out: nx_dev}
   - {name: score, kind: gpt2, weights: ../$snap, dtype: $dt, output: logprob, ids: ids_dev, targets: tg_dev, out: lp_dev}
   - {name: down, kind: d2h, from: lg_dev, to: lg}
   - {name: down16, kind: d2h, from: l16_dev, to: l16}
+  - {name: down32, kind: d2h, from: l32_dev, to: l32}
+  - {name: down_nxl, kind: d2h, from: nxl_dev, to: nxl}
   - {name: down_nx, kind: d2h, from: nx_dev, to: nx}
   - {name: down_lp, kind: d2h, from: lp_dev, to: lp}
   - {name: save, kind: sink, from: lg, to: out/logits.npy}
   - {name: save16, kind: sink, from: l16, to: out/logits_last.npy}
+  - {name: save32, kind: sink, from: l32, to: out/logits_last32.npy}
+  - {name: save_nxl, kind: sink, from: nxl, to: out/next_last.npy}
   - {name: save_nx, kind: sink, from: nx, to: out/next.npy}
   - {name: save_lp, kind: sink, from: lp, to: out/logprob.npy}
 YAML
@@ -80,10 +90,13 @@ YAML
                 $PY "$ref" check "$work/$snap" "$d/out/logits_last.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f16 output)"
             fi
             $PY "$ref" check "$work/$snap" "$d/out/next.npy" --output argmax --positions all --min-agree $agree || err "$dt: argmax"
+            # The last positions in f32 (the f32 head kernel): B rows, so agreement in steps of 1/B.
+            $PY "$ref" check "$work/$snap" "$d/out/logits_last32.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f32 head)"
+            $PY "$ref" check "$work/$snap" "$d/out/next_last.npy" --output argmax --positions last --min-agree 0.75 || err "$dt: argmax (last, f32 head)"
             $PY "$ref" check "$work/$snap" "$d/out/logprob.npy" --output logprob --tol-rel 2e-2 || err "$dt: logprob"
             mv "$d/out" "$d/out1"
         else
-            for f in logits logits_last next logprob; do
+            for f in logits logits_last logits_last32 next next_last logprob; do
                 cmp -s "$d/out/$f.npy" "$d/out1/$f.npy" || err "$dt: $f.npy differs between '$first' and '$mode'"
             done
         fi
