@@ -120,6 +120,8 @@ const char *pl_key_type_name(pl_key_type t)
         return "list of names";
     case PL_KEY_INTS:
         return "list of integers";
+    case PL_KEY_SIZE:
+        return "size";
     case PL_KEY_FUNC:
         return "Lua function";
     case PL_KEY_MAP:
@@ -386,10 +388,96 @@ static pl_status pl__take_depth(pl_walk *w, const pl_field *f, const pl_value *v
 {
     pl_run_opts *r = obj;
     int64_t i;
+    r->depth_pos = v->pos;
+    if (pl__is_value(v) && strcmp(v->text, f->key.values) == 0) {
+        r->depth_auto = true;
+        return PL_OK;
+    }
+    /* A word that is not "auto" (a number that is not whole keeps pl__want_int's message) */
+    if (pl__is_value(v) && !pl__parse_i64(v->text, &i) && strspn(v->text, "+-.0123456789eE") == 0) {
+        char cb[72];
+        return pl__fail(w, v->pos,
+                        "run: 'depth' must be a whole number from %lld to %lld (%s) or '%s', got "
+                        "'%s'",
+                        (long long)f->min, (long long)f->max, f->cap, f->key.values,
+                        pl__clip(v->text, cb));
+    }
     PL_CHECK(pl__want_int(w, "run: ", f, v, &i));
     r->depth = (int)i;
-    r->depth_pos = v->pos;
+    r->depth_auto = false;
     return PL_OK;
+}
+
+/* memory_budget: {device: 8GiB, host_pinned: 4GiB} */
+static pl_status pl__take_size(pl_walk *w, const pl_field *f, const pl_value *v, uint64_t *out)
+{
+    char cb[72];
+    const char *key = pl__fname(w, f);
+    PL_CHECK(pl__want_scalar(w, "run: memory_budget: ", key, v, f->example));
+    if (!pl_bytes_parse(v->text, out))
+        return pl__fail(
+            w, v->pos,
+            "run: memory_budget: '%s' must be a size like 8GiB, 512MiB or 4096 (bytes), "
+            "got '%s'",
+            key, pl__clip(v->text, cb));
+    if (*out == 0)
+        return pl__fail(w, v->pos,
+                        "run: memory_budget: '%s' is 0; give a size like %s, or leave the key out "
+                        "for no limit on that side",
+                        key, f->example);
+    return PL_OK;
+}
+
+static pl_status pl__take_budget_device(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_budget *b = obj;
+    b->device_pos = v->pos;
+    return pl__take_size(w, f, v, &b->device);
+}
+
+static pl_status pl__take_budget_host(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_budget *b = obj;
+    b->host_pos = v->pos;
+    return pl__take_size(w, f, v, &b->host_pinned);
+}
+
+static const pl_field pl__budget_fields[] = {
+    {.key = {"device", PL_KEY_SIZE, NULL, "no limit",
+             "device memory the plan's device buffers may take: every slot and the persistent "
+             "ones"},
+     .example = "8GiB",
+     .take = pl__take_budget_device},
+    {.key = {"host_pinned", PL_KEY_SIZE, NULL, "no limit",
+             "pinned host memory the plan's host buffers may take: every slot and the persistent "
+             "ones"},
+     .example = "4GiB",
+     .take = pl__take_budget_host},
+    {.key = {NULL, 0, NULL, NULL, NULL}},
+};
+
+const pl_section pl_schema_budget = {"memory_budget", "### `run.memory_budget`",
+                                     "the most memory the plan's buffers may take on each side",
+                                     pl__budget_fields};
+
+static pl_status pl__take_budget(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_run_opts *r = obj;
+    char what[32];
+    const pl_value *keys[PL__MAX_WORDS], *vals[PL__MAX_WORDS];
+    if (pl_value_is_null(v)) return PL_OK;
+    if (!pl__is_map(v))
+        return pl__fail(w, v->pos, "run: '%s' must be a mapping like %s: %s, not %s", f->key.name,
+                        f->key.name, f->example, pl_value_what(v, what));
+    PL_CHECK(pl__match(w, &pl_schema_budget, v, "run: memory_budget: ", keys, vals));
+    if (!vals[0] && !vals[1])
+        return pl__fail(w, v->pos,
+                        "run: 'memory_budget' is empty; give device, host_pinned or both, like "
+                        "%s: %s",
+                        f->key.name, f->example);
+    r->budget.set = true;
+    r->budget.pos = v->pos;
+    return pl__take_section(w, &pl_schema_budget, v, &r->budget, vals, false);
 }
 
 static pl_status pl__take_device(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
@@ -424,8 +512,10 @@ static const pl_field pl__run_fields[] = {
      .max = PL_MAX_BATCHES,
      .cap = "PL_MAX_BATCHES",
      .take = pl__take_batches},
-    {.key = {"depth", PL_KEY_INT, NULL, "4",
-             "slots in flight: how many batches can be in the pipeline at once"},
+    {.key = {"depth", PL_KEY_INT, "auto", "4",
+             "slots in flight: how many batches can be in the pipeline at once; auto: the "
+             "smallest that reaches the bound, measured on the first batches, within "
+             "memory_budget"},
      .example = "1",
      .min = 1,
      .max = PL_MAX_DEPTH,
@@ -441,6 +531,12 @@ static const pl_field pl__run_fields[] = {
              "seed of everything random (init: random, source generators), 0 to 2^64-1"},
      .example = "42",
      .take = pl__take_seed},
+    {.key = {"memory_budget", PL_KEY_MAP, NULL, "none",
+             "the most memory the plan's buffers may take, on the device and in pinned host "
+             "memory (every slot and the persistent buffers together)"},
+     .example = "{device: 8GiB, host_pinned: 4GiB}",
+     .sub = &pl_schema_budget,
+     .take = pl__take_budget},
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 

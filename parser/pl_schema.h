@@ -21,6 +21,7 @@ typedef struct pl_field {
     const char *example;  /* a value, for "write KEY: EXAMPLE" hints */
     int64_t min, max;     /* PL_KEY_INT: the range (min == max: none) */
     const char *cap;      /* the constant named in range messages ("PL_MAX_DEPTH"), or NULL */
+    const struct pl_section *sub; /* PL_KEY_MAP: the mapping's own keys, or NULL */
     /* Validates `v` and stores it into `obj` (the spec, its run options, a buffer). */
     pl_status (*take)(struct pl_walk *w, const struct pl_field *f, const pl_value *v, void *obj);
 } pl_field;
@@ -33,7 +34,7 @@ typedef struct pl_section {
     const pl_field *fields;
 } pl_section;
 
-extern const pl_section pl_schema_top, pl_schema_run, pl_schema_buffer;
+extern const pl_section pl_schema_top, pl_schema_run, pl_schema_budget, pl_schema_buffer;
 
 /* Where the tree came from: what a front end may write differently. */
 typedef struct pl_schema_src {

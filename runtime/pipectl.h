@@ -112,9 +112,10 @@ PIPECTL_API int pipectl_pipeline_stages(const pipectl_pipeline *p);
 typedef struct pipectl_plan pipectl_plan;
 
 /* Compiles the pipeline's plan: streams, events, slots, cross-batch dependencies. `batches` and
- * `depth` (slots in flight) replace the file's run.batches and run.depth; 0 keeps the file's. The
- * pipeline is only read. Errors: PIPECTL_EINPUT (batches outside 0..2^40, depth outside 0..64),
- * PIPECTL_ENOMEM. */
+ * `depth` (slots in flight) replace the file's run.batches and run.depth; 0 keeps the file's, -1
+ * is `depth: auto` (the run chooses it after its first batches: docs/perf.md). The pipeline is
+ * only read. Errors: PIPECTL_EINPUT (batches outside 0..2^40, depth outside -1..64, or the depth's
+ * slots over run.memory_budget), PIPECTL_ENOMEM. */
 PIPECTL_API int pipectl_compile(pipectl *h, const pipectl_pipeline *p, long long batches, int depth,
                                 pipectl_plan **out);
 PIPECTL_API void pipectl_plan_free(pipectl_plan *plan);

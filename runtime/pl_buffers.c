@@ -236,3 +236,50 @@ fail:
     pl_buffers_free(bufs);
     return st;
 }
+
+pl_status pl_buffers_grow(pl_buffers *bufs, int depth, bool init, uint64_t seed, pl_error *err)
+{
+    const pl_spec *spec = bufs->spec;
+    int old = bufs->depth, nb = bufs->n_buffers;
+    if (depth <= old) return PL_OK;
+    size_t row = (size_t)(nb ? nb : 1);
+    void **ptr = realloc(bufs->ptr, (size_t)depth * row * sizeof *ptr);
+    if (!ptr)
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory growing to depth %d", depth);
+    bufs->ptr = ptr;
+    memset(ptr + (size_t)old * row, 0, (size_t)(depth - old) * row * sizeof *ptr);
+    pl_status st = PL_OK;
+    int s = old;
+    for (; s < depth && st == PL_OK; s++)
+        for (int b = 0; b < nb && st == PL_OK; b++) {
+            const pl_buffer *buf = &spec->buffers[b];
+            if (buf->persistent) {
+                ptr[(size_t)s * nb + b] = ptr[b];
+                continue;
+            }
+            void *p = bufs->alloc.alloc(bufs->alloc.user, buf, buf->bytes, err);
+            if (!p) {
+                st = err && err->status != PL_OK ? err->status : PL_ENOMEM;
+                break;
+            }
+            ptr[(size_t)s * nb + b] = p;
+            bufs->bytes_allocated += buf->bytes;
+            if (init && (buf->init != PL_INIT_NONE || bufs->alloc.alloc != pl__calloc))
+                st = pl_buffer_init_contents(spec, buf, seed, p, err);
+        }
+    if (st == PL_OK) {
+        bufs->depth = depth;
+        return PL_OK;
+    }
+    /* Back to the old depth: free what this call allocated (persistent entries are slot 0's). */
+    for (int s2 = old; s2 < depth; s2++)
+        for (int b = 0; b < nb; b++) {
+            void *p = ptr[(size_t)s2 * nb + b];
+            if (p && !spec->buffers[b].persistent) {
+                bufs->alloc.free(bufs->alloc.user, &spec->buffers[b], p);
+                bufs->bytes_allocated -= spec->buffers[b].bytes;
+            }
+            ptr[(size_t)s2 * nb + b] = NULL;
+        }
+    return st;
+}

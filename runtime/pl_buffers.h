@@ -35,6 +35,11 @@ typedef struct pl_buffers {
 pl_status pl_buffers_new(const pl_spec *spec, int depth, const pl_allocator *alloc, bool init,
                          uint64_t seed, pl_buffers **out, pl_error *err);
 void pl_buffers_free(pl_buffers *bufs); /* NULL is fine */
+/* Adds slots bufs->depth..depth-1 (depth: auto growing its ring between batches): their per-batch
+ * buffers are allocated with bufs' allocator (and, with `init`, given their initial contents as
+ * pl_buffers_new gives them); persistent buffers and the existing slots do not move. On failure
+ * the new slots are freed and bufs is as it was. depth <= bufs->depth: nothing to do. */
+pl_status pl_buffers_grow(pl_buffers *bufs, int depth, bool init, uint64_t seed, pl_error *err);
 
 /* The table row of one slot: bufs[b] is buffer b's memory in that slot. Borrowed. */
 static inline void *const *pl_buffers_slot(const pl_buffers *bufs, int slot)

@@ -106,8 +106,21 @@ pl_status pl_canon_write(const pl_spec *spec, FILE *out, pl_canon_path_fn map,
             PL_VERSION, spec->file ? spec->file : spec->name);
     fputs("pipeline: ", out);
     pl__q(out, spec->name);
-    fprintf(out, "\nrun: {batches: %" PRId64 ", depth: %d, device: %d, seed: %" PRIu64 "}\n",
-            spec->run.batches, spec->run.depth, spec->run.device, spec->run.seed);
+    fprintf(out, "\nrun: {batches: %" PRId64 ", ", spec->run.batches);
+    if (spec->run.depth_auto)
+        fputs("depth: auto, ", out);
+    else
+        fprintf(out, "depth: %d, ", spec->run.depth);
+    fprintf(out, "device: %d, seed: %" PRIu64, spec->run.device, spec->run.seed);
+    const pl_budget *bg = &spec->run.budget;
+    if (bg->set) { /* in bytes: the exact sizes, whatever unit the file used */
+        fputs(", memory_budget: {", out);
+        if (bg->device)
+            fprintf(out, "device: %" PRIu64 "%s", bg->device, bg->host_pinned ? ", " : "");
+        if (bg->host_pinned) fprintf(out, "host_pinned: %" PRIu64, bg->host_pinned);
+        fputc('}', out);
+    }
+    fputs("}\n", out);
     fputs("buffers:\n", out);
     for (int i = 0; i < spec->n_buffers; i++) {
         const pl_buffer *b = &spec->buffers[i];

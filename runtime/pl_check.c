@@ -488,6 +488,10 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
         bnames[i] = spec->buffers[i].name;
     }
     if (first != PL_OK) goto done;
+    /* One slot must fit run.memory_budget whatever the depth (a fixed depth is checked against it
+     * when the plan is compiled, after `--depth` may have replaced it). */
+    PL__NOTE(pl_budget_check(spec, 1, &e));
+    if (first != PL_OK) goto done;
     /* Names and binds first: after: may name a stage declared further down. */
     for (int i = 0; i < spec->n_stages; i++) {
         PL__NOTE(pl__check_stage_decl(spec, &spec->stages[i], &stages, &e));

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include "pl_depth.h"
 #include "pl_plan.h"
 #include "pl_timing.h"
 
@@ -39,6 +40,11 @@ typedef struct pl_run_cfg {
      * for the timeline (`--trace`, bundles' trace.json) and tests; 0 (default): none. Every
      * other figure comes from fixed-size statistics, so memory does not grow with the run. */
     int64_t trace_batches;
+    /* depth: auto: called once, on the run's calling thread, when the calibration batches are
+     * done and the depth is chosen (before the other batches run), so a caller can say it then.
+     * May be NULL. */
+    void (*on_depth)(void *user, const pl_depth_choice *choice);
+    void *depth_user;
 } pl_run_cfg;
 
 /* What `--trace` keeps: at most this many spans (batches x stages), 4 MiB; the trace of a longer
@@ -65,6 +71,11 @@ typedef struct pl_run_result {
     /* What `--executor auto` picked and why ("executor: host (no GPU found)"); "" when the caller
      * chose. The library prints nothing: the CLI prints this line to stderr. */
     char note[96];
+    /* The depth the run's batches ran at: plan->depth, or with depth: auto the chosen one (the
+     * calibration batches ran at plan->depth); depth_auto says how it was chosen (.on false for
+     * a fixed depth). */
+    int depth;
+    pl_depth_choice depth_auto;
 } pl_run_result;
 
 void pl_run_result_fini(pl_run_result *res); /* frees timing and outputs; safe on a zeroed result */

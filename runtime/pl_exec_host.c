@@ -36,60 +36,106 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     pl_stage_rt rt;
     pl_sched sched;
     pl_buffers *bufs = NULL;
+    pl_plan *grown = NULL; /* depth: auto: the plan at the chosen depth */
     memset(&sched, 0, sizeof sched);
-    int64_t t0 = pl_now_ns();
-    /* Rows for the batches in flight: slots bound them to about depth, twice that for margin. */
+    int64_t t0 = pl_now_ns(), first = 0;
+    size_t ns = (size_t)(plan->n_stages ? plan->n_stages : 1);
+    int64_t calib = pl_depth_calib_batches(plan);
+    /* Rows for the batches in flight: slots bound them to about depth (depth: auto: what the ring
+     * may grow to), twice that for margin. The calibration batches' spans stay in the log, for
+     * pl_depth_choose. */
     pl_timing *timing = NULL;
-    PL_CHECK_GOTO(pl_timing_new(plan, 2 * plan->depth + 2, cfg->trace_batches, &timing, err), st,
-                  done);
+    int window =
+        2 * (plan->depth_auto && plan->depth_cap > plan->depth ? plan->depth_cap : plan->depth) + 2;
+    PL_CHECK_GOTO(pl_timing_new(plan, window,
+                                cfg->trace_batches > calib ? cfg->trace_batches : calib, &timing,
+                                err),
+                  st, done);
     PL_CHECK_GOTO(
         pl_buffers_new(plan->spec, plan->depth, NULL, true, plan->spec->run.seed, &bufs, err), st,
         done);
     PL_CHECK_GOTO(pl_stage_rt_open(&rt, plan, n_workers, NULL, err), st, done);
     rt_open = true;
-    PL_CHECK_GOTO(pl_sched_init(&sched, plan, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
-                  done);
-    sched_init = true;
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
      * files), as on the GPU executor, so per-batch figures describe the steady state. */
     t0 = pl_now_ns();
     bool stopped = false;
-    if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
-        stopped = true;
-        pthread_mutex_lock(&sched.mu);
-        pl_sched_set_limit(&sched, 0);
-        pthread_mutex_unlock(&sched.mu);
-    }
-    pl_sched_start(&sched, t0);
-
-    /* The calling thread reports progress in batch order and turns a stop into a drain: the
-     * batches already started finish, nothing new starts. */
-    pthread_mutex_lock(&sched.mu);
-    int64_t reported = 0;
-    while (!pl_sched_idle(&sched)) {
-        int64_t d = pl_sched_batches_done(&sched);
-        while (reported < d) {
-            reported++;
-            if (cfg->on_batch) {
-                pthread_mutex_unlock(&sched.mu);
-                cfg->on_batch(cfg->user, reported, plan->batches);
-                pthread_mutex_lock(&sched.mu);
-            }
-        }
-        if (cfg->stop && *cfg->stop && !stopped) {
+    int64_t reported = 0, d = 0;
+    /* depth: auto: phase 0 runs the calibration batches at plan->depth, then the ring grows to the
+     * chosen depth and phase 1 runs the rest with the plan of that depth: the same stages, stage
+     * states and persistent buffers, one scheduler per phase. */
+    const pl_plan *cur = plan;
+    res->depth = plan->depth;
+    for (int phase = 0;; phase++) {
+        PL_CHECK_GOTO(pl_sched_init(&sched, cur, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
+                      done);
+        sched_init = true;
+        pl_sched_begin_at(&sched, first);
+        if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
             stopped = true;
-            pl_sched_set_limit(&sched, sched.started);
+            pthread_mutex_lock(&sched.mu);
+            pl_sched_set_limit(&sched, first);
+            pthread_mutex_unlock(&sched.mu);
+        } else if (phase == 0 && calib > 0) {
+            pthread_mutex_lock(&sched.mu);
+            pl_sched_set_limit(&sched, calib);
+            pthread_mutex_unlock(&sched.mu);
         }
-        if (!pl_sched_idle(&sched)) pl_sched_wait_progress(&sched, 20000);
+        pl_sched_start(&sched, t0);
+
+        /* The calling thread reports progress in batch order and turns a stop into a drain: the
+         * batches already started finish, nothing new starts. */
+        pthread_mutex_lock(&sched.mu);
+        while (!pl_sched_idle(&sched)) {
+            int64_t dn = pl_sched_batches_done(&sched);
+            while (reported < dn) {
+                reported++;
+                if (cfg->on_batch) {
+                    pthread_mutex_unlock(&sched.mu);
+                    cfg->on_batch(cfg->user, reported, plan->batches);
+                    pthread_mutex_lock(&sched.mu);
+                }
+            }
+            if (cfg->stop && *cfg->stop && !stopped) {
+                stopped = true;
+                pl_sched_set_limit(&sched, sched.started);
+            }
+            if (!pl_sched_idle(&sched)) pl_sched_wait_progress(&sched, 20000);
+        }
+        d = pl_sched_batches_done(&sched);
+        pthread_mutex_unlock(&sched.mu);
+        while (reported < d && cfg->on_batch)
+            cfg->on_batch(cfg->user, ++reported, plan->batches);
+        pl_sched_join(&sched);
+        res->batches_issued = sched.started;
+        if (phase > 0 || calib == 0) break;
+        /* The calibration is over: choose, grow the ring, go on from batch d. */
+        if (sched.failed || stopped || d < calib || d >= plan->batches) {
+            pl_depth_no_choice(plan, d, &res->depth_auto);
+            if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
+            break;
+        }
+        PL_CHECK_GOTO(pl_depth_choose_logged(plan, timing, d, &res->depth_auto, err), st, done);
+        if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
+        int nd = res->depth_auto.depth;
+        if (nd != plan->depth) {
+            /* Phase 1's plan is the same DAG at the chosen depth: its slot-reuse deps have that
+             * distance, and batch b uses slot b % nd from here on. Batches < d are done, so no
+             * slot holds anything a later batch needs but the persistent buffers, which stay. */
+            PL_CHECK_GOTO(pl_plan_compile_with(plan->spec, plan->batches, nd, &grown, err), st,
+                          done);
+            PL_CHECK_GOTO(pl_buffers_grow(bufs, nd, true, plan->spec->run.seed, err), st, done);
+            cur = grown;
+            rt.plan = grown;
+        }
+        res->depth = nd;
+        /* The finished phase's counters are kept in `first`: a fresh scheduler goes on. */
+        pl_sched_fini(&sched);
+        sched_init = false;
+        first = d;
     }
-    int64_t d = pl_sched_batches_done(&sched);
-    pthread_mutex_unlock(&sched.mu);
-    while (reported < d && cfg->on_batch)
-        cfg->on_batch(cfg->user, ++reported, plan->batches);
-    pl_sched_join(&sched);
 
     res->batches_done = d;
-    res->batches_issued = sched.started;
     if (sched.failed) {
         st = sched.status;
         if (err) *err = sched.err;
@@ -102,8 +148,15 @@ done:
     if (rt_open) {
         pl_error cerr;
         pl_error_clear(&cerr);
+        /* Between the phases of depth: auto no scheduler holds the counts: batches < first are
+         * what every stage completed. */
+        int64_t *before = NULL;
+        if (!sched_init && first > 0 && (before = malloc(ns * sizeof *before)) != NULL)
+            for (size_t i = 0; i < ns; i++)
+                before[i] = first;
         pl_status cs =
-            pl_stage_rt_close(&rt, sched_init ? sched.done : NULL, st != PL_OK, res, &cerr);
+            pl_stage_rt_close(&rt, sched_init ? sched.done : before, st != PL_OK, res, &cerr);
+        free(before);
         if (cs != PL_OK && st == PL_OK) {
             st = cs;
             if (err) *err = cerr;
@@ -117,5 +170,6 @@ done:
     pl_sched_fini(&sched);
     pl_buffers_free(bufs);
     pl_timing_free(timing);
+    pl_plan_free(grown);
     return st;
 }

@@ -215,13 +215,6 @@ int pl_json_print(FILE *out, const json_t *v)
     return rc;
 }
 
-void pl_json_put_str(FILE *out, const char *s)
-{
-    json_t *j = pl_json_str(s);
-    if (!j || json_dumpf(j, out, JSON_ENCODE_ANY) != 0) fputs("null", out);
-    json_decref(j);
-}
-
 /* The suggestion a message makes, if it makes one in the words the checks use ("did you mean
  * 'x'?"); NULL otherwise. The whole advice stays in "message" either way. */
 static json_t *pl__hint(const char *msg)

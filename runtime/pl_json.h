@@ -64,9 +64,6 @@ const char *pl_json_str_or(const json_t *obj, const char *key, const char *def);
 /* Writes v on one line and a newline ("{"a": 1, "b": [2]}", keys in insertion order) and
  * flushes. Returns 0, or -1 when it could not be written. */
 int pl_json_print(FILE *out, const json_t *v);
-/* Writes `s` as a JSON string literal (quotes included; NULL gives null), with the replacement
- * rules of pl_json_strn, for writers that print JSON piece by piece. */
-void pl_json_put_str(FILE *out, const char *s);
 /* One diagnostic: {"severity", "file", "line", "column", "stage", "batch", "status", "message",
  * "hint"} from an error record; severity is "error" or "warning". New reference, NULL on OOM. */
 json_t *pl_json_diag(const pl_error *e, const char *severity);

@@ -2,6 +2,7 @@
  * (`pipectl plan`, `--dot`). Rules in pl_plan.h; the graph comes from pl_graph.c, the same one
  * the checks used. */
 #include "pl_plan.h"
+#include "pl_depth.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -757,17 +758,40 @@ pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, 
                             "error: batches is %lld; it must be 0 (the pipeline's run.batches) or "
                             "between 1 and %lld",
                             (long long)batches, (long long)PL_MAX_BATCHES);
-    if (depth < 0 || depth > PL_MAX_DEPTH)
+    if (depth < PL_DEPTH_AUTO || depth > PL_MAX_DEPTH)
         return pl_error_set(err, PL_EINPUT,
-                            "error: depth is %d; it must be 0 (the pipeline's run.depth) or "
-                            "between 1 and %d",
+                            "error: depth is %d; it must be 0 (the pipeline's run.depth), -1 "
+                            "(auto) or between 1 and %d",
                             depth, PL_MAX_DEPTH);
+    bool autod = depth == PL_DEPTH_AUTO || (depth == 0 && spec->run.depth_auto);
+    int d = autod ? PL_DEPTH_CALIB : depth > 0 ? depth : spec->run.depth;
+    PL_CHECK(pl_budget_check(spec, d, err));
     pl_plan *plan = calloc(1, sizeof *plan);
     if (!plan) return pl_error_set(err, PL_ENOMEM, "error: out of memory compiling the plan");
     int n = spec->n_stages;
     plan->spec = spec;
-    plan->depth = depth > 0 ? depth : spec->run.depth;
+    plan->depth = d;
     plan->batches = batches > 0 ? batches : spec->run.batches;
+    plan->depth_auto = autod;
+    plan->depth_cap = d;
+    if (autod) {
+        pl_mem_sizes m;
+        const char *side;
+        pl_spec_mem_sizes(spec, &m);
+        plan->depth_cap = pl_budget_max_depth(spec, &m, &side);
+        plan->cap_why = side ? (strcmp(side, "device") == 0 ? "memory_budget.device"
+                                                            : "memory_budget.host_pinned")
+                             : "PL_MAX_DEPTH";
+        if (!spec->run.budget.set) {
+            plan->depth_cap = PL_DEPTH_AUTO_MAX;
+            plan->cap_why = "no memory_budget";
+        }
+        if (plan->depth_cap > plan->batches) {
+            plan->depth_cap = (int)plan->batches;
+            plan->cap_why = "the batches";
+        }
+        if (plan->depth_cap < PL_DEPTH_CALIB) plan->depth_cap = PL_DEPTH_CALIB;
+    }
     plan->n_stages = n;
     if (plan->batches < 1) {
         st = pl_error_set(err, PL_EINPUT,
@@ -852,7 +876,14 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
     }
     fprintf(out, "plan for pipeline '%s': %d stages, %d streams, %d events, %d cross-batch deps\n",
             spec->name, plan->n_stages, plan->n_streams, plan->n_events, plan->n_xdeps);
-    fprintf(out, "depth %d (slots in flight), %" PRId64 " batches", plan->depth, plan->batches);
+    if (plan->depth_auto)
+        fprintf(out,
+                "depth auto: the first %" PRId64 " batches at depth %d, then the smallest depth "
+                "that reaches the bound, at most %d (%s); %" PRId64 " batches",
+                pl_depth_calib_batches(plan), plan->depth, plan->depth_cap, plan->cap_why,
+                plan->batches);
+    else
+        fprintf(out, "depth %d (slots in flight), %" PRId64 " batches", plan->depth, plan->batches);
     if (spec->run.batches_all && spec->run.batches_from >= 0 && plan->batches == spec->run.batches)
         fprintf(out, " (batches: all: what source '%s' holds, counted now; a run counts again)",
                 spec->stages[spec->run.batches_from].name);
@@ -953,8 +984,24 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
     uint64_t td = plan->device_per_slot * d + plan->device_persistent;
     fprintf(out,
             "  total:       pinned host %s (%" PRIu64 " bytes), device %s (%" PRIu64
-            " bytes) for %d slots\n",
-            pl__human(th, h1, sizeof h1), th, pl__human(td, h2, sizeof h2), td, plan->depth);
+            " bytes) for %d slot%s\n",
+            pl__human(th, h1, sizeof h1), th, pl__human(td, h2, sizeof h2), td, plan->depth,
+            plan->depth == 1 ? "" : "s");
+    if (plan->depth_auto) {
+        d = (uint64_t)plan->depth_cap;
+        th = plan->host_per_slot * d + plan->host_persistent;
+        td = plan->device_per_slot * d + plan->device_persistent;
+        fprintf(out,
+                "  at most:     pinned host %s (%" PRIu64 " bytes), device %s (%" PRIu64
+                " bytes) for %d slot%s\n",
+                pl__human(th, h1, sizeof h1), th, pl__human(td, h2, sizeof h2), td, plan->depth_cap,
+                plan->depth_cap == 1 ? "" : "s");
+    }
+    const pl_budget *bg = &spec->run.budget;
+    if (bg->set)
+        fprintf(out, "  budget:      pinned host %s, device %s (run.memory_budget)\n",
+                bg->host_pinned ? pl__human(bg->host_pinned, h1, sizeof h1) : "no limit",
+                bg->device ? pl__human(bg->device, h2, sizeof h2) : "no limit");
 }
 
 void pl_plan_dump_dot(const pl_plan *plan, FILE *out)

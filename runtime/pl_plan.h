@@ -85,7 +85,15 @@ typedef struct pl_xdep {
 
 typedef struct pl_plan {
     const pl_spec *spec; /* borrowed: must outlive the plan */
-    int depth;
+    int depth;           /* with depth_auto: the calibration depth (PL_DEPTH_CALIB) */
+    /* depth: auto (runtime/pl_depth.h): the executors run the first batches at `depth`, then
+     * choose the depth for the rest, at most depth_cap (run.memory_budget, or PL_DEPTH_AUTO_MAX
+     * without one; never more than the batches). cap_why (static): what sets the cap:
+     * "memory_budget.device", "memory_budget.host_pinned", "PL_MAX_DEPTH", "the batches" or "no
+     * memory_budget" (PL_DEPTH_AUTO_MAX). */
+    bool depth_auto;
+    int depth_cap;
+    const char *cap_why;
     int64_t batches;
     int n_stages;
     int *order;            /* stage indices, topological */
@@ -107,9 +115,14 @@ typedef struct pl_plan {
 /* Compiles a checked spec (pl_spec_check must have succeeded). depth/batches come from
  * spec->run. Deterministic: the same spec gives the same plan. */
 pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err);
-/* The same with spec->run's batches and depth replaced (0 keeps the spec's), without touching the
- * spec: the spec is only read, so several threads may compile one spec at once. PL_EINPUT when
- * batches is outside 0..PL_MAX_BATCHES or depth outside 0..PL_MAX_DEPTH. */
+/* The same with spec->run's batches and depth replaced (0 keeps the spec's, PL_DEPTH_AUTO: auto),
+ * without touching the spec: the spec is only read, so several threads may compile one spec at
+ * once. PL_EINPUT when batches is outside 0..PL_MAX_BATCHES, depth outside
+ * PL_DEPTH_AUTO..PL_MAX_DEPTH, or the depth's slots do not fit run.memory_budget (at the
+ * budget's position, with the sizes). */
+#define PL_DEPTH_AUTO (-1)
+#define PL_DEPTH_CALIB 1     /* depth: auto runs its calibration batches one at a time */
+#define PL_DEPTH_AUTO_MAX 16 /* depth: auto without a memory_budget: at most this many slots */
 pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, pl_plan **out,
                                pl_error *err);
 void pl_plan_free(pl_plan *plan);

@@ -150,14 +150,15 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
     pl_report_flow(spec, &in, &outb);
     double wall = (double)res->wall_ns * 1e-9;
     fprintf(out, "pipeline '%s': %lld of %lld batches, depth %d, executor %s%s", spec->name,
-            (long long)res->batches_done, (long long)res->batches_planned, plan->depth,
-            res->executor ? res->executor : "?",
+            (long long)res->batches_done, (long long)res->batches_planned,
+            res->depth > 0 ? res->depth : plan->depth, res->executor ? res->executor : "?",
             res->executor && strcmp(res->executor, "gpu") == 0
                 ? (res->graphs ? " (CUDA Graphs)" : " (stream launches)")
                 : "");
     if (res->device_name[0]) fprintf(out, " on %s", res->device_name);
     if (res->workers) fprintf(out, ", %d host workers", res->workers);
     fprintf(out, "\n");
+    if (res->depth_auto.on) fprintf(out, "  %s\n", res->depth_auto.why);
     fprintf(out,
             "  each batch: %s in (sources), %s out (sinks); memory %s per slot + %s persistent\n",
             pl__bytes(in, b1, sizeof b1), pl__bytes(outb, b2, sizeof b2),
@@ -306,6 +307,48 @@ static json_t *pl__str_or_null(const char *s)
     return s ? pl_json_str(s) : json_null();
 }
 
+/* depth: auto's choice (null for a fixed depth): what was measured and what capped it. */
+static json_t *pl__depth_auto(const pl_plan *plan, const pl_depth_choice *c)
+{
+    if (!c->on) return json_null();
+    const pl_budget *b = &plan->spec->run.budget;
+    json_t *o = json_object();
+    if (!o) return NULL;
+    int bad = 0;
+    bad |= json_object_set_new(o, "chosen", json_boolean(c->chosen));
+    bad |= json_object_set_new(o, "depth", json_integer(c->depth));
+    bad |= json_object_set_new(o, "calibration_batches", json_integer(c->calib_batches));
+    bad |= json_object_set_new(o, "calibration_depth", json_integer(c->calib_depth));
+    bad |= json_object_set_new(o, "measured_batches", json_integer(c->measured));
+    bad |=
+        json_object_set_new(o, "latency_s", c->measured ? pl__real(c->latency_s, 9) : json_null());
+    bad |=
+        json_object_set_new(o, "slot_hold_s", c->measured ? pl__real(c->hold_s, 9) : json_null());
+    bad |= json_object_set_new(o, "bound_s", c->measured ? pl__real(c->period_s, 9) : json_null());
+    bad |=
+        json_object_set_new(o, "bound_engine", c->measured ? pl_json_str(c->engine) : json_null());
+    bad |= json_object_set_new(o, "needed", c->needed ? json_integer(c->needed) : json_null());
+    bad |= json_object_set_new(o, "max_depth", json_integer(c->cap));
+    bad |= json_object_set_new(o, "max_depth_by", pl__str_or_null(c->cap_why));
+    bad |= json_object_set_new(o, "capped", json_boolean(c->capped));
+    bad |= json_object_set_new(o, "device_per_slot_bytes",
+                               json_integer((json_int_t)plan->device_per_slot));
+    bad |= json_object_set_new(o, "host_per_slot_bytes",
+                               json_integer((json_int_t)plan->host_per_slot));
+    bad |= json_object_set_new(o, "budget_device_bytes",
+                               b->set && b->device ? json_integer((json_int_t)b->device)
+                                                   : json_null());
+    bad |= json_object_set_new(o, "budget_host_pinned_bytes",
+                               b->set && b->host_pinned ? json_integer((json_int_t)b->host_pinned)
+                                                        : json_null());
+    bad |= json_object_set_new(o, "reason", pl_json_str(c->why));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* The summary as a tree, built through pl_json (any bytes give valid JSON); NULL on OOM. */
 static json_t *pl__summary(const pl_plan *plan, const pl_run_result *res, pl_status status,
                            const pl_error *err)
@@ -330,7 +373,8 @@ static json_t *pl__summary(const pl_plan *plan, const pl_run_result *res, pl_sta
     PL__SET("executor", pl_json_str(res->executor ? res->executor : ""));
     PL__SET("graphs", json_boolean(res->graphs));
     PL__SET("device", pl_json_str(res->device_name));
-    PL__SET("depth", json_integer(plan->depth));
+    PL__SET("depth", json_integer(res->depth > 0 ? res->depth : plan->depth));
+    PL__SET("depth_auto", pl__depth_auto(plan, &res->depth_auto));
     PL__SET("workers", json_integer(res->workers));
     PL__SET("batches_planned", json_integer(res->batches_planned));
     PL__SET("batches_done", json_integer(res->batches_done));

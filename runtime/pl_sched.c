@@ -314,6 +314,21 @@ oom:
     return pl_error_set(err, PL_ENOMEM, "error: out of memory preparing the host scheduler");
 }
 
+void pl_sched_begin_at(pl_sched *s, int64_t first)
+{
+    if (first <= 0) return;
+    for (int v = 0; v < s->n_stages; v++)
+        s->done[v] = first;
+    for (int k = 0; k < s->plan->n_streams; k++) {
+        s->cur[k] = 0;
+        s->cur_b[k] = first;
+    }
+    s->started = first;
+    /* Every stage is at the commit point again, as at batch 0. */
+    if (s->commit < first) s->commit = first;
+    pl__count_live(s);
+}
+
 void pl_sched_start(pl_sched *s, int64_t t0_ns)
 {
     s->t0_ns = t0_ns;

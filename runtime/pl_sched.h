@@ -74,6 +74,10 @@ typedef struct pl_sched {
 pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
                         const pl_stage_rt *rt, pl_buffers *bufs, const bool *owned, int workers,
                         pl_timing *timing, pl_error *err);
+/* Before start: the run goes on from batch `first` (batches < first are done: an earlier
+ * scheduler ran them, e.g. depth: auto's calibration at another depth), so every stage counts
+ * them done and every stream starts at `first`. */
+void pl_sched_begin_at(pl_sched *s, int64_t first);
 /* Starts the workers; t0_ns is the run's clock origin. On failure to start one thread the run
  * fails (recorded) and the threads started go on, draining as after any failure. */
 void pl_sched_start(pl_sched *s, int64_t t0_ns);

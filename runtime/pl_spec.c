@@ -2,6 +2,7 @@
 #include "pl_spec.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -334,4 +335,154 @@ const char *pl_closest(const char *word, const char *const *candidates, int n)
         }
     }
     return best;
+}
+
+/* ---- sizes and the memory budget ----------------------------------------------------------- */
+
+bool pl_bytes_parse(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *unit;
+        double mult;
+    } units[] = {{"B", 1},
+                 {"KiB", 1024.0},
+                 {"MiB", 1048576.0},
+                 {"GiB", 1073741824.0},
+                 {"TiB", 1099511627776.0},
+                 {"kB", 1e3},
+                 {"KB", 1e3},
+                 {"MB", 1e6},
+                 {"GB", 1e9},
+                 {"TB", 1e12}};
+    if (!s) return false;
+    const char *p = s;
+    uint64_t whole = 0;
+    bool digits = false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (whole > (UINT64_MAX - d) / 10) return false;
+        whole = whole * 10 + d;
+        digits = true;
+    }
+    double frac = 0, scale = 1;
+    bool has_frac = *p == '.';
+    if (has_frac)
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            scale /= 10;
+            frac += (*p - '0') * scale;
+            digits = true;
+        }
+    if (!digits) return false;
+    while (*p == ' ')
+        p++;
+    if (!*p) { /* bytes: a whole number */
+        if (has_frac || p[-1] == ' ') return false;
+        *out = whole;
+        return true;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(p, units[i].unit) != 0) continue;
+        double v = ((double)whole + frac) * units[i].mult;
+        if (v >= 18446744073709551615.0) return false;
+        *out = (uint64_t)(v + 0.5);
+        return true;
+    }
+    return false;
+}
+
+const char *pl_bytes_str(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%" PRIu64 " B", bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024.0;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+void pl_spec_mem_sizes(const pl_spec *spec, pl_mem_sizes *m)
+{
+    memset(m, 0, sizeof *m);
+    for (int b = 0; b < spec->n_buffers; b++) {
+        const pl_buffer *buf = &spec->buffers[b];
+        uint64_t *slot = buf->where == PL_HOST
+                             ? (buf->persistent ? &m->host_persistent : &m->host_per_slot)
+                             : (buf->persistent ? &m->device_persistent : &m->device_per_slot);
+        *slot += buf->bytes;
+    }
+}
+
+/* Slots that fit `budget` (0: no limit) on one side, at most PL_MAX_DEPTH. */
+static int pl__fit(uint64_t budget, uint64_t per_slot, uint64_t persistent)
+{
+    if (budget == 0) return PL_MAX_DEPTH;
+    if (persistent > budget) return 0;
+    if (per_slot == 0) return PL_MAX_DEPTH;
+    uint64_t n = (budget - persistent) / per_slot;
+    return n > PL_MAX_DEPTH ? PL_MAX_DEPTH : (int)n;
+}
+
+int pl_budget_max_depth(const pl_spec *spec, const pl_mem_sizes *m, const char **side)
+{
+    const pl_budget *b = &spec->run.budget;
+    if (side) *side = NULL;
+    if (!b->set) return PL_MAX_DEPTH;
+    int d = pl__fit(b->device, m->device_per_slot, m->device_persistent);
+    int h = pl__fit(b->host_pinned, m->host_per_slot, m->host_persistent);
+    int n = d < h ? d : h;
+    if (side && n < PL_MAX_DEPTH) *side = d <= h ? "device" : "host_pinned";
+    return n;
+}
+
+pl_status pl_budget_check(const pl_spec *spec, int depth, pl_error *err)
+{
+    const pl_budget *b = &spec->run.budget;
+    if (!b->set) return PL_OK;
+    pl_mem_sizes m;
+    pl_spec_mem_sizes(spec, &m);
+    for (int side = 0; side < 2; side++) {
+        uint64_t budget = side ? b->host_pinned : b->device;
+        uint64_t per = side ? m.host_per_slot : m.device_per_slot;
+        uint64_t pers = side ? m.host_persistent : m.device_persistent;
+        const char *name = side ? "host_pinned" : "device";
+        const char *what = side ? "pinned host" : "device";
+        if (budget == 0) continue;
+        /* In 128-bit-free arithmetic: depth <= 64 and sizes < 2^36 per buffer keep this exact
+         * unless a pipeline has tens of thousands of huge buffers; saturate then. */
+        uint64_t need =
+            per > (UINT64_MAX - pers) / (uint64_t)depth ? UINT64_MAX : per * (uint64_t)depth + pers;
+        if (need <= budget) continue;
+        char h1[32], h2[32], h3[32], h4[32];
+        pl_pos pos = side ? b->host_pos : b->device_pos;
+        if (pos.line <= 0) pos = b->pos;
+        int fit = pl__fit(budget, per, pers);
+        if (depth == 1 || fit == 0)
+            return pl_error_at(err, PL_EINPUT, pos,
+                               "run: memory_budget: '%s' is %s (%" PRIu64
+                               " bytes), but one slot needs %s (%" PRIu64
+                               " bytes) of %s memory: %s of per-batch buffers + %s persistent; "
+                               "raise memory_budget.%s to at least %s, or make the %s buffers "
+                               "smaller",
+                               name, pl_bytes_str(budget, h1, sizeof h1), budget,
+                               pl_bytes_str(per + pers, h2, sizeof h2), per + pers, what,
+                               pl_bytes_str(per, h3, sizeof h3), pl_bytes_str(pers, h4, sizeof h4),
+                               name, pl_bytes_str(per + pers, h2, sizeof h2), what);
+        return pl_error_at(err, PL_EINPUT, pos,
+                           "run: memory_budget: '%s' is %s (%" PRIu64
+                           " bytes), but depth %d needs %s of %s memory (%d slots x %s + %s "
+                           "persistent); use depth %d (what the budget allows) or depth: auto, "
+                           "or raise memory_budget.%s to at least %s",
+                           name, pl_bytes_str(budget, h1, sizeof h1), budget, depth,
+                           pl_bytes_str(need, h2, sizeof h2), what, depth,
+                           pl_bytes_str(per, h3, sizeof h3), pl_bytes_str(pers, h4, sizeof h4), fit,
+                           name, pl_bytes_str(need, h2, sizeof h2));
+    }
+    return PL_OK;
 }

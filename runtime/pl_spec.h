@@ -119,13 +119,26 @@ typedef struct pl_stage {
     void *priv; /* the kind's parsed options, owned by the spec (allocated in its arena) */
 } pl_stage;
 
+/* run.memory_budget (docs/pipeline-yaml.md): the most bytes the plan's buffers may take on each
+ * side, every slot and the persistent buffers together; 0 on a side = no limit there. The GPU
+ * executor's host buffers are pinned, so `host_pinned` bounds them (on the host executor the same
+ * sizes are plain memory: the same budget gives the same depth on both). */
+typedef struct pl_budget {
+    bool set;
+    pl_pos pos; /* of the memory_budget value */
+    uint64_t device, host_pinned;
+    pl_pos device_pos, host_pos;
+} pl_budget;
+
 typedef struct pl_run_opts {
     int64_t batches; /* default 16; with batches_all, 0 until pl_spec_resolve_batches */
     pl_pos batches_pos;
     bool batches_all; /* `batches: all`: as many as the shortest source file holds */
     int batches_from; /* after pl_spec_resolve_batches: the stage that set the count, or -1 */
-    int depth;        /* slots in flight; default 4 (docs/perf.md) */
+    int depth;        /* slots in flight; default 4 (docs/perf.md); ignored when depth_auto */
     pl_pos depth_pos;
+    bool depth_auto; /* depth: auto: chosen at run time (runtime/pl_depth.h) */
+    pl_budget budget;
     int device; /* CUDA device ordinal; default 0 */
     pl_pos device_pos;
     uint64_t seed; /* default 0 */
@@ -173,6 +186,29 @@ pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos
  * b's shape against int64 and count * dtype size against PL_MAX_BUFFER_BYTES. PL_OK and *count,
  * or PL_EINPUT at b->shape_pos naming the buffer. The shape's dimensions must be >= 1. */
 pl_status pl_buffer_count(const pl_buffer *b, uint64_t *count, pl_error *err);
+
+/* A size in bytes as written in a pipeline: a whole number of bytes ("4096"), or a number and a
+ * unit, with or without a space: KiB, MiB, GiB, TiB (powers of 1024), kB, MB, GB, TB (powers of
+ * 1000), B ("8GiB", "1.5 GiB", "512MiB"). false on anything else, or past 2^64-1. */
+bool pl_bytes_parse(const char *s, uint64_t *out);
+/* "1.2 GiB" (one decimal, binary units; "512 B" below 1 KiB) into buf. Returns buf. */
+const char *pl_bytes_str(uint64_t bytes, char *buf, size_t cap);
+
+/* Bytes of the spec's buffers (checked sizes): one slot of the per-batch ones, and the persistent
+ * ones, on each side. */
+typedef struct pl_mem_sizes {
+    uint64_t host_per_slot, device_per_slot;
+    uint64_t host_persistent, device_persistent;
+} pl_mem_sizes;
+void pl_spec_mem_sizes(const pl_spec *spec, pl_mem_sizes *out);
+/* The most slots run.memory_budget allows for these sizes (persistent + depth x per slot on each
+ * side within its budget), at most PL_MAX_DEPTH; PL_MAX_DEPTH without a budget. *side (may be
+ * NULL) = the side that limits it ("device", "host_pinned"), or NULL when nothing does. 0 when even
+ * one slot does not fit. */
+int pl_budget_max_depth(const pl_spec *spec, const pl_mem_sizes *m, const char **side);
+/* PL_OK when `depth` slots fit run.memory_budget; else PL_EINPUT at the budget entry that is too
+ * small, with the sizes and what to change. */
+pl_status pl_budget_check(const pl_spec *spec, int depth, pl_error *err);
 
 /* Lookups (linear or hashed; -1 when absent). */
 int pl_spec_find_buffer(const pl_spec *spec, const char *name);

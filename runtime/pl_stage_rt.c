@@ -24,7 +24,10 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     rt->plan = plan;
     rt->env.spec = spec;
     rt->env.batches = plan->batches;
-    rt->env.depth = plan->depth;
+    /* depth: auto grows the ring up to depth_cap after its calibration: kinds size their
+     * per-slot state for every slot the run may use. */
+    rt->env.depth =
+        plan->depth_auto && plan->depth_cap > plan->depth ? plan->depth_cap : plan->depth;
     rt->env.workers = workers > 0 ? workers : 1;
     rt->env.seed = spec->run.seed;
     rt->env.on_gpu = gpu != NULL;

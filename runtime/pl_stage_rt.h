@@ -18,7 +18,9 @@ typedef struct pl_stage_rt {
 /* Default number of host workers for a plan: max(online CPUs, streams), at most 64. */
 int pl_default_workers(const pl_plan *plan);
 
-/* Fills rt->env (batches and depth from the plan, seed from the spec, `workers` host workers,
+/* Fills rt->env (batches and depth from the plan (with depth: auto, env.depth = plan->depth_cap:
+ * the most slots the run may grow to; the executor points rt->plan at the plan of the chosen depth
+ * before the batches after the calibration run), seed from the spec, `workers` host workers,
  * `gpu`: the GPU executor's device state, NULL on the host executor), starts the run's thread
  * pool (env.pool: workers - 1 helpers; freed by pl_stage_rt_close after every stage closed) and
  * opens every stage in plan order. On failure the stages already opened are closed (completed 0,

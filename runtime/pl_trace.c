@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Stage and stream names are identifiers (checked), the pipeline name may be anything (a Lua
- * pipeline's name need not be UTF-8): it goes through pl_json, the one JSON writer, so a byte
- * that is not part of well-formed UTF-8 becomes U+FFFD and the trace stays valid JSON. */
+/* Every event is a jansson object written as soon as it is made (the file is streamed: a long run
+ * has millions of events, and no tree of all of them is built); only the array around them is
+ * written by hand. Strings go through pl_json_str, the one JSON writer's: stage and stream names
+ * are identifiers (checked), but the pipeline name may be anything (a Lua pipeline's name need
+ * not be UTF-8): a byte that is not part of well-formed UTF-8 becomes U+FFFD and the trace stays
+ * valid JSON. */
 enum { PL__MAX_LANES = 64 }; /* rows per stream: overlapping slices of one stream */
 
 typedef struct pl__slice {
@@ -22,6 +25,14 @@ typedef struct pl__slice {
     int64_t batch;
 } pl__slice;
 
+/* The depth batch b ran at: depth: auto runs its calibration batches at the plan's depth. */
+static int pl__depth_of(const pl_plan *plan, const pl_run_result *res, int64_t b)
+{
+    if (res->depth <= 0 || (res->depth_auto.on && b < res->depth_auto.calib_batches))
+        return plan->depth;
+    return res->depth;
+}
+
 static int pl__cmp_slice(const void *x, const void *y)
 {
     const pl__slice *a = x, *b = y;
@@ -29,6 +40,31 @@ static int pl__cmp_slice(const void *x, const void *y)
     if (a->start != b->start) return a->start < b->start ? -1 : 1;
     if (a->end != b->end) return a->end > b->end ? -1 : 1; /* the enclosing one first */
     return a->batch < b->batch ? -1 : a->batch > b->batch;
+}
+
+/* Writes one event (",\n" before all but the first) and frees it; NULL (out of memory) writes
+ * nothing, and *bad says so. */
+static void pl__event(FILE *f, json_t *ev, bool first, bool *bad)
+{
+    if (!ev) {
+        *bad = true;
+        return;
+    }
+    if (!first) fputs(",\n", f);
+    /* Into a buffer, then one fwrite: json_dumpf writes token by token. */
+    char buf[1024];
+    size_t n = json_dumpb(ev, buf, sizeof buf, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    if (n > 0 && n <= sizeof buf)
+        fwrite(buf, 1, n, f);
+    else if (json_dumpf(ev, f, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) != 0)
+        *bad = true;
+    json_decref(ev);
+}
+
+/* Microseconds (the format's unit) from nanoseconds, to the nanosecond. */
+static json_t *pl__us(int64_t ns)
+{
+    return json_real((double)ns / 1000.0);
 }
 
 typedef struct pl__tick {
@@ -43,17 +79,21 @@ static int pl__cmp_tick(const void *x, const void *y)
 
 /* A counter track from +/- changes: one "C" event per distinct time, with the value after all
  * the changes at that time (so a slot freed and reused at one instant does not blip). */
-static void pl__counter(FILE *f, const char *name, const char *key, pl__tick *t, size_t n)
+static void pl__counter(FILE *f, const char *name, const char *key, pl__tick *t, size_t n,
+                        bool *bad)
 {
     qsort(t, n, sizeof *t, pl__cmp_tick);
     int64_t v = 0;
     for (size_t i = 0; i < n; i++) {
         v += t[i].delta;
         if (i + 1 < n && t[i + 1].ts == t[i].ts) continue;
-        fprintf(f,
-                ",\n{\"name\": \"%s\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, \"args\": {\"%s\": "
-                "%lld}}",
-                name, (double)t[i].ts / 1000.0, key, (long long)v);
+        json_t *args = json_object();
+        if (args) json_object_set_new(args, key, json_integer((json_int_t)v));
+        pl__event(f,
+                  args ? json_pack("{s:o, s:s, s:i, s:o, s:o}", "name", pl_json_str(name), "ph",
+                                   "C", "pid", 1, "ts", pl__us(t[i].ts), "args", args)
+                       : NULL,
+                  false, bad);
     }
 }
 
@@ -67,7 +107,7 @@ static uint64_t pl__bytes_written(const pl_spec *spec, int s)
 }
 
 static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *res, int64_t nb,
-                             pl__slice *sl, size_t n, int *tid_of, pl__tick *ticks)
+                             pl__slice *sl, size_t n, int *tid_of, pl__tick *ticks, bool *bad)
 {
     const pl_spec *spec = plan->spec;
     int ns = plan->n_streams;
@@ -108,32 +148,53 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
             else
                 snprintf(name, sizeof name, "%s (%s) overlap %d", plan->streams[k].name,
                          pl_engine_name(plan->streams[k].engine), l + 1);
-            fprintf(f,
-                    ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                    "\"args\": {\"name\": \"%s\"}}",
-                    tid, name);
-            fprintf(f,
-                    ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                    "\"args\": {\"sort_index\": %d}}",
-                    tid, k * PL__MAX_LANES + l);
+            pl__event(f,
+                      json_pack("{s:s, s:s, s:i, s:i, s:{s:o}}", "name", "thread_name", "ph", "M",
+                                "pid", 1, "tid", tid, "args", "name", pl_json_str(name)),
+                      false, bad);
+            pl__event(f,
+                      json_pack("{s:s, s:s, s:i, s:i, s:{s:i}}", "name", "thread_sort_index", "ph",
+                                "M", "pid", 1, "tid", tid, "args", "sort_index",
+                                k * PL__MAX_LANES + l),
+                      false, bad);
         }
     }
+    /* Slices and flows are most of a trace (millions in a long run): one object of each shape is
+     * made once and its values are set in place for each event (json_*_set: no allocation), so
+     * the writer stays near the speed of printf. Names are the stages' (identifiers) and ASCII. */
+    json_t *xo = json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:{s:I, s:I}}", "name", "", "cat",
+                           "", "ph", "X", "pid", 1, "tid", 0, "ts", 0.0, "dur", 0.0, "args",
+                           "batch", (json_int_t)0, "slot", (json_int_t)0);
+    json_t *so = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:f}", "name", "", "cat", "flow", "ph",
+                           "s", "id", (json_int_t)0, "pid", 1, "tid", 0, "ts", 0.0);
+    json_t *fo =
+        json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:f}", "name", "", "cat", "flow", "ph", "f",
+                  "bp", "e", "id", (json_int_t)0, "pid", 1, "tid", 0, "ts", 0.0);
+    if (!xo || !so || !fo) {
+        *bad = true;
+        goto events_done;
+    }
+    json_t *xargs = json_object_get(xo, "args");
     for (size_t i = 0; i < n; i++) {
         const pl__slice *x = &sl[i];
         const pl_plan_stage *ps = &plan->stages[x->stage];
-        fprintf(f,
-                ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, "
-                "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"batch\": %lld, "
-                "\"slot\": %lld}}",
-                spec->stages[x->stage].name, pl_engine_name(ps->engine),
-                tid_of[x->batch * plan->n_stages + x->stage], (double)x->start / 1000.0,
-                (double)(x->end - x->start) / 1000.0, (long long)x->batch,
-                (long long)(x->batch % plan->depth));
+        int bad_set =
+            json_string_set(json_object_get(xo, "name"), spec->stages[x->stage].name) |
+            json_string_set(json_object_get(xo, "cat"), pl_engine_name(ps->engine)) |
+            json_integer_set(json_object_get(xo, "tid"),
+                             tid_of[x->batch * plan->n_stages + x->stage]) |
+            json_real_set(json_object_get(xo, "ts"), (double)x->start / 1000.0) |
+            json_real_set(json_object_get(xo, "dur"), (double)(x->end - x->start) / 1000.0) |
+            json_integer_set(json_object_get(xargs, "batch"), (json_int_t)x->batch) |
+            json_integer_set(json_object_get(xargs, "slot"),
+                             (json_int_t)(x->batch % pl__depth_of(plan, res, x->batch)));
+        if (bad_set) *bad = true;
+        pl__event(f, json_incref(xo), false, bad);
     }
     /* Flow arrows: a batch's stage to the next one on another stream (the plan's reduced edges),
      * from the end of the first (1 ns inside it, so it binds to that slice) to the start of the
      * second ("bp": "e": bound to the slice that encloses that point). */
-    long long flow_id = 0;
+    int64_t flow_id = 0;
     for (int64_t b = 0; b < nb; b++)
         for (int s = 0; s < plan->n_stages; s++) {
             const pl_plan_stage *ps = &plan->stages[s];
@@ -147,18 +208,26 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
                 int64_t s_ts =
                     from->end_ns - 1 > from->start_ns ? from->end_ns - 1 : from->start_ns;
                 flow_id++;
-                fprintf(f,
-                        ",\n{\"name\": \"batch %lld\", \"cat\": \"flow\", \"ph\": \"s\", \"id\": "
-                        "%lld, \"pid\": 1, \"tid\": %d, \"ts\": %.3f}",
-                        (long long)b, flow_id, tid_of[b * plan->n_stages + p],
-                        (double)s_ts / 1000.0);
-                fprintf(f,
-                        ",\n{\"name\": \"batch %lld\", \"cat\": \"flow\", \"ph\": \"f\", \"bp\": "
-                        "\"e\", \"id\": %lld, \"pid\": 1, \"tid\": %d, \"ts\": %.3f}",
-                        (long long)b, flow_id, tid_of[b * plan->n_stages + s],
-                        (double)to->start_ns / 1000.0);
+                char fname[32];
+                snprintf(fname, sizeof fname, "batch %lld", (long long)b);
+                int bad_set =
+                    json_string_set(json_object_get(so, "name"), fname) |
+                    json_integer_set(json_object_get(so, "id"), (json_int_t)flow_id) |
+                    json_integer_set(json_object_get(so, "tid"), tid_of[b * plan->n_stages + p]) |
+                    json_real_set(json_object_get(so, "ts"), (double)s_ts / 1000.0) |
+                    json_string_set(json_object_get(fo, "name"), fname) |
+                    json_integer_set(json_object_get(fo, "id"), (json_int_t)flow_id) |
+                    json_integer_set(json_object_get(fo, "tid"), tid_of[b * plan->n_stages + s]) |
+                    json_real_set(json_object_get(fo, "ts"), (double)to->start_ns / 1000.0);
+                if (bad_set) *bad = true;
+                pl__event(f, json_incref(so), false, bad);
+                pl__event(f, json_incref(fo), false, bad);
             }
         }
+events_done:
+    json_decref(xo);
+    json_decref(so);
+    json_decref(fo);
     /* Counters. Bytes in flight on an engine: what its running stages write (a copy's size).
      * Slots in use: a batch holds its slot from its first timed stage's start to its last's end
      * (with sampled device timing, untimed batches show their host stages only). */
@@ -173,7 +242,7 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
         if (!m) continue;
         char name[64];
         snprintf(name, sizeof name, "bytes in flight (%s)", pl_engine_name((pl_engine)e));
-        pl__counter(f, name, "bytes", ticks, m);
+        pl__counter(f, name, "bytes", ticks, m, bad);
     }
     size_t m = 0;
     for (int64_t b = 0; b < nb; b++) {
@@ -188,7 +257,7 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
         ticks[m++] = (pl__tick){lo, 1};
         ticks[m++] = (pl__tick){hi, -1};
     }
-    if (m) pl__counter(f, "slots in use", "slots", ticks, m);
+    if (m) pl__counter(f, "slots in use", "slots", ticks, m, bad);
 done:
     free(lanes);
     free(lane_tid);
@@ -245,23 +314,25 @@ pl_status pl_trace_write(const char *path, const pl_plan *plan, const pl_run_res
         return PL_EIO;
     }
     fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
-    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": ");
     char title[256];
     char cut[96] = "";
     if (nb < res->batches_done)
         snprintf(cut, sizeof cut, ", first %lld of %lld batches", (long long)nb,
                  (long long)res->batches_done);
     snprintf(title, sizeof title, "pipectl %s (%s%s, depth %d%s)", spec->name,
-             res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "", plan->depth,
-             cut);
-    pl_json_put_str(f, title);
-    fprintf(f, "}}");
-    pl__write_events(f, plan, res, nb, sl, n_sl, tid_of, ticks);
+             res->executor ? res->executor : "?", res->graphs ? ", CUDA Graphs" : "",
+             res->depth > 0 ? res->depth : plan->depth, cut);
+    bool bad = false;
+    pl__event(f,
+              json_pack("{s:s, s:s, s:i, s:{s:o}}", "name", "process_name", "ph", "M", "pid", 1,
+                        "args", "name", pl_json_str(title)),
+              true, &bad);
+    pl__write_events(f, plan, res, nb, sl, n_sl, tid_of, ticks, &bad);
     fprintf(f, "\n]}\n");
     free(sl);
     free(tid_of);
     free(ticks);
-    bool ok = !ferror(f);
+    bool ok = !ferror(f) && !bad;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
         pl_error_set(err, PL_EIO, "error: cannot write the trace '%s': %s", path, strerror(errno));

@@ -236,6 +236,8 @@ static const char *pl__type_word(pl_key_type t)
         return "a list of names";
     case PL_KEY_INTS:
         return "a list of integers";
+    case PL_KEY_SIZE:
+        return "a size like 512MiB";
     case PL_KEY_FUNC:
         return "a Lua function";
     case PL_KEY_MAP:
@@ -319,6 +321,15 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                                        "stage '%s': '%s' must be a list of integers, got '%s'",
                                        st->name, o->key, o->items[j]);
             break;
+        case PL_KEY_SIZE: {
+            uint64_t sz;
+            if (!pl_bytes_parse(o->str, &sz))
+                return pl_error_at(err, PL_EINPUT, o->val_pos,
+                                   "stage '%s': '%s' must be a size like 4096, 512MiB or 8GiB, got "
+                                   "'%s'",
+                                   st->name, o->key, o->str);
+            break;
+        }
         case PL_KEY_STR:
         case PL_KEY_PATH:
         case PL_KEY_NAME:

@@ -31,6 +31,7 @@ typedef enum pl_key_type {
     PL_KEY_NAME,  /* one buffer name */
     PL_KEY_NAMES, /* list of buffer names */
     PL_KEY_INTS,  /* list of integers */
+    PL_KEY_SIZE,  /* a size in bytes: 4096, 512MiB, 8 GiB, 1.5GB (pl_bytes_parse) */
     PL_KEY_FUNC,  /* a Lua function value: pipeline.lua only. `values` names the key that stands in
                    * for it in the spec, then the keys it excludes ("script|code"): the spec
                    * records the pipeline script there and the runtime finds the function again */

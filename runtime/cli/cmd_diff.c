@@ -1,12 +1,14 @@
-/* cmd_diff: `pipectl diff A B`: two bundles side by side: the pipeline and plan texts, the
- * environment, checksum agreement per sink, and the time per stage. Exit 0 when every sink agrees
- * batch for batch, 1 when one differs, 2 for a bad bundle. */
+/* cmd_diff: `pipectl diff [--json] A B`: two bundles side by side: the pipeline and plan texts,
+ * the environment, checksum agreement per sink, and the time per stage (--json: one object, with
+ * schema_version, docs/bundles.md). Exit 0 when every sink agrees batch for batch, 1 when one
+ * differs, 2 for a bad bundle. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_json.h"
 
 /* The lines of a file (owned by *buf), at most 4000. */
 static int pl__lines(const char *path, char **buf, char ***lines)
@@ -51,13 +53,13 @@ static int pl__lines(const char *path, char **buf, char ***lines)
 
 /* A line diff (longest common subsequence) of two small text files, "-" lines of A and "+" of B,
  * comment lines (#) ignored. Prints nothing when they agree; returns whether they differ. */
-static bool pl__text_diff(const char *what, const char *pa, const char *pb)
+static bool pl__text_diff(const char *what, const char *pa, const char *pb, bool quiet)
 {
     char *ba, *bb, **la, **lb;
     int na = pl__lines(pa, &ba, &la), nb = pl__lines(pb, &bb, &lb);
     bool differ = false;
     if (na < 0 || nb < 0) {
-        printf("\n%s: %s is missing\n", what, na < 0 ? pa : pb);
+        if (!quiet) printf("\n%s: %s is missing\n", what, na < 0 ? pa : pb);
         differ = true;
         goto done;
     }
@@ -75,16 +77,16 @@ static bool pl__text_diff(const char *what, const char *pa, const char *pb)
             i++, j++;
         } else if (j >= nb || (i < na && T(i + 1, j) >= T(i, j + 1))) {
             if (la[i][0] != '#') {
-                if (!differ) printf("\n%s differs (- %s, + %s):\n", what, pa, pb);
+                if (!differ && !quiet) printf("\n%s differs (- %s, + %s):\n", what, pa, pb);
                 differ = true;
-                printf("  - %s\n", la[i]);
+                if (!quiet) printf("  - %s\n", la[i]);
             }
             i++;
         } else {
             if (lb[j][0] != '#') {
-                if (!differ) printf("\n%s differs (- %s, + %s):\n", what, pa, pb);
+                if (!differ && !quiet) printf("\n%s differs (- %s, + %s):\n", what, pa, pb);
                 differ = true;
-                printf("  + %s\n", lb[j]);
+                if (!quiet) printf("  + %s\n", lb[j]);
             }
             j++;
         }
@@ -99,6 +101,74 @@ done:
     return differ;
 }
 
+enum { PL__O_JSON = 256 };
+
+const pl_cli_opt pl_cli_diff_opts[] = {
+    {"json", 'j', NULL, NULL,
+     "print the comparison as one JSON object on stdout (docs/bundles.md); a bad bundle prints an "
+     "error object (docs/json.md)",
+     PL__O_JSON},
+    {0},
+};
+
+static const char *const pl__verdicts[] = {"match",      "differs", "within_tolerance",
+                                           "unverified", "absent",  "unchecked"};
+
+/* --json: what the tables say, for programs. */
+static void pl__json(const char *const d[2], const pl_compare *c, bool spec_diff, bool plan_diff)
+{
+    json_t *o = json_object(), *sinks = json_array(), *stages = json_array(), *env = json_array();
+    if (!o || !sinks || !stages || !env) {
+        json_decref(o);
+        json_decref(sinks);
+        json_decref(stages);
+        json_decref(env);
+        fputs("{\"schema_version\": 1, \"status\": \"ENOMEM\", \"exit_code\": 1}\n", stdout);
+        return;
+    }
+    json_object_set_new(o, "schema_version", json_integer(PL_JSON_SCHEMA_VERSION));
+    json_object_set_new(o, "a", pl_json_str(d[0]));
+    json_object_set_new(o, "b", pl_json_str(d[1]));
+    json_object_set_new(o, "verdict", json_string(c->first_sink >= 0 ? "differs" : "match"));
+    json_object_set_new(o, "exit_code", json_integer(c->first_sink >= 0 ? 1 : 0));
+    json_object_set_new(o, "pipeline_same", json_boolean(!spec_diff));
+    json_object_set_new(o, "plan_same", json_boolean(!plan_diff));
+    json_object_set_new(o, "batches_differ", json_integer(c->n_differ));
+    for (int i = 0; i < c->n_sinks; i++) {
+        const pl_sink_cmp *s = &c->sinks[i];
+        bool dif = s->verdict == PL_SINK_DIFFER;
+        json_array_append_new(
+            sinks, json_pack("{s:o, s:s, s:I, s:I, s:I, s:o, s:o, s:o}", "stage",
+                             pl_json_str(s->stage), "verdict", pl__verdicts[s->verdict],
+                             "batches_a", (json_int_t)s->batches_a, "batches_b",
+                             (json_int_t)s->batches_b, "batches_differ", (json_int_t)s->n_differ,
+                             "first_batch", dif ? json_integer(s->first_batch) : json_null(),
+                             "checksum_a", dif ? pl_json_hex64(s->first_a) : json_null(),
+                             "checksum_b", dif ? pl_json_hex64(s->first_b) : json_null()));
+    }
+    for (int i = 0; i < c->n_stages; i++) {
+        const pl_stage_cmp *s = &c->stages[i];
+        json_array_append_new(
+            stages,
+            json_pack("{s:o, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:b}", "name",
+                      pl_json_str(s->name), "engine", pl_json_str(s->engine), "mean_s_a", s->mean_a,
+                      "mean_s_b", s->mean_b, "p50_s_a", s->p50_a, "p50_s_b", s->p50_b, "p99_s_a",
+                      s->p99_a, "p99_s_b", s->p99_b, "noise",
+                      s->noise >= 0 ? json_real(s->noise) : json_null(), "band",
+                      s->band >= 0 ? json_real(s->band) : json_null(), "beyond_noise", s->beyond));
+    }
+    for (int i = 0; i < c->n_env; i++)
+        json_array_append_new(env,
+                              json_pack("{s:o, s:o, s:o}", "key", pl_json_str(c->env[i].key), "a",
+                                        pl_json_str(c->env[i].a), "b", pl_json_str(c->env[i].b)));
+    json_object_set_new(o, "sinks", sinks);
+    json_object_set_new(o, "stages", stages);
+    json_object_set_new(o, "environment_changes", env);
+    json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    fputc('\n', stdout);
+    json_decref(o);
+}
+
 int pl_cmd_diff(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("diff", NULL);
@@ -106,8 +176,9 @@ int pl_cmd_diff(int argc, char **argv)
     pl_cli_args_init(&args, cmd, argc, argv);
     const char *v;
     int id;
+    bool json = false;
     while ((id = pl_cli_next(&args, &v)) > 0)
-        ; /* no options but --help */
+        if (id == PL__O_JSON) json = true;
     if (id < 0) return args.rc;
     if (args.n_operands > 2)
         return pl_cli_usage_error(cmd, "'pipectl diff' compares two bundles; '%s' is a third",
@@ -123,17 +194,23 @@ int pl_cmd_diff(int argc, char **argv)
     int rc = 0;
     if (pl_bundle_open(d[0], &a, &err) != PL_OK || pl_bundle_open(d[1], &b, &err) != PL_OK ||
         pl_bundle_diff(a, b, &c, &err) != PL_OK) {
+        if (json) pl_json_print_error(stdout, "diff", &err);
         rc = pl_cli_fail(&err);
         goto out;
     }
-    printf("diff of bundles A = %s and B = %s\n", d[0], d[1]);
+    if (!json) printf("diff of bundles A = %s and B = %s\n", d[0], d[1]);
     char pa[4096], pb[4096];
     const char *fa = pl_json_str_or(json_object_get(a->manifest, "pipeline"), "file", "");
     const char *fb = pl_json_str_or(json_object_get(b->manifest, "pipeline"), "file", "");
     bool spec_diff = pl__text_diff("the pipeline", pl_bundle_path(a->dir, fa, pa, sizeof pa),
-                                   pl_bundle_path(b->dir, fb, pb, sizeof pb));
+                                   pl_bundle_path(b->dir, fb, pb, sizeof pb), json);
     bool plan_diff = pl__text_diff("the plan", pl_bundle_path(a->dir, "plan.txt", pa, sizeof pa),
-                                   pl_bundle_path(b->dir, "plan.txt", pb, sizeof pb));
+                                   pl_bundle_path(b->dir, "plan.txt", pb, sizeof pb), json);
+    if (json) {
+        pl__json(d, &c, spec_diff, plan_diff);
+        rc = c.first_sink >= 0 ? 1 : 0;
+        goto out;
+    }
     if (!spec_diff && !plan_diff) printf("\npipeline and plan: the same\n");
     printf("\noutputs:\n");
     for (int i = 0; i < c.n_sinks; i++) {

@@ -2,6 +2,7 @@
  * plan. --json prints the object bundles store (pl_plan_json), so the two cannot differ. */
 #include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_depth.h"
 #include "pl_json.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
@@ -10,7 +11,7 @@ enum { PL__O_DOT = 256, PL__O_DEPTH, PL__O_JSON };
 
 const pl_cli_opt pl_cli_plan_opts[] = {
     {"dot", 0, NULL, NULL, "print Graphviz DOT instead of the listing", PL__O_DOT},
-    {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
+    {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth), or auto", PL__O_DEPTH},
     {"json", 'j', NULL, NULL,
      "print the plan as one JSON object on stdout (docs/json.md; the plan of a bundle's "
      "manifest); a failure prints an error object",
@@ -32,7 +33,7 @@ int pl_cmd_plan(int argc, char **argv)
             dot = true;
         else if (id == PL__O_JSON)
             json = true;
-        else if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &depth))
+        else if (pl_cli_depth(cmd, id, v, &depth))
             return 2;
     }
     if (id < 0) return a.rc;
@@ -50,7 +51,12 @@ int pl_cmd_plan(int argc, char **argv)
         return pl_cli_fail(&err);
     }
     pl_cli_print_notes(spec, false);
-    if (depth) spec->run.depth = (int)depth;
+    if (depth > 0) {
+        spec->run.depth = (int)depth;
+        spec->run.depth_auto = false;
+    } else if (depth == PL_DEPTH_AUTO) {
+        spec->run.depth_auto = true;
+    }
     if (pl_spec_resolve_batches(spec, &err) != PL_OK) { /* batches: all */
         pl_spec_free(spec);
         if (json) pl_json_print_error(stdout, "plan", &err);
@@ -70,6 +76,14 @@ int pl_cmd_plan(int argc, char **argv)
         json_object_set_new(o, "exit_code", json_integer(0));
         json_object_set_new(o, "file", pl_json_str(file));
         json_object_set_new(o, "pipeline", pl_json_str(spec->name));
+        /* depth: auto: the plan object is the calibration's (depth 1); what the run may grow to */
+        json_object_set_new(o, "depth_auto",
+                            plan->depth_auto
+                                ? json_pack("{s:I, s:i, s:i, s:s}", "calibration_batches",
+                                            (json_int_t)pl_depth_calib_batches(plan),
+                                            "calibration_depth", plan->depth, "max_depth",
+                                            plan->depth_cap, "max_depth_by", plan->cap_why)
+                                : json_null());
         json_t *pj = pl_plan_json(plan);
         if (!pj || json_object_set_new(o, "plan", pj) != 0 || pl_json_print(stdout, o) != 0) {
             fprintf(stderr, "error: could not write the plan as JSON\n");

@@ -101,6 +101,7 @@ static void pl__json(const char *dir, const pl_replay_result *r, pl_status st, c
         return;
     }
     bool ok = st == PL_OK && c->first_sink < 0;
+    json_object_set_new(o, "schema_version", json_integer(PL_JSON_SCHEMA_VERSION));
     json_object_set_new(o, "bundle", pl_json_str(dir));
     json_object_set_new(o, "verdict",
                         json_string(st != PL_OK ? "error"
@@ -125,11 +126,12 @@ static void pl__json(const char *dir, const pl_replay_result *r, pl_status st, c
         json_object_set_new(o, "first_difference", json_null());
     }
     for (int i = 0; i < r->n_changed; i++)
-        json_array_append_new(changed,
-                              json_pack("{s:s, s:s, s:b, s:s, s:s}", "path", r->changed[i].path,
-                                        "what", r->changed[i].what, "missing",
-                                        r->changed[i].missing, "sha256_recorded",
-                                        r->changed[i].want, "sha256_now", r->changed[i].got));
+        json_array_append_new(changed, json_pack("{s:o, s:o, s:b, s:o, s:o}", "path",
+                                                 pl_json_str(r->changed[i].path), "what",
+                                                 pl_json_str(r->changed[i].what), "missing",
+                                                 r->changed[i].missing, "sha256_recorded",
+                                                 pl_json_str(r->changed[i].want), "sha256_now",
+                                                 pl_json_str(r->changed[i].got)));
     for (int i = 0; i < c->n_sinks; i++) {
         const pl_sink_cmp *s = &c->sinks[i];
         json_t *e =
@@ -153,8 +155,9 @@ static void pl__json(const char *dir, const pl_replay_result *r, pl_status st, c
                       s->band >= 0 ? json_real(s->band) : json_null(), "beyond_noise", s->beyond));
     }
     for (int i = 0; i < c->n_env; i++)
-        json_array_append_new(env, json_pack("{s:s, s:s, s:s}", "key", c->env[i].key, "recorded",
-                                             c->env[i].a, "now", c->env[i].b));
+        json_array_append_new(env, json_pack("{s:o, s:o, s:o}", "key", pl_json_str(c->env[i].key),
+                                             "recorded", pl_json_str(c->env[i].a), "now",
+                                             pl_json_str(c->env[i].b)));
     json_object_set_new(o, "changed_files", changed);
     json_object_set_new(o, "sinks", sinks);
     json_object_set_new(o, "stages", stages);

@@ -51,7 +51,10 @@ const pl_cli_opt pl_cli_run_opts[] = {
     {"batches", 'b', "N", NULL,
      "batches to run, or all: until the first source file ends (overrides run.batches)",
      PL__O_BATCHES},
-    {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
+    {"depth", 'd', "N", NULL,
+     "slots in flight (overrides run.depth); auto: measured on the first batches, the smallest "
+     "that reaches the bound within run.memory_budget",
+     PL__O_DEPTH},
     {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs",
      PL__O_NO_GRAPH},
@@ -98,11 +101,25 @@ static bool pl__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return true;
 }
 
+/* depth: auto says what it chose as it chooses, on stderr, above the progress line. */
+typedef struct pl__depth_say {
+    pl_progress *prog;
+    bool quiet;
+} pl__depth_say;
+
+static void pl__on_depth(void *user, const pl_depth_choice *c)
+{
+    const pl__depth_say *say = user;
+    if (say->quiet) return;
+    pl_progress_clear(say->prog);
+    fprintf(stderr, "%s\n", c->why);
+}
+
 int pl_cmd_run(int argc, char **argv)
 {
     const pl_cmd *cmd = pl_cmd_find("run", NULL);
     const char *file = NULL, *fail_at = NULL, *trace = NULL;
-    int64_t batches = -1, depth = -1, workers = 0;
+    int64_t batches = -1, depth = 0, workers = 0;
     int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
     bool json = false, quiet = false, graphs = true;
     pl_progress_mode progress = PL_PROGRESS_AUTO;
@@ -147,7 +164,7 @@ int pl_cmd_run(int argc, char **argv)
                 return 2;
             break;
         case PL__O_DEPTH:
-            if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &depth)) return 2;
+            if (pl_cli_depth(cmd, id, v, &depth)) return 2;
             break;
         case PL__O_WORKERS:
             if (pl_cli_int(cmd, id, v, 1, 64, &workers)) return 2;
@@ -229,7 +246,12 @@ int pl_cmd_run(int argc, char **argv)
     pl_cli_print_notes(spec, verbose);
     if (batches >= 0) spec->run.batches_all = batches == 0;
     if (batches > 0) spec->run.batches = batches;
-    if (depth > 0) spec->run.depth = (int)depth;
+    if (depth > 0) {
+        spec->run.depth = (int)depth;
+        spec->run.depth_auto = false;
+    } else if (depth == PL_DEPTH_AUTO) {
+        spec->run.depth_auto = true;
+    }
     int rc = 0;
     /* `batches: all`: counted from the source files now; then the files, for the batches this
      * run will issue, before anything opens (exit 2). */
@@ -252,6 +274,9 @@ int pl_cmd_run(int argc, char **argv)
     pl_progress_init(&prog, progress, quiet || json, bytes_in ? bytes_in : bytes_out, stderr);
     cfg.on_batch = pl_progress_update;
     cfg.user = &prog;
+    pl__depth_say say = {&prog, quiet};
+    cfg.on_depth = pl__on_depth;
+    cfg.depth_user = &say;
     if (fail_at) {
         const char *colon = strrchr(fail_at, ':');
         char name[PL_MAX_NAME + 1];

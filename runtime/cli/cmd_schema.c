@@ -95,6 +95,8 @@ static bool pl__json_default(FILE *out, const pl_key *k)
     }
 }
 
+static void pl__json_fields(FILE *out, const pl_section *sec, const char *indent);
+
 /* One key's schema: type, range, enum, default, description. `f` (NULL for kind keys) adds the
  * range of the file's own sections. */
 static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
@@ -118,12 +120,17 @@ static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
             fprintf(out, ", \"minimum\": %lld, \"maximum\": %lld", (long long)f->min,
                     (long long)f->max);
         fprintf(out, "}, %s", int_text);
-        if (k->values) { /* words it takes besides a number (run.batches: all) */
+        if (k->values) { /* words it takes besides a number (run.batches: all, depth: auto) */
             fputs(", {\"enum\": ", out);
             pl__json_enum(out, k->values);
             fputc('}', out);
         }
         fputc(']', out);
+        break;
+    case PL_KEY_SIZE:
+        fputs("{\"anyOf\": [{\"type\": \"integer\", \"minimum\": 0}, {\"type\": \"string\", "
+              "\"pattern\": \"^[0-9]+([.][0-9]*)? ?(B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|TB)?$\"}]",
+              out);
         break;
     case PL_KEY_NUM:
         fprintf(out, "{\"anyOf\": [{\"type\": \"number\"}, %s]", num_text);
@@ -151,6 +158,13 @@ static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
                 scalar, scalar);
         break;
     case PL_KEY_MAP:
+        if (f && f->sub) {
+            fputs("{\"type\": [\"object\", \"null\"], ", out);
+            pl__json_fields(out, f->sub, "");
+            break;
+        }
+        fputs("{", out);
+        break;
     case PL_KEY_LIST:
     case PL_KEY_FUNC:
         fputs("{", out);

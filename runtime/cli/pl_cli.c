@@ -1,6 +1,7 @@
 /* pl_cli: the command table, prefix lookup with suggestions, and option parsing (getopt_long
  * over each command's option table) with the shared usage/help/failure helpers. */
 #include "pl_cli.h"
+#include "pl_plan.h"
 #include "pl_stage.h"
 
 #include <errno.h>
@@ -80,8 +81,9 @@ const pl_cmd pl_cmds[] = {
      .operands = "DIR",
      .fn = pl_cmd_replay},
     {.name = "diff",
-     .usage = "pipectl diff A B",
+     .usage = "pipectl diff [--json] A B",
      .summary = "compare two bundles: pipeline, plan, environment, checksums, stage times",
+     .opts = pl_cli_diff_opts,
      .notes = "exit: 0 every sink agrees batch for batch, 1 one differs, 2 a bad bundle\n",
      .operands = "DIR DIR",
      .fn = pl_cmd_diff},
@@ -391,6 +393,18 @@ int pl_cli_int(const pl_cmd *cmd, int id, const char *val, int64_t lo, int64_t h
     }
     *out = v;
     return 0;
+}
+
+int pl_cli_depth(const pl_cmd *cmd, int id, const char *val, int64_t *out)
+{
+    if (val && strcmp(val, "auto") == 0) {
+        *out = PL_DEPTH_AUTO;
+        return 0;
+    }
+    if (val && *val && strspn(val, "0123456789+-") == strlen(val))
+        return pl_cli_int(cmd, id, val, 1, PL_MAX_DEPTH, out);
+    return pl_cli_usage_error(cmd, "--depth needs a whole number from 1 to %d or 'auto', got '%s'",
+                              PL_MAX_DEPTH, val ? val : "");
 }
 
 int pl_cli_choice(const pl_cmd *cmd, int id, const char *val)

@@ -83,6 +83,8 @@ int pl_cli_usage_error(const pl_cmd *cmd, const char *fmt, ...)
 /* The value of option `id` (of cmd's table) as a whole number lo..hi; else a usage error naming
  * the option ("--batches needs a whole number from 1 to 64, got 'x'"). Returns 0 or 2. */
 int pl_cli_int(const pl_cmd *cmd, int id, const char *val, int64_t lo, int64_t hi, int64_t *out);
+/* --depth N|auto: 1..PL_MAX_DEPTH, or PL_DEPTH_AUTO for "auto"; usage error (2) otherwise. */
+int pl_cli_depth(const pl_cmd *cmd, int id, const char *val, int64_t *out);
 /* The value of option `id` as the index of one of the '|'-separated words of its table entry's
  * `values` (so the accepted words, the help and the completions are one list); else a usage
  * error ("--executor must be auto, host or gpu, got 'cpu'") and -1. */
@@ -95,8 +97,8 @@ void pl_cli_complete_bash(FILE *out); /* share/bash-completion/completions/pipec
 void pl_cli_complete_zsh(FILE *out);  /* share/zsh/site-functions/_pipectl */
 
 extern const pl_cli_opt pl_cli_run_opts[], pl_cli_check_opts[], pl_cli_capture_opts[],
-    pl_cli_replay_opts[], pl_cli_plan_opts[], pl_cli_bench_opts[], pl_cli_index_opts[],
-    pl_cli_help_opts[];
+    pl_cli_diff_opts[], pl_cli_replay_opts[], pl_cli_plan_opts[], pl_cli_bench_opts[],
+    pl_cli_index_opts[], pl_cli_help_opts[];
 
 int pl_cmd_check(int argc, char **argv);
 int pl_cmd_plan(int argc, char **argv);

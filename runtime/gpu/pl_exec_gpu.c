@@ -39,6 +39,8 @@ bool pl_gpu_available(void)
     return cached == 1;
 }
 
+static pl_status pl__capture_ring(pl_gx *gx, pl_error *err);
+
 static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg, bool graphs,
                            bool open_stages, pl_error *err)
 {
@@ -60,6 +62,7 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
      * PIPECTL_GPU_RUNAHEAD=0: one graph per slot (ring = depth), for comparison. */
     const char *ahead_env = getenv("PIPECTL_GPU_RUNAHEAD");
     int per_slot = ahead_env && strcmp(ahead_env, "0") == 0 ? 1 : 2;
+    gx->per_slot = per_slot;
     gx->ring = graphs ? gx->depth * per_slot : gx->depth + 1;
     gx->device = plan->spec->run.device;
     gx->fail_dev_stage = -1;
@@ -79,6 +82,10 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
     gx->timing = cfg ? cfg->timing_period : 16;
     if (gx->timing < -1) gx->timing = -1;
     if (spans_env && strcmp(spans_env, "0") == 0) gx->timing = -1;
+    /* depth: auto times every calibration batch (the choice needs the stage times), then the
+     * batches after it as asked. */
+    gx->user_timing = gx->timing;
+    if (open_stages && pl_depth_calib_batches(plan) > 0) gx->timing = 0;
     if (cfg && cfg->fail_stage >= 0 && cfg->fail_stage < gx->nst && cfg->fail_batch >= 0 &&
         plan->stages[cfg->fail_stage].segment >= 0)
         gx->fail_dev_stage = cfg->fail_stage;
@@ -101,13 +108,7 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
         PL_CHECK(pl_stage_rt_open(&gx->rt, plan, workers, gx->gctx, err));
         gx->rt_open = true;
     }
-    /* Lean graphs unless every batch is timed; timed graphs unless timing is off. */
-    for (int r = 0; graphs && r < gx->ring; r++)
-        for (int k = 0; k < gx->nseg; k++) {
-            size_t i = (size_t)r * (size_t)gx->nseg + (size_t)k;
-            if (gx->timing != 0) PL_CHECK(pl_gx_capture(gx, r, k, false, &gx->exec[i], err));
-            if (gx->timing >= 0) PL_CHECK(pl_gx_capture(gx, r, k, true, &gx->exec_timed[i], err));
-        }
+    PL_CHECK(pl__capture_ring(gx, err));
     return PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err); /* uploads done before the clock */
 }
 
@@ -115,49 +116,52 @@ static void pl__teardown(pl_gx *gx)
 {
     /* Errors are ignored here: after a device fault every call fails, and nothing is left to do
      * about it. The object that created a resource frees it, in reverse order. */
-    const pl_plan *p = gx->plan;
     if (gx->streams || gx->launch) cudaDeviceSynchronize();
-    size_t nexec = (size_t)gx->ring * (size_t)(gx->nseg > 0 ? gx->nseg : 1);
-    for (size_t i = 0; gx->exec && i < nexec; i++)
-        if (gx->exec[i]) cudaGraphExecDestroy(gx->exec[i]);
-    for (size_t i = 0; gx->exec_timed && i < nexec; i++)
-        if (gx->exec_timed[i]) cudaGraphExecDestroy(gx->exec_timed[i]);
-    if (gx->marks) cudaFreeHost(gx->marks);
+    pl_gx_destroy_objects(gx);
     if (gx->created_t0) cudaEventDestroy(gx->ev_t0);
-    if (gx->created_fork) cudaEventDestroy(gx->ev_fork);
-    size_t nev = (size_t)gx->ring * (size_t)gx->nst;
-    for (size_t k = 0; k < nev; k++) {
-        if (gx->ev_start && gx->ev_start[k]) cudaEventDestroy(gx->ev_start[k]);
-        if (gx->ev_end && gx->ev_end[k]) cudaEventDestroy(gx->ev_end[k]);
-        if (gx->ev_sync && gx->ev_sync[k]) cudaEventDestroy(gx->ev_sync[k]);
-    }
-    for (int s = 0; gx->ev_cap && s < gx->nst; s++)
-        if (gx->ev_cap[s]) cudaEventDestroy(gx->ev_cap[s]);
-    for (int k = 0; p && k < p->n_streams; k++) {
-        if (gx->ev_join && gx->ev_join[k]) cudaEventDestroy(gx->ev_join[k]);
-        if (gx->streams && gx->streams[k]) cudaStreamDestroy(gx->streams[k]);
-    }
-    for (int s = 0; gx->launch && s < gx->depth; s++)
-        if (gx->launch[s]) cudaStreamDestroy(gx->launch[s]);
     pl_gpu_ctx_free(gx->gctx);
     pl_buffers_free(gx->dbufs);
     pl_buffers_free(gx->hbufs);
     cudaGetLastError();
-    free(gx->streams);
-    free(gx->launch);
-    free(gx->exec);
-    free(gx->exec_timed);
-    free(gx->ev_start);
-    free(gx->ev_end);
-    free(gx->ev_sync);
-    free(gx->ev_cap);
-    free(gx->cap_src);
-    free(gx->ev_join);
     free(gx->launched);
     free(gx->mon_b);
     free(gx->mon_i);
     free(gx->mon_conf);
     if (gx->sched_init) pl_sched_fini(&gx->sched);
+}
+
+/* Captures the lean and timed graphs of every ring entry and segment (as the timing asks). */
+static pl_status pl__capture_ring(pl_gx *gx, pl_error *err)
+{
+    /* Lean graphs unless every batch is timed; timed graphs unless timing is off. */
+    for (int r = 0; gx->graphs && r < gx->ring; r++)
+        for (int k = 0; k < gx->nseg; k++) {
+            size_t i = (size_t)r * (size_t)gx->nseg + (size_t)k;
+            if (gx->timing != 0) PL_CHECK(pl_gx_capture(gx, r, k, false, &gx->exec[i], err));
+            if (gx->timing >= 0) PL_CHECK(pl_gx_capture(gx, r, k, true, &gx->exec_timed[i], err));
+        }
+    return PL_OK;
+}
+
+/* depth: auto, after the calibration (every launched batch read back, the device idle): the ring
+ * grows to `plan`'s depth. New slots are allocated (the old ones and the persistent buffers stay
+ * where they are), then every per-ring object is made again for the new ring (streams, events,
+ * fault marks; ev_t0, the run's clock, is kept) and every (ring entry, segment) captured again,
+ * since ring entry r now means slot r % depth of the new depth. */
+static pl_status pl__grow_ring(pl_gx *gx, const pl_plan *plan, pl_error *err)
+{
+    PL_CHECK(PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err));
+    PL_CHECK(pl_gx_grow_buffers(gx, plan->depth, err));
+    pl_gx_destroy_objects(gx);
+    gx->plan = plan;
+    gx->rt.plan = plan;
+    gx->depth = plan->depth;
+    gx->ring = gx->graphs ? gx->depth * gx->per_slot : gx->depth + 1;
+    gx->timing = gx->user_timing;
+    PL_CHECK(pl_gx_create_objects(gx, err));
+    pl_gx_probe_marks(gx);
+    PL_CHECK(pl__capture_ring(gx, err));
+    return PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err);
 }
 
 /* The run; *active_ns (may be NULL) gets the time from the first launch to the last batch read
@@ -172,6 +176,8 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
     }
     pl_gx gxs, *gx = &gxs;
     bool *owned = NULL;
+    pl_plan *grown = NULL; /* depth: auto: the plan at the chosen depth */
+    int64_t first = 0;     /* depth: auto: batches done before the current scheduler */
     pl_status st = pl__setup(gx, plan, cfg, cfg->use_graphs, true, err);
     memset(res, 0, sizeof *res);
     res->executor = "gpu";
@@ -185,10 +191,18 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
             snprintf(res->device_name, sizeof res->device_name, "%.127s", prop.name);
     }
     if (st != PL_OK) goto close;
-    /* Rows for the batches in flight: the ring bounds them (graphs run ahead by depth). */
-    PL_CHECK_GOTO(pl_timing_new(plan, 2 * (gx->ring > gx->depth ? gx->ring : gx->depth) + 2,
-                                cfg->trace_batches, &gx->stats, err),
-                  st, close);
+    /* Rows for the batches in flight: the ring bounds them (graphs run ahead by depth; depth:
+     * auto sizes for the ring it may grow to, at most 2 x cap entries). The calibration batches'
+     * spans stay in the log, for pl_depth_choose. */
+    int64_t calib = pl_depth_calib_batches(plan);
+    {
+        int wd = plan->depth_auto && plan->depth_cap > gx->depth ? plan->depth_cap : gx->depth;
+        int ring = gx->ring > 2 * wd + 1 ? gx->ring : 2 * wd + 1;
+        PL_CHECK_GOTO(pl_timing_new(plan, 2 * ring + 2,
+                                    cfg->trace_batches > calib ? cfg->trace_batches : calib,
+                                    &gx->stats, err),
+                      st, close);
+    }
     owned = calloc((size_t)plan->n_streams + 1, sizeof *owned);
     if (!owned) {
         st = pl_error_set(err, PL_ENOMEM, "error: out of memory setting up the run");
@@ -210,6 +224,13 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
         pl_sched_set_limit(&gx->sched, 0);
         pthread_mutex_unlock(&gx->sched.mu);
     }
+    /* depth: auto: the calibration batches first, at plan->depth (pl_depth.h). */
+    res->depth = plan->depth;
+    if (calib > 0 && !gx->stopped) {
+        pthread_mutex_lock(&gx->sched.mu);
+        pl_sched_set_limit(&gx->sched, calib);
+        pthread_mutex_unlock(&gx->sched.mu);
+    }
     pl_sched_start(&gx->sched, gx->t_start);
 
     pl_gx_issue_loop(gx);
@@ -220,9 +241,58 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
     pl_sched_join(&gx->sched);
 
     int64_t done = pl_sched_batches_done(&gx->sched);
-    if (gx->sched.failed) {
+    if (calib > 0) {
+        if (gx->sched.failed || gx->has_late_err || gx->stopped || done < calib ||
+            done >= gx->batches) {
+            pl_depth_no_choice(plan, done, &res->depth_auto);
+            if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
+        } else {
+            pl_status gst = pl_depth_choose_logged(plan, gx->stats, done, &res->depth_auto, err);
+            if (gst == PL_OK && cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
+            int nd = gst == PL_OK ? res->depth_auto.depth : plan->depth;
+            const pl_plan *np = plan;
+            if (gst == PL_OK && nd != plan->depth) {
+                gst = pl_plan_compile_with(plan->spec, plan->batches, nd, &grown, err);
+                np = grown;
+            }
+            /* Also at the same depth when the timing asked for is not the calibration's: the
+             * lean graphs are captured then. */
+            if (gst == PL_OK && (nd != plan->depth || gx->user_timing != gx->timing))
+                gst = pl__grow_ring(gx, np, err);
+            if (gst == PL_OK) {
+                res->depth = nd;
+                /* A fresh scheduler for the rest, at batch `done`; the issue loop goes on. */
+                first = done;
+                pl_sched_fini(&gx->sched);
+                gx->sched_init = false;
+                gst = pl_sched_init(&gx->sched, gx->plan, cfg, &gx->rt, gx->hbufs, owned,
+                                    gx->rt.env.workers, gx->stats, err);
+            }
+            if (gst == PL_OK) {
+                gx->sched_init = true;
+                pl_sched_begin_at(&gx->sched, first);
+                for (int k = 0; k < gx->nseg; k++) {
+                    gx->launched[k] = gx->mon_b[k] = first;
+                    gx->mon_i[k] = gx->mon_conf[k] = 0;
+                }
+                gx->monitored = first;
+                pl_sched_start(&gx->sched, gx->t_start);
+                pl_gx_issue_loop(gx);
+                pthread_mutex_lock(&gx->sched.mu);
+                pl_sched_abort(&gx->sched);
+                pthread_mutex_unlock(&gx->sched.mu);
+                pl_sched_join(&gx->sched);
+                done = pl_sched_batches_done(&gx->sched);
+            }
+            /* A failure to grow ends the run after the calibration batches (kept). */
+            st = gst;
+        }
+    }
+    if (gx->sched_init && gx->sched.failed) {
         st = gx->sched.status;
         if (err) *err = gx->sched.err;
+    } else if (st != PL_OK) {
+        /* depth: auto could not grow the ring: the error is in err already */
     } else if (gx->has_late_err) {
         st = gx->late_status;
         if (err) *err = gx->late_err;
@@ -230,7 +300,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
         st = pl_error_set(err, PL_EINTR, "error: interrupted after %lld of %lld batches",
                           (long long)done, (long long)gx->batches);
     }
-    res->batches_issued = gx->nseg ? gx->launched[0] : gx->sched.started;
+    res->batches_issued = gx->nseg ? gx->launched[0] : gx->sched_init ? gx->sched.started : first;
     res->batches_done = done;
     res->wall_ns = pl_now_ns() - gx->t_start;
     if (active_ns)
@@ -242,7 +312,14 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
 close:
     if (gx->rt_open) {
         pl_error ce;
-        pl_status cs = pl_stage_rt_close(&gx->rt, gx->sched_init ? gx->sched.done : NULL,
+        /* Between the phases of depth: auto no scheduler holds the counts: batches < first are
+         * what every stage completed. */
+        int64_t *before = NULL;
+        if (!gx->sched_init && first > 0 &&
+            (before = malloc((size_t)(gx->nst > 0 ? gx->nst : 1) * sizeof *before)) != NULL)
+            for (int i = 0; i < gx->nst; i++)
+                before[i] = first;
+        pl_status cs = pl_stage_rt_close(&gx->rt, gx->sched_init ? gx->sched.done : before,
                                          st != PL_OK, res, &ce);
         if (st == PL_OK && cs != PL_OK) {
             st = cs;
@@ -253,6 +330,7 @@ close:
     gx->stats = NULL;
     free(owned);
     pl__teardown(gx);
+    pl_plan_free(grown);
     return st;
 }
 

@@ -60,8 +60,10 @@ pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
     PL_CHECK(
         PL_CUDA(cudaEventCreateWithFlags(&gx->ev_fork, cudaEventDisableTiming), NULL, -1, err));
     gx->created_fork = true;
-    PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_t0), NULL, -1, err));
-    gx->created_t0 = true;
+    if (!gx->created_t0) {
+        PL_CHECK(PL_CUDA(cudaEventCreate(&gx->ev_t0), NULL, -1, err));
+        gx->created_t0 = true;
+    }
 
     /* Fault marks and trigger: pinned, mapped host words the device writes and the host reads
      * after a fault (they stay readable when the context is lost). */
@@ -76,6 +78,50 @@ pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
     gx->trigger = gx->marks + nev;
     gx->trigger_dev = (char *)md + sizeof(uint32_t) * nev;
     return PL_OK;
+}
+
+void pl_gx_destroy_objects(pl_gx *gx)
+{
+    const pl_plan *p = gx->plan;
+    size_t nexec = (size_t)gx->ring * (size_t)(gx->nseg > 0 ? gx->nseg : 1);
+    for (size_t i = 0; gx->exec && i < nexec; i++)
+        if (gx->exec[i]) cudaGraphExecDestroy(gx->exec[i]);
+    for (size_t i = 0; gx->exec_timed && i < nexec; i++)
+        if (gx->exec_timed[i]) cudaGraphExecDestroy(gx->exec_timed[i]);
+    if (gx->marks) cudaFreeHost(gx->marks);
+    if (gx->created_fork) cudaEventDestroy(gx->ev_fork);
+    size_t nev = (size_t)gx->ring * (size_t)gx->nst;
+    for (size_t k = 0; k < nev; k++) {
+        if (gx->ev_start && gx->ev_start[k]) cudaEventDestroy(gx->ev_start[k]);
+        if (gx->ev_end && gx->ev_end[k]) cudaEventDestroy(gx->ev_end[k]);
+        if (gx->ev_sync && gx->ev_sync[k]) cudaEventDestroy(gx->ev_sync[k]);
+    }
+    for (int s = 0; gx->ev_cap && s < gx->nst; s++)
+        if (gx->ev_cap[s]) cudaEventDestroy(gx->ev_cap[s]);
+    for (int k = 0; p && k < p->n_streams; k++) {
+        if (gx->ev_join && gx->ev_join[k]) cudaEventDestroy(gx->ev_join[k]);
+        if (gx->streams && gx->streams[k]) cudaStreamDestroy(gx->streams[k]);
+    }
+    for (int s = 0; gx->launch && s < gx->depth; s++)
+        if (gx->launch[s]) cudaStreamDestroy(gx->launch[s]);
+    free(gx->streams);
+    free(gx->launch);
+    free(gx->exec);
+    free(gx->exec_timed);
+    free(gx->ev_start);
+    free(gx->ev_end);
+    free(gx->ev_sync);
+    free(gx->ev_cap);
+    free(gx->cap_src);
+    free(gx->ev_join);
+    gx->streams = gx->launch = NULL;
+    gx->exec = gx->exec_timed = NULL;
+    gx->ev_start = gx->ev_end = gx->ev_sync = gx->ev_cap = gx->ev_join = NULL;
+    gx->cap_src = NULL;
+    gx->marks = NULL;
+    gx->trigger = NULL;
+    gx->write_value = NULL;
+    gx->created_fork = false;
 }
 
 /* Per-stage completion marks, written by the stream front end (cuStreamWriteValue32) after each

@@ -43,6 +43,8 @@ static void pl__device_free(void *user, const pl_buffer *b, void *p)
     if (b->where == PL_DEVICE && p) cudaFree(p);
 }
 
+static pl_status pl__init_slots(pl_gx *gx, int s0, int s1, pl_error *err);
+
 /* Allocates every buffer once for the whole run (captured copy nodes bake addresses in, so
  * buffers never move) and writes their initial contents; pageable memory is used only here, for
  * the staging copy of device buffers' initial contents. */
@@ -55,9 +57,17 @@ pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err)
     if (st != PL_OK) return st;
     st = pl_buffers_new(spec, gx->depth, &da, false, 0, &gx->dbufs, err);
     if (st != PL_OK) return st;
-    /* The allocators return a placeholder for buffers of the other side: make those NULL, so
-     * stages see NULL for device buffers (pl_stage_ctx contract) and frees skip them. */
-    for (int s = 0; s < gx->depth; s++)
+    return pl__init_slots(gx, 0, gx->depth, err);
+}
+
+/* Slots s0..s1-1 of both tables: the allocators' placeholders for the other side's buffers become
+ * NULL (stages see NULL for device buffers: pl_stage_ctx contract; frees skip them), and buffers
+ * get their initial contents (persistent ones only with slot 0: they are one copy). */
+static pl_status pl__init_slots(pl_gx *gx, int s0, int s1, pl_error *err)
+{
+    const pl_spec *spec = gx->spec;
+    pl_status st = PL_OK;
+    for (int s = s0; s < s1; s++)
         for (int i = 0; i < gx->nbuf; i++) {
             size_t k = (size_t)s * (size_t)gx->nbuf + (size_t)i;
             if (spec->buffers[i].where == PL_HOST)
@@ -69,15 +79,19 @@ pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err)
     uint64_t staging_bytes = 0;
     for (int i = 0; i < gx->nbuf && st == PL_OK; i++) {
         const pl_buffer *b = &spec->buffers[i];
-        int slots = b->persistent ? 1 : gx->depth;
+        int a = s0, z = s1;
+        if (b->persistent) {
+            if (s0 > 0) continue;
+            z = 1;
+        }
         if (b->where == PL_HOST) {
-            for (int s = 0; s < slots && st == PL_OK; s++)
+            for (int s = a; s < z && st == PL_OK; s++)
                 st = pl_buffer_init_contents(spec, b, spec->run.seed,
                                              gx->hbufs->ptr[(size_t)s * gx->nbuf + i], err);
             continue;
         }
         if (b->init == PL_INIT_NONE || b->init == PL_INIT_ZEROS) {
-            for (int s = 0; s < slots && st == PL_OK; s++)
+            for (int s = a; s < z && st == PL_OK; s++)
                 st = PL_CUDA(cudaMemset(gx->dbufs->ptr[(size_t)s * gx->nbuf + i], 0, b->bytes),
                              NULL, -1, err);
             continue;
@@ -93,7 +107,7 @@ pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err)
             }
         }
         st = pl_buffer_init_contents(spec, b, spec->run.seed, staging, err);
-        for (int s = 0; s < slots && st == PL_OK; s++)
+        for (int s = a; s < z && st == PL_OK; s++)
             st = PL_CUDA(cudaMemcpy(gx->dbufs->ptr[(size_t)s * gx->nbuf + i], staging, b->bytes,
                                     cudaMemcpyHostToDevice),
                          NULL, -1, err);
@@ -101,4 +115,15 @@ pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err)
     free(staging);
     if (st == PL_OK) st = PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err); /* setup only */
     return st;
+}
+
+/* depth: auto grows the ring after its calibration batches: new slots only, so the buffers the
+ * calibration's graphs baked in stay where they are. */
+pl_status pl_gx_grow_buffers(pl_gx *gx, int depth, pl_error *err)
+{
+    int old = gx->depth;
+    PL_CHECK(pl_buffers_grow(gx->hbufs, depth, false, 0, err));
+    pl_status st = pl_buffers_grow(gx->dbufs, depth, false, 0, err);
+    if (st != PL_OK) return st; /* hbufs keeps its extra slots until teardown: harmless */
+    return pl__init_slots(gx, old, depth, err);
 }

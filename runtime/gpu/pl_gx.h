@@ -63,6 +63,9 @@ typedef struct pl_gx {
     void *trigger_dev;
     int fail_dev_stage; /* device stage with injected fault, -1 if none */
     int timing;         /* timing period: 0 every batch, -1 never, N: one batch in N */
+    int per_slot;       /* graphs per slot and segment in the ring (run-ahead: 2) */
+    int user_timing;    /* depth: auto: the timing asked for, used after the calibration (which
+                         * times every batch: it needs the stage times) */
 
     /* Launch and read-back state: written by the issuing thread; read by others under mu. */
     int64_t *launched; /* [segment]: batches whose segment is issued (in batch order); mu */
@@ -93,9 +96,19 @@ cudaEvent_t pl_gx_end_event(const pl_gx *gx, int64_t b, int st);
 
 /* pl_gpu_mem.c */
 pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err);
+/* depth: auto: adds slots gx->depth..depth-1 to both buffer tables (existing slots and persistent
+ * buffers do not move: graphs captured on them stay valid) with their initial contents. Call with
+ * the device idle. gx->depth is not changed here. */
+pl_status pl_gx_grow_buffers(pl_gx *gx, int depth, pl_error *err);
 
 /* pl_gpu_capture.c */
+/* Creates the streams, per-slot launch streams, per-ring events, graph tables and fault marks for
+ * gx->depth and gx->ring (and ev_t0, the run clock, unless it exists: growing the ring keeps it).
+ */
 pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err);
+/* Destroys what pl_gx_create_objects made but ev_t0, and the graphs; NULLs the tables (the device
+ * must be idle). */
+void pl_gx_destroy_objects(pl_gx *gx);
 void pl_gx_probe_marks(pl_gx *gx);
 /* Records device stage st of one batch (slot, ring entry r) on s; batch -1 while capturing. */
 pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, cudaStream_t s,

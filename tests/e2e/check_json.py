@@ -85,7 +85,10 @@ def main():
         same_keys("plan", v, top)
         same_keys("plan object", v["plan"], plan)
     elif kind == "summary":
-        same_keys("summary", v, t["`pipectl run --json FILE`: the summary"][0])
+        sec = t["`pipectl run --json FILE`: the summary"]
+        same_keys("summary", v, sec[0])
+        if v["depth_auto"] is not None:
+            same_keys("depth_auto", v["depth_auto"], sec[1])
         for d in v["diagnostics"]:
             same_keys("diagnostic", d, diag)
         if (v["status"] == "ok") != (not v["diagnostics"]):

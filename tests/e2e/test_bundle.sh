@@ -107,6 +107,8 @@ out=$("$pipectl" replay --json bad 2>/dev/null)
 rc=$?
 [ $rc -eq 1 ] || err "replay --json of an altered checksum exited $rc"
 echo "$out" | grep -q '"verdict": "differs"' || err "replay --json: no verdict: $out"
+echo "$out" | python3 -c 'import json, sys; assert json.load(sys.stdin)["schema_version"] == 1' ||
+    err "replay --json: no schema_version: $out"
 echo "$out" | grep -q '"sink": "save"' && echo "$out" | grep -q '"batch": 3,' ||
     err "replay --json: first difference not named: $out"
 echo "altered checksum: batch and sink named (text and --json)"
@@ -184,7 +186,33 @@ echo "$out" | grep -q '^  - .*alpha: "2"' || err "diff: no '-' line for alpha: $
 echo "$out" | grep -q '^  + .*alpha: "3"' || err "diff: no '+' line for alpha: $out"
 echo "$out" | grep -q "save .*DIFFERS in 6 of 6 batches (first: batch 0" || err "diff: sink line: $out"
 echo "$out" | grep -q "pipeline.digest" || err "diff: no spec digest change: $out"
-echo "run --capture, diff: ok"
+# --json: one object with schema_version; the same verdicts.
+"$pipectl" diff --json "$b" b3 >dj.json 2>/dev/null
+rc=$?
+[ $rc -eq 1 ] || err "diff --json with another alpha: exit $rc, expected 1"
+python3 -c '
+import json, sys
+v = json.load(open("dj.json"))
+assert v["schema_version"] == 1 and v["verdict"] == "differs" and v["exit_code"] == 1, v
+assert not v["pipeline_same"] and v["batches_differ"] == 6, v
+s = [x for x in v["sinks"] if x["stage"] == "save"][0]
+assert s["verdict"] == "differs" and s["first_batch"] == 0 and s["batches_a"] == 6, s
+assert any(e["key"] == "pipeline.digest" for e in v["environment_changes"]), v
+' || err "diff --json: $(cat dj.json)"
+"$pipectl" diff --json rc1 "$b" >dj0.json 2>/dev/null || err "diff --json of two captures: exit $?"
+python3 -c '
+import json
+v = json.load(open("dj0.json"))
+assert v["schema_version"] == 1 and v["verdict"] == "match" and v["pipeline_same"], v
+' || err "diff --json (match): $(cat dj0.json)"
+"$pipectl" diff --json nosuch "$b" >dje.json 2>/dev/null
+[ $? -eq 2 ] || err "diff --json of a missing bundle: not exit 2"
+python3 -c '
+import json
+v = json.load(open("dje.json"))
+assert v["schema_version"] == 1 and v["status"] == "EINPUT" and v["exit_code"] == 2, v
+' || err "diff --json error object: $(cat dje.json)"
+echo "run --capture, diff (text and --json): ok"
 
 # 8. Tolerance: gemm is reproducible on one GPU only. Its bundle, relabelled as recorded on a GPU
 # and with its checksums altered, replays on the host: the copied output is compared within the

@@ -71,7 +71,7 @@ expect 2 "error: --json does not go with --capture (a capture takes the options 
 expect 0 "" "$pipectl" replay "$tmp/b1" -q
 expect 2 "error: --executor must be recorded, host or gpu, got 'auto'; see 'pipectl replay --help'" "$pipectl" replay --executor=auto "$tmp/b1"
 expect 2 "error: 'pipectl diff' compares two bundles; 'x' is a third; see 'pipectl diff --help'" "$pipectl" diff "$tmp/b1" "$tmp/b2" x
-expect 2 "error: unknown option '--json' for 'pipectl diff'; see 'pipectl diff --help'" "$pipectl" diff --json "$tmp/b1" "$tmp/b2"
+expect 2 "error: unknown option '--quiet' for 'pipectl diff'; see 'pipectl diff --help'" "$pipectl" diff --quiet "$tmp/b1" "$tmp/b2"
 expect 2 "error: 'pipectl index info' takes no options (--metric is one of 'index build'); see 'pipectl index --help'" "$pipectl" index info --metric=l2 x.faiss
 expect 2 "error: --train needs a whole number >= 0, got '-1'; see 'pipectl index --help'" "$pipectl" index build --train=-1
 

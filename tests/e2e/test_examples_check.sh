@@ -61,7 +61,7 @@ expect 2 "error: unknown option '--fast' for 'pipectl check'; see 'pipectl check
 expect 2 "error: 'pipectl check' needs at least one pipeline file; see 'pipectl check --help'" "$pipectl" check
 expect 2 "error: 'pipectl plan' needs exactly one pipeline file, got 0; see 'pipectl plan --help'" "$pipectl" plan --dot
 expect 2 "error: --depth needs a whole number from 1 to 64, got '65'; see 'pipectl plan --help'" "$pipectl" plan --depth 65 "$q"
-expect 2 "error: --depth needs a whole number from 1 to 64, got 'x'; see 'pipectl plan --help'" "$pipectl" plan --depth=x "$q"
+expect 2 "error: --depth needs a whole number from 1 to 64 or 'auto', got 'x'; see 'pipectl plan --help'" "$pipectl" plan --depth=x "$q"
 expect 0 "" "$pipectl" plan --help
 grep -q '^usage: pipectl plan \[--dot | --json\] \[--depth N\] FILE' "$tmp/out" || err "plan --help: no usage line"
 expect 0 "" "$pipectl" plan --depth 5 "$q"

@@ -56,6 +56,8 @@ expect run_bad 2 error EINPUT 2 -- "$pipectl" run --json --executor host "$work/
 expect run_missing 2 error EINPUT 2 -- "$pipectl" run --json "$work/nosuch.yaml"
 expect run_failat 2 error EINPUT 2 -- "$pipectl" run --json --executor host --fail-at nosuch:1 "$q"
 expect run_fail 1 summary ERUNTIME 1 -- "$pipectl" run --json --executor host --fail-at double:5 "$q"
+expect plan_auto 0 plan ok 0 -- "$pipectl" plan --json --depth auto "$q"
+expect run_auto 0 summary ok 0 -- "$pipectl" run --json --executor host --depth auto "$q"
 
 py() { python3 -c "import json,sys; v=json.load(open(sys.argv[1], encoding='utf-8')); $1" "$2"; }
 # what the fields say, not only that they are there
@@ -71,6 +73,12 @@ for f in check_badname plan_badname run_badname; do
 done
 py 'assert v["plan"]["depth"] == 4 and len(v["plan"]["stages"]) == 5' "$work/plan_ok.json" ||
     say_fail "plan --json: not the quickstart plan"
+py 'assert v["depth_auto"] is None and v["plan"]["depth"] == 4' "$work/plan_ok.json" ||
+    say_fail "plan --json: depth_auto not null for a fixed depth"
+py 'a = v["depth_auto"]; assert a["calibration_depth"] == 1 and a["max_depth"] == 16 and v["plan"]["depth"] == 1, v' "$work/plan_auto.json" ||
+    say_fail "plan --json --depth auto: $(cat "$work/plan_auto.json")"
+py 'a = v["depth_auto"]; assert a["chosen"] and v["depth"] == a["depth"] >= 1 and a["calibration_batches"] == 4 and v["batches_done"] == 16, v' "$work/run_auto.json" ||
+    say_fail "run --json --depth auto: $(cat "$work/run_auto.json")"
 py 'assert v["batches_done"] == 16 and v["error"] is None' "$work/run_ok.json" ||
     say_fail "run --json: not 16 batches"
 py 'd = v["diagnostics"][0]; assert "double" in v["error"] and v["batches_done"] < 16 and (d["stage"], d["batch"]) == ("double", 5), v' "$work/run_fail.json" ||

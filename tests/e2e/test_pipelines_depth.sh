@@ -1,5 +1,5 @@
 # Every example in pipelines/ (*.yaml and *.lua) runs on the host executor, and its sink outputs
-# are byte-identical at depth 1, 2, 3 and 8 (results never depend on how many batches are in
+# are byte-identical at depth 1, 2, 3, 8 and auto (results never depend on how many batches are in
 # flight). Each run works on a fresh copy of pipelines/ so outputs land under the build directory.
 # A file with a line "# pipectl-test: skip-host" is too large for the host executor (GPT-2 at full
 # size) and is only checked and planned (test_examples_check); smaller tests cover its stages.
@@ -13,7 +13,7 @@ for f in "$src"/pipelines/*.yaml "$src"/pipelines/*.lua; do
   [ -e "$f" ] || continue
   name=$(basename "$f")
   if grep -q '^# pipectl-test: skip-host' "$f"; then echo "skip: $name (pipectl-test: skip-host)"; continue; fi
-  for d in 1 2 3 8; do
+  for d in 1 2 3 8 auto; do
     dir=$work/d$d-$name
     cp -r "$src/pipelines" "$dir"
     rm -rf "$dir/out"

@@ -208,7 +208,8 @@ static void test_run(pipectl *h)
                                  "or between 1 and 1099511627776");
     CHECK_EQ_INT(pipectl_compile(h, p, 0, 65, &bad), PIPECTL_EINPUT);
     CHECK_STR(pipectl_errmsg(h),
-              "error: depth is 65; it must be 0 (the pipeline's run.depth) or between 1 and 64");
+              "error: depth is 65; it must be 0 (the pipeline's run.depth), -1 (auto) or between 1 "
+              "and 64");
     CHECK_EQ_INT(pipectl_run(h, plan, 7, 0, &r), PIPECTL_EINPUT);
     CHECK(r == NULL);
     CHECK_EQ_INT(pipectl_run(h, plan, PIPECTL_EXECUTOR_HOST, 65, &r), PIPECTL_EINPUT);

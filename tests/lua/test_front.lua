@@ -110,7 +110,7 @@ fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, file = 'a.npy'}
 fails("local p = pipectl.pipeline{run = {batches = 0}}\nreturn p",
       "p.lua:1:1: error: run: 'batches' is 0; it must be between 1 and")
 fails("return pipectl.pipeline{run = {depth = 2.5}}",
-      "p.lua:1:1: error: run: 'depth' must be a whole number, got '2.5'")
+      "p.lua:1:1: error: run: 'depth' must be a whole number or 'auto', got '2.5'")
 fails("return pipectl.pipeline{runs = {}}", "p.lua:1:1: error: unknown key 'runs' (did you mean 'run'?)")
 fails("return pipectl.pipeline{buffers = {x = {shape = {4}}}}",
       "p.lua:1:1: error: 'buffers' must be an array like {{name = 'x', ...}, {name = 'y', ...}}: Lua tables do not keep the order")

@@ -268,7 +268,7 @@ static void test_strings(void)
     /* Columns count characters, not bytes. */
     CHECK_STR(P("pipeline: \"\xc3\xa9t\xc3\xa9\"\nstages: []\nrun: {x: 1}\n"),
               "t.yaml:3:7: error: run: unknown key 'x'; the keys here are: batches, depth, device, "
-              "seed");
+              "seed, memory_budget");
     CHECK_STR(P("pipeline: \xc3\xa9t\xc3\xa9\nstages: [1]\n"),
               "t.yaml:2:10: error: each stage must be a mapping like {name: up, kind: h2d, from: "
               "x, to: y}, not a single value");
@@ -566,6 +566,8 @@ static bool doc_type_agrees(const pl_key *k, const char *cell, const char *secti
         return strstr(cell, "list of") && strstr(cell, "names");
     case PL_KEY_INTS:
         return strstr(cell, "list of integers") != NULL;
+    case PL_KEY_SIZE:
+        return strstr(cell, "size") != NULL;
     case PL_KEY_FUNC:
         return strstr(cell, "Lua function") != NULL;
     case PL_KEY_MAP:
@@ -664,6 +666,7 @@ static void test_docs(void)
     if (!doc) return;
     check_doc_section(doc, &pl_schema_top);
     check_doc_section(doc, &pl_schema_run);
+    check_doc_section(doc, &pl_schema_budget);
     check_doc_section(doc, &pl_schema_buffer);
     const pl_key *keys[64];
     int nk = 0;
