@@ -26,7 +26,7 @@ typedef struct pl_capture_cfg {
     const char *file; /* the pipeline (YAML or Lua) */
     const char *dir;  /* the bundle folder: created; must not exist or be empty */
     int64_t batches;  /* > 0: overrides run.batches; -1: all (until the first source file ends) */
-    int depth;        /* > 0: overrides run.depth */
+    int depth;        /* > 0: overrides run.depth; PL_DEPTH_AUTO: depth: auto */
     pl_run_cfg run;   /* executor (AUTO is resolved here), graphs, timing, workers, stop */
     int reps;         /* runs, >= 1: the spread of their stage times is the recorded noise */
     bool copy_inputs, copy_outputs;

@@ -520,7 +520,12 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
     /* The bundled pipeline says the count this capture ran, so replay runs the same batches. */
     c.raw->run.batches = c.spec->run.batches;
     c.raw->run.batches_all = false;
-    if (cfg->depth > 0) c.spec->run.depth = c.raw->run.depth = cfg->depth;
+    if (cfg->depth > 0) {
+        c.spec->run.depth = c.raw->run.depth = cfg->depth;
+        c.spec->run.depth_auto = c.raw->run.depth_auto = false;
+    } else if (cfg->depth == PL_DEPTH_AUTO) {
+        c.spec->run.depth_auto = c.raw->run.depth_auto = true;
+    }
     PL_CHECK_GOTO(pl_plan_compile(c.spec, &c.plan, err), st, done);
     /* Refused before the folder is made: a run that cannot start leaves nothing behind. */
     if (cfg->run.executor == PL_EXEC_GPU && !pl_gpu_available()) {

@@ -44,7 +44,10 @@ const pl_cli_opt pl_cli_capture_opts[] = {
     {"batches", 'b', "N", NULL,
      "batches to run, or all: until the first source file ends (overrides run.batches)",
      PL__O_BATCHES},
-    {"depth", 'd', "N", NULL, "slots in flight (overrides run.depth)", PL__O_DEPTH},
+    {"depth", 'd', "N", NULL,
+     "slots in flight (overrides run.depth); auto: chosen on the first batches (the bundle keeps "
+     "depth: auto, its summary what the run chose)",
+     PL__O_DEPTH},
     {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs",
      PL__O_NO_GRAPH},
@@ -95,8 +98,8 @@ int pl_cmd_capture(int argc, char **argv)
             cfg.batches = n;
             break;
         case PL__O_DEPTH:
-            if (pl_cli_int(cmd, id, v, 1, PL_MAX_DEPTH, &n)) goto usage;
-            cfg.depth = (int)n;
+            if (pl_cli_depth(cmd, id, v, &n)) goto usage;
+            cfg.depth = (int)n; /* PL_DEPTH_AUTO: depth: auto */
             break;
         case PL__O_REPS:
             if (pl_cli_int(cmd, id, v, 1, 100, &n)) goto usage;

@@ -124,5 +124,14 @@ grep -qx "small.yaml:2:57: error: run: memory_budget: 'device' is 3.9 KiB (4000 
 [ $? = 2 ] || say_fail "--depth 2 over the budget: not exit 2"
 grep -qx "capped.yaml:2:57: error: run: memory_budget: 'device' is 4.0 KiB (4096 bytes), but depth 2 needs 8.0 KiB of device memory (2 slots x 4.0 KiB + 0 B persistent); use depth 1 (what the budget allows) or depth: auto, or raise memory_budget.device to at least 8.0 KiB" over.err ||
     say_fail "--depth 2 over the budget: $(cat over.err)"
+# capture --depth auto: the bundle keeps depth: auto (replay chooses again), its summary says
+# what the run chose, and the replay passes.
+sed 's/depth: auto}/depth: 3}/' busy.yaml >fixed.yaml
+"$pipectl" capture -e host --depth auto --reps 1 -o bundle fixed.yaml >cap.out 2>&1 ||
+    say_fail "capture --depth auto: $(cat cap.out)"
+grep -q "depth: auto" bundle/pipeline.yaml || say_fail "capture --depth auto: the bundle's pipeline does not say depth: auto"
+py "assert v['depth_auto']['chosen'] and v['depth_auto']['depth'] >= 1, v['depth_auto']" bundle/summary.json ||
+    say_fail "capture --depth auto: no chosen depth in the summary"
+"$pipectl" replay bundle >replay.out 2>&1 || say_fail "replay of a depth: auto bundle: $(cat replay.out)"
 [ $fail = 0 ] && echo "depth auto: choices, outputs, failures and budget errors as expected"
 exit $fail
