@@ -39,7 +39,7 @@ pipe "$work/a.yaml" out/shared.npy 200 10000
 pipe "$work/b.yaml" out/shared.npy 20
 "$pipectl" run --executor host --quiet "$work/a.yaml" 2>"$work/a.err" &
 pa=$!
-for _ in $(seq 1 500); do [ -f "$work/out/shared.npy.partial" ] && break; sleep 0.01; done
+for _ in $(seq 1 3000); do [ -f "$work/out/shared.npy.partial" ] && break; sleep 0.01; done # up to 30 s: a loaded machine starts slowly
 "$pipectl" run --executor host --quiet "$work/b.yaml" 2>"$work/b.err"
 rc=$?
 [ $rc = 1 ] || say_fail "second writer: exit $rc, expected 1"
@@ -54,7 +54,7 @@ echo "two writers: the second exits $rc naming process $pa; the first's 200 batc
 pipe "$work/del.yaml" out/del/x.npy 60 20000
 "$pipectl" run --executor host --quiet "$work/del.yaml" 2>"$work/del.err" &
 pd=$!
-for _ in $(seq 1 500); do
+for _ in $(seq 1 3000); do # up to 30 s: a loaded machine starts slowly
     p=$work/out/del/x.npy.partial
     [ -f "$p" ] && [ "$(stat -c %s "$p")" -gt $((3 * B)) ] && break
     sleep 0.01
