@@ -29,9 +29,16 @@ static int pl__cmp_iv(const void *a, const void *b)
     return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
 }
 
+/* The logged span of (batch, stage); {0, 0} (not timed) outside the log. */
+static pl_span pl__span(const pl_timing *t, int64_t b, int st)
+{
+    const pl_span *sp = pl_timing_span(t, b, st);
+    return sp ? *sp : (pl_span){0, 0};
+}
+
 /* Median over batches [from, n) of the union of resource e's spans in each batch; `tmp` has room
  * for n - from values. */
-static double pl__engine_median(const pl_plan *plan, const pl_span *spans, int64_t from, int64_t n,
+static double pl__engine_median(const pl_plan *plan, const pl_timing *t, int64_t from, int64_t n,
                                 const pl_engine_stats *e, int64_t *tmp)
 {
     int ns = plan->n_stages, k = 0;
@@ -43,8 +50,8 @@ static double pl__engine_median(const pl_plan *plan, const pl_span *spans, int64
             const pl_plan_stage *ps = &plan->stages[s];
             bool on =
                 ps->engine == e->engine && (e->engine != PL_ENGINE_HOST || ps->stream == e->stream);
-            const pl_span *sp = &spans[b * ns + s];
-            if (on && !(sp->start_ns == 0 && sp->end_ns == 0)) iv[m++] = *sp;
+            pl_span sp = pl__span(t, b, s);
+            if (on && !(sp.start_ns == 0 && sp.end_ns == 0)) iv[m++] = sp;
         }
         if (m == 0) continue;
         qsort(iv, (size_t)m, sizeof *iv, pl__cmp_iv);
@@ -125,7 +132,7 @@ void pl_depth_no_choice(const pl_plan *plan, int64_t done, pl_depth_choice *out)
                  out->depth, (long long)done, (long long)out->calib_batches);
 }
 
-void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_depth_choice *out)
+void pl_depth_choose(const pl_plan *plan, const pl_timing *tlog, int64_t n, pl_depth_choice *out)
 {
     pl__init(plan, out);
     out->chosen = true;
@@ -146,9 +153,9 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
         for (int st = 0; st < ns; st++) {
             int64_t c = 0;
             for (int64_t b = from; b < n; b++) {
-                const pl_span *sp = &spans[b * ns + st];
-                if (sp->start_ns == 0 && sp->end_ns == 0) continue; /* not timed */
-                dur[c++] = sp->end_ns - sp->start_ns;
+                pl_span sp = pl__span(tlog, b, st);
+                if (sp.start_ns == 0 && sp.end_ns == 0) continue; /* not timed */
+                dur[c++] = sp.end_ns - sp.start_ns;
             }
             if (c == 0) continue;
             qsort(dur, (size_t)c, sizeof *dur, pl__cmp_i64);
@@ -196,22 +203,17 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
         /* The bound: each engine's busy time per batch as the report counts it (the union of its
          * stages' spans: a device engine's streams share it, a host stream is a worker), the
          * median over the measured batches, like the stage times. Its resources, in the report's
-         * order and names (pl_report_engines). */
+         * order and names (pl_report_engines; its per-batch figures are replaced below). */
         pl_run_result r;
         memset(&r, 0, sizeof r);
-        pl_error terr;
-        if (pl_timing_new(plan, (int)m + 2, 0, &r.timing, &terr) != PL_OK) r.timing = NULL;
-        for (int64_t b = from; b < n && r.timing; b++)
-            for (int st = 0; st < ns; st++)
-                pl_timing_record(r.timing, st, b, spans[b * ns + st]);
-        r.batches_done = m;
+        r.timing = (pl_timing *)tlog; /* read only */
+        r.batches_done = n;
         r.n_stages = ns;
         r.wall_ns = 1;
         be = pl_report_engines(plan, &r, eng, &n_eng);
-        pl_timing_free(r.timing);
         double best = -1;
         for (int e = 0; be >= 0 && e < n_eng; e++) {
-            eng[e].per_batch_s = pl__engine_median(plan, spans, from, n, &eng[e], dur);
+            eng[e].per_batch_s = pl__engine_median(plan, tlog, from, n, &eng[e], dur);
             if (eng[e].per_batch_s > best) {
                 best = eng[e].per_batch_s;
                 be = e;
@@ -254,20 +256,4 @@ void pl_depth_choose(const pl_plan *plan, const pl_span *spans, int64_t n, pl_de
     free(fin);
     free(sprev);
     free(eng);
-}
-
-pl_status pl_depth_choose_logged(const pl_plan *plan, const pl_timing *timing, int64_t n,
-                                 pl_depth_choice *out, pl_error *err)
-{
-    size_t ns = (size_t)(plan->n_stages > 0 ? plan->n_stages : 1);
-    pl_span *spans = calloc((size_t)(n > 0 ? n : 1) * ns, sizeof *spans);
-    if (!spans) return pl_error_set(err, PL_ENOMEM, "error: out of memory choosing the depth");
-    for (int64_t b = 0; b < n; b++)
-        for (int st = 0; st < plan->n_stages; st++) {
-            const pl_span *sp = pl_timing_span(timing, b, st);
-            if (sp) spans[(size_t)b * ns + (size_t)st] = *sp;
-        }
-    pl_depth_choose(plan, spans, n, out);
-    free(spans);
-    return PL_OK;
 }

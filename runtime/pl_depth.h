@@ -47,18 +47,13 @@ typedef struct pl_depth_choice {
  * is not depth: auto. */
 int64_t pl_depth_calib_batches(const pl_plan *plan);
 
-/* Fills *out for `plan` (depth: auto) from the spans of batches [0, n) ([batch * n_stages +
- * stage], run clock; {0, 0} = not timed), which ran at plan->depth. n = the calibration batches
- * that completed. Sets out->depth (>= 1, <= cap) and out->why. Pure: tests call it with made-up
- * spans. */
-void pl_depth_choose(const pl_plan *plan, const struct pl_span *spans, int64_t n,
-                     pl_depth_choice *out);
-
-/* pl_depth_choose on the spans a run logged (pl_timing's log keeps the first batches; the
- * executors size it to hold the calibration). PL_ENOMEM (with a message) when out of memory. */
+/* Fills *out for `plan` (depth: auto) from the spans of batches [0, n) in t's log (run clock;
+ * {0, 0} = not timed; the executors size the log to hold the calibration), which ran at
+ * plan->depth. n = the calibration batches that completed. Sets out->depth (>= 1, <= cap) and
+ * out->why. Pure: tests call it with made-up spans recorded into a pl_timing. */
 struct pl_timing;
-pl_status pl_depth_choose_logged(const pl_plan *plan, const struct pl_timing *timing, int64_t n,
-                                 pl_depth_choice *out, pl_error *err);
+void pl_depth_choose(const pl_plan *plan, const struct pl_timing *t, int64_t n,
+                     pl_depth_choice *out);
 
 /* The record of a run whose calibration took the whole run (or ended early): depth stays the
  * calibration depth, `why` says so. */

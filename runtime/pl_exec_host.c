@@ -115,7 +115,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
             if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
             break;
         }
-        PL_CHECK_GOTO(pl_depth_choose_logged(plan, timing, d, &res->depth_auto, err), st, done);
+        pl_depth_choose(plan, timing, d, &res->depth_auto);
         if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
         int nd = res->depth_auto.depth;
         if (nd != plan->depth) {

@@ -247,11 +247,12 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
             pl_depth_no_choice(plan, done, &res->depth_auto);
             if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
         } else {
-            pl_status gst = pl_depth_choose_logged(plan, gx->stats, done, &res->depth_auto, err);
-            if (gst == PL_OK && cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
-            int nd = gst == PL_OK ? res->depth_auto.depth : plan->depth;
+            pl_depth_choose(plan, gx->stats, done, &res->depth_auto);
+            if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
+            int nd = res->depth_auto.depth;
+            pl_status gst = PL_OK;
             const pl_plan *np = plan;
-            if (gst == PL_OK && nd != plan->depth) {
+            if (nd != plan->depth) {
                 gst = pl_plan_compile_with(plan->spec, plan->batches, nd, &grown, err);
                 np = grown;
             }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "pl_depth.h"
+#include "pl_timing.h"
 #include "pl_exec.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
@@ -39,18 +40,24 @@ static pl_spec *load(const char *budget, pl_error *err)
 
 /* Spans of n batches run one after another (depth 1): each stage of batch b takes us[stage]
  * microseconds (plan order is gen, up, k, down, out), batch 0 `warm` times slower. */
-static pl_span *spans_of(const pl_plan *p, int64_t n, const double us[5], double warm)
+/* Made-up spans of n batches run one after another, recorded as a run records them. */
+static pl_timing *spans_of(const pl_plan *p, int64_t n, const double us[5], double warm)
 {
-    pl_span *sp = calloc((size_t)(n * p->n_stages), sizeof *sp);
+    pl_timing *tm = NULL;
+    pl_error err;
+    if (pl_timing_new(p, (int)n + 2, n, &tm, &err) != PL_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
     int64_t t = 1000;
     for (int64_t b = 0; b < n; b++)
         for (int i = 0; i < p->n_stages; i++) {
             int s = p->order[i];
             int64_t d = (int64_t)(us[i] * 1000 * (b == 0 ? warm : 1));
-            sp[b * p->n_stages + s] = (pl_span){t, t + d};
+            pl_timing_record(tm, s, b, (pl_span){t, t + d});
             t += d + 500; /* a 0.5 us hand-off between stages */
         }
-    return sp;
+    return tm;
 }
 
 static int choose(const char *budget, const double us[5], pl_depth_choice *c)
@@ -66,9 +73,9 @@ static int choose(const char *budget, const double us[5], pl_depth_choice *c)
     CHECK_EQ_INT(plan->depth, 1);
     int64_t n = pl_depth_calib_batches(plan);
     CHECK_EQ_INT(n, 4);
-    pl_span *sp = spans_of(plan, n, us, 10.0);
-    pl_depth_choose(plan, sp, n, c);
-    free(sp);
+    pl_timing *tm = spans_of(plan, n, us, 10.0);
+    pl_depth_choose(plan, tm, n, c);
+    pl_timing_free(tm);
     pl_plan_free(plan);
     pl_spec_free(spec);
     return c->depth;
