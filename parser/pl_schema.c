@@ -4,7 +4,6 @@
 #include "pl_schema.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,36 +16,10 @@ typedef struct pl_walk {
 
 #define PL__MAX_WORDS 64
 
-static pl_status pl__fail(pl_walk *w, pl_pos pos, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static pl_status pl__fail(pl_walk *w, pl_pos pos, const char *fmt, ...)
-{
-    char msg[PL_ERROR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return pl_error_at(w->err, PL_EINPUT, pos, "%s", msg);
-}
-
 static pl_status pl__oom(pl_walk *w)
 {
     return pl_error_set(w->err, PL_ENOMEM, "error: out of memory while reading '%s'",
                         w->spec->file);
-}
-
-/* User text inside a message: one line, at most 60 bytes (then "..."). */
-static const char *pl__clip(const char *s, char buf[72])
-{
-    size_t n = 0;
-    while (s[n] && s[n] != '\n' && s[n] != '\r' && n < 60)
-        n++;
-    memcpy(buf, s, n);
-    if (s[n])
-        memcpy(buf + n, "...", 4);
-    else
-        buf[n] = '\0';
-    return buf;
 }
 
 static int pl__index_of(const char *s, const char *const *words, int n)
@@ -197,8 +170,9 @@ static pl_status pl__check_keys(pl_walk *w, const pl_value *map, const char *whe
     int n = 0;
     for (const pl_value *k = map->child; k && k->next; k = k->next->next, n++)
         if (k->type != PL_VAL_SCALAR)
-            return pl__fail(w, k->pos, "%sa key must be a single word, not %s; write 'key: value'",
-                            where, pl_value_what(k, wb));
+            return pl_error_at(w->err, PL_EINPUT, k->pos,
+                               "%sa key must be a single word, not %s; write 'key: value'", where,
+                               pl_value_what(k, wb));
     if (n < 2 || map->unordered) return PL_OK; /* a Lua table has no duplicate keys */
     pl__keyref *refs = malloc((size_t)n * sizeof *refs);
     if (!refs) return pl__oom(w);
@@ -221,9 +195,10 @@ static pl_status pl__check_keys(pl_walk *w, const pl_value *map, const char *whe
     }
     free(refs);
     if (dup)
-        return pl__fail(w, dup->pos,
-                        "%sduplicate key '%s' (first given at line %d, column %d); keep only one",
-                        where, pl__clip(dup->text, cb), first->pos.line, first->pos.col);
+        return pl_error_at(
+            w->err, PL_EINPUT, dup->pos,
+            "%sduplicate key '%s' (first given at line %d, column %d); keep only one", where,
+            pl_clip(dup->text, cb), first->pos.line, first->pos.col);
     return PL_OK;
 }
 
@@ -231,13 +206,14 @@ static pl_status pl__unknown_key(pl_walk *w, const pl_value *k, const char *wher
                                  const char *const *keys, int n)
 {
     char cb[72], list[256];
-    if (k->len == 0) return pl__fail(w, k->pos, "%sempty key; write 'key: value'", where);
+    if (k->len == 0)
+        return pl_error_at(w->err, PL_EINPUT, k->pos, "%sempty key; write 'key: value'", where);
     const char *best = pl_closest(k->text, keys, n);
     if (best)
-        return pl__fail(w, k->pos, "%sunknown key '%s' (did you mean '%s'?)", where,
-                        pl__clip(k->text, cb), best);
-    return pl__fail(w, k->pos, "%sunknown key '%s'; the keys here are: %s", where,
-                    pl__clip(k->text, cb), pl__join(keys, n, list, sizeof list));
+        return pl_error_at(w->err, PL_EINPUT, k->pos, "%sunknown key '%s' (did you mean '%s'?)",
+                           where, pl_clip(k->text, cb), best);
+    return pl_error_at(w->err, PL_EINPUT, k->pos, "%sunknown key '%s'; the keys here are: %s",
+                       where, pl_clip(k->text, cb), pl__join(keys, n, list, sizeof list));
 }
 
 /* `where` is the owner of the key, for messages: "run: ", "buffer 'x': ", "stage 'y': ". */
@@ -247,9 +223,11 @@ static pl_status pl__want_scalar(pl_walk *w, const char *where, const char *key,
     char wb[32];
     if (pl__is_value(v)) return PL_OK;
     if (v->type == PL_VAL_SCALAR)
-        return pl__fail(w, v->pos, "%s'%s' has no value; write %s: %s", where, key, key, example);
-    return pl__fail(w, v->pos, "%s'%s' must be a single value like %s: %s, not %s", where, key, key,
-                    example, pl_value_what(v, wb));
+        return pl_error_at(w->err, PL_EINPUT, v->pos, "%s'%s' has no value; write %s: %s", where,
+                           key, key, example);
+    return pl_error_at(w->err, PL_EINPUT, v->pos,
+                       "%s'%s' must be a single value like %s: %s, not %s", where, key, key,
+                       example, pl_value_what(v, wb));
 }
 
 /* A scalar that must be one of `words`: its index, or an error with "did you mean". */
@@ -263,10 +241,11 @@ static pl_status pl__want_word(pl_walk *w, const char *where, const char *key, c
     pl__join(words, n, list, sizeof list);
     const char *best = pl_closest(v->text, words, n);
     if (best)
-        return pl__fail(w, v->pos, "%s'%s' is '%s' (did you mean '%s'?); it must be one of: %s",
-                        where, key, pl__clip(v->text, cb), best, list);
-    return pl__fail(w, v->pos, "%s'%s' is '%s'; it must be one of: %s", where, key,
-                    pl__clip(v->text, cb), list);
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'%s' is '%s' (did you mean '%s'?); it must be one of: %s", where, key,
+                           pl_clip(v->text, cb), best, list);
+    return pl_error_at(w->err, PL_EINPUT, v->pos, "%s'%s' is '%s'; it must be one of: %s", where,
+                       key, pl_clip(v->text, cb), list);
 }
 
 /* One of the field's values ("a|b|c"; booleans are "false|true"). */
@@ -321,13 +300,15 @@ static pl_status pl__want_int(pl_walk *w, const char *where, const pl_field *f, 
     snprintf(ex, sizeof ex, "%lld", (long long)f->min);
     PL_CHECK(pl__want_scalar(w, where, key, v, f->example ? f->example : ex));
     if (!pl__parse_i64(v->text, out))
-        return pl__fail(w, v->pos, "%s'%s' must be a whole number%s%s%s, got '%s'", where, key,
-                        f->key.values ? " or '" : "", f->key.values ? f->key.values : "",
-                        f->key.values ? "'" : "", pl__clip(v->text, cb));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'%s' must be a whole number%s%s%s, got '%s'", where, key,
+                           f->key.values ? " or '" : "", f->key.values ? f->key.values : "",
+                           f->key.values ? "'" : "", pl_clip(v->text, cb));
     if (f->cap) snprintf(cap, sizeof cap, " (%s)", f->cap);
     if (f->min < f->max && (*out < f->min || *out > f->max))
-        return pl__fail(w, v->pos, "%s'%s' is %lld; it must be between %lld and %lld%s", where, key,
-                        (long long)*out, (long long)f->min, (long long)f->max, cap);
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'%s' is %lld; it must be between %lld and %lld%s", where, key,
+                           (long long)*out, (long long)f->min, (long long)f->max, cap);
     return PL_OK;
 }
 
@@ -396,11 +377,11 @@ static pl_status pl__take_depth(pl_walk *w, const pl_field *f, const pl_value *v
     /* A word that is not "auto" (a number that is not whole keeps pl__want_int's message) */
     if (pl__is_value(v) && !pl__parse_i64(v->text, &i) && strspn(v->text, "+-.0123456789eE") == 0) {
         char cb[72];
-        return pl__fail(w, v->pos,
-                        "run: 'depth' must be a whole number from %lld to %lld (%s) or '%s', got "
-                        "'%s'",
-                        (long long)f->min, (long long)f->max, f->cap, f->key.values,
-                        pl__clip(v->text, cb));
+        return pl_error_at(
+            w->err, PL_EINPUT, v->pos,
+            "run: 'depth' must be a whole number from %lld to %lld (%s) or '%s', got "
+            "'%s'",
+            (long long)f->min, (long long)f->max, f->cap, f->key.values, pl_clip(v->text, cb));
     }
     PL_CHECK(pl__want_int(w, "run: ", f, v, &i));
     r->depth = (int)i;
@@ -415,16 +396,17 @@ static pl_status pl__take_size(pl_walk *w, const pl_field *f, const pl_value *v,
     const char *key = pl__fname(w, f);
     PL_CHECK(pl__want_scalar(w, "run: memory_budget: ", key, v, f->example));
     if (!pl_bytes_parse(v->text, out))
-        return pl__fail(
-            w, v->pos,
+        return pl_error_at(
+            w->err, PL_EINPUT, v->pos,
             "run: memory_budget: '%s' must be a size like 8GiB, 512MiB or 4096 (bytes), "
             "got '%s'",
-            key, pl__clip(v->text, cb));
+            key, pl_clip(v->text, cb));
     if (*out == 0)
-        return pl__fail(w, v->pos,
-                        "run: memory_budget: '%s' is 0; give a size like %s, or leave the key out "
-                        "for no limit on that side",
-                        key, f->example);
+        return pl_error_at(
+            w->err, PL_EINPUT, v->pos,
+            "run: memory_budget: '%s' is 0; give a size like %s, or leave the key out "
+            "for no limit on that side",
+            key, f->example);
     return PL_OK;
 }
 
@@ -467,14 +449,15 @@ static pl_status pl__take_budget(pl_walk *w, const pl_field *f, const pl_value *
     const pl_value *keys[PL__MAX_WORDS], *vals[PL__MAX_WORDS];
     if (pl_value_is_null(v)) return PL_OK;
     if (!pl__is_map(v))
-        return pl__fail(w, v->pos, "run: '%s' must be a mapping like %s: %s, not %s", f->key.name,
-                        f->key.name, f->example, pl_value_what(v, what));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "run: '%s' must be a mapping like %s: %s, not %s", f->key.name,
+                           f->key.name, f->example, pl_value_what(v, what));
     PL_CHECK(pl__match(w, &pl_schema_budget, v, "run: memory_budget: ", keys, vals));
     if (!vals[0] && !vals[1])
-        return pl__fail(w, v->pos,
-                        "run: 'memory_budget' is empty; give device, host_pinned or both, like "
-                        "%s: %s",
-                        f->key.name, f->example);
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "run: 'memory_budget' is empty; give device, host_pinned or both, like "
+                           "%s: %s",
+                           f->key.name, f->example);
     r->budget.set = true;
     r->budget.pos = v->pos;
     return pl__take_section(w, &pl_schema_budget, v, &r->budget, vals, false);
@@ -496,10 +479,10 @@ static pl_status pl__take_seed(pl_walk *w, const pl_field *f, const pl_value *v,
     char cb[72];
     PL_CHECK(pl__want_scalar(w, "run: ", f->key.name, v, f->example));
     if (!pl__parse_u64(v->text, &r->seed))
-        return pl__fail(w, v->pos,
-                        "run: 'seed' must be a whole number from 0 to 18446744073709551615, got "
-                        "'%s'",
-                        pl__clip(v->text, cb));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "run: 'seed' must be a whole number from 0 to 18446744073709551615, got "
+                           "'%s'",
+                           pl_clip(v->text, cb));
     r->seed_pos = v->pos;
     return PL_OK;
 }
@@ -548,7 +531,7 @@ const pl_section pl_schema_run = {"run", "## `run`",
 static const char *pl__buf_where(const char *name, char buf[96])
 {
     char cb[72];
-    snprintf(buf, 96, "buffer '%s': ", pl__clip(name, cb));
+    snprintf(buf, 96, "buffer '%s': ", pl_clip(name, cb));
     return buf;
 }
 
@@ -584,32 +567,35 @@ static pl_status pl__take_shape(pl_walk *w, const pl_field *f, const pl_value *v
     int n;
     if (!pl__list_items(w, v, &first, &n)) {
         if (pl__is_value(v))
-            return pl__fail(w, v->pos,
-                            "%s'shape' must be a list of positive integers like [%s], not a "
-                            "single value",
-                            where, pl__clip(v->text, cb));
-        return pl__fail(w, v->pos,
-                        "%s'shape' must be a list of positive integers like [1024] or [64, 256], "
-                        "not %s",
-                        where, pl_value_what(v, what));
+            return pl_error_at(w->err, PL_EINPUT, v->pos,
+                               "%s'shape' must be a list of positive integers like [%s], not a "
+                               "single value",
+                               where, pl_clip(v->text, cb));
+        return pl_error_at(
+            w->err, PL_EINPUT, v->pos,
+            "%s'shape' must be a list of positive integers like [1024] or [64, 256], "
+            "not %s",
+            where, pl_value_what(v, what));
     }
     if (n == 0)
-        return pl__fail(w, v->pos, "%s'shape' is empty; give at least one dimension, like [1024]",
-                        where);
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'shape' is empty; give at least one dimension, like [1024]", where);
     if (n > PL_MAX_RANK)
-        return pl__fail(w, v->pos,
-                        "%s'shape' has %d dimensions; at most %d (PL_MAX_RANK) are allowed: "
-                        "merge some of them",
-                        where, n, PL_MAX_RANK);
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'shape' has %d dimensions; at most %d (PL_MAX_RANK) are allowed: "
+                           "merge some of them",
+                           where, n, PL_MAX_RANK);
     const pl_value *it = first;
     for (int d = 0; d < n; d++, it = it->next) {
         int64_t dim;
         if (!pl__is_value(it))
-            return pl__fail(w, it->pos, "%sshape dimension %d must be a positive integer, not %s",
-                            where, d + 1, pl_value_what(it, what));
+            return pl_error_at(w->err, PL_EINPUT, it->pos,
+                               "%sshape dimension %d must be a positive integer, not %s", where,
+                               d + 1, pl_value_what(it, what));
         if (!pl__parse_i64(it->text, &dim) || dim < 1)
-            return pl__fail(w, it->pos, "%sshape dimension %d must be a positive integer, got '%s'",
-                            where, d + 1, pl__clip(it->text, cb));
+            return pl_error_at(w->err, PL_EINPUT, it->pos,
+                               "%sshape dimension %d must be a positive integer, got '%s'", where,
+                               d + 1, pl_clip(it->text, cb));
         b->shape[d] = dim;
     }
     b->rank = n;
@@ -686,15 +672,16 @@ static pl_status pl__walk_buffer(pl_walk *w, const pl_value *k, const pl_value *
 {
     char where[96], what[32];
     if (!pl__is_value(k))
-        return pl__fail(w, k->pos,
-                        "a buffer name must be a single word, not %s; write 'name: {shape: [N]}'",
-                        pl_value_what(k, what));
+        return pl_error_at(
+            w->err, PL_EINPUT, k->pos,
+            "a buffer name must be a single word, not %s; write 'name: {shape: [N]}'",
+            pl_value_what(k, what));
     pl__buf_where(k->text, where);
     if (!pl__is_map(v))
-        return pl__fail(w, v->pos,
-                        "%sexpected a mapping like {where: host, dtype: f32, shape: [1024]}, "
-                        "not %s",
-                        where, pl_value_what(v, what));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%sexpected a mapping like {where: host, dtype: f32, shape: [1024]}, "
+                           "not %s",
+                           where, pl_value_what(v, what));
     const pl_value *keys[PL__MAX_WORDS], *vals[PL__MAX_WORDS];
     PL_CHECK(pl__match(w, &pl_schema_buffer, v, where, keys, vals));
     pl_buffer *b = pl_spec_add_buffer(w->spec, k->text, k->pos);
@@ -703,14 +690,15 @@ static pl_status pl__walk_buffer(pl_walk *w, const pl_value *k, const pl_value *
     int init = pl__field_index(w, pl__buffer_fields, "init");
     int file = pl__field_index(w, pl__buffer_fields, "file");
     if (b->rank == 0)
-        return pl__fail(w, k->pos, "%sno 'shape'; add shape: [N] (a list of positive integers)",
-                        where);
+        return pl_error_at(w->err, PL_EINPUT, k->pos,
+                           "%sno 'shape'; add shape: [N] (a list of positive integers)", where);
     if (vals[init] && b->init == PL_INIT_FILE && !b->init_file)
-        return pl__fail(w, vals[init]->pos, "%sinit: file needs 'file: PATH' (raw or .npy)", where);
+        return pl_error_at(w->err, PL_EINPUT, vals[init]->pos,
+                           "%sinit: file needs 'file: PATH' (raw or .npy)", where);
     if (keys[file] && b->init != PL_INIT_FILE)
-        return pl__fail(w, keys[file]->pos,
-                        "%s'file' is only used with init: file; add init: file or remove 'file'",
-                        where);
+        return pl_error_at(w->err, PL_EINPUT, keys[file]->pos,
+                           "%s'file' is only used with init: file; add init: file or remove 'file'",
+                           where);
     uint64_t count;
     return pl_buffer_count(b, &count, w->err);
 }
@@ -726,17 +714,19 @@ static pl_status pl__walk_refs(pl_walk *w, const char *where, const char *key, c
     int n;
     if (!pl__list_items(w, v, &it, &n)) {
         if (pl__is_value(v))
-            return pl__fail(w, v->pos,
-                            "%s'%s' must be a list of names like [%s], not a single value", where,
-                            key, pl__clip(v->text, cb));
-        return pl__fail(w, v->pos, "%s'%s' must be a list of names like [a, b], not %s", where, key,
-                        pl_value_what(v, what));
+            return pl_error_at(w->err, PL_EINPUT, v->pos,
+                               "%s'%s' must be a list of names like [%s], not a single value",
+                               where, key, pl_clip(v->text, cb));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'%s' must be a list of names like [a, b], not %s", where, key,
+                           pl_value_what(v, what));
     }
     for (int i = 0; i < n; i++, it = it->next) {
         if (!pl__is_value(it) || it->len == 0)
-            return pl__fail(w, it->pos, "%seach item of '%s' must be a name, not %s", where, key,
-                            it->type == PL_VAL_SCALAR && it->len == 0 ? "an empty string"
-                                                                      : pl_value_what(it, what));
+            return pl_error_at(w->err, PL_EINPUT, it->pos,
+                               "%seach item of '%s' must be a name, not %s", where, key,
+                               it->type == PL_VAL_SCALAR && it->len == 0 ? "an empty string"
+                                                                         : pl_value_what(it, what));
         if (!add(w->spec, &w->spec->stages[si], it->text, it->pos)) return pl__oom(w);
     }
     return PL_OK;
@@ -756,17 +746,21 @@ static pl_status pl__walk_opt(pl_walk *w, const char *where, const pl_value *k, 
                               int si, const pl_key *def)
 {
     char what[32];
-    if (k->len == 0) return pl__fail(w, k->pos, "%sempty key; write 'key: value'", where);
+    if (k->len == 0)
+        return pl_error_at(w->err, PL_EINPUT, k->pos, "%sempty key; write 'key: value'", where);
     if (v->type == PL_VAL_MAP)
-        return pl__fail(w, v->pos,
-                        "%s'%s' is a mapping; stage options are single values or lists of values",
-                        where, k->text);
+        return pl_error_at(
+            w->err, PL_EINPUT, v->pos,
+            "%s'%s' is a mapping; stage options are single values or lists of values", where,
+            k->text);
     if (pl_value_is_null(v))
-        return pl__fail(w, v->pos, "%s'%s' has no value; give it a value or remove the key", where,
-                        k->text);
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'%s' has no value; give it a value or remove the key", where,
+                           k->text);
     if (v->type != PL_VAL_SCALAR && v->type != PL_VAL_LIST)
-        return pl__fail(w, v->pos, "%s'%s' must be a single value or a list, not %s", where,
-                        k->text, pl_value_what(v, what));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'%s' must be a single value or a list, not %s", where, k->text,
+                           pl_value_what(v, what));
     pl_opt *o = pl_stage_add_opt(w->spec, &w->spec->stages[si], k->text, k->pos);
     if (!o) return pl__oom(w);
     o->val_pos = v->pos;
@@ -783,13 +777,14 @@ static pl_status pl__walk_opt(pl_walk *w, const char *where, const pl_value *k, 
         else if (pl__is_value(it))
             st = pl_opt_add_item(w->spec, o, it->text, it->pos);
         else if (def && def->type == PL_KEY_ITEMS)
-            return pl__fail(w, it->pos,
-                            "%seach item of '%s' must be a single value or a one-entry mapping "
-                            "like {f32: 1.5}, not %s",
-                            where, k->text, pl_value_what(it, what));
+            return pl_error_at(w->err, PL_EINPUT, it->pos,
+                               "%seach item of '%s' must be a single value or a one-entry mapping "
+                               "like {f32: 1.5}, not %s",
+                               where, k->text, pl_value_what(it, what));
         else
-            return pl__fail(w, it->pos, "%seach item of '%s' must be a single value, not %s", where,
-                            k->text, pl_value_what(it, what));
+            return pl_error_at(w->err, PL_EINPUT, it->pos,
+                               "%seach item of '%s' must be a single value, not %s", where, k->text,
+                               pl_value_what(it, what));
         if (st != PL_OK) return pl__oom(w);
     }
     return PL_OK;
@@ -812,17 +807,18 @@ static pl_status pl__walk_func(pl_walk *w, const char *where, const pl_value *m,
     const char *words[PL__MAX_WORDS];
     int n = pl__split(def->values, store, words);
     if (v->type != PL_VAL_FUNC)
-        return pl__fail(w, v->pos,
-                        "%s'%s' must be a Lua function (pipeline.lua only; in YAML give script: "
-                        "or code:), not %s",
-                        where, k->text, pl_value_what(v, what));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'%s' must be a Lua function (pipeline.lua only; in YAML give script: "
+                           "or code:), not %s",
+                           where, k->text, pl_value_what(v, what));
     for (int i = 0; i < n; i++) {
         size_t len = strlen(alts);
         snprintf(alts + len, sizeof alts - len, i ? "/'%s'" : "'%s'", words[i]);
     }
     for (int i = 0; i < n; i++)
         if (pl__map_get(m, words[i]))
-            return pl__fail(w, k->pos, "%sgive either '%s' or %s, not both", where, k->text, alts);
+            return pl_error_at(w->err, PL_EINPUT, k->pos, "%sgive either '%s' or %s, not both",
+                               where, k->text, alts);
     if (n == 0 || !w->src->script_base) return pl__oom(w); /* the table is inconsistent */
     pl_opt *o = pl_stage_add_opt(w->spec, &w->spec->stages[si], words[0], k->pos);
     if (!o) return pl__oom(w);
@@ -840,16 +836,18 @@ static pl_status pl__misplaced_func(pl_walk *w, const char *where, const pl_valu
     for (int i = 0; i < n; i++) {
         const pl_key *d = pl_kind_key(kinds[i], k->text);
         if (d && d->type == PL_KEY_FUNC)
-            return pl__fail(w, k->pos, "%s'%s' is only for %s stages (this one is %s)", where,
-                            k->text, kinds[i]->name, kind->name);
+            return pl_error_at(w->err, PL_EINPUT, k->pos,
+                               "%s'%s' is only for %s stages (this one is %s)", where, k->text,
+                               kinds[i]->name, kind->name);
     }
     for (int i = 0; i < n; i++)
         for (const pl_key *d = kinds[i]->keys; d->name; d++)
             if (d->type == PL_KEY_FUNC)
-                return pl__fail(w, k->pos,
-                                "%s'%s' is a function; only `%s` of a %s stage takes a function",
-                                where, k->text, d->name, kinds[i]->name);
-    return pl__fail(w, k->pos, "%s'%s' is a function; no key takes one", where, k->text);
+                return pl_error_at(w->err, PL_EINPUT, k->pos,
+                                   "%s'%s' is a function; only `%s` of a %s stage takes a function",
+                                   where, k->text, d->name, kinds[i]->name);
+    return pl_error_at(w->err, PL_EINPUT, k->pos, "%s'%s' is a function; no key takes one", where,
+                       k->text);
 }
 
 static pl_status pl__walk_stage_key(pl_walk *w, const char *where, const pl_value *m,
@@ -879,8 +877,8 @@ static pl_status pl__misspelled(pl_walk *w, const pl_value *m, const char *where
         if (pl__index_of(k->text, common, n) >= 0) continue;
         const char *best = pl_closest(k->text, common, n);
         if (best && strcmp(best, missing) == 0)
-            return pl__fail(w, k->pos, "%sunknown key '%s' (did you mean '%s'?)", where,
-                            pl__clip(k->text, cb), missing);
+            return pl_error_at(w->err, PL_EINPUT, k->pos, "%sunknown key '%s' (did you mean '%s'?)",
+                               where, pl_clip(k->text, cb), missing);
     }
     return PL_OK;
 }
@@ -893,25 +891,27 @@ static pl_status pl__walk_stage(pl_walk *w, const pl_value *m, int number)
     snprintf(where, sizeof where, "stage %d: ", number);
     const pl_value *name = pl__is_map(m) ? pl__map_get(m, "name") : NULL;
     if (name && pl__is_value(name)) /* the stage's name, for messages, as early as possible */
-        snprintf(where, sizeof where, "stage '%s': ", pl__clip(name->text, cb));
+        snprintf(where, sizeof where, "stage '%s': ", pl_clip(name->text, cb));
     if (!pl__is_map(m))
-        return pl__fail(w, m->pos,
-                        "each stage must be a mapping like {name: up, kind: h2d, from: x, to: y}, "
-                        "not %s",
-                        pl_value_what(m, what));
+        return pl_error_at(
+            w->err, PL_EINPUT, m->pos,
+            "each stage must be a mapping like {name: up, kind: h2d, from: x, to: y}, "
+            "not %s",
+            pl_value_what(m, what));
     PL_CHECK(pl__check_keys(w, m, where));
     const pl_value *kind = pl__map_get(m, "kind");
     if (!name) {
         PL_CHECK(pl__misspelled(w, m, where, "name"));
-        return pl__fail(w, m->pos, "stage %d has no 'name'; add name: <a unique stage name>",
-                        number);
+        return pl_error_at(w->err, PL_EINPUT, m->pos,
+                           "stage %d has no 'name'; add name: <a unique stage name>", number);
     }
     PL_CHECK(pl__want_scalar(w, where, "name", name, "up"));
-    snprintf(where, sizeof where, "stage '%s': ", pl__clip(name->text, cb));
+    snprintf(where, sizeof where, "stage '%s': ", pl_clip(name->text, cb));
     if (!kind) {
         PL_CHECK(pl__misspelled(w, m, where, "kind"));
-        return pl__fail(w, name->pos, "stage '%s' has no 'kind'; add kind: one of %s",
-                        pl__clip(name->text, cb), pl_kind_list());
+        return pl_error_at(w->err, PL_EINPUT, name->pos,
+                           "stage '%s' has no 'kind'; add kind: one of %s", pl_clip(name->text, cb),
+                           pl_kind_list());
     }
     int n_kinds, kind_idx;
     const char *const *kinds = pl_kind_names(&n_kinds);
@@ -964,10 +964,10 @@ static pl_status pl__take_name(pl_walk *w, const pl_field *f, const pl_value *v,
     const char *key = pl__fname(w, f);
     PL_CHECK(pl__want_scalar(w, "", key, v, f->example));
     if (v->len == 0)
-        return pl__fail(w, v->pos,
-                        "'%s' is empty; write %s: %s, or remove the key to use the file's base "
-                        "name",
-                        key, key, f->example);
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "'%s' is empty; write %s: %s, or remove the key to use the file's base "
+                           "name",
+                           key, key, f->example);
     spec->name = pl_spec_strdup(spec, v->text);
     return spec->name ? PL_OK : pl__oom(w);
 }
@@ -979,8 +979,8 @@ static pl_status pl__take_run(pl_walk *w, const pl_field *f, const pl_value *v, 
     const pl_value *keys[PL__MAX_WORDS], *vals[PL__MAX_WORDS];
     if (pl_value_is_null(v)) return PL_OK;
     if (!pl__is_map(v))
-        return pl__fail(w, v->pos, "'%s' must be a mapping like %s, not %s", f->key.name,
-                        f->example, pl_value_what(v, what));
+        return pl_error_at(w->err, PL_EINPUT, v->pos, "'%s' must be a mapping like %s, not %s",
+                           f->key.name, f->example, pl_value_what(v, what));
     PL_CHECK(pl__match(w, &pl_schema_run, v, "run: ", keys, vals));
     return pl__take_section(w, &pl_schema_run, v, &spec->run, vals, false);
 }
@@ -991,18 +991,18 @@ static pl_status pl__take_buffers(pl_walk *w, const pl_field *f, const pl_value 
     (void)f, (void)obj;
     if (pl_value_is_null(v)) return PL_OK;
     if (!pl__is_map(v))
-        return pl__fail(w, v->pos,
-                        "'buffers' must be a mapping of buffer names to properties, like "
-                        "'x: {where: host, dtype: f32, shape: [1024]}' on the next line, not %s",
-                        pl_value_what(v, what));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "'buffers' must be a mapping of buffer names to properties, like "
+                           "'x: {where: host, dtype: f32, shape: [1024]}' on the next line, not %s",
+                           pl_value_what(v, what));
     /* Duplicate buffer names are left to pl_spec_check (one message for all front ends). */
     int n = 0;
     for (const pl_value *k = v->child; k && k->next; k = k->next->next) {
         if (++n > PL_MAX_BUFFERS)
-            return pl__fail(w, k->pos,
-                            "more than %d buffers (PL_MAX_BUFFERS); split the pipeline into "
-                            "several",
-                            PL_MAX_BUFFERS);
+            return pl_error_at(w->err, PL_EINPUT, k->pos,
+                               "more than %d buffers (PL_MAX_BUFFERS); split the pipeline into "
+                               "several",
+                               PL_MAX_BUFFERS);
         PL_CHECK(pl__walk_buffer(w, k, k->next));
     }
     return PL_OK;
@@ -1014,16 +1014,17 @@ static pl_status pl__take_stages(pl_walk *w, const pl_field *f, const pl_value *
     (void)f, (void)obj;
     if (pl_value_is_null(v)) return PL_OK;
     if (v->type != PL_VAL_LIST)
-        return pl__fail(w, v->pos,
-                        "'stages' must be a list of stages, each on its own line like "
-                        "'- {name: up, kind: h2d, from: x_host, to: x_dev}', not %s",
-                        pl_value_what(v, what));
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "'stages' must be a list of stages, each on its own line like "
+                           "'- {name: up, kind: h2d, from: x_host, to: x_dev}', not %s",
+                           pl_value_what(v, what));
     int i = 1;
     for (const pl_value *s = v->child; s; s = s->next, i++) {
         if (i > PL_MAX_STAGES)
-            return pl__fail(w, s->pos,
-                            "more than %d stages (PL_MAX_STAGES); split the pipeline into several",
-                            PL_MAX_STAGES);
+            return pl_error_at(
+                w->err, PL_EINPUT, s->pos,
+                "more than %d stages (PL_MAX_STAGES); split the pipeline into several",
+                PL_MAX_STAGES);
         PL_CHECK(pl__walk_stage(w, s, i));
     }
     return PL_OK;
@@ -1054,9 +1055,9 @@ static pl_status pl__walk_root(pl_walk *w, const pl_value *root)
     char what[32], list[256];
     pl_pos start = {w->spec->file, 1, 1};
     if (!root || pl_value_is_null(root))
-        return pl__fail(w, start,
-                        "the file is empty; a pipeline needs at least 'stages:' (see "
-                        "docs/pipeline-yaml.md)");
+        return pl_error_at(w->err, PL_EINPUT, start,
+                           "the file is empty; a pipeline needs at least 'stages:' (see "
+                           "docs/pipeline-yaml.md)");
     if (!pl__is_map(root)) {
         size_t n = 0;
         list[0] = '\0';
@@ -1066,8 +1067,9 @@ static pl_status pl__walk_root(pl_walk *w, const pl_value *root)
                                   : pl__top_fields[i + 1].key.name ? ", "
                                                                    : " and ",
                                   pl__fname(w, &pl__top_fields[i]));
-        return pl__fail(w, root->pos, "the document must be a mapping with the keys %s, not %s",
-                        list, pl_value_what(root, what));
+        return pl_error_at(w->err, PL_EINPUT, root->pos,
+                           "the document must be a mapping with the keys %s, not %s", list,
+                           pl_value_what(root, what));
     }
     const pl_value *keys[PL__MAX_WORDS], *vals[PL__MAX_WORDS];
     PL_CHECK(pl__match(w, &pl_schema_top, root, "", keys, vals));
@@ -1077,9 +1079,9 @@ static pl_status pl__walk_root(pl_walk *w, const pl_value *root)
     PL_CHECK(pl__take_section(w, &pl_schema_top, root, w->spec, vals, true));
     const pl_value *sv = pl__map_get(root, pl__fname(w, &pl__top_fields[stages]));
     if (!sv)
-        return pl__fail(w, root->pos,
-                        "the pipeline has no 'stages:'; add a list of stages, each like "
-                        "'- {name: gen, kind: source, to: x_host}'");
+        return pl_error_at(w->err, PL_EINPUT, root->pos,
+                           "the pipeline has no 'stages:'; add a list of stages, each like "
+                           "'- {name: gen, kind: source, to: x_host}'");
     return pl__top_fields[stages].take(w, &pl__top_fields[stages], sv, w->spec);
 }
 

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,36 +20,10 @@ typedef struct pl__yaml {
     pl_error *err;
 } pl__yaml;
 
-static pl_status pl__fail(pl__yaml *y, pl_pos pos, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static pl_status pl__fail(pl__yaml *y, pl_pos pos, const char *fmt, ...)
-{
-    char msg[PL_ERROR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return pl_error_at(y->err, PL_EINPUT, pos, "%s", msg);
-}
-
 static pl_status pl__oom(pl__yaml *y)
 {
     return pl_error_set(y->err, PL_ENOMEM, "error: out of memory while reading '%s'",
                         y->spec->file);
-}
-
-/* User text inside a message: one line, at most 60 bytes (then "..."). */
-static const char *pl__clip(const char *s, char buf[72])
-{
-    size_t n = 0;
-    while (s[n] && s[n] != '\n' && s[n] != '\r' && n < 60)
-        n++;
-    memcpy(buf, s, n);
-    if (s[n])
-        memcpy(buf + n, "...", 4);
-    else
-        buf[n] = '\0';
-    return buf;
 }
 
 static pl_pos pl__pos(const pl__yaml *y, yaml_mark_t m)
@@ -75,14 +48,16 @@ static pl_status pl__check_text(pl__yaml *y, const unsigned char *s, size_t len)
             if (c == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
                 pl_pos p = {y->spec->file, line, col};
                 if (c == 0)
-                    return pl__fail(y, p,
-                                    "the file contains a NUL byte (offset %zu): it is binary, not "
-                                    "YAML text; pass the pipeline's .yaml file",
-                                    i);
-                return pl__fail(y, p,
-                                "control character 0x%02x is not allowed in YAML; remove it (only "
-                                "tab, newline and carriage return may appear)",
-                                c);
+                    return pl_error_at(
+                        y->err, PL_EINPUT, p,
+                        "the file contains a NUL byte (offset %zu): it is binary, not "
+                        "YAML text; pass the pipeline's .yaml file",
+                        i);
+                return pl_error_at(
+                    y->err, PL_EINPUT, p,
+                    "control character 0x%02x is not allowed in YAML; remove it (only "
+                    "tab, newline and carriage return may appear)",
+                    c);
             }
         } else {
             uint32_t cp = 0, min = 0;
@@ -102,17 +77,18 @@ static pl_status pl__check_text(pl__yaml *y, const unsigned char *s, size_t len)
             if (!bad && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) bad = true;
             pl_pos p = {y->spec->file, line, col};
             if (bad)
-                return pl__fail(y, p,
-                                "the file is not UTF-8 text (byte 0x%02x at offset %zu); a "
-                                "pipeline file is YAML in UTF-8: re-save it as UTF-8 or pass "
-                                "the right file",
-                                c, i);
+                return pl_error_at(y->err, PL_EINPUT, p,
+                                   "the file is not UTF-8 text (byte 0x%02x at offset %zu); a "
+                                   "pipeline file is YAML in UTF-8: re-save it as UTF-8 or pass "
+                                   "the right file",
+                                   c, i);
             /* What libyaml's reader refuses as non-printable: C1 controls but NEL, U+FFFE/F. */
             if ((cp >= 0x80 && cp < 0xa0 && cp != 0x85) || cp == 0xfffe || cp == 0xffff)
-                return pl__fail(y, p,
-                                "control character U+%04X is not allowed in YAML; remove it (only "
-                                "tab, newline and carriage return may appear)",
-                                (unsigned)cp);
+                return pl_error_at(
+                    y->err, PL_EINPUT, p,
+                    "control character U+%04X is not allowed in YAML; remove it (only "
+                    "tab, newline and carriage return may appear)",
+                    (unsigned)cp);
             if (cp == 0x85 || cp == 0x2028 || cp == 0x2029) { /* YAML 1.1 line breaks */
                 line++, col = 1;
                 i += n;
@@ -183,9 +159,9 @@ static pl_status pl__syntax_error(pl__yaml *y, yaml_parser_t *p, size_t len)
     for (size_t i = 0; i < sizeof pl__syntax_fixes / sizeof pl__syntax_fixes[0]; i++)
         if (strcmp(problem, pl__syntax_fixes[i].problem) == 0) fix = pl__syntax_fixes[i].fix;
     if (p->context)
-        return pl__fail(y, pos, "YAML syntax: %s (%s at line %d); %s", problem, p->context,
-                        (int)p->context_mark.line + 1, fix);
-    return pl__fail(y, pos, "YAML syntax: %s; %s", problem, fix);
+        return pl_error_at(y->err, PL_EINPUT, pos, "YAML syntax: %s (%s at line %d); %s", problem,
+                           p->context, (int)p->context_mark.line + 1, fix);
+    return pl_error_at(y->err, PL_EINPUT, pos, "YAML syntax: %s; %s", problem, fix);
 }
 
 static pl_status pl__no_anchor_tag(pl__yaml *y, pl_pos pos, const yaml_char_t *anchor,
@@ -193,17 +169,18 @@ static pl_status pl__no_anchor_tag(pl__yaml *y, pl_pos pos, const yaml_char_t *a
 {
     char cb[72];
     if (anchor)
-        return pl__fail(y, pos,
-                        "anchor '&%s': pipectl files do not use anchors and aliases; write the "
-                        "value out where it is needed (or generate the pipeline in Lua)",
-                        pl__clip((const char *)anchor, cb));
+        return pl_error_at(y->err, PL_EINPUT, pos,
+                           "anchor '&%s': pipectl files do not use anchors and aliases; write the "
+                           "value out where it is needed (or generate the pipeline in Lua)",
+                           pl_clip((const char *)anchor, cb));
     if (tag) {
         /* libyaml expands "!!int" to "tag:yaml.org,2002:int"; show it as written. */
         static const char core[] = "tag:yaml.org,2002:";
         const char *t = (const char *)tag;
         bool is_core = strncmp(t, core, sizeof core - 1) == 0;
-        return pl__fail(y, pos, "tag '%s%s': pipectl files do not use YAML tags; remove it",
-                        is_core ? "!!" : "", pl__clip(is_core ? t + sizeof core - 1 : t, cb));
+        return pl_error_at(y->err, PL_EINPUT, pos,
+                           "tag '%s%s': pipectl files do not use YAML tags; remove it",
+                           is_core ? "!!" : "", pl_clip(is_core ? t + sizeof core - 1 : t, cb));
     }
     return PL_OK;
 }
@@ -236,19 +213,19 @@ static pl_status pl__read_tree(pl__yaml *y, const char *text, size_t len, pl_val
             break;
         case YAML_DOCUMENT_START_EVENT:
             if (docs > 0)
-                st = pl__fail(y, pos,
-                              "a second YAML document starts here; a pipeline file holds one "
-                              "document: remove this '---' and what follows, or split the file");
+                st = pl_error_at(y->err, PL_EINPUT, pos,
+                                 "a second YAML document starts here; a pipeline file holds one "
+                                 "document: remove this '---' and what follows, or split the file");
             break;
         case YAML_DOCUMENT_END_EVENT:
             docs++;
             break;
         case YAML_ALIAS_EVENT: {
             char cb[72];
-            st = pl__fail(y, pos,
-                          "alias '*%s': pipectl files do not use anchors and aliases; write the "
-                          "value out where it is needed (or generate the pipeline in Lua)",
-                          pl__clip((const char *)ev.data.alias.anchor, cb));
+            st = pl_error_at(y->err, PL_EINPUT, pos,
+                             "alias '*%s': pipectl files do not use anchors and aliases; write the "
+                             "value out where it is needed (or generate the pipeline in Lua)",
+                             pl_clip((const char *)ev.data.alias.anchor, cb));
             break;
         }
         case YAML_SCALAR_EVENT:
@@ -264,15 +241,16 @@ static pl_status pl__read_tree(pl__yaml *y, const char *text, size_t len, pl_val
                                        ev.data.mapping_start.tag);
             if (st != PL_OK) break;
             if (ev.type != YAML_SCALAR_EVENT && depth >= PL_MAX_NESTING) {
-                st = pl__fail(y, pos,
-                              "nesting deeper than %d levels (PL_MAX_NESTING); a pipeline needs "
-                              "at most 4 (stages: - {key: [list]}): flatten this value",
-                              PL_MAX_NESTING);
+                st = pl_error_at(y->err, PL_EINPUT, pos,
+                                 "nesting deeper than %d levels (PL_MAX_NESTING); a pipeline needs "
+                                 "at most 4 (stages: - {key: [list]}): flatten this value",
+                                 PL_MAX_NESTING);
                 break;
             }
             if (ev.type == YAML_SCALAR_EVENT &&
                 memchr(ev.data.scalar.value, '\0', ev.data.scalar.length)) {
-                st = pl__fail(y, pos, "a value contains a NUL character (\\0); remove it");
+                st = pl_error_at(y->err, PL_EINPUT, pos,
+                                 "a value contains a NUL character (\\0); remove it");
                 break;
             }
             n = pl_value_add(depth ? stack[depth - 1] : NULL,

@@ -322,6 +322,19 @@ static int pl__edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
+const char *pl_clip(const char *s, char buf[72])
+{
+    size_t n = 0;
+    while (s[n] && s[n] != '\n' && s[n] != '\r' && n < 60)
+        n++;
+    memcpy(buf, s, n);
+    if (s[n])
+        memcpy(buf + n, "...", 4);
+    else
+        buf[n] = '\0';
+    return buf;
+}
+
 const char *pl_closest(const char *word, const char *const *candidates, int n)
 {
     const char *best = NULL;

@@ -246,5 +246,7 @@ pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, struct pl_di
 /* "did you mean" helper: the candidate closest to `word` by edit distance (<= 2 edits and less
  * than half its length), or NULL. */
 const char *pl_closest(const char *word, const char *const *candidates, int n);
+/* User text inside a message: its first line, at most 60 bytes (then "..."), copied into buf. */
+const char *pl_clip(const char *s, char buf[72]);
 
 #endif
