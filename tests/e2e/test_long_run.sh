@@ -6,7 +6,7 @@
 # bundle longer than that replays, and a change past the record is still caught by the whole
 # output's checksum. docs/perf.md has the 10^7-batch figure.
 set -u
-pipectl=$1 build=$3
+pipectl=$1 src=$2 build=$3
 work=$build/long_run
 rm -rf "$work"
 mkdir -p "$work"
@@ -15,21 +15,7 @@ fail=0
 # Under ASan, freed memory sits in its quarantine (up to 256 MB) and counts in the RSS: per-batch
 # temporaries would look like growth. Without the quarantine the figure is the program's own.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
-cat >five.yaml <<'YAML'
-pipeline: five
-run: {batches: 1000, depth: 4}
-buffers:
-  x:  {where: host, dtype: f32, shape: [4]}
-  xd: {where: device, dtype: f32, shape: [4]}
-  yd: {where: device, dtype: f32, shape: [4]}
-  y:  {where: host, dtype: f32, shape: [4]}
-stages:
-  - {name: gen, kind: source, to: x, generator: range}
-  - {name: up, kind: h2d, from: x, to: xd}
-  - {name: dbl, kind: kernel, op: scale, alpha: 2, reads: [xd], writes: [yd]}
-  - {name: down, kind: d2h, from: yd, to: y}
-  - {name: save, kind: sink, from: y}
-YAML
+cp "$src/tests/e2e/data/long_run.yaml" five.yaml
 # The text summary at both counts (the --json one lists up to 65536 checksums: a fixed cost that
 # a run under 65536 batches does not reach yet), then --json at the smaller count, read after the
 # runs: a child's ru_maxrss starts at its parent's RSS at fork (Linux keeps the pre-exec high-water

@@ -16,21 +16,7 @@ work=${OUT:-out/device}/long_run
 rm -rf "$work"
 mkdir -p "$work"
 fail=0
-cat >"$work/five.yaml" <<'YAML'
-pipeline: five
-run: {batches: 1000, depth: 4}
-buffers:
-  x:  {where: host, dtype: f32, shape: [4]}
-  xd: {where: device, dtype: f32, shape: [4]}
-  yd: {where: device, dtype: f32, shape: [4]}
-  y:  {where: host, dtype: f32, shape: [4]}
-stages:
-  - {name: gen, kind: source, to: x, generator: range}
-  - {name: up, kind: h2d, from: x, to: xd}
-  - {name: dbl, kind: kernel, op: scale, alpha: 2, reads: [xd], writes: [yd]}
-  - {name: down, kind: d2h, from: yd, to: y}
-  - {name: save, kind: sink, from: y}
-YAML
+cp "$src/tests/e2e/data/long_run.yaml" "$work/five.yaml"
 cd "$work" || exit 1
 python3 "$src/tests/bench/rss_peak.py" --executor gpu "$pipectl" five.yaml 100000 1000000 | tee rss.txt
 python3 - <<'PY' || fail=1
