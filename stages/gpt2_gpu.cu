@@ -159,6 +159,42 @@ extern "C" int pl_gpt2_launch_attention(int dtype, void *out, const void *qkv, i
     return (int)cudaErrorInvalidValue;
 }
 
+extern "C" int pl_gpt2_launch_attention_last(int dtype, void *out, const void *qkv, int B, int T,
+                                             int H, int head_dim, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    dim3 grid((unsigned)H, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)head_dim);
+#define PL__LAST(E, HD)                                                                            \
+    attention_last_kernel<E, HD>                                                                   \
+        <<<grid, 32, 0, s>>>(static_cast<E *>(out), static_cast<const E *>(qkv), T, H, scale)
+    if (dtype == PL_F16 && head_dim == 16)
+        PL__LAST(__half, 16);
+    else if (dtype == PL_F16 && head_dim == 32)
+        PL__LAST(__half, 32);
+    else if (dtype == PL_F16 && head_dim == 64)
+        PL__LAST(__half, 64);
+    else if (dtype == PL_BF16 && head_dim == 16)
+        PL__LAST(__nv_bfloat16, 16);
+    else if (dtype == PL_BF16 && head_dim == 32)
+        PL__LAST(__nv_bfloat16, 32);
+    else if (dtype == PL_BF16 && head_dim == 64)
+        PL__LAST(__nv_bfloat16, 64);
+    else
+        return (int)cudaErrorInvalidValue;
+#undef PL__LAST
+    return (int)cudaGetLastError();
+}
+
+extern "C" int pl_gpt2_launch_gather_rows(float *dst, const float *src, int rows, int64_t first,
+                                          int64_t step, int C, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    gather_rows_kernel<<<grid_for((int64_t)rows * C, 256), 256, 0, s>>>(dst, src, rows, first, step,
+                                                                        C);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T,
                                               int H, int head_dim, void *stream)
 {

@@ -469,6 +469,92 @@ __global__ void __launch_bounds__(NW * 32)
     }
 }
 
+/* ---- attention at the last position only: one warp per (sequence, head) ----
+ * When only each sequence's last position is wanted, the last layer needs the attention of that
+ * one query (its keys and values are every position's, from the full QKV GEMM). A lane takes keys
+ * lane, lane + 32, ...: the whole dot product, an online softmax and its own output in f32; the
+ * 32 partial results then merge by log-sum-exp through shuffles. K and V rows are read as 16-byte
+ * vectors. out is [B, C]: row b is sequence b's last position. */
+template <typename E, int HD>
+__global__ void __launch_bounds__(32)
+    attention_last_kernel(E *out, const E *qkv, int T, int H, float scale)
+{
+    static_assert(HD % 8 == 0, "head size must be a multiple of 8");
+    const int h = blockIdx.x, b = blockIdx.y, lane = threadIdx.x & 31;
+    const int C = H * HD;
+    const int64_t row3 = 3 * (int64_t)C;
+    const E *base = qkv + (int64_t)b * T * row3 + (int64_t)h * HD;
+    float q[HD], o[HD];
+    {
+        const E *qr = base + (int64_t)(T - 1) * row3;
+#pragma unroll
+        for (int i = 0; i < HD; i++) {
+            q[i] = to_f(qr[i]) * scale;
+            o[i] = 0;
+        }
+    }
+    float m = -INFINITY, l = 0;
+    for (int s = lane; s < T; s += 32) {
+        const int4 *k4 = reinterpret_cast<const int4 *>(base + (int64_t)s * row3 + C);
+        const int4 *v4 = reinterpret_cast<const int4 *>(base + (int64_t)s * row3 + 2 * C);
+        float d = 0;
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++) {
+            int4 raw = k4[c];
+            E e[8];
+            memcpy(e, &raw, sizeof raw);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                d += q[8 * c + i] * to_f(e[i]);
+        }
+        const float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn); /* exp(-inf) = 0 */
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++) {
+            int4 raw = v4[c];
+            E e[8];
+            memcpy(e, &raw, sizeof raw);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                o[8 * c + i] = o[8 * c + i] * a + p * to_f(e[i]);
+        }
+        l = l * a + p;
+        m = mn;
+    }
+    /* Merge the lanes' (m, l, o): every lane ends with the whole result. A lane that saw no key
+     * (T < 32) has m = -inf and weight 0. */
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+        const float mn = fmaxf(m, m2);
+        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
+        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+#pragma unroll
+        for (int i = 0; i < HD; i++) {
+            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
+            o[i] = o[i] * a + o2 * a2;
+        }
+        l = l * a + l2 * a2;
+        m = mn;
+    }
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    E *orow = out + (int64_t)b * C + (int64_t)h * HD;
+#pragma unroll
+    for (int i = 0; i < HD; i++)
+        if (i % 32 == lane) orow[i] = from_f<E>(o[i] * inv);
+}
+
+/* dst[r, :] = src[first + r * step, :] for r < rows (f32 rows of C). */
+__global__ void gather_rows_kernel(float *dst, const float *src, int rows, int64_t first,
+                                   int64_t step, int C)
+{
+    int64_t total = (int64_t)rows * C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / C;
+        dst[i] = src[(first + r * step) * C + (i - r * C)];
+    }
+}
+
 /* ---- attention, plain: one warp per (query, head), keys in order, f32 online softmax. The
  * fallback PIPECTL_GPT2_ATTENTION=naive selects, to tell an attention bug from the rest. ---- */
 
