@@ -74,7 +74,7 @@ static std::vector<double> attention_ref(const std::vector<E> &qkv, int B, int T
     return out;
 }
 
-template <typename E, int HD, int NW = 4>
+template <typename E, int HD, int NW = 4, int MT = 1>
 static void check_attention(int B, int T, int H, const char *name, bool plain)
 {
     int C = H * HD;
@@ -85,9 +85,9 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
         v = to_e<E>(nd(rng));
     auto ref = attention_ref(qkv, B, T, H, HD);
     float scale_log2 = 1.4426950408889634f / std::sqrt((float)HD);
-    using L = attn_smem<HD, NW>;
+    using L = attn_smem<HD, NW, MT>;
     emu::launch(dim3((T + L::BR - 1) / L::BR, H, B), dim3(NW * 32), L::bytes,
-                [&] { attention_kernel<E, HD, NW>(out.data(), qkv.data(), T, H, scale_log2); });
+                [&] { attention_kernel<E, HD, NW, MT>(out.data(), qkv.data(), T, H, scale_log2); });
     if (plain) /* a CPU thread per CUDA thread: only where it adds something */
         emu::launch(dim3((unsigned)(((int64_t)B * T * H * 32 + 255) / 256)), dim3(256), 0, [&] {
             attention_naive_kernel<E>(out2.data(), qkv.data(), B, T, H, HD,
@@ -101,8 +101,8 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
     }
     double r1 = std::sqrt(e1 / n), r2 = std::sqrt(e2 / n);
     double tol = std::is_same<E, __half>::value ? 4e-3 : 2e-2;
-    std::printf("attention %s hd=%d B=%d T=%d H=%d, %d warps: flash rel L2 %.2e", name, HD, B, T, H,
-                NW, r1);
+    std::printf("attention %s hd=%d B=%d T=%d H=%d, %d warps x %d m-tiles: flash rel L2 %.2e", name,
+                HD, B, T, H, NW, MT, r1);
     if (plain) std::printf(", plain %.2e", r2);
     std::printf("\n");
     EXPECT(r1 < tol, "flash attention %s hd %d T %d: relative L2 error %g >= %g", name, HD, T, r1,
@@ -262,6 +262,8 @@ int main()
     check_attention<__half, 32>(1, 40, 1, "f16", true);
     check_attention<__half, 64>(1, 300, 1, "f16", false); /* 5 blocks, the last partial */
     check_attention<__nv_bfloat16, 32>(2, 129, 1, "bf16", false);
+    check_attention<__half, 64, 4, 2>(1, 300, 1, "f16", false); /* 128-row blocks, two m-tiles */
+    check_attention<__nv_bfloat16, 16, 4, 2>(2, 70, 2, "bf16", false);
     check_attention_last<__half, 64>(2, 130, 2); /* more keys than lanes, not a multiple of 32 */
     check_attention_last<__nv_bfloat16, 16>(1, 5, 3); /* fewer keys than lanes */
     check_head<__half>(3, 264, 37); /* C / 8 = 33 chunks: lanes with two and with one */
