@@ -256,6 +256,7 @@ typedef struct pl__dslot {
     float *x;                /* [N, C] residual stream */
     void *h, *qkv, *att, *u; /* E: [N, C], [N, 3C], [N, C], [N, 4C] */
     void *hl, *hl_lo;        /* E [B, C]: ln_f of the last positions, its rounding residual */
+    float *xl;               /* [B, C]: the last layer's residual stream at the last positions */
     void *logits;            /* scratch logits for argmax/logprob ([rows, V], lg_dtype) */
     void *ws;                /* cuBLASLt workspace */
 } pl__dslot;
@@ -276,7 +277,9 @@ typedef struct pl__gpt2_state {
     pl_gpu_mm *mm_head, *mm_head_lo; /* mm_head_lo: split head (bf16 into f32 logits) */
     pl_dtype lg_dtype;               /* the LM head's output dtype */
     bool small_head;                 /* last positions into f32: pl_gpt2_launch_head_f32 */
-    bool naive_attention;            /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
+    /* Last positions only: the last layer after its QKV GEMM runs on the B last rows (n = B). */
+    pl_gpu_mm *mm_proj_last, *mm_fc_last, *mm_out_last;
+    bool naive_attention; /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
     int depth;
     pl__dslot *slots;
 #endif
@@ -417,6 +420,20 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &D->mm_fc, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &D->mm_out, nm, err));
     }
+    /* Last positions only: the last layer's outputs at the other positions are never read, so
+     * after its QKV GEMM (every position's keys and values are needed) it runs on the B last
+     * rows: one query's attention per (sequence, head), then the projection, layernorm and MLP
+     * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
+    if (!o->all) {
+        const pl__dlayer *D = &s->layers[c->n_layer - 1];
+        int B = s->B;
+        pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true};
+        pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false};
+        pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true};
+        PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &s->mm_proj_last, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &s->mm_fc_last, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &s->mm_out_last, nm, err));
+    }
     int rows = o->all ? N : s->B;
     /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
     s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
@@ -441,10 +458,11 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     size_t sz_x = pl__al((size_t)N * C * 4), sz_h = pl__al((size_t)N * C * es),
            sz_qkv = pl__al((size_t)N * 3 * C * es), sz_u = pl__al((size_t)N * 4 * C * es),
            sz_hl = pl__al((size_t)s->B * C * 4), /* f32 (small head), or E and its residual */
-        sz_lg = o->output == PL_GPT2_LOGITS
-                    ? 0
-                    : pl__al((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype));
-    size_t per = sz_x + 2 * sz_h + sz_qkv + sz_u + sz_hl + sz_lg + PL__WS_BYTES;
+        sz_xl = o->all ? 0 : pl__al((size_t)s->B * C * 4),
+           sz_lg = o->output == PL_GPT2_LOGITS
+                       ? 0
+                       : pl__al((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype));
+    size_t per = sz_x + 2 * sz_h + sz_qkv + sz_u + sz_hl + sz_xl + sz_lg + PL__WS_BYTES;
     for (int i = 0; i < s->depth; i++) {
         pl__dslot *d = &s->slots[i];
         PL_CHECK(pl_gpu_alloc(per, &d->mem, nm, err));
@@ -462,6 +480,8 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         d->hl = p;
         d->hl_lo = p + (size_t)s->B * C * es;
         p += sz_hl;
+        d->xl = sz_xl ? (float *)p : NULL;
+        p += sz_xl;
         d->logits = sz_lg ? p : NULL;
         p += sz_lg;
         d->ws = p;
@@ -481,6 +501,14 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         pl_gpu_mm_copy_algo(s->layers[l].mm_proj, L0->mm_proj);
         pl_gpu_mm_copy_algo(s->layers[l].mm_fc, L0->mm_fc);
         pl_gpu_mm_copy_algo(s->layers[l].mm_out, L0->mm_out);
+    }
+    if (s->mm_proj_last) {
+        PL_CHECK(pl_gpu_mm_tune(s->mm_proj_last, s->layers[c->n_layer - 1].proj_w, d0->att, d0->xl,
+                                d0->ws, nm, NULL, err));
+        PL_CHECK(pl_gpu_mm_tune(s->mm_fc_last, s->layers[c->n_layer - 1].fc_w, d0->h, d0->u, d0->ws,
+                                nm, NULL, err));
+        PL_CHECK(pl_gpu_mm_tune(s->mm_out_last, s->layers[c->n_layer - 1].out_w, d0->u, d0->xl,
+                                d0->ws, nm, NULL, err));
     }
     if (s->small_head) return PL_OK;
     void *lg = d0->logits;
@@ -543,6 +571,9 @@ static pl_status pl__gpt2_close(const pl_run_env *env, const pl_stage *st, void 
     }
     pl_gpu_mm_free(s->mm_head);
     pl_gpu_mm_free(s->mm_head_lo);
+    pl_gpu_mm_free(s->mm_proj_last);
+    pl_gpu_mm_free(s->mm_fc_last);
+    pl_gpu_mm_free(s->mm_out_last);
     pl_gpu_lt_free(s->lt);
     free(s->layers);
     pl_gpu_free(s->wmem);
@@ -602,13 +633,28 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
     void *out = ctx->dev_bufs[st->writes[o->w_out].index];
     PL_CHECK(pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
                         "gpt2 embedding kernel launch", ctx, err));
-    for (int l = 0; l < c->n_layer; l++) {
+    const int hd = C / c->n_head;
+    for (int l = 0; l < c->n_layer; l++) { /* !o->all: the last layer ends in its own branch */
         const pl__dlayer *L = &s->layers[l];
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln1_w, L->ln1_b, N, 0,
                                                      1, C, c->eps, sm),
                             "gpt2 layernorm kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(L->mm_qkv, L->qkv_w, d->h, d->qkv, d->ws, sm, nm, bt, err));
-        int hd = C / c->n_head;
+        if (l == c->n_layer - 1 && !o->all) { /* the last layer at the last positions only */
+            PL_CHECK(pl__launch(
+                pl_gpt2_launch_attention_last(E, d->att, d->qkv, B, T, c->n_head, hd, sm),
+                "gpt2 attention (last position) kernel launch", ctx, err));
+            PL_CHECK(pl__launch(pl_gpt2_launch_gather_rows(d->xl, d->x, B, T - 1, T, C, sm),
+                                "gpt2 gather kernel launch", ctx, err));
+            PL_CHECK(
+                pl_gpu_mm_run(s->mm_proj_last, L->proj_w, d->att, d->xl, d->ws, sm, nm, bt, err));
+            PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->xl, L->ln2_w, L->ln2_b,
+                                                         B, 0, 1, C, c->eps, sm),
+                                "gpt2 layernorm kernel launch", ctx, err));
+            PL_CHECK(pl_gpu_mm_run(s->mm_fc_last, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
+            PL_CHECK(pl_gpu_mm_run(s->mm_out_last, L->out_w, d->u, d->xl, d->ws, sm, nm, bt, err));
+            break;
+        }
         PL_CHECK(pl__launch(
             s->naive_attention
                 ? pl_gpt2_launch_attention_naive(E, d->att, d->qkv, B, T, c->n_head, hd, sm)
@@ -626,17 +672,16 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
     void *lo = !s->mm_head_lo ? NULL : o->all ? d->u : d->hl_lo; /* u is free by now */
     void *lg = o->output == PL_GPT2_LOGITS ? out : d->logits;
     if (s->small_head) {
-        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(PL_F32, d->hl, NULL, d->x, s->lnf_w, s->lnf_b,
-                                                     rows, T - 1, T, C, c->eps, sm),
+        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(PL_F32, d->hl, NULL, d->xl, s->lnf_w, s->lnf_b,
+                                                     rows, 0, 1, C, c->eps, sm),
                             "gpt2 layernorm kernel launch", ctx, err));
         PL_CHECK(pl__launch(
             pl_gpt2_launch_head_f32(E, lg, d->hl, s->wte, rows, C, c->vocab, pl_gpu_sm_count(), sm),
             "gpt2 LM head kernel launch", ctx, err));
     } else {
-        PL_CHECK(
-            pl__launch(pl_gpt2_launch_layernorm(E, hn, lo, d->x, s->lnf_w, s->lnf_b, rows,
-                                                o->all ? 0 : T - 1, o->all ? 1 : T, C, c->eps, sm),
-                       "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, hn, lo, o->all ? d->x : d->xl, s->lnf_w,
+                                                     s->lnf_b, rows, 0, 1, C, c->eps, sm),
+                            "gpt2 layernorm kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(s->mm_head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
     }
     if (lo) PL_CHECK(pl_gpu_mm_run(s->mm_head_lo, s->wte, lo, lg, d->ws, sm, nm, bt, err));

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 extern "C" {
 #include "gpt2_gpu.h"
@@ -19,31 +20,44 @@ namespace
 {
 using namespace pl_gpt2;
 
-template <typename E, int HD, int NW> int attention_setup()
+template <typename E, int HD, int NW, int MT> int attention_setup()
 {
-    return (int)cudaFuncSetAttribute(attention_kernel<E, HD, NW>,
+    return (int)cudaFuncSetAttribute(attention_kernel<E, HD, NW, MT>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)attn_smem<HD, NW>::bytes);
+                                     (int)attn_smem<HD, NW, MT>::bytes);
 }
 
-template <typename E, int HD, int NW>
+template <typename E, int HD, int NW, int MT>
 int attention_launch(void *out, const void *qkv, int B, int T, int H, cudaStream_t s)
 {
-    using L = attn_smem<HD, NW>;
+    using L = attn_smem<HD, NW, MT>;
     dim3 grid((unsigned)((T + L::BR - 1) / L::BR), (unsigned)H, (unsigned)B);
     float scale_log2 = 1.4426950408889634f / sqrtf((float)HD);
-    attention_kernel<E, HD, NW><<<grid, NW * 32, L::bytes, s>>>(
+    attention_kernel<E, HD, NW, MT><<<grid, NW * 32, L::bytes, s>>>(
         static_cast<E *>(out), static_cast<const E *>(qkv), T, H, scale_log2);
     return (int)cudaGetLastError();
 }
 
-/* 4 warps, 64 query rows per block: 8 warps (128 rows, each K/V tile serving twice the rows)
- * measured the same at T = 1024 and 5-10% slower at T = 512 on the H200 (fewer blocks to
- * balance the causal triangle), so the kernel's NW stays 4. */
+/* 4 warps. 8 warps of one m-tile each (128 rows) measured the same at T = 1024 and 5-10% slower
+ * at T = 512 on the H200 (fewer blocks to balance the causal triangle). Under measurement (this
+ * branch): 4 warps of two m-tiles each (128 rows, FlashAttention-2's 128 x 64 tile: every K and V
+ * fragment loaded from shared memory serves two mma per n-tile instead of one).
+ * PIPECTL_GPT2_ATTN_MT=2 selects it; the bench compares both. */
+int attention_mt(void)
+{
+    static int mt = -1; /* benign race: every thread computes the same answer */
+    if (mt < 0) {
+        const char *e = getenv("PIPECTL_GPT2_ATTN_MT");
+        mt = e && atoi(e) == 2 ? 2 : 1;
+    }
+    return mt;
+}
+
 template <typename E, int HD>
 int attention_hd(void *out, const void *qkv, int B, int T, int H, cudaStream_t s)
 {
-    return attention_launch<E, HD, 4>(out, qkv, B, T, H, s);
+    return attention_mt() == 2 ? attention_launch<E, HD, 4, 2>(out, qkv, B, T, H, s)
+                               : attention_launch<E, HD, 4, 1>(out, qkv, B, T, H, s);
 }
 
 template <typename E>
@@ -64,9 +78,12 @@ int attention_any(int hd, void *out, const void *qkv, int B, int T, int H, cudaS
 template <typename E> int attention_setup_all()
 {
     int e = 0;
-    if (!e) e = attention_setup<E, 16, 4>();
-    if (!e) e = attention_setup<E, 32, 4>();
-    if (!e) e = attention_setup<E, 64, 4>();
+    if (!e) e = attention_setup<E, 16, 4, 1>();
+    if (!e) e = attention_setup<E, 32, 4, 1>();
+    if (!e) e = attention_setup<E, 64, 4, 1>();
+    if (!e) e = attention_setup<E, 16, 4, 2>();
+    if (!e) e = attention_setup<E, 32, 4, 2>();
+    if (!e) e = attention_setup<E, 64, 4, 2>();
     return e;
 }
 
@@ -157,6 +174,42 @@ extern "C" int pl_gpt2_launch_attention(int dtype, void *out, const void *qkv, i
     if (dtype == PL_F16) return attention_any<__half>(head_dim, out, qkv, B, T, H, s);
     if (dtype == PL_BF16) return attention_any<__nv_bfloat16>(head_dim, out, qkv, B, T, H, s);
     return (int)cudaErrorInvalidValue;
+}
+
+extern "C" int pl_gpt2_launch_attention_last(int dtype, void *out, const void *qkv, int B, int T,
+                                             int H, int head_dim, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    dim3 grid((unsigned)H, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)head_dim);
+#define PL__LAST(E, HD)                                                                            \
+    attention_last_kernel<E, HD>                                                                   \
+        <<<grid, 32, 0, s>>>(static_cast<E *>(out), static_cast<const E *>(qkv), T, H, scale)
+    if (dtype == PL_F16 && head_dim == 16)
+        PL__LAST(__half, 16);
+    else if (dtype == PL_F16 && head_dim == 32)
+        PL__LAST(__half, 32);
+    else if (dtype == PL_F16 && head_dim == 64)
+        PL__LAST(__half, 64);
+    else if (dtype == PL_BF16 && head_dim == 16)
+        PL__LAST(__nv_bfloat16, 16);
+    else if (dtype == PL_BF16 && head_dim == 32)
+        PL__LAST(__nv_bfloat16, 32);
+    else if (dtype == PL_BF16 && head_dim == 64)
+        PL__LAST(__nv_bfloat16, 64);
+    else
+        return (int)cudaErrorInvalidValue;
+#undef PL__LAST
+    return (int)cudaGetLastError();
+}
+
+extern "C" int pl_gpt2_launch_gather_rows(float *dst, const float *src, int rows, int64_t first,
+                                          int64_t step, int C, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    gather_rows_kernel<<<grid_for((int64_t)rows * C, 256), 256, 0, s>>>(dst, src, rows, first, step,
+                                                                        C);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T,

@@ -38,6 +38,13 @@ int pl_gpt2_launch_head_f32(int dtype, float *out, const float *h, const void *w
  * dtype, f32 accumulation. */
 int pl_gpt2_launch_attention(int dtype, void *out, const void *qkv, int B, int T, int H,
                              int head_dim, void *stream);
+/* Causal self-attention of each sequence's last position only: qkv [B, T, 3C] -> out [B, C]
+ * (row b: sequence b's position T - 1), f32 arithmetic; a warp per (sequence, head). */
+int pl_gpt2_launch_attention_last(int dtype, void *out, const void *qkv, int B, int T, int H,
+                                  int head_dim, void *stream);
+/* dst[r, :] = src[first + r * step, :] for r < rows (f32 rows of C). */
+int pl_gpt2_launch_gather_rows(float *dst, const float *src, int rows, int64_t first, int64_t step,
+                               int C, void *stream);
 /* The same attention, plainly: a warp per (position, head), keys one by one (head_dim <= 64).
  * Slow; PIPECTL_GPT2_ATTENTION=naive selects it, to tell an attention bug from the rest. */
 int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T, int H,

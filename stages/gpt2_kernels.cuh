@@ -187,9 +187,9 @@ __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, 
 
 constexpr int kBC = 64; /* keys per K/V tile */
 
-template <int HD, int NW> struct attn_smem {
-    static constexpr int BR = 16 * NW; /* query rows per block */
-    static constexpr int LDE = HD + 8; /* dtype row stride of Q, K, V tiles (16-byte pad) */
+template <int HD, int NW, int MT = 1> struct attn_smem {
+    static constexpr int BR = 16 * MT * NW; /* query rows per block: NW warps of MT m-tiles */
+    static constexpr int LDE = HD + 8;      /* dtype row stride of Q, K, V tiles (16-byte pad) */
     /* Q, two K and two V buffers. */
     static constexpr size_t bytes = (size_t)(BR + 4 * kBC) * LDE * 2;
 };
@@ -278,12 +278,13 @@ __device__ inline float sum2_bf16(uint32_t w)
     return a + b;
 }
 
-template <typename E, int HD, int NW>
+template <typename E, int HD, int NW, int MT>
 __global__ void __launch_bounds__(NW * 32)
     attention_kernel(E *out, const E *qkv, int T, int H, float scale_log2)
 {
-    using L = attn_smem<HD, NW>;
+    using L = attn_smem<HD, NW, MT>;
     constexpr int kBR = L::BR;
+    constexpr int WR = 16 * MT; /* query rows per warp: MT m-tiles of 16 */
     static_assert(HD % 16 == 0 && HD <= 128, "head size must be a multiple of 16, at most 128");
     constexpr int NS = kBC / 8; /* S n-tiles (8 keys each) */
     constexpr int NO = HD / 8;  /* O n-tiles (8 dims each) */
@@ -301,7 +302,7 @@ __global__ void __launch_bounds__(NW * 32)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t4 = lane & 3;   /* the quad (row) and the lane in it */
     constexpr int CH = HD / 8;                /* 16-byte chunks per row */
-    const int q_first = qb * kBR + warp * 16; /* this warp's first query */
+    const int q_first = qb * kBR + warp * WR; /* this warp's first query */
     const int kv_end = min(T, (qb + 1) * kBR);
     const int n_tiles = (kv_end + kBC - 1) / kBC;
 
@@ -325,18 +326,26 @@ __global__ void __launch_bounds__(NW * 32)
     PL__LOAD_KV(0);
     cp_async_wait<1>(); /* Q has landed (tile 0 may still be in flight) */
     __syncthreads();
-    uint32_t qf[KQ][4]; /* A fragments: rows g, g + 8; columns 2 t4 (+1), 2 t4 + 8 (+1) */
+    /* A fragments of m-tile mt: rows g, g + 8; columns 2 t4 (+1), 2 t4 + 8 (+1) */
+    uint32_t qf[MT][KQ][4];
 #pragma unroll
-    for (int kk = 0; kk < KQ; kk++)
-        ldsm_x4(qf[kk], sQ + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * L::LDE + kk * 16 +
-                            8 * (lane >> 4));
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int kk = 0; kk < KQ; kk++)
+            ldsm_x4(qf[mt][kk],
+                    sQ + (warp * WR + mt * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * L::LDE +
+                        kk * 16 + 8 * (lane >> 4));
 
-    float o[NO][4]; /* rows g (0, 1) and g + 8 (2, 3); columns 8 j + 2 t4 (+1) */
+    float o[MT][NO][4]; /* rows g (0, 1) and g + 8 (2, 3); columns 8 j + 2 t4 (+1) */
+    float m0[MT], m1[MT], l0[MT], l1[MT]; /* l: this lane's part of the sum */
 #pragma unroll
-    for (int j = 0; j < NO; j++)
-        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0; /* l: this lane's part of the sum */
-    const int r0 = q_first + g, r1 = r0 + 8;
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+            o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0;
+        m0[mt] = m1[mt] = -INFINITY;
+        l0[mt] = l1[mt] = 0;
+    }
     for (int it = 0; it < n_tiles; it++) {
         const int k0 = it * kBC;
         if (it + 1 < n_tiles) {
@@ -347,11 +356,14 @@ __global__ void __launch_bounds__(NW * 32)
         }
         __syncthreads(); /* tile it is in shared memory for every warp */
         const E *tK = sK + (it & 1) * kBC * L::LDE, *tV = sV + (it & 1) * kBC * L::LDE;
-        if (k0 <= q_first + 15) { /* else every key of the tile is after this warp's rows */
-            float s[NS][4];
+        if (k0 <= q_first + WR - 1) { /* else every key of the tile is after this warp's rows */
+            float s[MT][NS][4];
 #pragma unroll
-            for (int j = 0; j < NS; j++)
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0;
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int j = 0; j < NS; j++)
+                    s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0;
+                    /* Each K fragment loaded serves the warp's MT m-tiles. */
 #pragma unroll
             for (int j = 0; j < NS; j += 2)
 #pragma unroll
@@ -359,79 +371,87 @@ __global__ void __launch_bounds__(NW * 32)
                     uint32_t kf[4]; /* b0, b1 of n-tile j, then of j + 1 */
                     ldsm_x4(kf, tK + (8 * j + 8 * (lane >> 4) + (lane & 7)) * L::LDE + kk * 16 +
                                     8 * ((lane >> 3) & 1));
-                    mma16816<E>(s[j], qf[kk], kf[0], kf[1]);
-                    mma16816<E>(s[j + 1], qf[kk], kf[2], kf[3]);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma16816<E>(s[mt][j], qf[mt][kk], kf[0], kf[1]);
+                        mma16816<E>(s[mt][j + 1], qf[mt][kk], kf[2], kf[3]);
+                    }
                 }
             /* Mask keys after the row (causal) or past the end. The maxima are of the raw
              * scores (the scale is positive), scaled once per row below, and each P element is
              * one FFMA into exp2: exp2(s * scale_log2 - m). */
             const bool edge = k0 + kBC - 1 > q_first || k0 + kBC > T;
-            float mx0 = -INFINITY, mx1 = -INFINITY;
+            uint32_t pf[MT][kBC / 16][4];
 #pragma unroll
-            for (int j = 0; j < NS; j++)
+            for (int mt = 0; mt < MT; mt++) {
+                const int r0 = q_first + mt * 16 + g, r1 = r0 + 8;
+                float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float v = s[j][e];
-                    if (edge) {
-                        int k = k0 + 8 * j + 2 * t4 + (e & 1), r = e < 2 ? r0 : r1;
-                        if (k > r || k >= T) v = s[j][e] = -INFINITY;
+                for (int j = 0; j < NS; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float v = s[mt][j][e];
+                        if (edge) {
+                            int k = k0 + 8 * j + 2 * t4 + (e & 1), r = e < 2 ? r0 : r1;
+                            if (k > r || k >= T) v = s[mt][j][e] = -INFINITY;
+                        }
+                        if (e < 2)
+                            mx0 = fmaxf(mx0, v);
+                        else
+                            mx1 = fmaxf(mx1, v);
                     }
-                    if (e < 2)
-                        mx0 = fmaxf(mx0, v);
-                    else
-                        mx1 = fmaxf(mx1, v);
+                mx0 *= scale_log2;
+                mx1 *= scale_log2;
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+                const float n0 = fmaxf(m0[mt], mx0), n1 = fmaxf(m1[mt], mx1);
+                /* A row with nothing unmasked yet keeps base 0: exp2(-inf - 0) = 0, no NaN. */
+                const float b0 = n0 == -INFINITY ? 0.0f : n0, b1 = n1 == -INFINITY ? 0.0f : n1;
+                const float a0 = exp2f(m0[mt] - b0), a1 = exp2f(m1[mt] - b1);
+                m0[mt] = n0;
+                m1[mt] = n1;
+                l0[mt] *= a0;
+                l1[mt] *= a1;
+#pragma unroll
+                for (int j = 0; j < NO; j++) {
+                    o[mt][j][0] *= a0;
+                    o[mt][j][1] *= a0;
+                    o[mt][j][2] *= a1;
+                    o[mt][j][3] *= a1;
                 }
-            mx0 *= scale_log2;
-            mx1 *= scale_log2;
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-            /* A row with nothing unmasked yet keeps base 0: exp2(-inf - 0) = 0, no NaN. */
-            const float b0 = n0 == -INFINITY ? 0.0f : n0, b1 = n1 == -INFINITY ? 0.0f : n1;
-            const float a0 = exp2f(m0 - b0), a1 = exp2f(m1 - b1);
-            m0 = n0;
-            m1 = n1;
-            l0 *= a0;
-            l1 *= a1;
+                /* P's accumulator tiles 2 kk and 2 kk + 1 are the A fragment of k-step kk. The
+                 * sum l: in f16 of the f32 values, as in FlashAttention-2 (P's rounding is then
+                 * an unbiased error of 2^-11 in the product); in bf16 of the rounded values, so
+                 * the weights P V uses sum to exactly 1 and their 2^-9 errors partly cancel
+                 * (measured: the f32 sum costs bf16 about 0.3% of GPT-2 124M's argmaxes). */
 #pragma unroll
-            for (int j = 0; j < NO; j++) {
-                o[j][0] *= a0;
-                o[j][1] *= a0;
-                o[j][2] *= a1;
-                o[j][3] *= a1;
-            }
-            /* P's accumulator tiles 2 kk and 2 kk + 1 are the A fragment of k-step kk. The sum
-             * l: in f16 of the f32 values, as in FlashAttention-2 (P's rounding is then an
-             * unbiased error of 2^-11 in the product); in bf16 of the rounded values, so the
-             * weights P V uses sum to exactly 1 and their 2^-9 errors partly cancel (measured:
-             * the f32 sum costs bf16 about 0.3% of GPT-2 124M's argmaxes). */
-            uint32_t pf[kBC / 16][4];
-#pragma unroll
-            for (int kk = 0; kk < kBC / 16; kk++) {
-                const float *x = s[2 * kk], *y = s[2 * kk + 1];
-                float p[8];
-                p[0] = exp2f(fmaf(x[0], scale_log2, -b0));
-                p[1] = exp2f(fmaf(x[1], scale_log2, -b0));
-                p[2] = exp2f(fmaf(x[2], scale_log2, -b1));
-                p[3] = exp2f(fmaf(x[3], scale_log2, -b1));
-                p[4] = exp2f(fmaf(y[0], scale_log2, -b0));
-                p[5] = exp2f(fmaf(y[1], scale_log2, -b0));
-                p[6] = exp2f(fmaf(y[2], scale_log2, -b1));
-                p[7] = exp2f(fmaf(y[3], scale_log2, -b1));
-                pf[kk][0] = pack2<E>(p[0], p[1]);
-                pf[kk][1] = pack2<E>(p[2], p[3]);
-                pf[kk][2] = pack2<E>(p[4], p[5]);
-                pf[kk][3] = pack2<E>(p[6], p[7]);
-                if constexpr (sizeof(E) == 2 && !is_f16<E>::value) {
-                    l0 += sum2_bf16(pf[kk][0]) + sum2_bf16(pf[kk][2]);
-                    l1 += sum2_bf16(pf[kk][1]) + sum2_bf16(pf[kk][3]);
-                } else {
-                    l0 += (p[0] + p[1]) + (p[4] + p[5]);
-                    l1 += (p[2] + p[3]) + (p[6] + p[7]);
+                for (int kk = 0; kk < kBC / 16; kk++) {
+                    const float *x = s[mt][2 * kk], *y = s[mt][2 * kk + 1];
+                    float p[8];
+                    p[0] = exp2f(fmaf(x[0], scale_log2, -b0));
+                    p[1] = exp2f(fmaf(x[1], scale_log2, -b0));
+                    p[2] = exp2f(fmaf(x[2], scale_log2, -b1));
+                    p[3] = exp2f(fmaf(x[3], scale_log2, -b1));
+                    p[4] = exp2f(fmaf(y[0], scale_log2, -b0));
+                    p[5] = exp2f(fmaf(y[1], scale_log2, -b0));
+                    p[6] = exp2f(fmaf(y[2], scale_log2, -b1));
+                    p[7] = exp2f(fmaf(y[3], scale_log2, -b1));
+                    pf[mt][kk][0] = pack2<E>(p[0], p[1]);
+                    pf[mt][kk][1] = pack2<E>(p[2], p[3]);
+                    pf[mt][kk][2] = pack2<E>(p[4], p[5]);
+                    pf[mt][kk][3] = pack2<E>(p[6], p[7]);
+                    if constexpr (sizeof(E) == 2 && !is_f16<E>::value) {
+                        l0[mt] += sum2_bf16(pf[mt][kk][0]) + sum2_bf16(pf[mt][kk][2]);
+                        l1[mt] += sum2_bf16(pf[mt][kk][1]) + sum2_bf16(pf[mt][kk][3]);
+                    } else {
+                        l0[mt] += (p[0] + p[1]) + (p[4] + p[5]);
+                        l1[mt] += (p[2] + p[3]) + (p[6] + p[7]);
+                    }
                 }
             }
+            /* Each V fragment loaded serves the warp's MT m-tiles. */
 #pragma unroll
             for (int kk = 0; kk < kBC / 16; kk++)
 #pragma unroll
@@ -439,33 +459,126 @@ __global__ void __launch_bounds__(NW * 32)
                     uint32_t vf[4]; /* b0, b1 of O n-tile j, then of j + 1 */
                     ldsm_x4_trans(vf, tV + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * L::LDE +
                                           8 * j + 8 * (lane >> 4));
-                    mma16816<E>(o[j], pf[kk], vf[0], vf[1]);
-                    mma16816<E>(o[j + 1], pf[kk], vf[2], vf[3]);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma16816<E>(o[mt][j], pf[mt][kk], vf[0], vf[1]);
+                        mma16816<E>(o[mt][j + 1], pf[mt][kk], vf[2], vf[3]);
+                    }
                 }
         }
         __syncthreads(); /* every warp is done with this tile's K/V */
     }
 #undef PL__LOAD_KV
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = l0 > 0 ? 1.0f / l0 : 0.0f, i1 = l1 > 0 ? 1.0f / l1 : 0.0f;
     /* The warp's own Q rows (read only by it, into registers) stage its output. */
-    E *sO = sQ + warp * 16 * L::LDE;
+    E *sO = sQ + warp * WR * L::LDE;
 #pragma unroll
-    for (int j = 0; j < NO; j++) {
-        *reinterpret_cast<uint32_t *>(sO + g * L::LDE + 8 * j + 2 * t4) =
-            pack2<E>(o[j][0] * i0, o[j][1] * i0);
-        *reinterpret_cast<uint32_t *>(sO + (g + 8) * L::LDE + 8 * j + 2 * t4) =
-            pack2<E>(o[j][2] * i1, o[j][3] * i1);
+    for (int mt = 0; mt < MT; mt++) {
+        float a = l0[mt], c = l1[mt];
+        a += __shfl_xor_sync(0xffffffffu, a, 1);
+        a += __shfl_xor_sync(0xffffffffu, a, 2);
+        c += __shfl_xor_sync(0xffffffffu, c, 1);
+        c += __shfl_xor_sync(0xffffffffu, c, 2);
+        const float i0 = a > 0 ? 1.0f / a : 0.0f, i1 = c > 0 ? 1.0f / c : 0.0f;
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            *reinterpret_cast<uint32_t *>(sO + (mt * 16 + g) * L::LDE + 8 * j + 2 * t4) =
+                pack2<E>(o[mt][j][0] * i0, o[mt][j][1] * i0);
+            *reinterpret_cast<uint32_t *>(sO + (mt * 16 + g + 8) * L::LDE + 8 * j + 2 * t4) =
+                pack2<E>(o[mt][j][2] * i1, o[mt][j][3] * i1);
+        }
     }
     __syncwarp();
-    for (int i = lane; i < 16 * CH; i += 32) {
+    for (int i = lane; i < WR * CH; i += 32) {
         int r = i / CH, c = (i % CH) * 8, q = q_first + r;
         if (q < T)
             *reinterpret_cast<int4 *>(out + ((int64_t)b * T + q) * C + (int64_t)h * HD + c) =
                 *reinterpret_cast<const int4 *>(sO + r * L::LDE + c);
+    }
+}
+
+/* ---- attention at the last position only: one warp per (sequence, head) ----
+ * When only each sequence's last position is wanted, the last layer needs the attention of that
+ * one query (its keys and values are every position's, from the full QKV GEMM). A lane takes keys
+ * lane, lane + 32, ...: the whole dot product, an online softmax and its own output in f32; the
+ * 32 partial results then merge by log-sum-exp through shuffles. K and V rows are read as 16-byte
+ * vectors. out is [B, C]: row b is sequence b's last position. */
+template <typename E, int HD>
+__global__ void __launch_bounds__(32)
+    attention_last_kernel(E *out, const E *qkv, int T, int H, float scale)
+{
+    static_assert(HD % 8 == 0, "head size must be a multiple of 8");
+    const int h = blockIdx.x, b = blockIdx.y, lane = threadIdx.x & 31;
+    const int C = H * HD;
+    const int64_t row3 = 3 * (int64_t)C;
+    const E *base = qkv + (int64_t)b * T * row3 + (int64_t)h * HD;
+    float q[HD], o[HD];
+    {
+        const E *qr = base + (int64_t)(T - 1) * row3;
+#pragma unroll
+        for (int i = 0; i < HD; i++) {
+            q[i] = to_f(qr[i]) * scale;
+            o[i] = 0;
+        }
+    }
+    float m = -INFINITY, l = 0;
+    for (int s = lane; s < T; s += 32) {
+        const int4 *k4 = reinterpret_cast<const int4 *>(base + (int64_t)s * row3 + C);
+        const int4 *v4 = reinterpret_cast<const int4 *>(base + (int64_t)s * row3 + 2 * C);
+        float d = 0;
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++) {
+            int4 raw = k4[c];
+            E e[8];
+            memcpy(e, &raw, sizeof raw);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                d += q[8 * c + i] * to_f(e[i]);
+        }
+        const float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn); /* exp(-inf) = 0 */
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++) {
+            int4 raw = v4[c];
+            E e[8];
+            memcpy(e, &raw, sizeof raw);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                o[8 * c + i] = o[8 * c + i] * a + p * to_f(e[i]);
+        }
+        l = l * a + p;
+        m = mn;
+    }
+    /* Merge the lanes' (m, l, o): every lane ends with the whole result. A lane that saw no key
+     * (T < 32) has m = -inf and weight 0. */
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+        const float mn = fmaxf(m, m2);
+        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
+        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+#pragma unroll
+        for (int i = 0; i < HD; i++) {
+            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
+            o[i] = o[i] * a + o2 * a2;
+        }
+        l = l * a + l2 * a2;
+        m = mn;
+    }
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    E *orow = out + (int64_t)b * C + (int64_t)h * HD;
+#pragma unroll
+    for (int i = 0; i < HD; i++)
+        if (i % 32 == lane) orow[i] = from_f<E>(o[i] * inv);
+}
+
+/* dst[r, :] = src[first + r * step, :] for r < rows (f32 rows of C). */
+__global__ void gather_rows_kernel(float *dst, const float *src, int rows, int64_t first,
+                                   int64_t step, int C)
+{
+    int64_t total = (int64_t)rows * C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / C;
+        dst[i] = src[(first + r * step) * C + (i - r * C)];
     }
 }
 

@@ -138,6 +138,17 @@ int main(int argc, char **argv)
     /* As the kind does: the last positions into f32 go through the f32 head kernel; bf16 into
      * f32 logits at every position also multiplies ln_f's rounding residual. */
     bool small = argmax && pl_gpt2_head_small_ok(rows, C);
+    /* argmax (the last positions): the last layer after its QKV GEMM runs on B rows. */
+    float *xl = dev_random((size_t)B * C, PL_F32);
+    pl_gpu_mm *mproj_l = NULL, *mfc_l = NULL, *mout_l = NULL;
+    pl_gpu_mm_shape l2 = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true};
+    pl_gpu_mm_shape l3 = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false};
+    pl_gpu_mm_shape l4 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true};
+    if (argmax) {
+        CK(pl_gpu_mm_new(lt, &l2, wsb, &mproj_l, NULL, &err));
+        CK(pl_gpu_mm_new(lt, &l3, wsb, &mfc_l, NULL, &err));
+        CK(pl_gpu_mm_new(lt, &l4, wsb, &mout_l, NULL, &err));
+    }
     bool split = !small && E == PL_BF16 && lgt == PL_F32;
     float *hf = dev_random((size_t)rows * C, PL_F32);
     pl_gpu_mm_shape s6 = {V, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true};
@@ -151,10 +162,15 @@ int main(int argc, char **argv)
         CK(pl_gpu_mm_tune(mfc, wfc, h, u, ws, NULL, NULL, &err));
         CK(pl_gpu_mm_tune(mout, wout, u, x, ws, NULL, NULL, &err));
         if (!small) CK(pl_gpu_mm_tune(mhead, wte, h, lg, ws, NULL, NULL, &err));
+        if (argmax) {
+            CK(pl_gpu_mm_tune(mproj_l, wproj, att, xl, ws, NULL, NULL, &err));
+            CK(pl_gpu_mm_tune(mfc_l, wfc, h, u, ws, NULL, NULL, &err));
+            CK(pl_gpu_mm_tune(mout_l, wout, u, xl, ws, NULL, NULL, &err));
+        }
     }
     cudaStream_t sm;
     CU(cudaStreamCreate(&sm));
-    int nops = 1 + L * 7 + 2 + (argmax ? 1 : 0) + (split ? 1 : 0);
+    int nops = 1 + L * 7 + 2 + (argmax ? 2 : 0) + (split ? 1 : 0);
     int sms = pl_gpu_sm_count();
     cudaEvent_t *ev = malloc((size_t)(nops + 1) * sizeof *ev);
     int *kind = malloc((size_t)nops * sizeof *kind);
@@ -173,6 +189,16 @@ int main(int argc, char **argv)
         for (int l = 0; l < L; l++) {
             OP(OP_LN, CU(pl_gpt2_launch_layernorm(E, h, NULL, x, lnw, lnb, N, 0, 1, C, 1e-5f, sm)));
             OP(OP_QKV, CK(pl_gpu_mm_run(mqkv, wqkv, h, qkv, ws, sm, NULL, -1, &err)));
+            if (l == L - 1 && argmax) { /* as the kind does: the last layer at the last positions */
+                OP(OP_ATTN, CU(pl_gpt2_launch_attention_last(E, att, qkv, B, T, H, C / H, sm)));
+                OP(OP_ATTN, CU(pl_gpt2_launch_gather_rows(xl, x, B, T - 1, T, C, sm)));
+                OP(OP_PROJ, CK(pl_gpu_mm_run(mproj_l, wproj, att, xl, ws, sm, NULL, -1, &err)));
+                OP(OP_LN,
+                   CU(pl_gpt2_launch_layernorm(E, h, NULL, xl, lnw, lnb, B, 0, 1, C, 1e-5f, sm)));
+                OP(OP_FC, CK(pl_gpu_mm_run(mfc_l, wfc, h, u, ws, sm, NULL, -1, &err)));
+                OP(OP_OUT, CK(pl_gpu_mm_run(mout_l, wout, u, xl, ws, sm, NULL, -1, &err)));
+                break;
+            }
             OP(OP_ATTN, CU(pl_gpt2_launch_attention(E, att, qkv, B, T, H, C / H, sm)));
             OP(OP_PROJ, CK(pl_gpu_mm_run(mproj, wproj, att, x, ws, sm, NULL, -1, &err)));
             OP(OP_LN, CU(pl_gpt2_launch_layernorm(E, h, NULL, x, lnw, lnb, N, 0, 1, C, 1e-5f, sm)));
@@ -180,13 +206,12 @@ int main(int argc, char **argv)
             OP(OP_OUT, CK(pl_gpu_mm_run(mout, wout, u, x, ws, sm, NULL, -1, &err)));
         }
         if (small) { /* as the kind does at the last positions: ln_f in f32, the f32 head */
-            OP(OP_LN, CU(pl_gpt2_launch_layernorm(PL_F32, hf, NULL, x, lnw, lnb, rows, T - 1, T, C,
+            OP(OP_LN, CU(pl_gpt2_launch_layernorm(PL_F32, hf, NULL, xl, lnw, lnb, rows, 0, 1, C,
                                                   1e-5f, sm)));
             OP(OP_HEAD, CU(pl_gpt2_launch_head_f32(E, lg, hf, wte, rows, C, V, sms, sm)));
         } else {
-            OP(OP_LN,
-               CU(pl_gpt2_launch_layernorm(E, h, split ? u : NULL, x, lnw, lnb, rows,
-                                           argmax ? T - 1 : 0, argmax ? T : 1, C, 1e-5f, sm)));
+            OP(OP_LN, CU(pl_gpt2_launch_layernorm(E, h, split ? u : NULL, argmax ? xl : x, lnw, lnb,
+                                                  rows, 0, 1, C, 1e-5f, sm)));
             OP(OP_HEAD, CK(pl_gpu_mm_run(mhead, wte, h, lg, ws, sm, NULL, -1, &err)));
             if (split) OP(OP_HEAD, CK(pl_gpu_mm_run(mhead_lo, wte, u, lg, ws, sm, NULL, -1, &err)));
         }
@@ -205,12 +230,15 @@ int main(int argc, char **argv)
         total += t / reps;
     }
     double fl[OP_N] = {0};
+    /* argmax: the last layer's projection and MLP run on B rows, its attention on B queries. */
+    double Lf = argmax ? L - 1 + (double)B / N : L;
     fl[OP_QKV] = 2.0 * N * C * 3.0 * C * L;
-    fl[OP_PROJ] = 2.0 * N * C * (double)C * L;
-    fl[OP_FC] = 2.0 * N * C * 4.0 * C * L;
+    fl[OP_PROJ] = 2.0 * N * C * (double)C * Lf;
+    fl[OP_FC] = 2.0 * N * C * 4.0 * C * Lf;
     fl[OP_OUT] = fl[OP_FC];
     fl[OP_HEAD] = 2.0 * rows * (double)C * V * (split ? 2 : 1);
-    fl[OP_ATTN] = 2.0 * 2.0 * B * (double)T * (T + 1) / 2 * C * L; /* causal QK^T and PV */
+    fl[OP_ATTN] = 2.0 * 2.0 * B * (double)T * (T + 1) / 2 * C * (argmax ? L - 1 : L) +
+                  (argmax ? 2.0 * 2.0 * B * (double)T * C : 0); /* causal QK^T and PV */
     printf("bench_gpt2: B=%d T=%d layers=%d heads=%d embd=%d vocab=%d %s output %s, %d reps, "
            "gemm algorithms %s\n",
            B, T, L, H, C, V, pl_dtype_name(E), argmax ? "argmax" : "logits", reps,

@@ -74,7 +74,7 @@ static std::vector<double> attention_ref(const std::vector<E> &qkv, int B, int T
     return out;
 }
 
-template <typename E, int HD, int NW = 4>
+template <typename E, int HD, int NW = 4, int MT = 1>
 static void check_attention(int B, int T, int H, const char *name, bool plain)
 {
     int C = H * HD;
@@ -85,9 +85,9 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
         v = to_e<E>(nd(rng));
     auto ref = attention_ref(qkv, B, T, H, HD);
     float scale_log2 = 1.4426950408889634f / std::sqrt((float)HD);
-    using L = attn_smem<HD, NW>;
+    using L = attn_smem<HD, NW, MT>;
     emu::launch(dim3((T + L::BR - 1) / L::BR, H, B), dim3(NW * 32), L::bytes,
-                [&] { attention_kernel<E, HD, NW>(out.data(), qkv.data(), T, H, scale_log2); });
+                [&] { attention_kernel<E, HD, NW, MT>(out.data(), qkv.data(), T, H, scale_log2); });
     if (plain) /* a CPU thread per CUDA thread: only where it adds something */
         emu::launch(dim3((unsigned)(((int64_t)B * T * H * 32 + 255) / 256)), dim3(256), 0, [&] {
             attention_naive_kernel<E>(out2.data(), qkv.data(), B, T, H, HD,
@@ -101,8 +101,8 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
     }
     double r1 = std::sqrt(e1 / n), r2 = std::sqrt(e2 / n);
     double tol = std::is_same<E, __half>::value ? 4e-3 : 2e-2;
-    std::printf("attention %s hd=%d B=%d T=%d H=%d, %d warps: flash rel L2 %.2e", name, HD, B, T, H,
-                NW, r1);
+    std::printf("attention %s hd=%d B=%d T=%d H=%d, %d warps x %d m-tiles: flash rel L2 %.2e", name,
+                HD, B, T, H, NW, MT, r1);
     if (plain) std::printf(", plain %.2e", r2);
     std::printf("\n");
     EXPECT(r1 < tol, "flash attention %s hd %d T %d: relative L2 error %g >= %g", name, HD, T, r1,
@@ -194,6 +194,39 @@ static void check_layernorm_embed_logprob(int C)
     EXPECT(worst < 1e-4, "logprob: max error %g", worst);
 }
 
+/* Attention of the last position only, against the reference's last rows; and the gather. */
+template <typename E, int HD> static void check_attention_last(int B, int T, int H)
+{
+    int C = H * HD;
+    std::mt19937 rng(T * 17 + HD);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<E> qkv((size_t)B * T * 3 * C), out((size_t)B * C, to_e<E>(-7.0f));
+    for (auto &v : qkv)
+        v = to_e<E>(nd(rng));
+    auto ref = attention_ref(qkv, B, T, H, HD);
+    emu::launch(dim3(H, B), dim3(32), 0, [&] {
+        attention_last_kernel<E, HD>(out.data(), qkv.data(), T, H, 1.0f / std::sqrt((float)HD));
+    });
+    double e = 0, n = 0;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < C; i++) {
+            double want = ref[((size_t)b * T + T - 1) * C + i], got = fe(out[(size_t)b * C + i]);
+            e += (got - want) * (got - want);
+            n += want * want;
+        }
+    double r = std::sqrt(e / n), tol = std::is_same<E, __half>::value ? 2e-3 : 1e-2;
+    std::printf("attention (last position) hd=%d B=%d T=%d H=%d: rel L2 %.2e\n", HD, B, T, H, r);
+    EXPECT(r < tol, "attention (last position) hd %d T %d: relative L2 error %g", HD, T, r);
+    std::vector<float> src(7 * 5), dst(3 * 5, -1);
+    for (size_t i = 0; i < src.size(); i++)
+        src[i] = (float)i;
+    emu::launch(dim3(1), dim3(64), 0,
+                [&] { gather_rows_kernel(dst.data(), src.data(), 3, 1, 2, 5); });
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 5; c++)
+            EXPECT(dst[r * 5 + c] == src[(1 + 2 * r) * 5 + c], "gather: row %d col %d", r, c);
+}
+
 /* The f32 LM head at a few rows against a double-precision product. */
 template <typename E> static void check_head(int rows, int C, int V)
 {
@@ -229,6 +262,10 @@ int main()
     check_attention<__half, 32>(1, 40, 1, "f16", true);
     check_attention<__half, 64>(1, 300, 1, "f16", false); /* 5 blocks, the last partial */
     check_attention<__nv_bfloat16, 32>(2, 129, 1, "bf16", false);
+    check_attention<__half, 64, 4, 2>(1, 300, 1, "f16", false); /* 128-row blocks, two m-tiles */
+    check_attention<__nv_bfloat16, 16, 4, 2>(2, 70, 2, "bf16", false);
+    check_attention_last<__half, 64>(2, 130, 2); /* more keys than lanes, not a multiple of 32 */
+    check_attention_last<__nv_bfloat16, 16>(1, 5, 3); /* fewer keys than lanes */
     check_head<__half>(3, 264, 37); /* C / 8 = 33 chunks: lanes with two and with one */
     check_head<__nv_bfloat16>(kHeadMaxRows, 64, 9); /* V % kHeadV != 0 */
     check_layernorm_embed_logprob(48);              /* float4 path */
