@@ -123,9 +123,10 @@ typedef struct pl_compare {
 void pl_compare_fini(pl_compare *c);
 
 typedef struct pl_replay_cfg {
-    pl_run_cfg run;     /* executor: PL_EXEC_AUTO means the recorded one */
-    bool workers_given; /* else the recorded worker count */
-    int reps;           /* >= 1; the median of their stage means is compared */
+    pl_run_cfg run;        /* executor: PL_EXEC_AUTO means the recorded one */
+    bool workers_given;    /* else the recorded worker count */
+    bool graph_mode_given; /* else the recorded graph mode (run.graph_mode) */
+    int reps;              /* >= 1; the median of their stage means is compared */
     bool allow_changed_inputs;
     const char *out_dir; /* where the replay's outputs go (kept); NULL: a temporary folder,
                           * removed afterwards */

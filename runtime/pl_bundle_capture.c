@@ -448,15 +448,16 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
                               "stages", c->plan->n_stages, "streams", c->plan->n_streams),
                     err),
         st, done);
-    PL_CHECK_GOTO(
-        pl_json_set(m, "run",
-                    json_pack("{s:s, s:b, s:i, s:i, s:I, s:I, s:i, s:o}", "executor", r0->executor,
-                              "graphs", r0->graphs, "timing_period", cfg->run.timing_period,
-                              "workers", r0->workers, "seed", (json_int_t)c->spec->run.seed,
-                              "batches_done", (json_int_t)r0->batches_done, "reps", reps, "wall_s",
-                              json_incref(rep_walls)),
-                    err),
-        st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "run",
+                              json_pack("{s:s, s:b, s:s, s:i, s:i, s:I, s:I, s:i, s:o}", "executor",
+                                        r0->executor, "graphs", r0->graphs, "graph_mode",
+                                        r0->graph_mode ? r0->graph_mode : "none", "timing_period",
+                                        cfg->run.timing_period, "workers", r0->workers, "seed",
+                                        (json_int_t)c->spec->run.seed, "batches_done",
+                                        (json_int_t)r0->batches_done, "reps", reps, "wall_s",
+                                        json_incref(rep_walls)),
+                              err),
+                  st, done);
     if (r0->device_name[0])
         json_object_set_new(json_object_get(m, "run"), "device", pl_json_str(r0->device_name));
     PL_CHECK_GOTO(pl_json_set(m, "inputs", json_incref(inputs), err), st, done);

@@ -493,6 +493,10 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
     json_t *gr = json_object_get(run, "graphs");
     if (rc.executor == PL_EXEC_GPU && json_is_boolean(gr) && cfg->run.use_graphs)
         rc.use_graphs = json_is_true(gr);
+    /* Bundles from before graph_mode ran per-segment graphs, the default then. */
+    const char *gm = pl_json_str_or(run, "graph_mode", "segment");
+    if (rc.executor == PL_EXEC_GPU && cfg->run.use_graphs && !cfg->graph_mode_given)
+        rc.graph_mode = strcmp(gm, "stage") == 0 ? PL_GRAPHS_STAGE : PL_GRAPHS_SEGMENT;
     char gdir[PL__PATH];
     pl__bundle_fmt(gdir, sizeof gdir, "%s/graphs", out_dir);
     if (rc.executor == PL_EXEC_GPU) {

@@ -11,6 +11,7 @@ void pl_run_cfg_init(pl_run_cfg *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->executor = PL_EXEC_AUTO;
     cfg->use_graphs = true;
+    cfg->graph_mode = PL_GRAPHS_STAGE;
     cfg->fail_stage = -1;
     cfg->fail_batch = -1;
     cfg->timing_period = 16;

@@ -11,10 +11,18 @@
 
 typedef enum pl_exec_kind { PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU } pl_exec_kind;
 
+/* pl_run_cfg.graph_mode */
+enum { PL_GRAPHS_SEGMENT, PL_GRAPHS_STAGE };
+
 typedef struct pl_run_cfg {
     pl_exec_kind executor;
-    bool use_graphs; /* gpu: CUDA Graph per slot (default) or plain stream launches (--no-graph) */
-    int workers;     /* host workers for host-engine stages; 0 = default */
+    bool use_graphs; /* gpu: CUDA Graphs (default) or plain stream launches (--no-graph) */
+    /* gpu, with use_graphs: which graphs (`--graphs`). PL_GRAPHS_SEGMENT: one graph per slot and
+     * segment, copies included. PL_GRAPHS_STAGE: one graph per slot and compute stage; copies and
+     * the events between stages are plain calls on one stream per engine, so uploads and
+     * downloads each keep their own copy engine, in order (docs/architecture.md, "Graphs"). */
+    int graph_mode;
+    int workers; /* host workers for host-engine stages; 0 = default */
     /* Set (to nonzero) by a signal handler: stop issuing batches, finish or abandon those in
      * flight, close stages so completed outputs are kept. Borrowed; may be NULL. */
     volatile sig_atomic_t *stop;
@@ -57,6 +65,7 @@ void pl_run_cfg_init(pl_run_cfg *cfg);
 typedef struct pl_run_result {
     const char *executor; /* "host" or "gpu" (static string) */
     bool graphs;
+    const char *graph_mode; /* "segment", "stage" or "none" (static string; "none" on the host) */
     int64_t batches_issued;
     int64_t batches_done; /* completed in order, outputs written */
     int64_t wall_ns;

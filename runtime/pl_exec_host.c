@@ -25,6 +25,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     memset(res, 0, sizeof *res);
     res->executor = "host";
     res->graphs = false;
+    res->graph_mode = "none";
     res->n_stages = plan->n_stages;
     res->batches_planned = plan->batches;
     snprintf(res->device_name, sizeof res->device_name, "CPU");

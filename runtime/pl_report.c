@@ -153,7 +153,10 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
             (long long)res->batches_done, (long long)res->batches_planned,
             res->depth > 0 ? res->depth : plan->depth, res->executor ? res->executor : "?",
             res->executor && strcmp(res->executor, "gpu") == 0
-                ? (res->graphs ? " (CUDA Graphs)" : " (stream launches)")
+                ? (!res->graphs ? " (stream launches)"
+                   : res->graph_mode && strcmp(res->graph_mode, "stage") == 0
+                       ? " (CUDA Graphs per stage)"
+                       : " (CUDA Graphs)")
                 : "");
     if (res->device_name[0]) fprintf(out, " on %s", res->device_name);
     if (res->workers) fprintf(out, ", %d host workers", res->workers);
@@ -372,6 +375,7 @@ static json_t *pl__summary(const pl_plan *plan, const pl_run_result *res, pl_sta
     PL__SET("error", status != PL_OK && err ? pl_json_str(err->msg) : json_null());
     PL__SET("executor", pl_json_str(res->executor ? res->executor : ""));
     PL__SET("graphs", json_boolean(res->graphs));
+    PL__SET("graph_mode", pl_json_str(res->graph_mode ? res->graph_mode : "none"));
     PL__SET("device", pl_json_str(res->device_name));
     PL__SET("depth", json_integer(res->depth > 0 ? res->depth : plan->depth));
     PL__SET("depth_auto", pl__depth_auto(plan, &res->depth_auto));

@@ -38,26 +38,16 @@ int attention_launch(void *out, const void *qkv, int B, int T, int H, cudaStream
     return (int)cudaGetLastError();
 }
 
-/* 4 warps. 8 warps of one m-tile each (128 rows) measured the same at T = 1024 and 5-10% slower
- * at T = 512 on the H200 (fewer blocks to balance the causal triangle). Under measurement (this
- * branch): 4 warps of two m-tiles each (128 rows, FlashAttention-2's 128 x 64 tile: every K and V
- * fragment loaded from shared memory serves two mma per n-tile instead of one).
- * PIPECTL_GPT2_ATTN_MT=2 selects it; the bench compares both. */
-int attention_mt(void)
-{
-    static int mt = -1; /* benign race: every thread computes the same answer */
-    if (mt < 0) {
-        const char *e = getenv("PIPECTL_GPT2_ATTN_MT");
-        mt = e && atoi(e) == 2 ? 2 : 1;
-    }
-    return mt;
-}
-
+/* 4 warps of one m-tile each (64 query rows per block). Measured on the H200
+ * (tests/bench/run_gpt2_next.sh, 2026-12-01): 8 warps of one m-tile (128 rows) the same at
+ * T = 1024 and 5-10% slower at T = 512 (fewer blocks to balance the causal triangle); 4 warps of
+ * two m-tiles (FlashAttention-2's 128 x 64 tile, each K/V fragment serving two mma) the same at
+ * T = 1024 and 10% slower at T = 512 (attention 0.428 vs 0.386 ms). The kernel keeps MT as a
+ * template parameter (the emulation test covers MT = 2) for larger head sizes. */
 template <typename E, int HD>
 int attention_hd(void *out, const void *qkv, int B, int T, int H, cudaStream_t s)
 {
-    return attention_mt() == 2 ? attention_launch<E, HD, 4, 2>(out, qkv, B, T, H, s)
-                               : attention_launch<E, HD, 4, 1>(out, qkv, B, T, H, s);
+    return attention_launch<E, HD, 4, 1>(out, qkv, B, T, H, s);
 }
 
 template <typename E>

@@ -24,6 +24,7 @@ enum {
     PL__O_DEPTH,
     PL__O_EXECUTOR,
     PL__O_NO_GRAPH,
+    PL__O_GRAPHS,
     PL__O_TIMING,
     PL__O_WORKERS,
     PL__O_QUIET,
@@ -49,7 +50,8 @@ const pl_cli_opt pl_cli_capture_opts[] = {
      "depth: auto, its summary what the run chose)",
      PL__O_DEPTH},
     {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
-    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs",
+    {"graphs", 0, "MODE", "stage|segment|none", PL_CLI_GRAPHS_HELP, PL__O_GRAPHS},
+    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs (--graphs none)",
      PL__O_NO_GRAPH},
     {"timing", 0, "T", "sample|all|off", "gpu: device stage times, as for 'pipectl run'",
      PL__O_TIMING},
@@ -119,6 +121,9 @@ int pl_cmd_capture(int argc, char **argv)
             break;
         case PL__O_NO_GRAPH:
             cfg.run.use_graphs = false;
+            break;
+        case PL__O_GRAPHS:
+            if (pl_cli_graphs(cmd, id, v, &cfg.run)) goto usage;
             break;
         case PL__O_COPY_INPUTS:
             cfg.copy_inputs = true;

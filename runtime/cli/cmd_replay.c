@@ -173,6 +173,7 @@ enum {
     PL__O_REPS,
     PL__O_WORKERS,
     PL__O_NO_GRAPH,
+    PL__O_GRAPHS,
     PL__O_OUT,
     PL__O_QUIET,
     PL__O_JSON,
@@ -185,7 +186,10 @@ const pl_cli_opt pl_cli_replay_opts[] = {
     {"reps", 0, "N", NULL, "runs; the median of their stage p50s is compared (default 1)",
      PL__O_REPS},
     {"workers", 'w', "N", NULL, "host workers (default: as recorded)", PL__O_WORKERS},
-    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches", PL__O_NO_GRAPH},
+    {"graphs", 0, "MODE", "stage|segment|none",
+     "gpu: which CUDA Graphs (default: as recorded): stage, segment or none (as 'pipectl run')",
+     PL__O_GRAPHS},
+    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches (--graphs none)", PL__O_NO_GRAPH},
     {"out", 0, "DIR", NULL, "keep the replay's outputs in DIR (default: a temporary folder)",
      PL__O_OUT},
     {"quiet", 'q', NULL, NULL, "only the verdict and the sinks that differ", PL__O_QUIET},
@@ -233,6 +237,10 @@ int pl_cmd_replay(int argc, char **argv)
             break;
         case PL__O_NO_GRAPH:
             cfg.run.use_graphs = false;
+            break;
+        case PL__O_GRAPHS:
+            if (pl_cli_graphs(cmd, id, v, &cfg.run)) return 2;
+            cfg.graph_mode_given = true;
             break;
         case PL__O_ALLOW_CHANGED:
             cfg.allow_changed_inputs = true;

@@ -35,6 +35,7 @@ enum {
     PL__O_DEPTH,
     PL__O_EXECUTOR,
     PL__O_NO_GRAPH,
+    PL__O_GRAPHS,
     PL__O_TIMING,
     PL__O_TRACE,
     PL__O_JSON,
@@ -56,7 +57,8 @@ const pl_cli_opt pl_cli_run_opts[] = {
      "that reaches the bound within run.memory_budget",
      PL__O_DEPTH},
     {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
-    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs",
+    {"graphs", 0, "MODE", "stage|segment|none", PL_CLI_GRAPHS_HELP, PL__O_GRAPHS},
+    {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs (--graphs none)",
      PL__O_NO_GRAPH},
     {"timing", 0, "T", "sample|all|off",
      "gpu: device stage times: sample (default: one batch in 16, mid-period), all (every "
@@ -86,7 +88,7 @@ const pl_cli_opt pl_cli_run_opts[] = {
      PL__O_ARCH},
     {"capture", 0, "DIR", NULL,
      "write a bundle of the run ('pipectl capture --reps 1 -o DIR'; with the options capture "
-     "takes: --batches, --depth, --executor, --no-graph, --timing, --workers, --quiet)",
+     "takes: --batches, --depth, --executor, --graphs, --no-graph, --timing, --workers, --quiet)",
      PL__O_CAPTURE},
     {0},
 };
@@ -121,7 +123,9 @@ int pl_cmd_run(int argc, char **argv)
     const char *file = NULL, *fail_at = NULL, *trace = NULL;
     int64_t batches = -1, depth = 0, workers = 0;
     int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
-    bool json = false, quiet = false, graphs = true;
+    bool json = false, quiet = false;
+    pl_run_cfg gcfg; /* --graphs / --no-graph */
+    pl_run_cfg_init(&gcfg);
     pl_progress_mode progress = PL_PROGRESS_AUTO;
     pl_exec_kind exec = PL_EXEC_AUTO;
     static const int timings[] = {16, 0, -1}; /* sample, all, off */
@@ -188,7 +192,10 @@ int pl_cmd_run(int argc, char **argv)
             trace = v;
             break;
         case PL__O_NO_GRAPH:
-            graphs = false;
+            gcfg.use_graphs = false;
+            break;
+        case PL__O_GRAPHS:
+            if (pl_cli_graphs(cmd, id, v, &gcfg)) return 2;
             break;
         case PL__O_JSON:
             json = true;
@@ -262,7 +269,8 @@ int pl_cmd_run(int argc, char **argv)
     pl_run_cfg cfg;
     pl_run_cfg_init(&cfg);
     cfg.executor = exec;
-    cfg.use_graphs = graphs;
+    cfg.use_graphs = gcfg.use_graphs;
+    cfg.graph_mode = gcfg.graph_mode;
     cfg.workers = (int)workers;
     cfg.timing_period = timing;
     cfg.trace_batches = trace ? pl_trace_batches_for(plan) : 0;

@@ -1,6 +1,7 @@
 /* pl_cli: the command table, prefix lookup with suggestions, and option parsing (getopt_long
  * over each command's option table) with the shared usage/help/failure helpers. */
 #include "pl_cli.h"
+#include "pl_exec.h"
 #include "pl_plan.h"
 #include "pl_stage.h"
 
@@ -405,6 +406,15 @@ int pl_cli_depth(const pl_cmd *cmd, int id, const char *val, int64_t *out)
         return pl_cli_int(cmd, id, val, 1, PL_MAX_DEPTH, out);
     return pl_cli_usage_error(cmd, "--depth needs a whole number from 1 to %d or 'auto', got '%s'",
                               PL_MAX_DEPTH, val ? val : "");
+}
+
+int pl_cli_graphs(const pl_cmd *cmd, int id, const char *val, struct pl_run_cfg *run)
+{
+    int k = pl_cli_choice(cmd, id, val);
+    if (k < 0) return 2;
+    run->use_graphs = k != 2;
+    if (k != 2) run->graph_mode = k == 0 ? PL_GRAPHS_STAGE : PL_GRAPHS_SEGMENT;
+    return 0;
 }
 
 int pl_cli_choice(const pl_cmd *cmd, int id, const char *val)

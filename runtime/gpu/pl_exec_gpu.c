@@ -17,7 +17,7 @@
 bool pl_gx_batch_timed(const pl_gx *gx, int64_t b)
 {
     if (gx->timing < 0) return false;
-    if (gx->timing == 0 || !gx->graphs) return true;
+    if (gx->timing == 0 || (!gx->graphs && !gx->sgraphs)) return true; /* --no-graph: all */
     int64_t half = gx->timing / 2;
     if (gx->batches <= half) return b == gx->batches / 2;
     return b % gx->timing == half;
@@ -53,7 +53,8 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
     gx->nst = plan->n_stages;
     gx->nbuf = plan->spec->n_buffers;
     gx->nseg = plan->n_segments;
-    gx->graphs = graphs;
+    gx->sgraphs = graphs && cfg && cfg->graph_mode == PL_GRAPHS_STAGE;
+    gx->graphs = graphs && !gx->sgraphs;
     /* Plain launches use a ring of event sets one longer than any cross-batch distance, so a
      * wait always names the exact batch. Graphs bake their events: two graphs per slot and
      * segment, each with its own event set (ring = 2 x depth), let batch b + depth be launched
@@ -130,9 +131,20 @@ static void pl__teardown(pl_gx *gx)
     if (gx->sched_init) pl_sched_fini(&gx->sched);
 }
 
-/* Captures the lean and timed graphs of every ring entry and segment (as the timing asks). */
+/* Captures the lean and timed graphs of every ring entry and segment (as the timing asks), or
+ * the stage graphs of every slot; plain launches get their kernels loaded. */
 static pl_status pl__capture_ring(pl_gx *gx, pl_error *err)
 {
+    if (gx->sgraphs) {
+        for (int slot = 0; slot < gx->depth; slot++)
+            for (int st = 0; st < gx->nst; st++)
+                if (gx->plan->stages[st].segment >= 0 &&
+                    gx->plan->stages[st].engine == PL_ENGINE_COMPUTE)
+                    PL_CHECK(pl_gx_capture_stage(gx, slot, st,
+                                                 &gx->sexec[(size_t)slot * gx->nst + st], err));
+        return PL_OK;
+    }
+    if (!gx->graphs) pl_gx_warm_modules(gx);
     /* Lean graphs unless every batch is timed; timed graphs unless timing is off. */
     for (int r = 0; gx->graphs && r < gx->ring; r++)
         for (int k = 0; k < gx->nseg; k++) {
@@ -182,6 +194,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
     memset(res, 0, sizeof *res);
     res->executor = "gpu";
     res->graphs = cfg->use_graphs;
+    res->graph_mode = gx->sgraphs ? "stage" : gx->graphs ? "segment" : "none";
     res->n_stages = plan->n_stages;
     res->batches_planned = plan->batches;
     res->workers = gx->rt_open ? gx->rt.env.workers : 0;

@@ -24,6 +24,10 @@ pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
     gx->ev_cap = calloc((size_t)gx->nst + 1, sizeof *gx->ev_cap);
     gx->cap_src = calloc((size_t)gx->nst + 1, sizeof *gx->cap_src);
     gx->ev_join = calloc((size_t)p->n_streams, sizeof *gx->ev_join);
+    if (gx->sgraphs) {
+        gx->sexec = calloc((size_t)gx->depth * (size_t)gx->nst, sizeof *gx->sexec);
+        if (!gx->sexec) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    }
     if (!gx->streams || !gx->launch || !gx->exec || !gx->exec_timed || !gx->ev_start ||
         !gx->ev_end || !gx->ev_sync || !gx->ev_cap || !gx->cap_src || !gx->ev_join)
         return pl_error_set(err, PL_ENOMEM, "error: out of memory creating CUDA objects");
@@ -37,6 +41,17 @@ pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
     for (int s = 0; s < gx->depth; s++)
         PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->launch[s], cudaStreamNonBlocking), NULL, -1,
                          err));
+    if (!gx->graphs) {
+        gx->cstreams = calloc((size_t)gx->depth * (size_t)p->n_streams, sizeof *gx->cstreams);
+        if (!gx->cstreams) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        for (int s = 0; s < gx->depth; s++)
+            for (int k = 0; k < p->n_streams; k++)
+                if (p->streams[k].engine == PL_ENGINE_COMPUTE)
+                    PL_CHECK(PL_CUDA(
+                        cudaStreamCreateWithFlags(&gx->cstreams[(size_t)s * p->n_streams + k],
+                                                  cudaStreamNonBlocking),
+                        NULL, -1, err));
+    }
     for (int st = 0; st < gx->nst; st++) {
         const pl_plan_stage *ps = &p->stages[st];
         for (int j = 0; j < ps->n_seg_waits; j++)
@@ -88,6 +103,10 @@ void pl_gx_destroy_objects(pl_gx *gx)
         if (gx->exec[i]) cudaGraphExecDestroy(gx->exec[i]);
     for (size_t i = 0; gx->exec_timed && i < nexec; i++)
         if (gx->exec_timed[i]) cudaGraphExecDestroy(gx->exec_timed[i]);
+    for (size_t i = 0; gx->sexec && i < (size_t)gx->depth * (size_t)gx->nst; i++)
+        if (gx->sexec[i]) cudaGraphExecDestroy(gx->sexec[i]);
+    free(gx->sexec);
+    gx->sexec = NULL;
     if (gx->marks) cudaFreeHost(gx->marks);
     if (gx->created_fork) cudaEventDestroy(gx->ev_fork);
     size_t nev = (size_t)gx->ring * (size_t)gx->nst;
@@ -104,6 +123,10 @@ void pl_gx_destroy_objects(pl_gx *gx)
     }
     for (int s = 0; gx->launch && s < gx->depth; s++)
         if (gx->launch[s]) cudaStreamDestroy(gx->launch[s]);
+    for (size_t i = 0; p && gx->cstreams && i < (size_t)gx->depth * (size_t)p->n_streams; i++)
+        if (gx->cstreams[i]) cudaStreamDestroy(gx->cstreams[i]);
+    free(gx->cstreams);
+    gx->cstreams = NULL;
     free(gx->streams);
     free(gx->launch);
     free(gx->exec);
@@ -158,22 +181,14 @@ void pl_gx_probe_marks(pl_gx *gx)
 
 /* --- recording the device stages of one batch ------------------------------------------------- */
 
-/* Records device stage st of one batch on stream s: the work, and its events. `timed`: a start
- * and an end event with timestamps around it (timed graphs, plain launches unless timing is
- * off); otherwise the end event only where the host or a later launch waits for it (lean graphs;
- * plain launches always record it, their waits use it). */
-pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, cudaStream_t s,
-                             bool capturing, bool timed, pl_error *err)
+/* The work of device stage st for one batch of `slot` on s (its kind's record hook): kernels and
+ * library calls, no events. */
+static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cudaStream_t s,
+                                 pl_error *err)
 {
     const pl_spec *spec = gx->spec;
     const pl_stage *stg = &spec->stages[st];
     const char *name = stg->name;
-    size_t k = (size_t)r * gx->nst + st;
-    /* Inside a capture, External makes these real event-record nodes that the host can wait on
-     * (and that keep their timestamps); outside, it is a plain record. */
-    unsigned fl = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
-    if (timed)
-        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
     void *const *hb = pl_buffers_slot(gx->hbufs, slot);
     void *const *db = pl_buffers_slot(gx->dbufs, slot);
     pl_dev_ctx dc = {
@@ -191,7 +206,28 @@ pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, 
         return pl_error_set(err, PL_ERUNTIME,
                             "stage '%s': kind %s has no GPU recording (internal error)", name,
                             stg->kind->name);
-    PL_CHECK(stg->kind->record(&dc, err));
+    return stg->kind->record(&dc, err);
+}
+
+/* Records device stage st of one batch on stream s: the work, and its events. `timed`: a start
+ * and an end event with timestamps around it (timed graphs, plain launches unless timing is
+ * off); otherwise the end event only where the host or a later launch waits for it (lean graphs;
+ * plain launches always record it, their waits use it). */
+pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, cudaStream_t s,
+                             bool capturing, bool timed, pl_error *err)
+{
+    const char *name = pl_gx_sname(gx, st);
+    size_t k = (size_t)r * gx->nst + st;
+    /* Inside a capture, External makes these real event-record nodes that the host can wait on
+     * (and that keep their timestamps); outside, it is a plain record. */
+    unsigned fl = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
+    if (timed)
+        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
+    cudaGraphExec_t sg = !capturing && gx->sexec ? gx->sexec[(size_t)slot * gx->nst + st] : NULL;
+    if (sg)
+        PL_CHECK(PL_CUDA(cudaGraphLaunch(sg, s), name, batch, err));
+    else
+        PL_CHECK(pl__record_work(gx, st, slot, batch, s, err));
     if (st == gx->fail_dev_stage &&
         (capturing ? r == (int)(gx->cfg->fail_batch % gx->ring) : batch == gx->cfg->fail_batch))
         PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
@@ -292,7 +328,9 @@ pl_status pl_gx_capture(pl_gx *gx, int r, int seg, bool timed, cudaGraphExec_t *
         return pl_error_prefix(err, "capturing the graph of slot %d, segment %d", slot, seg);
     /* Bundles: the graphs that run (lean ones, or timed ones when every batch is timed). */
     if (gx->cfg && gx->cfg->dot_dir && r < gx->depth && (!timed || gx->timing == 0)) {
-        st = pl_gx_dot_write(graph, gx->cfg->dot_dir, r, seg, err);
+        char stem[64];
+        snprintf(stem, sizeof stem, "graph_slot%d_seg%d", r, seg);
+        st = pl_gx_dot_write(graph, gx->cfg->dot_dir, stem, err);
         if (st != PL_OK) {
             cudaGraphDestroy(graph);
             return st;
@@ -314,6 +352,74 @@ fail:
     return st;
 }
 
+/* The stream plain launches issue stage st of a batch of `slot` on (gx->cstreams). */
+static cudaStream_t pl__plain_stream(const pl_gx *gx, int st, int slot)
+{
+    int k = gx->plan->stages[st].stream;
+    cudaStream_t c = gx->cstreams ? gx->cstreams[(size_t)slot * gx->plan->n_streams + k] : NULL;
+    return c ? c : gx->streams[k];
+}
+
+/* One compute stage's work for one slot, captured alone on its plain stream (ThreadLocal, as
+ * pl_gx_capture says why): *graph gets it, not instantiated. */
+static pl_status pl__capture_work(pl_gx *gx, int slot, int st, cudaGraph_t *graph, pl_error *err)
+{
+    cudaStream_t s = pl__plain_stream(gx, st, slot);
+    *graph = NULL;
+    PL_CHECK(PL_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+                     pl_gx_sname(gx, st), -1, err));
+    pl_status st2 = pl__record_work(gx, st, slot, -1, s, err);
+    cudaError_t ce = cudaStreamEndCapture(s, graph);
+    if (st2 == PL_OK && ce != cudaSuccess)
+        st2 = pl_error_set(err, PL_ECUDA,
+                           "stage '%s': recording it broke the CUDA graph capture of slot %d (%s); "
+                           "run with --graphs segment or --no-graph to see the failing call",
+                           pl_gx_sname(gx, st), slot, cudaGetErrorString(ce));
+    if (st2 != PL_OK) {
+        if (*graph) cudaGraphDestroy(*graph);
+        *graph = NULL;
+        cudaGetLastError();
+    }
+    return st2;
+}
+
+pl_status pl_gx_capture_stage(pl_gx *gx, int slot, int st, cudaGraphExec_t *exec, pl_error *err)
+{
+    cudaGraph_t g;
+    PL_CHECK(pl__capture_work(gx, slot, st, &g, err));
+    /* Bundles: graph_slot<slot>_stage<index>.dot / .topo (the stage's index in the plan: names
+     * may hold any UTF-8). */
+    if (gx->cfg && gx->cfg->dot_dir) {
+        char stem[64];
+        snprintf(stem, sizeof stem, "graph_slot%d_stage%d", slot, st);
+        pl_status ds = pl_gx_dot_write(g, gx->cfg->dot_dir, stem, err);
+        if (ds != PL_OK) {
+            cudaGraphDestroy(g);
+            return ds;
+        }
+    }
+    pl_status rc = PL_CUDA(cudaGraphInstantiate(exec, g, 0), pl_gx_sname(gx, st), -1, err);
+    cudaGraphDestroy(g);
+    if (rc != PL_OK) return pl_error_prefix(err, "instantiating the graph of slot %d", slot);
+    return PL_CUDA(cudaGraphUpload(*exec, pl__plain_stream(gx, st, slot)), pl_gx_sname(gx, st), -1,
+                   err);
+}
+
+void pl_gx_warm_modules(pl_gx *gx)
+{
+    for (int st = 0; st < gx->nst; st++) {
+        if (gx->plan->stages[st].segment < 0 || gx->plan->stages[st].engine != PL_ENGINE_COMPUTE)
+            continue;
+        pl_error e;
+        cudaGraph_t g;
+        cudaGraphExec_t x = NULL;
+        if (pl__capture_work(gx, 0, st, &g, &e) != PL_OK) continue;
+        if (cudaGraphInstantiate(&x, g, 0) == cudaSuccess) cudaGraphExecDestroy(x);
+        cudaGraphDestroy(g);
+        cudaGetLastError();
+    }
+}
+
 pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err)
 {
     const pl_plan *p = gx->plan;
@@ -322,7 +428,7 @@ pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err)
     for (int i = 0; i < sg->n_stages; i++) {
         int st = sg->stages[i];
         const pl_plan_stage *ps = &p->stages[st];
-        cudaStream_t s = gx->streams[ps->stream];
+        cudaStream_t s = pl__plain_stream(gx, st, slot);
         /* Cross-batch deps between device stages: the streams are shared by all batches, so
          * every distance needs its wait (the event ring is longer than any distance). */
         for (int j = 0; j < ps->n_xin; j++) {
@@ -333,7 +439,7 @@ pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err)
                 PL_CUDA(cudaStreamWaitEvent(s, gx->ev_end[e], 0), pl_gx_sname(gx, st), b, err));
         }
         PL_CHECK(pl__record_plain_waits(gx, st, s, r, b, err));
-        PL_CHECK(pl_gx_record_stage(gx, st, slot, r, b, s, false, gx->timing >= 0, err));
+        PL_CHECK(pl_gx_record_stage(gx, st, slot, r, b, s, false, pl_gx_batch_timed(gx, b), err));
     }
     return PL_OK;
 }

@@ -47,10 +47,10 @@ static int pl__cmp_edge(const void *a, const void *b)
     return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-pl_status pl_gx_dot_write(cudaGraph_t graph, const char *dir, int slot, int seg, pl_error *err)
+pl_status pl_gx_dot_write(cudaGraph_t graph, const char *dir, const char *stem, pl_error *err)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/graph_slot%d_seg%d.dot", dir, slot, seg);
+    snprintf(path, sizeof path, "%s/%s.dot", dir, stem);
     PL_CHECK(
         PL_CUDA(cudaGraphDebugDotPrint(graph, path, cudaGraphDebugDotFlagsVerbose), NULL, -1, err));
     size_t n = 0, ne = 0;
@@ -67,14 +67,16 @@ pl_status pl_gx_dot_write(cudaGraph_t graph, const char *dir, int slot, int seg,
         goto done;
     }
     PL_CHECK_GOTO(PL_CUDA(cudaGraphGetNodes(graph, nodes, &n), NULL, -1, err), st, done);
-    PL_CHECK_GOTO(PL_CUDA(cudaGraphGetEdges(graph, from, to, NULL, &ne), NULL, -1, err), st, done);
+    if (ne > 0) /* a one-node graph has none, and the call refuses empty arrays */
+        PL_CHECK_GOTO(PL_CUDA(cudaGraphGetEdges(graph, from, to, NULL, &ne), NULL, -1, err), st,
+                      done);
     for (size_t e = 0; e < ne; e++)
         for (size_t i = 0; i < n; i++) {
             if (nodes[i] == from[e]) edges[2 * e] = i;
             if (nodes[i] == to[e]) edges[2 * e + 1] = i;
         }
     qsort(edges, ne, 2 * sizeof *edges, pl__cmp_edge);
-    snprintf(path, sizeof path, "%s/graph_slot%d_seg%d.topo", dir, slot, seg);
+    snprintf(path, sizeof path, "%s/%s.topo", dir, stem);
     f = fopen(path, "w");
     if (!f) {
         st = pl_error_set(err, PL_EIO, "error: cannot write %s: %s", path, strerror(errno));

@@ -6,10 +6,10 @@
 
 #include "pl_status.h"
 
-/* Writes dir/graph_slot<slot>_seg<seg>.dot (cudaGraphDebugDotPrint, verbose) and
- * dir/graph_slot<slot>_seg<seg>.topo: "nodes N" and one line per node ("node I TYPE", in
- * cudaGraphGetNodes order), "edges E" and one line per edge ("edge I J", sorted), with no
- * addresses, so two captures of the same plan give the same text. PL_ECUDA / PL_EIO on failure. */
-pl_status pl_gx_dot_write(cudaGraph_t graph, const char *dir, int slot, int seg, pl_error *err);
+/* Writes dir/<stem>.dot (cudaGraphDebugDotPrint, verbose) and dir/<stem>.topo: "nodes N" and one
+ * line per node ("node I TYPE", in cudaGraphGetNodes order), "edges E" and one line per edge ("edge
+ * I J", sorted), with no addresses, so two captures of the same plan give the same text. PL_ECUDA /
+ * PL_EIO on failure. */
+pl_status pl_gx_dot_write(cudaGraph_t graph, const char *dir, const char *stem, pl_error *err);
 
 #endif

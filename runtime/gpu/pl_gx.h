@@ -12,7 +12,14 @@
  * waits for) and timed (start and end events around every device stage, launched on sampled
  * batches). Ring entries b % ring: with graphs ring = 2 x depth (run-ahead: batch b + depth is
  * queued behind batch b on the slot's launch stream before b is read back), buffers per slot
- * b % depth; plain launches use ring = depth + 1 so a wait always names the exact batch. */
+ * b % depth; plain launches use ring = depth + 1 so a wait always names the exact batch.
+ *
+ * Stage graphs (--graphs stage): the plain launch path, with each compute stage's work replaced
+ * by the launch of its graph for the slot (one per slot and compute stage: its kernels and
+ * library calls, no events). Copies stay plain calls on their engine's one stream, so every
+ * upload sits in the H2D engine's queue and every download in the D2H engine's, in batch order:
+ * a small upload never waits behind another slot's large download, which per-segment graphs
+ * cannot promise (the driver places each graph's copy nodes itself). */
 #ifndef PL_GX_H
 #define PL_GX_H
 
@@ -46,8 +53,15 @@ typedef struct pl_gx {
 
     cudaStream_t *streams;       /* [plan stream]: capture streams (graphs) or issue streams */
     cudaStream_t *launch;        /* [slot]: each slot's graphs launch on its own stream */
+    cudaStream_t *cstreams;      /* plain launches and stage graphs: [slot * n_streams + plan
+                                  * stream], compute streams only: each slot's kernels on their
+                                  * own streams, so kernels of different batches may run at once
+                                  * (as with segment graphs); copies share one stream per plan
+                                  * stream. Every cross-batch dep is an explicit wait there. */
     cudaGraphExec_t *exec;       /* [r * nseg + k]: lean graphs (NULL when every batch is timed) */
     cudaGraphExec_t *exec_timed; /* [r * nseg + k]: timed graphs (NULL when timing is off) */
+    bool sgraphs;                /* stage graphs (graphs is false: the plain launch path) */
+    cudaGraphExec_t *sexec;      /* [slot * nst + stage]: stage graphs; NULL entry: recorded */
     cudaEvent_t *ev_start;       /* [r * nst + stage]: timing, recorded before the stage */
     cudaEvent_t *ev_end;         /* [r * nst + stage]: timing and completion (timed, plain) */
     cudaEvent_t *ev_sync;        /* [r * nst + stage]: completion only, in lean graphs */
@@ -117,7 +131,16 @@ pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, 
 pl_status pl_gx_record_cap_waits(pl_gx *gx, int st, cudaStream_t s, pl_error *err);
 /* Captures, instantiates and uploads the graph of ring entry r, segment k. */
 pl_status pl_gx_capture(pl_gx *gx, int r, int k, bool timed, cudaGraphExec_t *exec, pl_error *err);
-/* --no-graph: segment k of batch b on the shared streams. */
+/* Stage graphs: captures the graph of compute stage st for slot (its work only), instantiated
+ * and uploaded. */
+pl_status pl_gx_capture_stage(pl_gx *gx, int slot, int st, cudaGraphExec_t *exec, pl_error *err);
+/* --no-graph: loads every compute stage's kernels before the clock starts, by capturing each once
+ * and instantiating it (then discarded). Under lazy module loading (CUDA's default) a kernel's
+ * first launch loads its module, and that waits for the work in flight: the first checksum after
+ * a 412 MB download stalled the compute stream for the whole download. Best effort: a stage that
+ * cannot be captured is left to load at its first launch. */
+void pl_gx_warm_modules(pl_gx *gx);
+/* --no-graph and stage graphs: segment k of batch b on the shared streams. */
 pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err);
 
 /* pl_gpu_launch.c */

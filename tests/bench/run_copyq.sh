@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# run_copyq.sh: why pipelines/gpt2.yaml runs at 0.91x the PyTorch 3-stream version (issue 10), in
-# one device call. The timeline of 2026-12-01 showed the 16 KB upload of batch b starting only
-# when another slot's 412 MB download ended, as if both sat in one hardware copy queue. This
-# runs gpt2.yaml with graphs and with --no-graph, each under CUDA_DEVICE_MAX_CONNECTIONS 8 (the
-# driver's default) and 32 (more hardware queues for the streams), three times each, then one
-# traced run per mode and prints, per batch, when the upload, forward and download ran and how
-# long each upload waited after its graph or stream could start it. From the repository root on
-# the GPU machine (after `source .gpu/setup.sh`):
+# run_copyq.sh: pipelines/gpt2.yaml under each graph mode (issue 10), in one device call. The
+# timelines of 2026-12-01 showed two stalls. With one graph per slot and segment, the 16 KB upload
+# of batch b started only when another slot's 412 MB download ended: the driver places each
+# graph's copy nodes on copy engines itself, and three slots' downloads took all three. With plain
+# launches, the first checksum kernel waited for the whole first download: lazy module loading.
+# This runs gpt2.yaml with --graphs stage (copies on one stream per engine), segment and none,
+# three times each, then one traced run per mode, and prints per batch when the upload, forward
+# and download ran. From the repository root on the GPU machine (after `source .gpu/setup.sh`):
 #   bash tests/bench/run_copyq.sh [PIPECTL]
-# Environment: OUT (default out/copyq), WEIGHTS (a GPT-2 snapshot directory; default random).
+# Environment: OUT (default out/copyq), WEIGHTS (a GPT-2 snapshot directory; default random),
+# MODES (default "stage segment none").
 set -u
 pipectl=${1:-build-rel/pipectl}
 OUT=${OUT:-out/copyq}
@@ -31,17 +32,12 @@ for l in sys.stdin:
               100 * j["achieved"]))' "$1"
 }
 {
-    for conn in 8 32; do
-        for mode in graphs no-graph; do
-            flag=
-            [ $mode = no-graph ] && flag=--no-graph
-            for r in 1 2 3; do
-                CUDA_DEVICE_MAX_CONNECTIONS=$conn "$pipectl" run --executor gpu $flag --json "$p" 2>&1 |
-                    summary "$mode, connections $conn"
-            done
-            CUDA_DEVICE_MAX_CONNECTIONS=$conn "$pipectl" run --executor gpu $flag --timing all \
-                --trace "$OUT/trace_${mode}_$conn.json" "$p" >/dev/null 2>&1
+    for mode in ${MODES:-stage segment none}; do
+        for r in 1 2 3; do
+            "$pipectl" run --executor gpu --graphs $mode --json "$p" 2>&1 | summary "graphs $mode"
         done
+        "$pipectl" run --executor gpu --graphs $mode --timing all --trace "$OUT/trace_$mode.json" \
+            "$p" >/dev/null 2>&1
     done
 } | tee "$OUT/runs.txt"
 for t in "$OUT"/trace_*.json; do

@@ -16,7 +16,7 @@ t0=$SECONDS
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cli_build.log" 2>&1 &&
     cmake --build "$BUILD" -j"$JOBS" >>"$OUT/cli_build.log" 2>&1
 row "build (default archs, -j$JOBS)" "rc=$? $((SECONDS - t0)) s; $(grep -o 'CUDA architectures .*' "$OUT/cli_build.log" | head -1)"
-P="$BUILD/pipectl"
+P="$(pwd)/$BUILD/pipectl" # absolute: test_depth_auto.sh runs in its own folder
 timeout 120 "$P" doctor >"$OUT/cli_doctor.log" 2>&1
 row "doctor" "rc=$? $(grep -m1 'kernel image' "$OUT/cli_doctor.log" | sed 's/  */ /g')"
 ach() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("achieved=%s bound_engine=%s bound_s=%s per_batch_s=%.6f" % (d["achieved"], d["bound_engine"], d["bound_s"], d["per_batch_s"]))' "$1" 2>&1; }
@@ -59,7 +59,7 @@ sed 's/^run: {batches: 64, depth: 4, seed: 1}/run: {batches: 64, depth: auto, se
 timeout 120 "$P" run --executor gpu --json "$OUT/da/p/overlap_budget.yaml" >"$OUT/da_budget.json" 2>"$OUT/da_budget.err"
 row "overlap, memory_budget device 66MiB (cap 2)" "rc=$? $(da "$OUT/da_budget.json")"
 row "  said" "$(grep -m1 '^depth auto' "$OUT/da_budget.err")"
-timeout 300 bash tests/e2e/test_depth_auto.sh "$P" . >"$OUT/da_e2e_host.log" 2>&1
+timeout 300 bash tests/e2e/test_depth_auto.sh "$P" "$(pwd)" >"$OUT/da_e2e_host.log" 2>&1
 row "test_depth_auto.sh (host executor, CUDA build)" "rc=$? $(tail -1 "$OUT/da_e2e_host.log" | cut -c1-100)"
 # Start-up of the CUDA build (item 3's figure, for comparison): `pipectl version`, best of 10.
 best=$(python3 -c '

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# run_session.sh: the GPU checks left open on 2026-12-01 (issues 10, 11, 13, 14), in one device call
-# of about 8 minutes, most important first: build (Release), ctest -L gpu (the GPU executor after
-# the teardown refactor, the gpt2 tests with the f32 last-position head, transformers 124M),
-# tests/gpu/run_long_run.sh (issue 13 item 10: statistics and RSS on the GPU executor),
-# tests/gpu/run_cli.sh (issue 14 item 8: depth: auto on the GPU executor), tests/bench/run_copyq.sh
-# (issue 10: gpt2.yaml's copy-queue stall) and the search thread sweep (issue 11, STEPS=scale).
-# Each step's log is under $OUT; the logs are also packed into $OUT/logs.tgz (one file: the device
-# tool returns few); a table is printed last. From the repository root on the GPU machine:
+# run_session.sh: this session's GPU checks, in one device call of about 8 minutes, most important
+# first: build (Release); ctest -L gpu (stage graphs, the new default, under every GPU test;
+# transformers 124M included); tests/bench/run_copyq.sh (gpt2.yaml under --graphs stage, segment
+# and none, with timelines); the PyTorch 3-stream + graph baseline on a random GPT-2 124M snapshot
+# in the same call; the graph modes side by side on the overlap example, three concurrent busy
+# kernels, the greedy forward and the RAG pipeline; tests/gpu/run_cli.sh (depth: auto on the GPU,
+# test_depth_auto in the CUDA build); the greedy forward at T 512 / 1024 in f16 / bf16;
+# tests/bench/run_gpt2_next.sh (bench_gpt2 per op); torch.compile's forward on the same snapshot,
+# last (it takes minutes). Each step's log is under $OUT, also packed into
+# $OUT/logs.tgz (the device tool returns few files); a table is printed last. From the
+# repository root on the GPU machine:
 #   source .gpu/setup.sh && bash tests/gpu/run_session.sh
 # Environment: OUT (default out/session), BUILD (build-rel), DEADLINE (seconds after which steps
-# are skipped; default 480), STEPS (default "build gpu long cli copyq search").
+# are skipped; default 480), STEPS (default "build gpu copyq torch modes cli greedy next compile"),
+# PYTHON.
 set -u
 OUT=${OUT:-out/session}
 BUILD=${BUILD:-build-rel}
 DEADLINE=${DEADLINE:-480}
-STEPS=${STEPS:-build gpu long cli copyq search}
+STEPS=${STEPS:-build gpu copyq torch modes cli greedy next compile}
+PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-export PATH=/usr/local/cuda/bin:$PATH
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 declare -a rows=()
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 step() { # step NAME LIMIT_S LOG CMD...: runs CMD with its output in $OUT/LOG, unless past DEADLINE
@@ -29,36 +34,84 @@ step() { # step NAME LIMIT_S LOG CMD...: runs CMD with its output in $OUT/LOG, u
     fi
     local t0=$SECONDS left=$((DEADLINE + 60 - SECONDS))
     [ "$limit" -le "$left" ] || limit=$left
-    timeout "$limit" "$@" >"$OUT/$log" 2>&1
+    timeout "$limit" "$@" >>"$OUT/$log" 2>&1
     local rc=$?
     rows+=("$(printf '%-40s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
     return $rc
 }
 if want build; then
     step configure 120 build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
-        step build 300 build2.log cmake --build "$BUILD" -j16 ||
-        { printf '%s\n' "${rows[@]}"; exit 1; }
+        step build 300 build.log cmake --build "$BUILD" -j16 ||
+        { printf '%s\n' "${rows[@]}"; tail -30 "$OUT/build.log"; exit 1; }
 fi
 P=$(pwd)/$BUILD/pipectl
 want gpu && step "ctest -L gpu (HF 124M included)" 240 ctest_gpu.log \
     env PIPECTL_TEST_HF=1 ctest --test-dir "$BUILD" -L gpu --output-on-failure -j4
-want long && step "run_long_run.sh (issue 13)" 150 long_run.log \
-    env OUT="$OUT" bash tests/gpu/run_long_run.sh "$P"
-want cli && step "run_cli.sh (issue 14: depth auto)" 180 cli.log \
-    env OUT="$OUT/cli" BUILD="$BUILD" bash tests/gpu/run_cli.sh
-want copyq && step "run_copyq.sh (issue 10: gpt2.yaml)" 120 copyq.log \
+want copyq && step "run_copyq.sh (gpt2.yaml, 3 graph modes)" 120 copyq.log \
     env OUT="$OUT/copyq" bash tests/bench/run_copyq.sh "$P"
-# The sweep's data (a 3 GB corpus) is written under /tmp, not $OUT, so the log pack stays small.
-want search && step "search scale sweep (issue 11)" 240 search.log \
-    env OUT=/tmp/pl_session_search BUILD="$BUILD" STEPS=scale SCALE_BUDGET=3 \
-    DEADLINE=$((DEADLINE - SECONDS > 60 ? DEADLINE - SECONDS : 60)) bash tests/bench/run_search_bench.sh
-[ -f /tmp/pl_session_search/search_bench.log ] && cp /tmp/pl_session_search/*.txt /tmp/pl_session_search/*.log "$OUT/" 2>/dev/null
-tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz . 2>/dev/null
+SNAP=/tmp/pl_session_snap
+if want torch; then
+    step "snapshot: random GPT-2 124M" 120 torch.log $PY -c "
+import torch, transformers
+torch.manual_seed(0)
+transformers.GPT2LMHeadModel(transformers.GPT2Config()).save_pretrained('$SNAP')" &&
+        step "torch pipeline (3 streams + graph)" 150 torch.log $PY tests/bench/gpt2_torch.py "$SNAP" pipeline
+fi
+if want modes; then
+    mkdir -p "$OUT/modes"
+    sed -e 's/batches: 32/batches: 64/' pipelines/gpt2_greedy.yaml >"$OUT/modes/gpt2_greedy.yaml"
+    for p in pipelines/overlap.yaml tests/gpu/data/concurrent_busy.yaml "$OUT/modes/gpt2_greedy.yaml" pipelines/rag_gpt2.yaml; do
+        for mode in stage segment none; do
+            for r in 1 2; do
+                step "$(basename "$p" .yaml) --graphs $mode" 60 modes.log \
+                    "$P" run --executor gpu --graphs $mode --json "$p"
+            done
+        done
+    done
+fi
+want cli && step "run_cli.sh (depth auto, test_depth_auto)" 180 cli.log \
+    env OUT="$OUT/cli" BUILD="$BUILD" bash tests/gpu/run_cli.sh
+if want greedy; then
+    mkdir -p "$OUT/greedy"
+    for dt in f16 bf16; do
+        for T in 512 1024; do
+            g=$OUT/greedy/greedy-$dt-$T.yaml
+            sed -e "s/dtype: f16/dtype: $dt/" -e "s/\[8, 512\]/[8, $T]/g" -e "s/batches: 32/batches: 64/" \
+                pipelines/gpt2_greedy.yaml >"$g"
+            for r in 1 2; do
+                "$P" run --executor gpu --json "$g" 2>/dev/null | python3 -c 'import json, sys
+j = json.loads([l for l in sys.stdin if l.startswith("{")][-1])
+print("pipectl greedy %s T=%s: %.3f M tok/s (%s)" % (sys.argv[1], sys.argv[2], j["batches_done"] * 8 * int(sys.argv[2]) / j["wall_s"] / 1e6, j["graph_mode"]))' $dt $T >>"$OUT/greedy.log" 2>&1
+            done
+        done
+    done
+    rows+=("greedy: $OUT/greedy.log")
+fi
+want next && step "bench_gpt2 f16 T=512 (per op)" 60 next.log "$BUILD/bench_gpt2" --dtype f16 --T 512 --output argmax
+if want compile && [ -d "$SNAP" ]; then
+    left=$((DEADLINE + 50 - SECONDS))
+    [ $left -lt 240 ] || left=240
+    [ $left -gt 30 ] && step "torch forward eager + compile (${left}s limit)" "$left" torch_compile.log \
+        $PY tests/bench/gpt2_torch.py "$SNAP" forward --compile
+fi
+tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz --exclude '*.trace.json' . 2>/dev/null
 echo
 echo "== steps (logs in $OUT, packed in $OUT/logs.tgz)"
 printf '  %s\n' "${rows[@]}"
-for f in ctest_gpu.log long_run.log cli.log copyq.log search.log; do
-    [ -f "$OUT/$f" ] || continue
-    echo "== $f (last lines)"
-    tail -n 12 "$OUT/$f"
-done
+[ -f "$OUT/ctest_gpu.log" ] && grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest_gpu.log" | head
+[ -f "$OUT/copyq/runs.txt" ] && { echo "== gpt2.yaml"; cat "$OUT/copyq/runs.txt"; }
+[ -f "$OUT/torch.log" ] && grep -E "^torch 3-stream" "$OUT/torch.log"
+[ -f "$OUT/modes.log" ] && {
+    echo "== graph modes (per batch ms, achieved share of the bound)"
+    python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        j = json.loads(l)
+        print("  %-16s %-8s %8.3f ms  %5.1f%%  %s" % (j.get("pipeline", "?"), j.get("graph_mode", "?"),
+              j["per_batch_s"] * 1e3, 100 * j["achieved"], j.get("bound_stage", "")))' "$OUT/modes.log"
+}
+[ -f "$OUT/cli.log" ] && grep -E "FAIL|test_depth_auto|overlap --depth auto  " "$OUT/cli.log" | head -5
+[ -f "$OUT/greedy.log" ] && cat "$OUT/greedy.log"
+[ -f "$OUT/next.log" ] && grep -E "^  (attention|forward|gemm|layernorm)" "$OUT/next.log" | head -8
+[ -f "$OUT/torch_compile.log" ] && grep -E "^torch forward" "$OUT/torch_compile.log"

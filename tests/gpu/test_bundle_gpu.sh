@@ -23,14 +23,24 @@ fi
 
 # 1. quickstart: graphs as DOT, GPU environment, replay on the GPU and on the host.
 "$pipectl" capture --quiet --executor gpu --copy-outputs p/quickstart.yaml -o q || err "capture exited $?"
+# Stage graphs (the default): one per slot and compute stage ('double' is stage 2).
 n_dot=$(ls q/graphs/*.dot 2>/dev/null | wc -l)
-[ "$n_dot" -eq 4 ] || err "expected 4 graphs (4 slots x 1 segment), got $n_dot: $(ls q/graphs)"
-[ -f q/graphs/graph_slot0_seg0.topo ] || err "no topology text"
+[ "$n_dot" -eq 4 ] || err "expected 4 graphs (4 slots x 1 compute stage), got $n_dot: $(ls q/graphs)"
+[ -f q/graphs/graph_slot0_stage2.topo ] || err "no topology text: $(ls q/graphs)"
+grep -q '"graph_mode": "stage"' q/manifest.json q/summary.json 2>/dev/null || err "graph_mode stage not recorded"
+# Segment graphs: one per slot and segment, copies included.
+"$pipectl" capture --quiet --executor gpu --graphs segment p/quickstart.yaml -o qs || err "capture --graphs segment exited $?"
+n_dot=$(ls qs/graphs/*.dot 2>/dev/null | wc -l)
+[ "$n_dot" -eq 4 ] || err "expected 4 graphs (4 slots x 1 segment), got $n_dot: $(ls qs/graphs)"
+[ -f qs/graphs/graph_slot0_seg0.topo ] || err "no topology text (segment graphs)"
+grep -c memcpy qs/graphs/graph_slot0_seg0.topo | grep -q '^2$' || err "segment graph: expected 2 memcpy nodes: $(cat qs/graphs/graph_slot0_seg0.topo)"
+out=$("$pipectl" replay qs 2>&1) || err "replay of the segment-graph bundle: $out"
+echo "$out" | grep -q "graphs.topology_digest" && err "segment replay: the graph topology changed: $out"
 grep -q '"topology_digest": "[0-9a-f]\{64\}"' q/manifest.json || err "no topology digest"
 grep -q '"uuid": "GPU-' q/manifest.json || err "no GPU UUID in the environment"
 grep -q '"compute_capability": "' q/manifest.json || err "no compute capability"
 grep -q '"cublas": "' q/manifest.json || err "no cuBLAS version"
-grep -q 'digraph' q/graphs/graph_slot0_seg0.dot || err "DOT file is not DOT"
+grep -q 'digraph' q/graphs/graph_slot0_stage2.dot || err "DOT file is not DOT"
 out=$("$pipectl" replay q 2>&1)
 rc=$?
 [ $rc -eq 0 ] || err "gpu replay exited $rc: $out"
