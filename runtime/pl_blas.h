@@ -3,7 +3,10 @@
  * first call: each pool task calls a single-threaded sgemm on its own block, and no second set
  * of threads competes for the cores. The kernels are OpenBLAS's choice for the CPU, made when
  * the library loads (before main), so OPENBLAS_CORETYPE in the environment is the only way to
- * another set; pipectl does not re-exec itself to set it (docs/perf.md, "OpenBLAS core type"). */
+ * another set. Where OpenBLAS falls back to kernels far below the CPU's instruction set (its
+ * Prescott fallback on the H200 machine's AVX-512 host: search 3-4x slower), the command line
+ * sets the variable and re-executes itself once, before anything runs (pl_blas_better_core;
+ * docs/perf.md, "OpenBLAS core type"). */
 #ifndef PL_BLAS_H
 #define PL_BLAS_H
 
@@ -23,5 +26,12 @@ void pl_blas_init(void);
 /* "OpenBLAS 0.3.21 (Haswell kernels)": the library and the kernels it picked for this CPU, for
  * reports. Returns a static string. */
 const char *pl_blas_describe(void);
+
+/* The OPENBLAS_CORETYPE to run with instead of what OpenBLAS picked, or NULL: "SkylakeX" when the
+ * CPU has AVX-512 (F, BW, DQ, VL) and the pick is not an AVX-512 core; "Haswell" when it has
+ * AVX2 and FMA and the pick is an older core (Prescott, Nehalem, Sandybridge, ...). NULL when
+ * OPENBLAS_CORETYPE is set already (the user's choice, or the re-executed process). For tests,
+ * PIPECTL_BLAS_PICKED=NAME stands for OpenBLAS's pick. */
+const char *pl_blas_better_core(void);
 
 #endif

@@ -2,6 +2,9 @@
 #include "pl_cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "pl_blas.h"
 
 int pl_cmd_version(int argc, char **argv)
 {
@@ -16,5 +19,7 @@ int pl_cmd_version(int argc, char **argv)
         return pl_cli_usage_error(a.cmd, "'pipectl version' takes no arguments (got '%s')",
                                   a.operands[0]);
     printf("pipectl %s\n", PL_VERSION);
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    printf("blas: %s%s%s\n", pl_blas_describe(), ct ? ", OPENBLAS_CORETYPE=" : "", ct ? ct : "");
     return 0;
 }

@@ -84,6 +84,19 @@ expect 2 "error: unknown command 'frobnicate'; see 'pipectl help'" "$pipectl" fr
 expect 2 "error: unknown command '__'; see 'pipectl help'" "$pipectl" __
 expect 2 "error: unknown option '--bogus'; options follow the command: 'pipectl COMMAND [options]' (see 'pipectl help')" "$pipectl" --bogus
 
+# OpenBLAS's kernels: where it falls back far below the CPU (PIPECTL_BLAS_PICKED stands for its
+# pick), pipectl sets OPENBLAS_CORETYPE and starts again; a user's OPENBLAS_CORETYPE stands.
+"$pipectl" version | grep -q "^blas: OpenBLAS .* kernels)" || err "version: no blas line: $("$pipectl" version)"
+want=
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && want=Haswell
+grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo &&
+    grep -qw avx512vl /proc/cpuinfo && want=SkylakeX
+if [ -n "$want" ]; then
+    out=$(PIPECTL_BLAS_PICKED=Prescott "$pipectl" version)
+    echo "$out" | grep -q "($want kernels), OPENBLAS_CORETYPE=$want$" || err "Prescott fallback not replaced by $want: $out"
+fi
+out=$(PIPECTL_BLAS_PICKED=Prescott OPENBLAS_CORETYPE=Nehalem "$pipectl" version)
+echo "$out" | grep -q "OPENBLAS_CORETYPE=Nehalem$" || err "the user's OPENBLAS_CORETYPE was overridden: $out"
 # --version, -V and the version command agree.
 v=$("$pipectl" version)
 [ "$("$pipectl" --version)" = "$v" ] || err "--version differs from 'pipectl version'"

@@ -12,13 +12,14 @@
 # repository root on the GPU machine:
 #   source .gpu/setup.sh && bash tests/gpu/run_session.sh
 # Environment: OUT (default out/session), BUILD (build-rel), DEADLINE (seconds after which steps
-# are skipped; default 480), STEPS (default "build gpu copyq torch modes cli greedy next compile"),
+# are skipped; default 480), STEPS (default "build gpu blas copyq torch modes cli greedy next
+# compile"),
 # PYTHON.
 set -u
 OUT=${OUT:-out/session}
 BUILD=${BUILD:-build-rel}
 DEADLINE=${DEADLINE:-480}
-STEPS=${STEPS:-build gpu copyq torch modes cli greedy next compile}
+STEPS=${STEPS:-build gpu blas copyq torch modes cli greedy next compile}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -47,6 +48,21 @@ fi
 P=$(pwd)/$BUILD/pipectl
 want gpu && step "ctest -L gpu (HF 124M included)" 240 ctest_gpu.log \
     env PIPECTL_TEST_HF=1 ctest --test-dir "$BUILD" -L gpu --output-on-failure -j4
+if want blas; then # the OpenBLAS kernels pipectl runs with here, and what they do to the RAG step
+    step "pipectl version (blas kernels)" 20 blas.log "$P" version
+    step "pipectl version, OPENBLAS_CORETYPE=Prescott" 20 blas.log env OPENBLAS_CORETYPE=Prescott "$P" version
+    for ct in auto Prescott; do
+        for r in 1 2; do
+            if [ $ct = auto ]; then
+                "$P" run --executor gpu --json pipelines/rag_gpt2.yaml >>"$OUT/blas_rag.log" 2>&1
+            else
+                OPENBLAS_CORETYPE=$ct "$P" run --executor gpu --json pipelines/rag_gpt2.yaml >>"$OUT/blas_rag.log" 2>&1
+            fi
+            echo "coretype=$ct" >>"$OUT/blas_rag.log"
+        done
+    done
+    rows+=("rag_gpt2 by OpenBLAS kernels: $OUT/blas_rag.log")
+fi
 want copyq && step "run_copyq.sh (gpt2.yaml, 3 graph modes)" 120 copyq.log \
     env OUT="$OUT/copyq" bash tests/bench/run_copyq.sh "$P"
 SNAP=/tmp/pl_session_snap
@@ -99,6 +115,19 @@ echo
 echo "== steps (logs in $OUT, packed in $OUT/logs.tgz)"
 printf '  %s\n' "${rows[@]}"
 [ -f "$OUT/ctest_gpu.log" ] && grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest_gpu.log" | head
+[ -f "$OUT/blas.log" ] && grep "^blas:" "$OUT/blas.log"
+[ -f "$OUT/blas_rag.log" ] && python3 -c '
+import json, sys
+j = None
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        j = json.loads(l)
+    elif l.startswith("coretype=") and j:
+        st = {s["name"]: s["mean_s"] for s in j["stages"]}
+        eng = {e["name"]: e["busy_per_batch_s"] for e in j["engines"]}
+        print("  rag_gpt2 %-16s per batch %.3f ms  retrieve %.3f ms  generate %.3f ms  busiest engine %.3f ms -> %.3fx" % (
+              l.strip(), j["per_batch_s"] * 1e3, st["retrieve"] * 1e3, st["generate"] * 1e3,
+              max(eng.values()) * 1e3, j["per_batch_s"] / max(eng.values())))' "$OUT/blas_rag.log"
 [ -f "$OUT/copyq/runs.txt" ] && { echo "== gpt2.yaml"; cat "$OUT/copyq/runs.txt"; }
 [ -f "$OUT/torch.log" ] && grep -E "^torch 3-stream" "$OUT/torch.log"
 [ -f "$OUT/modes.log" ] && {
