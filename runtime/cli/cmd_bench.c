@@ -28,6 +28,7 @@ typedef struct pl__bench_opts {
     bool quick;           /* one size, fewer configurations (for experiments) */
     bool small_only;      /* only the small-batch part */
     int small_depth;      /* depth of the small-batch runs */
+    int graph_mode;       /* the "graphs" rows: PL_GRAPHS_STAGE (default) or _SEGMENT */
 } pl__bench_opts;
 
 /* Timing modes (pl_run_cfg.timing_period) as `pipectl run --timing` names them. */
@@ -144,8 +145,8 @@ fail:
  * timing mode, and the same span as the baseline's (first upload to last download), plus the
  * host's launch and wake-up latency, which counts against pipectl. */
 static pl_status pl__bench_once(uint64_t bytes, int n_scale, double busy_us, int64_t batches,
-                                int depth, bool graphs, int timing, int device, double *ns,
-                                pl_error *err)
+                                int depth, bool graphs, int graph_mode, int timing, int device,
+                                double *ns, pl_error *err)
 {
     pl_spec *spec = NULL;
     pl_plan *plan = NULL;
@@ -154,6 +155,7 @@ static pl_status pl__bench_once(uint64_t bytes, int n_scale, double busy_us, int
     pl_run_cfg_init(&cfg);
     cfg.executor = PL_EXEC_GPU;
     cfg.use_graphs = graphs;
+    cfg.graph_mode = graph_mode;
     cfg.timing_period = timing;
     pl_run_result res;
     int64_t active = 0;
@@ -172,8 +174,8 @@ static pl_status pl__bench_best(uint64_t bytes, int n_scale, double busy_us, int
     *best = 1e300;
     for (int r = 0; r < o->reps; r++) {
         double ns = 0;
-        PL_CHECK(pl__bench_once(bytes, n_scale, busy_us, batches, depth, graphs, timing, o->device,
-                                &ns, err));
+        PL_CHECK(pl__bench_once(bytes, n_scale, busy_us, batches, depth, graphs, o->graph_mode,
+                                timing, o->device, &ns, err));
         if (ns < *best) *best = ns;
     }
     return PL_OK;
@@ -365,8 +367,9 @@ static int pl__bench_main(const pl__bench_opts *o)
     pl_status st;
     const uint64_t sizes[2] = {UINT64_C(64) << 20, UINT64_C(4) << 20};
     printf("pipectl bench: device %d, %lld batches per balanced run, %lld small batches, best of "
-           "%d\n\n",
-           o->device, (long long)o->batches, (long long)o->small_batches, o->reps);
+           "%d; 'graphs' rows: %s graphs\n\n",
+           o->device, (long long)o->batches, (long long)o->small_batches, o->reps,
+           o->graph_mode == PL_GRAPHS_STAGE ? "stage" : "segment");
 
     printf("== stages alone (pinned memory, best of %d) ==\n", 10);
     printf("%-10s %10s %10s %10s %10s %12s %12s\n", "size", "h2d_us", "d2h_us", "both_us",
@@ -566,6 +569,7 @@ enum {
     PL__O_REPS,
     PL__O_DEVICE,
     PL__O_BASELINE,
+    PL__O_GRAPHS,
 };
 
 const pl_cli_opt pl_cli_bench_opts[] = {
@@ -580,6 +584,10 @@ const pl_cli_opt pl_cli_bench_opts[] = {
     {"device", 0, "N", NULL, "CUDA device (default 0)", PL__O_DEVICE},
     {"baseline", 0, "PATH", NULL, "the bench_baseline program (default: next to pipectl)",
      PL__O_BASELINE},
+    {"graphs", 0, "MODE", "stage|segment",
+     "the graphs the 'graphs' rows run: stage (default: one per slot and compute stage) or "
+     "segment (one per slot and segment, copies included)",
+     PL__O_GRAPHS},
     {0},
 };
 
@@ -590,6 +598,7 @@ int pl_cmd_bench(int argc, char **argv)
     const char *baseline = NULL;
     bool quick = false, small_only = false;
     int64_t small_depth = 3;
+    int graph_mode = PL_GRAPHS_STAGE, k;
     pl_cli_args a;
     pl_cli_args_init(&a, cmd, argc, argv);
     const char *v;
@@ -622,6 +631,10 @@ int pl_cmd_bench(int argc, char **argv)
         case PL__O_BASELINE:
             baseline = v;
             break;
+        case PL__O_GRAPHS:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
+            graph_mode = k == 0 ? PL_GRAPHS_STAGE : PL_GRAPHS_SEGMENT;
+            break;
         }
     }
     if (rc) return rc;
@@ -629,11 +642,12 @@ int pl_cmd_bench(int argc, char **argv)
     if (a.n_operands > 0)
         return pl_cli_usage_error(cmd, "'pipectl bench' takes no file (got '%s')", a.operands[0]);
 #ifdef PL_WITH_CUDA
-    pl__bench_opts o = {(int)device, batches, small,      (int)reps,
-                        baseline,    quick,   small_only, (int)small_depth};
+    pl__bench_opts o = {(int)device, batches,          small,     (int)reps, baseline, quick,
+                        small_only,  (int)small_depth, graph_mode};
     return pl__bench_main(&o);
 #else
     (void)baseline;
+    (void)graph_mode;
     (void)quick;
     (void)small_only;
     fprintf(stderr,

@@ -110,6 +110,42 @@ if want compile && [ -d "$SNAP" ]; then
     [ $left -gt 30 ] && step "torch forward eager + compile (${left}s limit)" "$left" torch_compile.log \
         $PY tests/bench/gpt2_torch.py "$SNAP" forward --compile
 fi
+# Diagnostics for the next steps (steps ragtrace, ncu, bench; not in the default STEPS):
+# rag_gpt2's timeline (where the 8% over its busiest engine goes), the attention kernel under
+# Nsight Compute at T 1024, and `pipectl bench --quick` with stage and with segment graphs.
+if want ragtrace; then
+    "$P" run --executor gpu --timing all --trace "$OUT/rag.trace.json" pipelines/rag_gpt2.yaml >"$OUT/ragtrace.log" 2>&1
+    python3 - "$OUT/rag.trace.json" >>"$OUT/ragtrace.log" 2>&1 <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+by = {}
+for e in ev:
+    if e.get("ph") == "X":
+        by.setdefault(e["name"], {})[e["args"]["batch"]] = (e["ts"] / 1e3, e["dur"] / 1e3)
+names = ["retrieve", "upload", "generate", "download", "save_next"]
+print("batch " + " ".join("%18s" % n for n in names) + "   gap before generate")
+prev_end = None
+for b in sorted(by.get("generate", {}))[:24]:
+    row = []
+    for n in names:
+        v = by.get(n, {}).get(b)
+        row.append("%9.3f+%7.3f" % v if v else "%18s" % "-")
+    g = by["generate"][b]
+    gap = g[0] - prev_end if prev_end is not None else 0
+    prev_end = g[0] + g[1]
+    print("%5d %s   %.3f ms" % (b, " ".join(row), gap))
+PY
+    rows+=("rag trace: $OUT/ragtrace.log")
+fi
+if want ncu && command -v ncu >/dev/null; then
+    step "ncu attention (f16 T1024)" 120 ncu.log ncu --kernel-name regex:attention_kernel --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats \
+        --section ComputeWorkloadAnalysis "$BUILD/bench_gpt2" --dtype f16 --T 1024 --reps 1
+fi
+if want bench; then
+    step "pipectl bench --quick (stage graphs)" 120 bench.log "$P" bench --quick
+    step "pipectl bench --quick --graphs segment" 120 bench.log "$P" bench --quick --graphs segment
+fi
 tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz --exclude '*.trace.json' . 2>/dev/null
 echo
 echo "== steps (logs in $OUT, packed in $OUT/logs.tgz)"
@@ -144,3 +180,6 @@ for l in open(sys.argv[1]):
 [ -f "$OUT/greedy.log" ] && cat "$OUT/greedy.log"
 [ -f "$OUT/next.log" ] && grep -E "^  (attention|forward|gemm|layernorm)" "$OUT/next.log" | head -8
 [ -f "$OUT/torch_compile.log" ] && grep -E "^torch forward" "$OUT/torch_compile.log"
+[ -f "$OUT/ragtrace.log" ] && head -20 "$OUT/ragtrace.log"
+[ -f "$OUT/ncu.log" ] && grep -E "Duration|Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Stall|Issue Slots|Warp Cycles|Bank" "$OUT/ncu.log" | head -30
+[ -f "$OUT/bench.log" ] && grep -E "^pipectl bench|^graphs|^no-graph|^sequential|^== " "$OUT/bench.log" | head -40
