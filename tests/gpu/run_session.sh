@@ -138,13 +138,13 @@ PY
     rows+=("rag trace: $OUT/ragtrace.log")
 fi
 if want ncu && command -v ncu >/dev/null; then
-    step "ncu attention (f16 T1024)" 120 ncu.log ncu --kernel-name regex:attention_kernel --launch-count 1 \
+    step "ncu attention (f16 T1024)" 90 ncu.log ncu --kernel-name regex:attention_kernel --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats \
         --section ComputeWorkloadAnalysis "$BUILD/bench_gpt2" --dtype f16 --T 1024 --reps 1
 fi
 if want bench; then
-    step "pipectl bench --quick (stage graphs)" 120 bench.log "$P" bench --quick
-    step "pipectl bench --quick --graphs segment" 120 bench.log "$P" bench --quick --graphs segment
+    step "pipectl bench --quick (stage graphs)" 60 bench.log "$P" bench --quick
+    step "pipectl bench --quick --graphs segment" 60 bench.log "$P" bench --quick --graphs segment
 fi
 tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz --exclude '*.trace.json' . 2>/dev/null
 echo
