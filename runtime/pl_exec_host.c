@@ -55,7 +55,8 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     PL_CHECK_GOTO(
         pl_buffers_new(plan->spec, plan->depth, NULL, true, plan->spec->run.seed, &bufs, err), st,
         done);
-    PL_CHECK_GOTO(pl_stage_rt_open(&rt, plan, n_workers, NULL, err), st, done);
+    PL_CHECK_GOTO(pl_stage_rt_open(&rt, plan, n_workers, pl_buffers_slot(bufs, 0), NULL, err), st,
+                  done);
     rt_open = true;
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
      * files), as on the GPU executor, so per-batch figures describe the steady state. */

@@ -17,7 +17,7 @@ int pl_default_workers(const pl_plan *plan)
 }
 
 pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
-                           struct pl_gpu_ctx *gpu, pl_error *err)
+                           void *const *open_bufs, struct pl_gpu_ctx *gpu, pl_error *err)
 {
     memset(rt, 0, sizeof *rt);
     const pl_spec *spec = plan->spec;
@@ -32,6 +32,7 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     rt->env.seed = spec->run.seed;
     rt->env.on_gpu = gpu != NULL;
     rt->env.gpu = gpu;
+    rt->env.open_bufs = open_bufs;
     rt->n_stages = spec->n_stages;
     rt->state = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->state);
     rt->opened = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->opened);
@@ -61,6 +62,7 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
         }
         rt->opened[s] = true;
     }
+    rt->env.open_bufs = NULL; /* valid during open() only */
     return PL_OK;
 }
 

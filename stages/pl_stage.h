@@ -66,6 +66,11 @@ typedef struct pl_run_env {
     /* The run's host thread pool (runtime/pl_pool.h): workers - 1 helpers, as the calling worker
      * joins in. Owned by the stage runtime; kinds borrow it and may grow it in open(). */
     struct pl_pool *pool;
+    /* During open() only: slot 0's buffers as pl_stage_ctx.bufs has them, so a persistent buffer
+     * (its only copy, with its initial contents) can be read, e.g. to precompute over a corpus no
+     * stage writes. Per-batch buffers hold nothing yet; on the GPU executor device entries are
+     * NULL. NULL outside open() and where the caller has no buffers (bench). */
+    void *const *open_bufs;
 } pl_run_env;
 
 /* What a stage sees when it runs one batch on the host. */

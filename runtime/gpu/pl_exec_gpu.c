@@ -106,7 +106,8 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
     pl_gx_probe_marks(gx);
     if (open_stages) {
         int workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
-        PL_CHECK(pl_stage_rt_open(&gx->rt, plan, workers, gx->gctx, err));
+        PL_CHECK(
+            pl_stage_rt_open(&gx->rt, plan, workers, pl_buffers_slot(gx->hbufs, 0), gx->gctx, err));
         gx->rt_open = true;
     }
     PL_CHECK(pl__capture_ring(gx, err));
@@ -368,6 +369,7 @@ pl_status pl_gpu_replay_loop(const pl_plan *plan, int timing_period, int64_t war
     pl_run_cfg cfg;
     pl_run_cfg_init(&cfg);
     cfg.timing_period = timing_period;
+    cfg.graph_mode = PL_GRAPHS_SEGMENT; /* the bench replays launch the segment graphs */
     pl_gx gxs, *gx = &gxs;
     pl_status st = pl__setup(gx, plan, &cfg, true, false, err);
     int64_t t0 = 0;
@@ -405,6 +407,7 @@ pl_status pl_gpu_replay_onegraph(const pl_plan *plan, int batches_per_graph, int
     pl_run_cfg cfg;
     pl_run_cfg_init(&cfg);
     cfg.timing_period = -1; /* lean: only the end events the host or a later launch waits for */
+    cfg.graph_mode = PL_GRAPHS_SEGMENT; /* the segment graphs' objects (events, streams) */
     pl_gx gxs, *gx = &gxs;
     cudaEvent_t *xev = NULL;
     cudaGraph_t graph = NULL;
