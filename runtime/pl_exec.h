@@ -12,7 +12,10 @@
 typedef enum pl_exec_kind { PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU } pl_exec_kind;
 
 /* pl_run_cfg.graph_mode */
-enum { PL_GRAPHS_SEGMENT, PL_GRAPHS_STAGE };
+enum { PL_GRAPHS_SEGMENT, PL_GRAPHS_STAGE, PL_GRAPHS_AUTO };
+
+/* Copies of at least this many bytes make PL_GRAPHS_AUTO choose stage graphs. */
+#define PL_GRAPHS_STAGE_MIN_COPY (UINT64_C(1) << 20)
 
 typedef struct pl_run_cfg {
     pl_exec_kind executor;
@@ -20,7 +23,8 @@ typedef struct pl_run_cfg {
     /* gpu, with use_graphs: which graphs (`--graphs`). PL_GRAPHS_SEGMENT: one graph per slot and
      * segment, copies included. PL_GRAPHS_STAGE: one graph per slot and compute stage; copies and
      * the events between stages are plain calls on one stream per engine, so uploads and
-     * downloads each keep their own copy engine, in order (docs/architecture.md, "Graphs"). */
+     * downloads each keep their own copy engine, in order. PL_GRAPHS_AUTO (default):
+     * pl_graph_mode_auto (docs/architecture.md, "The GPU executor"). */
     int graph_mode;
     int workers; /* host workers for host-engine stages; 0 = default */
     /* Set (to nonzero) by a signal handler: stop issuing batches, finish or abandon those in
@@ -61,6 +65,13 @@ typedef struct pl_run_cfg {
 #define PL_TRACE_MAX_SPANS (INT64_C(1) << 18)
 
 void pl_run_cfg_init(pl_run_cfg *cfg);
+
+/* What PL_GRAPHS_AUTO runs for this plan: PL_GRAPHS_STAGE when some copy stage moves at least
+ * PL_GRAPHS_STAGE_MIN_COPY bytes per batch (there an upload queued behind another slot's long
+ * download costs a whole copy time; 1 MiB takes about 20 us at 55 GB/s), else PL_GRAPHS_SEGMENT
+ * (small copies: one launch per segment instead of one call per stage, measured 19 against 58 us
+ * per batch for 64 KiB through 10 kernels on the H200). */
+int pl_graph_mode_auto(const pl_plan *plan);
 
 typedef struct pl_run_result {
     const char *executor; /* "host" or "gpu" (static string) */

@@ -28,7 +28,7 @@ typedef struct pl__bench_opts {
     bool quick;           /* one size, fewer configurations (for experiments) */
     bool small_only;      /* only the small-batch part */
     int small_depth;      /* depth of the small-batch runs */
-    int graph_mode;       /* the "graphs" rows: PL_GRAPHS_STAGE (default) or _SEGMENT */
+    int graph_mode;       /* the "graphs" rows: PL_GRAPHS_AUTO (default), _STAGE or _SEGMENT */
 } pl__bench_opts;
 
 /* Timing modes (pl_run_cfg.timing_period) as `pipectl run --timing` names them. */
@@ -369,7 +369,9 @@ static int pl__bench_main(const pl__bench_opts *o)
     printf("pipectl bench: device %d, %lld batches per balanced run, %lld small batches, best of "
            "%d; 'graphs' rows: %s graphs\n\n",
            o->device, (long long)o->batches, (long long)o->small_batches, o->reps,
-           o->graph_mode == PL_GRAPHS_STAGE ? "stage" : "segment");
+           o->graph_mode == PL_GRAPHS_AUTO    ? "auto (per pipeline)"
+           : o->graph_mode == PL_GRAPHS_STAGE ? "stage"
+                                              : "segment");
 
     printf("== stages alone (pinned memory, best of %d) ==\n", 10);
     printf("%-10s %10s %10s %10s %10s %12s %12s\n", "size", "h2d_us", "d2h_us", "both_us",
@@ -584,9 +586,9 @@ const pl_cli_opt pl_cli_bench_opts[] = {
     {"device", 0, "N", NULL, "CUDA device (default 0)", PL__O_DEVICE},
     {"baseline", 0, "PATH", NULL, "the bench_baseline program (default: next to pipectl)",
      PL__O_BASELINE},
-    {"graphs", 0, "MODE", "stage|segment",
-     "the graphs the 'graphs' rows run: stage (default: one per slot and compute stage) or "
-     "segment (one per slot and segment, copies included)",
+    {"graphs", 0, "MODE", "auto|stage|segment",
+     "the graphs the 'graphs' rows run: auto (default: as 'pipectl run' chooses), stage (one per "
+     "slot and compute stage) or segment (one per slot and segment, copies included)",
      PL__O_GRAPHS},
     {0},
 };
@@ -598,7 +600,7 @@ int pl_cmd_bench(int argc, char **argv)
     const char *baseline = NULL;
     bool quick = false, small_only = false;
     int64_t small_depth = 3;
-    int graph_mode = PL_GRAPHS_STAGE, k;
+    int graph_mode = PL_GRAPHS_AUTO, k;
     pl_cli_args a;
     pl_cli_args_init(&a, cmd, argc, argv);
     const char *v;
@@ -633,7 +635,7 @@ int pl_cmd_bench(int argc, char **argv)
             break;
         case PL__O_GRAPHS:
             if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
-            graph_mode = k == 0 ? PL_GRAPHS_STAGE : PL_GRAPHS_SEGMENT;
+            graph_mode = k == 0 ? PL_GRAPHS_AUTO : k == 1 ? PL_GRAPHS_STAGE : PL_GRAPHS_SEGMENT;
             break;
         }
     }

@@ -186,8 +186,9 @@ const pl_cli_opt pl_cli_replay_opts[] = {
     {"reps", 0, "N", NULL, "runs; the median of their stage p50s is compared (default 1)",
      PL__O_REPS},
     {"workers", 'w', "N", NULL, "host workers (default: as recorded)", PL__O_WORKERS},
-    {"graphs", 0, "MODE", "stage|segment|none",
-     "gpu: which CUDA Graphs (default: as recorded): stage, segment or none (as 'pipectl run')",
+    {"graphs", 0, "MODE", "auto|stage|segment|none",
+     "gpu: which CUDA Graphs (default: as recorded): auto, stage, segment or none (as "
+     "'pipectl run')",
      PL__O_GRAPHS},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches (--graphs none)", PL__O_NO_GRAPH},
     {"out", 0, "DIR", NULL, "keep the replay's outputs in DIR (default: a temporary folder)",

@@ -57,7 +57,7 @@ const pl_cli_opt pl_cli_run_opts[] = {
      "that reaches the bound within run.memory_budget",
      PL__O_DEPTH},
     {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
-    {"graphs", 0, "MODE", "stage|segment|none", PL_CLI_GRAPHS_HELP, PL__O_GRAPHS},
+    {"graphs", 0, "MODE", "auto|stage|segment|none", PL_CLI_GRAPHS_HELP, PL__O_GRAPHS},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs (--graphs none)",
      PL__O_NO_GRAPH},
     {"timing", 0, "T", "sample|all|off",

@@ -414,8 +414,9 @@ int pl_cli_graphs(const pl_cmd *cmd, int id, const char *val, struct pl_run_cfg 
 {
     int k = pl_cli_choice(cmd, id, val);
     if (k < 0) return 2;
-    run->use_graphs = k != 2;
-    if (k != 2) run->graph_mode = k == 0 ? PL_GRAPHS_STAGE : PL_GRAPHS_SEGMENT;
+    static const int modes[] = {PL_GRAPHS_AUTO, PL_GRAPHS_STAGE, PL_GRAPHS_SEGMENT};
+    run->use_graphs = k != 3;
+    if (k != 3) run->graph_mode = modes[k];
     return 0;
 }
 

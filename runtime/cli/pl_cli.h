@@ -85,15 +85,16 @@ int pl_cli_usage_error(const pl_cmd *cmd, const char *fmt, ...)
 int pl_cli_int(const pl_cmd *cmd, int id, const char *val, int64_t lo, int64_t hi, int64_t *out);
 /* --depth N|auto: 1..PL_MAX_DEPTH, or PL_DEPTH_AUTO for "auto"; usage error (2) otherwise. */
 int pl_cli_depth(const pl_cmd *cmd, int id, const char *val, int64_t *out);
-/* --graphs stage|segment|none (the option's values in that order) into run's use_graphs and
- * graph_mode; 2 after a usage error, else 0. */
+/* --graphs auto|stage|segment|none (the option's values in that order) into run's use_graphs
+ * and graph_mode; 2 after a usage error, else 0. */
 struct pl_run_cfg;
 int pl_cli_graphs(const pl_cmd *cmd, int id, const char *val, struct pl_run_cfg *run);
 /* The help text of --graphs, shared by run, capture and replay. */
 #define PL_CLI_GRAPHS_HELP                                                                         \
-    "gpu: stage (default: one CUDA Graph per slot and compute stage; each copy a plain call on "   \
-    "its engine's one stream, so an upload never queues behind a download), segment (one graph "   \
-    "per slot and segment, copies included) or none (plain stream launches, as --no-graph)"
+    "gpu: auto (default: stage when a copy moves >= 1 MiB a batch, else segment), stage (one "     \
+    "CUDA Graph per slot and compute stage; each copy a plain call on its engine's one stream, "   \
+    "so an upload never queues behind a download), segment (one graph per slot and segment, "      \
+    "copies included) or none (plain stream launches, as --no-graph)"
 /* The value of option `id` as the index of one of the '|'-separated words of its table entry's
  * `values` (so the accepted words, the help and the completions are one list); else a usage
  * error ("--executor must be auto, host or gpu, got 'cpu'") and -1. */

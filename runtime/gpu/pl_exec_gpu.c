@@ -53,7 +53,9 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
     gx->nst = plan->n_stages;
     gx->nbuf = plan->spec->n_buffers;
     gx->nseg = plan->n_segments;
-    gx->sgraphs = graphs && cfg && cfg->graph_mode == PL_GRAPHS_STAGE;
+    int mode = cfg ? cfg->graph_mode : PL_GRAPHS_SEGMENT;
+    if (mode == PL_GRAPHS_AUTO) mode = pl_graph_mode_auto(plan);
+    gx->sgraphs = graphs && mode == PL_GRAPHS_STAGE;
     gx->graphs = graphs && !gx->sgraphs;
     /* Plain launches use a ring of event sets one longer than any cross-batch distance, so a
      * wait always names the exact batch. Graphs bake their events: two graphs per slot and

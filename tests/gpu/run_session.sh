@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_session.sh: this session's GPU checks, in one device call of about 8 minutes, most important
-# first: build (Release); ctest -L gpu (stage graphs, the new default, under every GPU test;
+# first: build (Release); ctest -L gpu (the default graph mode under every GPU test;
 # transformers 124M included); tests/bench/run_copyq.sh (gpt2.yaml under --graphs stage, segment
 # and none, with timelines); the PyTorch 3-stream + graph baseline on a random GPT-2 124M snapshot
 # in the same call; the graph modes side by side on the overlap example, three concurrent busy

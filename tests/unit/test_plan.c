@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <time.h>
 
+#include "pl_exec.h"
 #include "pl_plan.h"
 #include "pl_test.h"
 #include "pl_test_spec.h"
@@ -410,8 +411,33 @@ static void test_generated_1000(void)
     pl_spec_free(s);
 }
 
+/* --graphs auto: stage graphs once a copy moves 1 MiB a batch, segment graphs below. */
+static void test_graph_mode_auto(void)
+{
+    pl_spec *s = t_chain(); /* 4 KiB copies */
+    pl_plan *p = t_plan(s);
+    CHECK_EQ_INT(pl_graph_mode_auto(p), PL_GRAPHS_SEGMENT);
+    pl_plan_free(p);
+    pl_spec_free(s);
+    s = t_new();
+    t_host(s, "x_host", 1 << 18); /* 1 MiB of f32 up */
+    t_dev(s, "x_dev", 1 << 18);
+    t_dev(s, "y_dev", 16);
+    t_host(s, "y_host", 16);
+    t_source(s, "gen", "x_host");
+    t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x_dev");
+    t_busy(s, "k", "x_dev", "y_dev");
+    t_copy(s, "down", pl_kind_find("d2h"), "y_dev", "y_host");
+    t_sink(s, "save", "y_host");
+    p = t_plan(s);
+    CHECK_EQ_INT(pl_graph_mode_auto(p), PL_GRAPHS_STAGE);
+    pl_plan_free(p);
+    pl_spec_free(s);
+}
+
 int main(void)
 {
+    test_graph_mode_auto();
     test_chain();
     test_diamond();
     test_fork_join();
