@@ -502,6 +502,17 @@ __global__ void __launch_bounds__(NW * 32)
  * lane, lane + 32, ...: the whole dot product, an online softmax and its own output in f32; the
  * 32 partial results then merge by log-sum-exp through shuffles. K and V rows are read as 16-byte
  * vectors. out is [B, C]: row b is sequence b's last position. */
+/* Eight E (one 16-byte load) as f32. */
+template <typename E> __device__ inline void unpack8(const int4 *p, float (&f)[8])
+{
+    int4 raw = *p;
+    E e[8];
+    memcpy(e, &raw, sizeof raw);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        f[i] = to_f(e[i]);
+}
+
 template <typename E, int HD>
 __global__ void __launch_bounds__(32)
     attention_last_kernel(E *out, const E *qkv, int T, int H, float scale)
@@ -527,22 +538,20 @@ __global__ void __launch_bounds__(32)
         float d = 0;
 #pragma unroll
         for (int c = 0; c < HD / 8; c++) {
-            int4 raw = k4[c];
-            E e[8];
-            memcpy(e, &raw, sizeof raw);
+            float kv[8];
+            unpack8<E>(k4 + c, kv);
 #pragma unroll
             for (int i = 0; i < 8; i++)
-                d += q[8 * c + i] * to_f(e[i]);
+                d += q[8 * c + i] * kv[i];
         }
         const float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn); /* exp(-inf) = 0 */
 #pragma unroll
         for (int c = 0; c < HD / 8; c++) {
-            int4 raw = v4[c];
-            E e[8];
-            memcpy(e, &raw, sizeof raw);
+            float vv[8];
+            unpack8<E>(v4 + c, vv);
 #pragma unroll
             for (int i = 0; i < 8; i++)
-                o[8 * c + i] = o[8 * c + i] * a + p * to_f(e[i]);
+                o[8 * c + i] = o[8 * c + i] * a + p * vv[i];
         }
         l = l * a + p;
         m = mn;

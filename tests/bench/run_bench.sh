@@ -24,20 +24,8 @@ STEPS=${STEPS:-build tests bench run small6 hoststep sanitizer}
 mkdir -p "$OUT"
 declare -a rows=()
 want() { [[ " $STEPS " == *" $1 "* ]]; }
-step() { # step NAME TIMEOUT_S LOG CMD...: runs CMD with a timeout, logs it, records rc and time
-    local name=$1 limit=$2 log=$3
-    shift 3
-    if [ "$SECONDS" -ge "$DEADLINE" ]; then
-        rows+=("$(printf '%-40s skipped (deadline %ss reached)' "$name" "$DEADLINE")")
-        return 125
-    fi
-    local t0=$SECONDS
-    echo "### $name: $*" >>"$OUT/$log"
-    timeout "$limit" "$@" >>"$OUT/$log" 2>&1
-    local rc=$?
-    rows+=("$(printf '%-40s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
-    return $rc
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../gpu/lib.sh" # step, machine_log
+STEP_WIDTH=40 STEP_HEADER=1
 
 {
     date -u

@@ -30,21 +30,8 @@ mkdir -p "$OUT" "$WORK"
 OUT=$(cd "$OUT" && pwd)
 declare -a rows=()
 want() { [[ " $STEPS " == *" $1 "* ]]; }
-step() { # step NAME TIMEOUT_S LOG CMD...
-    local name=$1 limit=$2 log=$3
-    shift 3
-    if [ "$SECONDS" -ge "$DEADLINE" ]; then
-        rows+=("$(printf '%-44s skipped (deadline %ss)' "$name" "$DEADLINE")")
-        return 125
-    fi
-    local t0=$SECONDS cap=$((DEADLINE + 90 - SECONDS)) # no step ends past DEADLINE + 90 s
-    [ "$limit" -le "$cap" ] || limit=$cap
-    echo "### $name: $*" >>"$OUT/$log"
-    timeout "$limit" "$@" >>"$OUT/$log" 2>&1
-    local rc=$?
-    rows+=("$(printf '%-44s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
-    return $rc
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../gpu/lib.sh" # step, machine_log
+STEP_WIDTH=44 STEP_SLACK=90 STEP_HEADER=1
 {
     date -u
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv 2>&1

@@ -57,6 +57,9 @@ expect 2 "error: --batches needs a whole number from 1 to 2^40, got 'x'; see 'pi
 expect 2 "error: --reps needs a whole number >= 1, got '0'; see 'pipectl bench --help'" "$pipectl" bench --reps=0
 expect 2 "error: --executor must be auto, host or gpu, got 'cpu'; see 'pipectl run --help'" "$pipectl" run --executor cpu "$q"
 expect 2 "error: --progress must be auto, always or never, got 'yes'; see 'pipectl run --help'" "$pipectl" run --progress=yes "$q"
+expect 2 "error: --graphs must be auto, stage, segment or none, got 'bogus'; see 'pipectl run --help'" "$pipectl" run --graphs bogus "$q"
+expect 2 "error: --graphs must be auto, stage, segment or none, got 'all'; see 'pipectl capture --help'" "$pipectl" capture --graphs=all -o "$tmp/nob" "$q"
+expect 2 "error: --graphs must be auto, stage or segment, got 'none'; see 'pipectl bench --help'" "$pipectl" bench --graphs none
 expect 2 "error: 'pipectl run' needs a pipeline file; see 'pipectl run --help'" "$pipectl" run -e host
 expect 2 "error: 'pipectl doctor' takes no arguments (got 'x'); see 'pipectl doctor --help'" "$pipectl" doctor x
 expect 2 "error: 'pipectl bench' takes no file (got 'x.yaml'); see 'pipectl bench --help'" "$pipectl" bench x.yaml

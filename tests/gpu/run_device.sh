@@ -11,15 +11,9 @@ BUILD=${BUILD:-build-dev}
 JOBS=${JOBS:-16}
 mkdir -p "$OUT"
 declare -a rows=()
-step() { # step NAME TIMEOUT_S LOG CMD...: runs CMD with a timeout, logs it, records rc and seconds
-    local name=$1 limit=$2 log=$3
-    shift 3
-    local t0=$SECONDS
-    timeout "$limit" "$@" >>"$OUT/$log" 2>&1
-    local rc=$?
-    rows+=("$(printf '%-28s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
-    return $rc
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # step, machine_log
+STEP_WIDTH=28
+DEADLINE= # every step runs
 
 {
     date -u

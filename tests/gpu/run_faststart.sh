@@ -11,16 +11,10 @@ BUILD=${BUILD:-build-dev}
 JOBS=${JOBS:-16}
 mkdir -p "$OUT"
 declare -a rows=()
-step() {
-    local name=$1 limit=$2 log=$3
-    shift 3
-    local t0=$SECONDS
-    timeout "$limit" "$@" >>"$OUT/$log" 2>&1
-    local rc=$?
-    rows+=("$(printf '%-34s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
-    return $rc
-}
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1; git log --oneline -1 2>/dev/null; } >"$OUT/build.log" 2>&1
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # step, machine_log
+STEP_WIDTH=34
+DEADLINE= # every step runs
+machine_log "$OUT/build.log"
 step configure 120 build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
     step build 300 build.log cmake --build "$BUILD" -j"$JOBS"
 built=$?

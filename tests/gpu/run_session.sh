@@ -26,20 +26,8 @@ OUT=$(cd "$OUT" && pwd)
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 declare -a rows=()
 want() { [[ " $STEPS " == *" $1 "* ]]; }
-step() { # step NAME LIMIT_S LOG CMD...: runs CMD with its output in $OUT/LOG, unless past DEADLINE
-    local name=$1 limit=$2 log=$3
-    shift 3
-    if [ "$SECONDS" -ge "$DEADLINE" ]; then
-        rows+=("$(printf '%-40s skipped (deadline %ss)' "$name" "$DEADLINE")")
-        return 125
-    fi
-    local t0=$SECONDS left=$((DEADLINE + 60 - SECONDS))
-    [ "$limit" -le "$left" ] || limit=$left
-    timeout "$limit" "$@" >>"$OUT/$log" 2>&1
-    local rc=$?
-    rows+=("$(printf '%-40s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
-    return $rc
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # step, machine_log
+STEP_WIDTH=40 STEP_SLACK=60
 if want build; then
     step configure 120 build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
         step build 300 build.log cmake --build "$BUILD" -j16 ||

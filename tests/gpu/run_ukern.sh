@@ -14,16 +14,10 @@ mkdir -p "$OUT"
 export XDG_CACHE_HOME=$PWD/$OUT/cache
 rm -rf "$XDG_CACHE_HOME"
 declare -a rows=()
-step() { # step NAME TIMEOUT_S LOG CMD...
-    local name=$1 limit=$2 log=$3
-    shift 3
-    local t0=$SECONDS
-    { echo "\$ $*"; timeout "$limit" "$@"; } >>"$OUT/$log" 2>&1
-    local rc=$?
-    rows+=("$(printf '%-36s rc=%-4s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
-    return $rc
-}
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1; git log --oneline -1; } >"$OUT/build.log" 2>&1
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # step, machine_log
+STEP_WIDTH=36 STEP_HEADER=1
+DEADLINE= # every step runs
+machine_log "$OUT/build.log"
 step configure 120 build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
     step build 400 build.log cmake --build "$BUILD" -j"$JOBS"
 built=$?

@@ -154,21 +154,26 @@ static pl_status t_check(pl_spec *s, const char **msg)
     return st;
 }
 
-/* gen -> up -> k -> down -> save, 1024 f32 per batch. It takes lines 1-19 of the fake file
- * (one line per builder call): whatever a test adds next starts at line 20. */
-static pl_spec *t_chain(void)
+/* gen -> up -> k -> down -> save, n f32 per batch. It takes lines 1-19 of the fake file (one
+ * line per builder call): whatever a test adds next starts at line 20. */
+static pl_spec *t_chain_n(int64_t n)
 {
     pl_spec *s = t_new();
-    t_host(s, "x_host", 1024);
-    t_dev(s, "x_dev", 1024);
-    t_dev(s, "y_dev", 1024);
-    t_host(s, "y_host", 1024);
+    t_host(s, "x_host", n);
+    t_dev(s, "x_dev", n);
+    t_dev(s, "y_dev", n);
+    t_host(s, "y_host", n);
     t_source(s, "gen", "x_host");
     t_copy(s, "up", pl_kind_find("h2d"), "x_host", "x_dev");
     t_busy(s, "k", "x_dev", "y_dev");
     t_copy(s, "down", pl_kind_find("d2h"), "y_dev", "y_host");
     t_sink(s, "save", "y_host");
     return s;
+}
+
+static pl_spec *t_chain(void)
+{
+    return t_chain_n(1024);
 }
 
 #endif
