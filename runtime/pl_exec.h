@@ -39,7 +39,8 @@ typedef struct pl_run_cfg {
     /* gpu, CUDA Graphs: device stages are timed (spans) on one batch in timing_period, in the
      * middle of each period (b % N == N / 2; a shorter run: its middle batch); 0 = every batch, -1
      * = never (spans of untimed device stages stay {0, 0}). Default 16: timing events inside a
-     * graph slow it down (docs/perf.md). Plain launches (--no-graph) time every batch unless -1.
+     * graph slow it down (docs/perf.md). Stage graphs sample the same way (their events are plain
+     * records around the graph launches); plain launches (--no-graph) time every batch unless -1.
      * The host executor ignores it. */
     int timing_period;
     /* gpu, CUDA Graphs: when set, each lean graph of ring entry r < depth (one per slot and
