@@ -44,6 +44,13 @@ int64_t pl_search_norms(const void *data, pl_dtype dtype, int64_t n, int64_t d, 
 int64_t pl_search_norms_par(pl_pool *pool, int parallel, const void *data, pl_dtype dtype,
                             int64_t n, int64_t d, pl_metric metric, float *out);
 
+/* Before the first search: each of up to `parallel` threads (the caller and helpers of `pool`)
+ * makes one sgemm of the shape pl_search_exact gives it for nq queries against an n x d corpus,
+ * so OpenBLAS sets up its per-thread work buffers (first-touch page faults under its allocator's
+ * lock) now. The tasks wait for each other (20 ms at most) so they land on different threads.
+ * Best effort: nothing is reported. */
+void pl_search_warm(pl_pool *pool, int parallel, int64_t nq, int64_t n, int64_t d);
+
 /* Exact top-k of each of the nq queries (f32 [nq, d]) against the corpus, nearest first, ties
  * to the smaller index; a NaN score (a NaN in a query) is never near (it ranks as -infinity).
  * ids: i32 [nq, k]; scores (may be NULL): f32 [nq, k], each hit's value of the metric (ip: q.c;

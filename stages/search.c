@@ -4,11 +4,9 @@
  * With `index:`, a prebuilt FAISS index (IVF, HNSW, PQ...) answers instead (search_faiss.cpp). */
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "pl_blas.h"
@@ -244,38 +242,23 @@ static pl_status pl__search_check_index(const pl_spec *spec, const pl_stage *st,
     return PL_OK;
 }
 
-/* Warm-up before the first batch: each of the search's threads makes one small sgemm, so
- * OpenBLAS sets up its per-thread work buffers (first-touch page faults under its allocator's
- * lock) in open, not inside batch 0. Measured on the H200 host (rag_gpt2, 16 threads): the first
- * batch's search took 7.1 ms against 0.9 ms for the others, the whole pipeline fill. Every task
- * waits (20 ms at most) until all have started, so they land on different threads. */
-typedef struct pl__warm {
-    int parallel;
-    int started; /* atomic */
-    int64_t m, n, k;
-} pl__warm;
-
-static double pl__mono_s(void)
+/* The norms of a corpus that cannot change, once per run (at open when its contents are there,
+ * else on the first batch); *bad gets the first non-finite row or -1. false: out of memory. */
+static bool pl__norms_once(pl__search_state *s, pl_pool *pool, const void *data, pl_dtype dtype,
+                           int64_t n, int64_t d, int metric, int64_t *bad)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void pl__warm_task(void *arg, int64_t task, int slot)
-{
-    (void)task;
-    (void)slot;
-    pl__warm *w = arg;
-    __atomic_add_fetch(&w->started, 1, __ATOMIC_ACQ_REL);
-    double until = pl__mono_s() + 0.020;
-    while (__atomic_load_n(&w->started, __ATOMIC_ACQUIRE) < w->parallel && pl__mono_s() < until)
-        sched_yield();
-    float *a = calloc((size_t)(w->m + w->n) * (size_t)w->k + (size_t)(w->m * w->n), sizeof *a);
-    if (!a) return; /* only a warm-up */
-    pl_blas_sgemm(true, w->m, w->n, w->k, 1.0f, a, w->k, a + w->m * w->k, w->k, 0.0f,
-                  a + (w->m + w->n) * w->k, w->n);
-    free(a);
+    pthread_mutex_lock(&s->mu);
+    if (!s->norms_ready) {
+        s->norms = malloc((size_t)n * sizeof *s->norms);
+        if (s->norms) {
+            s->bad_row = pl_search_norms_par(pool, s->parallel, data, dtype, n, d,
+                                             (pl_metric)metric, s->norms);
+            s->norms_ready = true;
+        }
+    }
+    *bad = s->bad_row;
+    pthread_mutex_unlock(&s->mu);
+    return s->norms != NULL;
 }
 
 static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void **state,
@@ -319,27 +302,20 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
             ps = pl__search_check_index(spec, st, s->index, path, err);
         }
     }
-    /* The norms of a corpus no stage writes, now rather than inside the first batch (its
-     * whole pass over the corpus: 15 ms of the first batch's 52 at 100k x 384 on 2 cores). The
-     * finiteness check they carry still fails the first batch, with the same message. */
-    if (ps == PL_OK && !o->index && s->cache_norms && env->open_bufs) {
-        const pl_buffer *cb = pl_kind_rbuf(spec, st, o->corpus);
-        const void *data = env->open_bufs[cb->index];
-        s->norms = data ? malloc((size_t)cb->shape[0] * sizeof *s->norms) : NULL;
-        if (s->norms) {
-            s->bad_row = pl_search_norms_par(env->pool, s->parallel, data, cb->dtype, cb->shape[0],
-                                             cb->shape[1], o->metric, s->norms);
-            s->norms_ready = true;
-        }
-    }
+    /* Before the first batch, what it would otherwise do first: the norms of a corpus no stage
+     * writes (their finiteness check still fails the first batch, with the same message), and
+     * OpenBLAS's per-thread set-up (pl_search_warm). Measured together on the H200 host
+     * (rag_gpt2, 16 threads): the first batch's search went from 7.1 ms to 1.1-2.1 ms, the
+     * others 0.5-1 ms. */
     if (ps == PL_OK && !o->index && o->corpus >= 0) {
-        const pl_buffer *qb = pl_kind_rbuf(spec, st, o->queries);
-        int64_t nq = qb->shape[0];
-        pl__warm w = {.parallel = s->parallel,
-                      .m = nq < 64 ? nq : 64,
-                      .n = 256,
-                      .k = qb->rank > 1 ? qb->shape[1] : 1};
-        pl_pool_run(env->pool, s->parallel, s->parallel, pl__warm_task, &w);
+        const pl_buffer *cb = pl_kind_rbuf(spec, st, o->corpus);
+        const void *data = env->open_bufs ? env->open_bufs[cb->index] : NULL;
+        int64_t bad;
+        if (s->cache_norms && data)
+            pl__norms_once(s, env->pool, data, cb->dtype, cb->shape[0], cb->shape[1], o->metric,
+                           &bad);
+        pl_search_warm(env->pool, s->parallel, pl_kind_rbuf(spec, st, o->queries)->shape[0],
+                       cb->shape[0], cb->shape[1]);
     }
     if (ps != PL_OK) { /* close() is owed only after a successful open() */
         pl__search_close(env, st, s, 0, true, NULL);
@@ -422,18 +398,8 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
          */
         int64_t bad = -1;
         if (s->cache_norms) {
-            pthread_mutex_lock(&s->mu);
-            if (!s->norms_ready) {
-                s->norms = malloc((size_t)c.n * sizeof *s->norms);
-                if (s->norms) {
-                    s->bad_row = pl_search_norms_par(ctx->env->pool, s->parallel, c.data, c.dtype,
-                                                     c.n, d, o->metric, s->norms);
-                    s->norms_ready = true;
-                }
-            }
-            bad = s->bad_row;
-            c.norms = s->norms;
-            pthread_mutex_unlock(&s->mu);
+            if (pl__norms_once(s, ctx->env->pool, c.data, c.dtype, c.n, d, o->metric, &bad))
+                c.norms = s->norms;
         } else {
             c.norms = own_norms = malloc((size_t)c.n * sizeof *own_norms);
             if (own_norms)

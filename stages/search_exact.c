@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -174,6 +175,37 @@ static int64_t pl__ns(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+typedef struct pl__warm {
+    int parallel;
+    int started; /* atomic */
+    int64_t m, n, k;
+} pl__warm;
+
+static void pl__warm_task(void *arg, int64_t task, int slot)
+{
+    (void)task;
+    (void)slot;
+    pl__warm *w = arg;
+    __atomic_add_fetch(&w->started, 1, __ATOMIC_ACQ_REL);
+    int64_t until = pl__ns() + 20 * 1000000;
+    while (__atomic_load_n(&w->started, __ATOMIC_ACQUIRE) < w->parallel && pl__ns() < until)
+        sched_yield();
+    float *a = calloc((size_t)(w->m + w->n) * (size_t)w->k + (size_t)(w->m * w->n), sizeof *a);
+    if (!a) return; /* only a warm-up */
+    pl_blas_sgemm(true, w->m, w->n, w->k, 1.0f, a, w->k, a + w->m * w->k, w->k, 0.0f,
+                  a + (w->m + w->n) * w->k, w->n);
+    free(a);
+}
+
+void pl_search_warm(pl_pool *pool, int parallel, int64_t nq, int64_t n, int64_t d)
+{
+    pl__warm w = {.parallel = parallel,
+                  .m = nq < PL__QBLOCK ? nq : PL__QBLOCK,
+                  .n = pl_search_tile_rows(n, d),
+                  .k = d};
+    pl_pool_run(pool, parallel, parallel, pl__warm_task, &w);
 }
 
 static void pl__exact_task(void *arg, int64_t task, int slot)
