@@ -141,8 +141,7 @@ static pl_status pl__capture_ring(pl_gx *gx, pl_error *err)
     if (gx->sgraphs) {
         for (int slot = 0; slot < gx->depth; slot++)
             for (int st = 0; st < gx->nst; st++)
-                if (gx->plan->stages[st].segment >= 0 &&
-                    gx->plan->stages[st].engine == PL_ENGINE_COMPUTE)
+                if (pl_gx_compute_stage(gx, st))
                     PL_CHECK(pl_gx_capture_stage(gx, slot, st,
                                                  &gx->sexec[(size_t)slot * gx->nst + st], err));
         return PL_OK;

@@ -209,10 +209,11 @@ static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cud
     return stg->kind->record(&dc, err);
 }
 
-/* Records device stage st of one batch on stream s: the work, and its events. `timed`: a start
- * and an end event with timestamps around it (timed graphs, plain launches unless timing is
- * off); otherwise the end event only where the host or a later launch waits for it (lean graphs;
- * plain launches always record it, their waits use it). */
+/* Records device stage st of one batch on stream s: the work (or, with stage graphs, the launch
+ * of its graph for the slot), and its events. `timed`: a start and an end event with timestamps
+ * around it (timed graphs, timed plain launches: pl_gx_batch_timed); otherwise the end event only
+ * where the host or a later launch waits for it (lean graphs; plain launches always record it,
+ * their waits use it). */
 pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, cudaStream_t s,
                              bool capturing, bool timed, pl_error *err)
 {
@@ -408,8 +409,7 @@ pl_status pl_gx_capture_stage(pl_gx *gx, int slot, int st, cudaGraphExec_t *exec
 void pl_gx_warm_modules(pl_gx *gx)
 {
     for (int st = 0; st < gx->nst; st++) {
-        if (gx->plan->stages[st].segment < 0 || gx->plan->stages[st].engine != PL_ENGINE_COMPUTE)
-            continue;
+        if (!pl_gx_compute_stage(gx, st)) continue;
         pl_error e;
         cudaGraph_t g;
         cudaGraphExec_t x = NULL;
@@ -429,8 +429,9 @@ pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err)
         int st = sg->stages[i];
         const pl_plan_stage *ps = &p->stages[st];
         cudaStream_t s = pl__plain_stream(gx, st, slot);
-        /* Cross-batch deps between device stages: the streams are shared by all batches, so
-         * every distance needs its wait (the event ring is longer than any distance). */
+        /* Cross-batch deps between device stages: copy streams are shared by all batches and
+         * compute streams by a slot's, so every distance needs its wait (the event ring is longer
+         * than any distance). */
         for (int j = 0; j < ps->n_xin; j++) {
             const pl_xdep *x = &p->xdeps[ps->xin[j]];
             if (p->stages[x->from].segment < 0 || b - x->distance < 0) continue;

@@ -103,6 +103,12 @@ static inline const char *pl_gx_sname(const pl_gx *gx, int st)
     return gx->spec->stages[st].name;
 }
 
+/* A device stage on the compute engine: what stage graphs capture (and --no-graph preloads). */
+static inline bool pl_gx_compute_stage(const pl_gx *gx, int st)
+{
+    return gx->plan->stages[st].segment >= 0 && gx->plan->stages[st].engine == PL_ENGINE_COMPUTE;
+}
+
 /* Is batch b launched with the timed graphs (or timed plain launches)? */
 bool pl_gx_batch_timed(const pl_gx *gx, int64_t b);
 /* The event that says device stage st of batch b finished (the set batch b's launch records). */
