@@ -48,6 +48,7 @@ static const pl_key pl__gpt2_keys[] = {
      "what `out` gets: the logits, the most likely next token, or log p(targets)"},
     {"positions", PL_KEY_ENUM, "last|all", "logits, logprob: all; argmax: last",
      "every position, or only each sequence's last"},
+    PL_KIND_CHUNKS_KEY,
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -124,7 +125,7 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
         return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "targets")->val_pos,
                            "gpt2 stage '%s': 'targets:' is only read by output logprob", st->name);
     st->priv = o;
-    return PL_OK;
+    return pl_kind_bind_chunks(st, err);
 }
 
 /* The checkpoint's config.json and model.safetensors for `weights` as written. */
@@ -208,6 +209,7 @@ static pl_status pl__gpt2_validate(const pl_spec *spec, const pl_stage *st, pl_e
                            "gpt2 stage '%s': %lld x %lld tokens per batch is too many; split the "
                            "batch",
                            st->name, (long long)B, (long long)T);
+    PL_CHECK(pl_kind_check_chunks(st, ids, err)); /* chunks of whole sequences */
     if (o->r_targets >= 0) {
         const pl_buffer *tg = pl_kind_rbuf(spec, st, o->r_targets);
         if (tg->where != PL_DEVICE || tg->dtype != PL_I32 || !pl_kind_same_shape(tg, ids))
@@ -267,6 +269,7 @@ typedef struct pl__dslot {
 typedef struct pl__gpt2_state {
     pl_gpt2_weights w; /* host executor: the f32 weights */
     int B, T;
+    int Bc; /* sequences per chunk (B / chunks): the GPU forward's shapes and scratch */
 #ifdef PL_WITH_CUDA
     bool gpu;
     void *wmem;
@@ -407,7 +410,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     PL_CHECK(ps);
     pl_gpt2_weights_free(&s->w); /* the device copy is what runs */
     /* Matmuls, algorithms fixed now. */
-    int N = s->B * s->T, C = c->n_embd;
+    int N = s->Bc * s->T, C = c->n_embd;
     PL_CHECK(pl_gpu_lt_new(&s->lt, err));
     for (int l = 0; l < c->n_layer; l++) {
         pl__dlayer *D = &s->layers[l];
@@ -426,7 +429,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
      * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
     if (!o->all) {
         const pl__dlayer *D = &s->layers[c->n_layer - 1];
-        int B = s->B;
+        int B = s->Bc;
         pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true};
         pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false};
         pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true};
@@ -434,7 +437,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &s->mm_fc_last, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &s->mm_out_last, nm, err));
     }
-    int rows = o->all ? N : s->B;
+    int rows = o->all ? N : s->Bc;
     /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
     s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
     /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
@@ -457,8 +460,8 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     size_t es = pl_dtype_size(E);
     size_t sz_x = pl__al((size_t)N * C * 4), sz_h = pl__al((size_t)N * C * es),
            sz_qkv = pl__al((size_t)N * 3 * C * es), sz_u = pl__al((size_t)N * 4 * C * es),
-           sz_hl = pl__al((size_t)s->B * C * 4), /* f32 (small head), or E and its residual */
-        sz_xl = o->all ? 0 : pl__al((size_t)s->B * C * 4),
+           sz_hl = pl__al((size_t)s->Bc * C * 4), /* f32 (small head), or E and its residual */
+        sz_xl = o->all ? 0 : pl__al((size_t)s->Bc * C * 4),
            sz_lg = o->output == PL_GPT2_LOGITS
                        ? 0
                        : pl__al((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype));
@@ -478,7 +481,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         d->u = p;
         p += sz_u;
         d->hl = p;
-        d->hl_lo = p + (size_t)s->B * C * es;
+        d->hl_lo = p + (size_t)s->Bc * C * es;
         p += sz_hl;
         d->xl = sz_xl ? (float *)p : NULL;
         p += sz_xl;
@@ -536,6 +539,7 @@ static pl_status pl__gpt2_open(const pl_run_env *env, const pl_stage *st, void *
     if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     s->B = (int)ids->shape[0];
     s->T = (int)ids->shape[1];
+    s->Bc = s->B / (st->chunks > 1 ? st->chunks : 1);
     pl_status ps = pl__gpt2_host_weights(env, st, o, &s->w, err);
 #ifdef PL_WITH_CUDA
     if (ps == PL_OK && env->on_gpu)
@@ -617,7 +621,9 @@ static pl_status pl__launch(int rc, const char *what, const pl_dev_ctx *ctx, pl_
     return rc ? pl_cuda_check(rc, what, ctx->stage->name, ctx->batch, err) : PL_OK;
 }
 
-static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
+/* The forward of B = s->Bc sequences: ids [B, T] in, out (and targets) for those sequences. */
+static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, const int32_t *tg,
+                                  void *out, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
     const pl__gpt2_opts *o = st->priv;
@@ -627,10 +633,8 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
     const char *nm = st->name;
     int64_t bt = ctx->batch;
     void *sm = ctx->stream;
-    int B = s->B, T = s->T, C = c->n_embd, N = B * T;
+    int B = s->Bc, T = s->T, C = c->n_embd, N = B * T;
     int E = (int)o->dtype;
-    const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
-    void *out = ctx->dev_bufs[st->writes[o->w_out].index];
     PL_CHECK(pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
                         "gpt2 embedding kernel launch", ctx, err));
     const int hd = C / c->n_head;
@@ -690,10 +694,32 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
             pl_gpu_launch_argmax((int)s->lg_dtype, lg, rows, c->vocab, out, pl_gpu_sm_count(), sm),
             "gpt2 argmax kernel launch", ctx, err);
     if (o->output == PL_GPT2_LOGPROB) {
-        const int32_t *tg = ctx->dev_bufs[st->reads[o->r_targets].index];
         return pl__launch(pl_gpt2_launch_logprob((int)s->lg_dtype, out, lg, tg, rows,
                                                  o->all ? T : 1, T, c->vocab, sm),
                           "gpt2 logprob kernel launch", ctx, err);
+    }
+    return PL_OK;
+}
+
+/* `chunks: n`: the forward runs on B / n sequences at a time, on the same scratch (one stream, in
+ * order), and each block's output is marked done for a consumer chunked alike: the first block's
+ * logits can go down while the next block computes. */
+static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
+{
+    const pl_stage *st = ctx->stage;
+    const pl__gpt2_opts *o = st->priv;
+    const pl__gpt2_state *s = ctx->state;
+    const pl_buffer *ob = pl_kind_wbuf(ctx->spec, st, o->w_out);
+    const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
+    const int32_t *tg = o->r_targets >= 0 ? ctx->dev_bufs[st->reads[o->r_targets].index] : NULL;
+    char *out = ctx->dev_bufs[st->writes[o->w_out].index];
+    int n = s->B / s->Bc;
+    size_t out_part = (size_t)(ob->bytes / (uint64_t)n), id_part = (size_t)s->Bc * s->T;
+    for (int j = 0; j < n; j++) {
+        PL_CHECK(pl_dev_chunk_wait(ctx, j, err));
+        PL_CHECK(pl__gpt2_forward(ctx, ids + j * id_part, tg ? tg + j * id_part : NULL,
+                                  out + j * out_part, err));
+        PL_CHECK(pl_dev_chunk_mark(ctx, j, err));
     }
     return PL_OK;
 }
@@ -710,6 +736,8 @@ static void pl__gpt2_describe(const pl_spec *spec, const pl_stage *st, char *buf
     snprintf(buf, cap, "gpt2 %dL %dH %dC V%d %s (%s) -> %s, %s positions", o->cfg.n_layer,
              o->cfg.n_head, o->cfg.n_embd, o->cfg.vocab, o->random ? "random weights" : o->weights,
              pl_dtype_name(o->dtype), outs[o->output], o->all ? "all" : "last");
+    size_t n = strlen(buf);
+    if (st->chunks > 1 && n < cap) snprintf(buf + n, cap - n, ", %d chunks", st->chunks);
 }
 
 const pl_kind pl_kind_gpt2 = {

@@ -13,7 +13,7 @@
 #   source .gpu/setup.sh && bash tests/gpu/run_session.sh
 # Environment: OUT (default out/session), BUILD (build-rel), DEADLINE (seconds after which steps
 # are skipped; default 480), STEPS (default "build gpu blas copyq torch modes cli greedy next
-# compile"),
+# compile"; also chunks: gpt2.yaml's forward and download in 1, 2, 4 and 8 chunks),
 # PYTHON.
 set -u
 OUT=${OUT:-out/session}
@@ -53,6 +53,12 @@ if want blas; then # the OpenBLAS kernels pipectl runs with here, and what they 
 fi
 want copyq && step "run_copyq.sh (gpt2.yaml, 3 graph modes)" 120 copyq.log \
     env OUT="$OUT/copyq" bash tests/bench/run_copyq.sh "$P"
+# gpt2.yaml's forward and download in 1, 2, 4 and 8 chunks under stage graphs, and 8 under the
+# other modes (with timelines).
+want chunks && step "run_copyq.sh (gpt2.yaml, chunks 1 2 4 8)" 200 chunks.log \
+    env OUT="$OUT/chunks" CHUNKS="1 2 4 8" MODES=stage bash tests/bench/run_copyq.sh "$P" &&
+    step "run_copyq.sh (chunks 8, segment and none)" 100 chunks.log \
+        env OUT="$OUT/chunks8" CHUNKS=8 MODES="segment none" bash tests/bench/run_copyq.sh "$P"
 SNAP=/tmp/pl_session_snap
 if want torch; then
     step "snapshot: random GPT-2 124M" 120 torch.log $PY -c "
@@ -168,6 +174,10 @@ for l in open(sys.argv[1]):
               l.strip(), j["per_batch_s"] * 1e3, st["retrieve"] * 1e3, st["generate"] * 1e3,
               max(eng.values()) * 1e3, j["per_batch_s"] / max(eng.values())))' "$OUT/blas_rag.log"
 [ -f "$OUT/copyq/runs.txt" ] && { echo "== gpt2.yaml"; cat "$OUT/copyq/runs.txt"; }
+for d in chunks chunks8; do
+    [ -f "$OUT/$d/runs.txt" ] && { echo "== gpt2.yaml ($d)"; cat "$OUT/$d/runs.txt"; }
+done
+[ -f "$OUT/chunks/timelines.txt" ] && grep -A4 "trace_c8_stage" "$OUT/chunks/timelines.txt"
 [ -f "$OUT/torch.log" ] && grep -E "^torch 3-stream" "$OUT/torch.log"
 [ -f "$OUT/modes.log" ] && {
     echo "== graph modes (per batch ms, achieved share of the bound)"

@@ -5,7 +5,8 @@
 # 8-bit mantissa leaves a relative error of about 8e-3, which flips 1.5-3% of the argmaxes of this
 # random model's nearly flat logits; the 124M test, tests/gpu/gpt2_hf.py, holds bf16 to 99%),
 # log-probabilities within 2e-2; the same bytes
-# at depth 1 and 3, with graphs and with --no-graph. The f16 run reads f32 weights; the bf16 run
+# at depth 1 and 3, with graphs and with --no-graph; and all of it again with the forwards and
+# downloads chunked (chunks: 2, and under every graph mode). The f16 run reads f32 weights; the bf16 run
 # reads the same model written in bf16 (what a bf16 checkpoint is), which the numpy reference
 # reads too, so both compute from identical weights. Skips (77) without a GPU or numpy.
 set -u
@@ -74,32 +75,48 @@ stages:
   - {name: save_nx, kind: sink, from: nx, to: out/next.npy}
   - {name: save_lp, kind: sink, from: lp, to: out/logprob.npy}
 YAML
-    first=""
-    for mode in "--depth 1" "--depth 3" "--depth 3 --no-graph"; do
-        rm -rf "$d/out"
-        if ! "$pipectl" run --quiet --executor gpu $mode "$d/p.yaml" >"$d/run.log" 2>&1; then
-            err "$dt $mode: $(cat "$d/run.log")"
-            continue
-        fi
-        if [ -z "$first" ]; then
-            first=$mode
-            agree=0.97
-            [ "$dt" = bf16 ] && agree=0.95
-            $PY "$ref" check "$work/$snap" "$d/out/logits.npy" --output logits --tol-rel 2e-2 --min-agree $agree || err "$dt: logits"
-            if [ "$dt" = f16 ]; then # numpy has no bf16: the f16 file is read directly
-                $PY "$ref" check "$work/$snap" "$d/out/logits_last.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f16 output)"
+    # The same stages chunked (chunks: 2 of 2 sequences, with the downloads behind each block;
+    # lm16's 4 blocks of one sequence and its unchunked download are not linked): the same
+    # tolerances, and the same bytes in every mode.
+    sed -e 's/out: lg_dev}/out: lg_dev, chunks: 2}/' -e 's/out: nx_dev}/out: nx_dev, chunks: 2}/' \
+        -e 's/out: lp_dev}/out: lp_dev, chunks: 2}/' -e 's/out: l16_dev}/out: l16_dev, chunks: 4}/' \
+        -e 's/to: lg}/to: lg, chunks: 2}/' -e 's/to: nx}/to: nx, chunks: 2}/' \
+        -e 's/to: lp}/to: lp, chunks: 2}/' -e 's/^pipeline: gpt2_gpu_/pipeline: gpt2_chunks_/' \
+        "$d/p.yaml" >"$d/pc.yaml"
+    grep -q "chunks: 2}" "$d/pc.yaml" || err "$dt: the chunked pipeline was not written"
+    "$pipectl" plan "$d/pc.yaml" | grep -q "e[0-9]*(lm, chunk by chunk: 2)" ||
+        err "$dt: the plan does not link down to lm chunk by chunk"
+    for yaml in p pc; do
+        first=""
+        modes=("--depth 1" "--depth 3" "--depth 3 --no-graph")
+        [ $yaml = pc ] && modes+=("--depth 3 --graphs segment" "--depth 2 --graphs stage")
+        for mode in "${modes[@]}"; do
+            rm -rf "$d/out"
+            if ! "$pipectl" run --quiet --executor gpu $mode "$d/$yaml.yaml" >"$d/run.log" 2>&1; then
+                err "$dt $mode: $(cat "$d/run.log")"
+                continue
             fi
-            $PY "$ref" check "$work/$snap" "$d/out/next.npy" --output argmax --positions all --min-agree $agree || err "$dt: argmax"
-            # The last positions in f32 (the f32 head kernel): B rows, so agreement in steps of 1/B.
-            $PY "$ref" check "$work/$snap" "$d/out/logits_last32.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f32 head)"
-            $PY "$ref" check "$work/$snap" "$d/out/next_last.npy" --output argmax --positions last --min-agree 0.75 || err "$dt: argmax (last, f32 head)"
-            $PY "$ref" check "$work/$snap" "$d/out/logprob.npy" --output logprob --tol-rel 2e-2 || err "$dt: logprob"
-            mv "$d/out" "$d/out1"
-        else
-            for f in logits logits_last logits_last32 next next_last logprob; do
-                cmp -s "$d/out/$f.npy" "$d/out1/$f.npy" || err "$dt: $f.npy differs between '$first' and '$mode'"
-            done
-        fi
+            if [ -z "$first" ]; then
+                first=$mode
+                agree=0.97
+                [ "$dt" = bf16 ] && agree=0.95
+                $PY "$ref" check "$work/$snap" "$d/out/logits.npy" --output logits --tol-rel 2e-2 --min-agree $agree || err "$dt: logits"
+                if [ "$dt" = f16 ]; then # numpy has no bf16: the f16 file is read directly
+                    $PY "$ref" check "$work/$snap" "$d/out/logits_last.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f16 output)"
+                fi
+                $PY "$ref" check "$work/$snap" "$d/out/next.npy" --output argmax --positions all --min-agree $agree || err "$dt: argmax"
+                # The last positions in f32 (the f32 head kernel): B rows, so agreement in steps of 1/B.
+                $PY "$ref" check "$work/$snap" "$d/out/logits_last32.npy" --output logits --positions last --tol-rel 2e-2 --min-agree 0.75 || err "$dt: logits (last, f32 head)"
+                $PY "$ref" check "$work/$snap" "$d/out/next_last.npy" --output argmax --positions last --min-agree 0.75 || err "$dt: argmax (last, f32 head)"
+                $PY "$ref" check "$work/$snap" "$d/out/logprob.npy" --output logprob --tol-rel 2e-2 || err "$dt: logprob"
+                rm -rf "$d/out1"
+                mv "$d/out" "$d/out1"
+            else
+                for f in logits logits_last logits_last32 next next_last logprob; do
+                    cmp -s "$d/out/$f.npy" "$d/out1/$f.npy" || err "$dt $yaml: $f.npy differs between '$first' and '$mode'"
+                done
+            fi
+        done
     done
 done
 [ $fail -eq 0 ] && echo "gpt2 GPU forward matches the numpy reference (f16, bf16)"
