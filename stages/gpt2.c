@@ -279,7 +279,13 @@ typedef struct pl__gpt2_state {
     pl_gpu_lt *lt;
     pl_gpu_mm *mm_head, *mm_head_lo; /* mm_head_lo: split head (bf16 into f32 logits) */
     pl_dtype lg_dtype;               /* the LM head's output dtype */
-    bool small_head;                 /* last positions into f32: pl_gpt2_launch_head_f32 */
+    /* The LM head's output row stride: the vocabulary rounded up to 64 for logits at every
+     * position, so cuBLASLt's aligned kernels write them (measured on the H200: docs/perf.md);
+     * unpad: it differs from the vocabulary, so the head writes the scratch logits and a copy
+     * packs them into `out`. */
+    int ldv;
+    bool unpad;
+    bool small_head; /* last positions into f32: pl_gpt2_launch_head_f32 */
     /* Last positions only: the last layer after its QKV GEMM runs on the B last rows (n = B). */
     pl_gpu_mm *mm_proj_last, *mm_fc_last, *mm_out_last;
     bool naive_attention; /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
@@ -414,10 +420,10 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     PL_CHECK(pl_gpu_lt_new(&s->lt, err));
     for (int l = 0; l < c->n_layer; l++) {
         pl__dlayer *D = &s->layers[l];
-        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false};
-        pl_gpu_mm_shape proj = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true};
-        pl_gpu_mm_shape fc = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false};
-        pl_gpu_mm_shape o2 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true};
+        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
+        pl_gpu_mm_shape proj = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
+        pl_gpu_mm_shape fc = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
+        pl_gpu_mm_shape o2 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
         PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &D->mm_qkv, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &D->mm_proj, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &D->mm_fc, nm, err));
@@ -430,9 +436,9 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     if (!o->all) {
         const pl__dlayer *D = &s->layers[c->n_layer - 1];
         int B = s->Bc;
-        pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true};
-        pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false};
-        pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true};
+        pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
+        pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
+        pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
         PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &s->mm_proj_last, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &s->mm_fc_last, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &s->mm_out_last, nm, err));
@@ -443,14 +449,17 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
      * product in f32 from ln_f's f32 output. */
     s->small_head = !o->all && s->lg_dtype == PL_F32 && pl_gpt2_head_small_ok(rows, C);
-    pl_gpu_mm_shape head = {c->vocab, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false};
+    s->ldv = o->output == PL_GPT2_LOGITS && o->all ? (c->vocab + 63) / 64 * 64 : c->vocab;
+    s->unpad = s->ldv != c->vocab;
+    pl_gpu_mm_shape head = {c->vocab,        rows, C,     E,     s->lg_dtype,
+                            PL_GPU_EPI_NONE, NULL, false, s->ldv};
     if (!s->small_head) PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
     /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
      * as the rest of the forward together (measured at 124M: it flips a fifth of the argmaxes
      * that differ from f32), so the head also multiplies the rounding residual and accumulates:
      * one more GEMM of the head's size. */
     if (!s->small_head && E == PL_BF16 && s->lg_dtype == PL_F32) {
-        pl_gpu_mm_shape lo = {c->vocab, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true};
+        pl_gpu_mm_shape lo = {c->vocab, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, s->ldv};
         PL_CHECK(pl_gpu_mm_new(s->lt, &lo, PL__WS_BYTES, &s->mm_head_lo, nm, err));
     }
     /* Per-slot activations: a slot's graph runs while others' do. */
@@ -462,9 +471,9 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
            sz_qkv = pl__al((size_t)N * 3 * C * es), sz_u = pl__al((size_t)N * 4 * C * es),
            sz_hl = pl__al((size_t)s->Bc * C * 4), /* f32 (small head), or E and its residual */
         sz_xl = o->all ? 0 : pl__al((size_t)s->Bc * C * 4),
-           sz_lg = o->output == PL_GPT2_LOGITS
+           sz_lg = o->output == PL_GPT2_LOGITS && !s->unpad
                        ? 0
-                       : pl__al((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype));
+                       : pl__al((size_t)rows * s->ldv * pl_dtype_size(s->lg_dtype));
     size_t per = sz_x + 2 * sz_h + sz_qkv + sz_u + sz_hl + sz_xl + sz_lg + PL__WS_BYTES;
     for (int i = 0; i < s->depth; i++) {
         pl__dslot *d = &s->slots[i];
@@ -516,7 +525,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     if (s->small_head) return PL_OK;
     void *lg = d0->logits;
     if (!lg)
-        PL_CHECK(pl_gpu_alloc((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype), &lg, nm, err));
+        PL_CHECK(pl_gpu_alloc((size_t)rows * s->ldv * pl_dtype_size(s->lg_dtype), &lg, nm, err));
     pl_status ts =
         pl_gpu_mm_tune(s->mm_head, s->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err);
     if (ts == PL_OK && s->mm_head_lo)
@@ -674,7 +683,7 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, con
     int rows = o->all ? N : B;
     void *hn = o->all ? d->h : d->hl;
     void *lo = !s->mm_head_lo ? NULL : o->all ? d->u : d->hl_lo; /* u is free by now */
-    void *lg = o->output == PL_GPT2_LOGITS ? out : d->logits;
+    void *lg = o->output == PL_GPT2_LOGITS && !s->unpad ? out : d->logits;
     if (s->small_head) {
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(PL_F32, d->hl, NULL, d->xl, s->lnf_w, s->lnf_b,
                                                      rows, 0, 1, C, c->eps, sm),
@@ -689,6 +698,10 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, con
         PL_CHECK(pl_gpu_mm_run(s->mm_head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
     }
     if (lo) PL_CHECK(pl_gpu_mm_run(s->mm_head_lo, s->wte, lo, lg, d->ws, sm, nm, bt, err));
+    if (o->output == PL_GPT2_LOGITS && s->unpad)
+        return pl__launch(pl_gpt2_launch_unpad((int)pl_dtype_size(s->lg_dtype), out, lg, rows,
+                                               c->vocab, s->ldv, sm),
+                          "gpt2 logits unpad kernel launch", ctx, err);
     if (o->output == PL_GPT2_ARGMAX)
         return pl__launch(
             pl_gpu_launch_argmax((int)s->lg_dtype, lg, rows, c->vocab, out, pl_gpu_sm_count(), sm),
