@@ -13,7 +13,8 @@
 #   source .gpu/setup.sh && bash tests/gpu/run_session.sh
 # Environment: OUT (default out/session), BUILD (build-rel), DEADLINE (seconds after which steps
 # are skipped; default 480), STEPS (default "build gpu blas copyq torch modes cli greedy next
-# compile"; also chunks: gpt2.yaml's forward and download in 1, 2, 4 and 8 chunks),
+# compile"; also chunks: gpt2.yaml's forward and download in 1, 2, 4 and 8 chunks; headpad:
+# bench_gpt2's full-logits forward with and without the padded LM head rows),
 # PYTHON.
 set -u
 OUT=${OUT:-out/session}
@@ -98,6 +99,12 @@ print("pipectl greedy %s T=%s: %.3f M tok/s (%s)" % (sys.argv[1], sys.argv[2], j
     rows+=("greedy: $OUT/greedy.log")
 fi
 want next && step "bench_gpt2 f16 T=512 (per op)" 60 next.log "$BUILD/bench_gpt2" --dtype f16 --T 512 --output argmax
+if want headpad; then # the full-logits forward with the LM head's rows padded (as the kind does) and packed
+    for pad in 1 0; do
+        step "bench_gpt2 f16 T=512 logits --pad $pad" 60 headpad.log "$BUILD/bench_gpt2" --dtype f16 --T 512 \
+            --output logits --pad $pad
+    done
+fi
 if want compile && [ -d "$SNAP" ]; then
     left=$((DEADLINE + 50 - SECONDS))
     [ $left -lt 240 ] || left=240
@@ -191,6 +198,7 @@ for l in open(sys.argv[1]):
 }
 [ -f "$OUT/cli.log" ] && grep -E "FAIL|test_depth_auto|overlap --depth auto  " "$OUT/cli.log" | head -5
 [ -f "$OUT/greedy.log" ] && cat "$OUT/greedy.log"
+[ -f "$OUT/headpad.log" ] && grep -E "^  (gemm lm head|forward) " "$OUT/headpad.log"
 [ -f "$OUT/next.log" ] && grep -E "^  (attention|forward|gemm|layernorm)" "$OUT/next.log" | head -8
 [ -f "$OUT/torch_compile.log" ] && grep -E "^torch forward" "$OUT/torch_compile.log"
 [ -f "$OUT/ragtrace.log" ] && head -20 "$OUT/ragtrace.log"
