@@ -280,7 +280,7 @@ typedef struct pl__gpt2_state {
     pl_gpu_mm *mm_head, *mm_head_lo; /* mm_head_lo: split head (bf16 into f32 logits) */
     pl_dtype lg_dtype;               /* the LM head's output dtype */
     /* The LM head's columns (wte's rows, zero-padded) and output row stride: the vocabulary,
-     * rounded up to 64 for logits at every position (see open); unpad: they differ, so the head
+     * rounded up to 64 for logits through cuBLASLt (see open); unpad: they differ, so the head
      * writes the scratch logits and a copy packs them into `out`. */
     int ldv;
     bool unpad;
@@ -404,11 +404,18 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     s->naive_attention = attn && strcmp(attn, "naive") == 0;
     s->layers = calloc((size_t)c->n_layer, sizeof *s->layers);
     if (!s->layers) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    /* The LM head's rows padded to 64 for logits at every position (measured on the H200, docs/
-     * perf.md: GPT-2's 50257 leaves cuBLASLt only slow kernels): wte gets zero rows up to ldv, the
-     * head computes ldv columns into scratch rows of ldv, and a copy packs the first vocab of
-     * each into `out`. */
-    s->ldv = o->output == PL_GPT2_LOGITS && o->all ? (c->vocab + 63) / 64 * 64 : c->vocab;
+    /* The LM head's columns padded to 64 for logits through cuBLASLt (measured on the H200, docs/
+     * perf.md: GPT-2's 50257 leaves cuBLASLt only slow kernels, 3.05 ms against 1.34 with the
+     * padding and the packing at B 8, T 512): wte gets zero rows up to ldv, the head computes ldv
+     * columns into scratch rows of ldv, and a copy packs the first vocab of each into `out`.
+     * argmax and logprob (f32 scratch logits, read by their own kernels) are not padded yet. */
+    /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
+    s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
+    /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
+     * product in f32 from ln_f's f32 output. */
+    s->small_head = !o->all && s->lg_dtype == PL_F32 &&
+                    pl_gpt2_head_small_ok(o->all ? s->Bc * s->T : s->Bc, c->n_embd);
+    s->ldv = o->output == PL_GPT2_LOGITS && !s->small_head ? (c->vocab + 63) / 64 * 64 : c->vocab;
     s->unpad = s->ldv != c->vocab;
     /* Weights: lay out, stage on the host, one upload. */
     pl__stage_buf b = {0};
@@ -456,11 +463,6 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &s->mm_out_last, nm, err));
     }
     int rows = o->all ? N : s->Bc;
-    /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
-    s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
-    /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
-     * product in f32 from ln_f's f32 output. */
-    s->small_head = !o->all && s->lg_dtype == PL_F32 && pl_gpt2_head_small_ok(rows, C);
     pl_gpu_mm_shape head = {s->ldv, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false, s->ldv};
     if (!s->small_head) PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
     /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy

@@ -206,7 +206,7 @@ extern "C" int pl_gpt2_launch_unpad(int elem_bytes, void *dst, const void *src, 
                                     int ld, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    int grid = grid_for(rows * V, 256);
+    int grid = (int)(rows < 65535 * 8 ? (rows > 0 ? rows : 1) : 65535 * 8);
     if (elem_bytes == 2)
         unpad_rows_kernel<<<grid, 256, 0, s>>>(static_cast<uint16_t *>(dst),
                                                static_cast<const uint16_t *>(src), rows, V, ld);
