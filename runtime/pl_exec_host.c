@@ -58,8 +58,14 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     PL_CHECK_GOTO(pl_stage_rt_open(&rt, plan, n_workers, pl_buffers_slot(bufs, 0), NULL, err), st,
                   done);
     rt_open = true;
+    /* The first phase's scheduler and its worker threads are setup too. */
+    PL_CHECK_GOTO(pl_sched_init(&sched, plan, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
+                  done);
+    sched_init = true;
+    pl_sched_spawn(&sched);
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
-     * files), as on the GPU executor, so per-batch figures describe the steady state. */
+     * files; the workers), as on the GPU executor, so per-batch figures describe the steady
+     * state. */
     t0 = pl_now_ns();
     bool stopped = false;
     int64_t reported = 0, d = 0;
@@ -69,10 +75,12 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     const pl_plan *cur = plan;
     res->depth = plan->depth;
     for (int phase = 0;; phase++) {
-        PL_CHECK_GOTO(pl_sched_init(&sched, cur, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
-                      done);
-        sched_init = true;
-        pl_sched_begin_at(&sched, first);
+        if (phase > 0) {
+            PL_CHECK_GOTO(pl_sched_init(&sched, cur, cfg, &rt, bufs, NULL, n_workers, timing, err),
+                          st, done);
+            sched_init = true;
+            pl_sched_begin_at(&sched, first);
+        }
         if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
             stopped = true;
             pthread_mutex_lock(&sched.mu);

@@ -14,6 +14,14 @@ int64_t pl_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Every wake-up of the progress waiters goes through here (mu held), so the generation says
+ * whether one happened. */
+static void pl__progress(pl_sched *s)
+{
+    s->progress_gen++;
+    pthread_cond_broadcast(&s->progress);
+}
+
 bool pl_sched_ready(const pl_sched *s, int stage, int64_t b)
 {
     const pl_plan_stage *ps = &s->plan->stages[stage];
@@ -90,7 +98,7 @@ void pl_sched_set_done(pl_sched *s, int stage, int64_t count)
 {
     if (count <= s->done[stage]) return;
     pl__set_done(s, stage, count);
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
 }
 
 void pl_sched_set_limit(pl_sched *s, int64_t limit)
@@ -98,7 +106,7 @@ void pl_sched_set_limit(pl_sched *s, int64_t limit)
     if (limit >= s->limit) return;
     s->limit = limit < 0 ? 0 : limit;
     pl__count_live(s);
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
 }
 
 void pl_sched_fail(pl_sched *s, int64_t batch, pl_status st, const pl_error *e)
@@ -110,14 +118,14 @@ void pl_sched_fail(pl_sched *s, int64_t batch, pl_status st, const pl_error *e)
     }
     s->failed = true;
     pl_sched_set_limit(s, batch);
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
 }
 
 void pl_sched_abort(pl_sched *s)
 {
     s->abort = true;
     pthread_cond_broadcast(&s->work);
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
 }
 
 int64_t pl_sched_batches_done(const pl_sched *s)
@@ -126,6 +134,21 @@ int64_t pl_sched_batches_done(const pl_sched *s)
     for (int i = 0; i < s->n_stages; i++)
         if (s->done[i] < m) m = s->done[i];
     return m;
+}
+
+uint64_t pl_sched_progress_gen(const pl_sched *s)
+{
+    return s->progress_gen;
+}
+
+void pl_sched_notify_progress(pl_sched *s)
+{
+    pl__progress(s);
+}
+
+void pl_sched_wait_progress_since(pl_sched *s, uint64_t gen, long us)
+{
+    if (s->progress_gen == gen) pl_sched_wait_progress(s, us);
 }
 
 void pl_sched_wait_progress(pl_sched *s, long us)
@@ -159,7 +182,8 @@ static void *pl__worker_main(void *p)
     int nstr = plan->n_streams;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->abort && s->q_len == 0 && s->n_live > 0)
+        /* Spawned before the run's clock: nothing is taken before pl_sched_start. */
+        while (!s->abort && (!s->go || (s->q_len == 0 && s->n_live > 0)))
             pthread_cond_wait(&s->work, &s->mu);
         if (s->abort || (s->q_len == 0 && s->n_live == 0)) break;
         int k = s->queue[s->q_head];
@@ -200,10 +224,10 @@ static void *pl__worker_main(void *p)
         }
         pl__set_done(s, stage, b + 1);
         pl__recheck(s, k);
-        pthread_cond_broadcast(&s->progress);
+        pl__progress(s);
     }
     s->n_running--;
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
@@ -329,33 +353,55 @@ void pl_sched_begin_at(pl_sched *s, int64_t first)
     pl__count_live(s);
 }
 
-void pl_sched_start(pl_sched *s, int64_t t0_ns)
+void pl_sched_spawn(pl_sched *s)
 {
-    s->t0_ns = t0_ns;
     pthread_mutex_lock(&s->mu);
-    for (int k = 0; k < s->plan->n_streams; k++)
-        if (s->plan->streams[k].n_stages > 0) pl__recheck(s, k);
+    if (s->spawned) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->spawned = true;
     pl__worker_arg *args = calloc((size_t)s->n_workers, sizeof *args);
     if (!args) {
         pl_error e;
         pl_error_set(&e, PL_ENOMEM, "error: out of memory starting host workers");
         pl_sched_fail(s, 0, PL_ENOMEM, &e);
+        pthread_mutex_unlock(&s->mu);
+        return;
     }
-    for (int i = 0; args && i < s->n_workers; i++) {
+    s->worker_args = args; /* they live until join */
+    pthread_mutex_unlock(&s->mu);
+    /* Without mu: a started worker waits for `go` under it. */
+    for (int i = 0; i < s->n_workers; i++) {
         args[i] = (pl__worker_arg){s, i};
+        pthread_mutex_lock(&s->mu);
         s->n_running++;
+        pthread_mutex_unlock(&s->mu);
         if (pthread_create(&s->threads[i], NULL, pl__worker_main, &args[i]) != 0) {
+            pthread_mutex_lock(&s->mu);
             s->n_running--;
             if (i == 0) {
                 pl_error e;
                 pl_error_set(&e, PL_ERUNTIME, "error: cannot start a host worker thread");
                 pl_sched_fail(s, 0, PL_ERUNTIME, &e);
             }
+            pthread_mutex_unlock(&s->mu);
             break; /* fewer workers: the run goes on with those that started */
         }
         s->n_threads++;
     }
-    s->worker_args = args; /* they live until join */
+}
+
+void pl_sched_start(pl_sched *s, int64_t t0_ns)
+{
+    pl_sched_spawn(s);
+    pthread_mutex_lock(&s->mu);
+    s->t0_ns = t0_ns;
+    s->go = true;
+    /* Each stream queued wakes one worker (pl__recheck); with nothing live they all leave. */
+    for (int k = 0; k < s->plan->n_streams; k++)
+        if (s->plan->streams[k].n_stages > 0) pl__recheck(s, k);
+    if (s->n_live == 0) pthread_cond_broadcast(&s->work);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -368,6 +414,12 @@ void pl_sched_join(pl_sched *s)
 
 void pl_sched_fini(pl_sched *s)
 {
+    if (s->init && s->n_threads > 0) { /* spawned, never joined: an error before the run */
+        pthread_mutex_lock(&s->mu);
+        pl_sched_abort(s);
+        pthread_mutex_unlock(&s->mu);
+        pl_sched_join(s);
+    }
     for (int v = 0; s->dep_streams && v < s->n_stages; v++)
         free(s->dep_streams[v]);
     free(s->dep_streams);

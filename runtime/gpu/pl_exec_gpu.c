@@ -229,6 +229,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
                                 gx->rt.env.workers, gx->stats, err),
                   st, close);
     gx->sched_init = true;
+    pl_sched_spawn(&gx->sched); /* the workers are setup: before the clock */
     /* The run clock: ev_t0 completes at (about) t_start; device spans are measured from it. */
     PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_t0, gx->launch[0]), NULL, -1, err), st, close);
     PL_CHECK_GOTO(PL_CUDA(cudaEventSynchronize(gx->ev_t0), NULL, -1, err), st, close);
