@@ -30,6 +30,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     res->batches_planned = plan->batches;
     snprintf(res->device_name, sizeof res->device_name, "CPU");
 
+    res->batch_clock = (pl_batch_clock){plan->depth, -1, -1, 0};
     int n_workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
     res->workers = n_workers;
     pl_status st = PL_OK;
@@ -62,6 +63,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     PL_CHECK_GOTO(pl_sched_init(&sched, plan, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
                   done);
     sched_init = true;
+    pl_sched_set_clock(&sched, &res->batch_clock);
     pl_sched_spawn(&sched);
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
      * files; the workers), as on the GPU executor, so per-batch figures describe the steady
@@ -79,6 +81,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
             PL_CHECK_GOTO(pl_sched_init(&sched, cur, cfg, &rt, bufs, NULL, n_workers, timing, err),
                           st, done);
             sched_init = true;
+            pl_sched_set_clock(&sched, &res->batch_clock);
             pl_sched_begin_at(&sched, first);
         }
         if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
@@ -139,6 +142,9 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
             rt.plan = grown;
         }
         res->depth = nd;
+        /* The steady state starts anew at the chosen depth. */
+        res->batch_clock.mark_b = d + nd;
+        res->batch_clock.mark_ns = -1;
         /* The finished phase's counters are kept in `first`: a fresh scheduler goes on. */
         pl_sched_fini(&sched);
         sched_init = false;

@@ -84,11 +84,31 @@ static void pl__advance_commit(pl_sched *s)
         pl__recheck(s, s->out_streams[i]);
 }
 
+/* The batches every stage has finished moved on (a stage at all_done moved): recounts, O(stages)
+ * per batch, and stamps the completion times. */
+static void pl__advance_all(pl_sched *s)
+{
+    int64_t m = -1;
+    for (int v = 0; v < s->n_stages; v++)
+        if (m < 0 || s->done[v] < m) m = s->done[v];
+    if (m > s->all_done && s->clock) {
+        int64_t t = pl_now_ns() - s->t0_ns;
+        if (s->clock->mark_b >= s->all_done && s->clock->mark_b < m) s->clock->mark_ns = t;
+        s->clock->last_b = m - 1;
+        s->clock->last_ns = t;
+    }
+    if (m > s->all_done) s->all_done = m;
+    s->at_all = 0;
+    for (int v = 0; v < s->n_stages; v++)
+        s->at_all += s->done[v] == s->all_done;
+}
+
 /* done[stage] = count (count > done[stage]), with the commit point and the waiters. */
 static void pl__set_done(pl_sched *s, int stage, int64_t count)
 {
     int64_t old = s->done[stage];
     s->done[stage] = count;
+    if (old == s->all_done && --s->at_all == 0) pl__advance_all(s);
     if (!s->is_out[stage] && !s->after_out[stage] && old == s->commit && --s->at_commit == 0)
         pl__advance_commit(s);
     pl__recheck_deps(s, stage);
@@ -332,6 +352,7 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
     pthread_condattr_destroy(&ca);
     if (rc != 0) return pl_error_set(err, PL_ERUNTIME, "error: cannot create a condition variable");
     s->init = true;
+    s->at_all = n;
     pl__count_live(s);
     return PL_OK;
 oom:
@@ -348,9 +369,16 @@ void pl_sched_begin_at(pl_sched *s, int64_t first)
         s->cur_b[k] = first;
     }
     s->started = first;
+    s->all_done = first;
+    s->at_all = s->n_stages;
     /* Every stage is at the commit point again, as at batch 0. */
     if (s->commit < first) s->commit = first;
     pl__count_live(s);
+}
+
+void pl_sched_set_clock(pl_sched *s, pl_batch_clock *clock)
+{
+    s->clock = clock;
 }
 
 void pl_sched_spawn(pl_sched *s)

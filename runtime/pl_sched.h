@@ -52,12 +52,15 @@ typedef struct pl_sched {
     bool *live; /* [stream]: owned and its cursor is below the limit */
     int *queue; /* ring of stream indices */
     int q_head, q_len;
-    int n_live;       /* streams that are live */
-    bool *is_out;     /* [stage]: an output stage (waits for the commit point) */
-    bool *after_out;  /* [stage]: runs after an output stage in the batch (not waited for) */
-    int64_t commit;   /* batches every non-output stage has finished */
-    int at_commit;    /* non-output stages whose done == commit */
-    int *out_streams; /* streams holding output stages */
+    int n_live;            /* streams that are live */
+    bool *is_out;          /* [stage]: an output stage (waits for the commit point) */
+    bool *after_out;       /* [stage]: runs after an output stage in the batch (not waited for) */
+    int64_t all_done;      /* batches every stage has finished */
+    int at_all;            /* stages whose done == all_done */
+    pl_batch_clock *clock; /* borrowed, may be NULL: when batches completed */
+    int64_t commit;        /* batches every non-output stage has finished */
+    int at_commit;         /* non-output stages whose done == commit */
+    int *out_streams;      /* streams holding output stages */
     int n_out_streams;
     int **dep_streams; /* [stage]: streams whose next stage may wait on it */
     int *n_dep_streams;
@@ -73,6 +76,9 @@ typedef struct pl_sched {
     bool init;
 } pl_sched;
 
+/* Before start: batch completions are written to *clock (borrowed; it may outlive several
+ * schedulers, e.g. depth: auto's two phases). */
+void pl_sched_set_clock(pl_sched *s, pl_batch_clock *clock);
 /* Prepares the scheduler (no thread yet). `owned[k]`: the scheduler runs plan stream k; NULL:
  * all of them. `workers` threads will run them (>= 1). `timing` may be NULL (no timing). */
 pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,

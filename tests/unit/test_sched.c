@@ -1,6 +1,7 @@
 /* test_sched: the host scheduler's start protocol. Workers are spawned before the run's clock and
  * run nothing until pl_sched_start; a scheduler spawned and never started is freed without
- * running anything; a started one runs every batch; the progress generation lets a waiter that
+ * running anything; a started one runs every batch and stamps batch completions (the clock
+ * behind steady_per_batch_s); the progress generation lets a waiter that
  * let go of the mutex miss no wake-up (pl_sched_wait_progress_since returns at once once the
  * generation moved: a broken one would sit out its minute-long wait and the test would time
  * out). */
@@ -73,12 +74,18 @@ static void test_spawn_then_start(pl_spec *spec)
     pl_sched_spawn(&r.sched); /* a second spawn is a no-op */
     CHECK_EQ_INT(r.sched.n_threads, 3);
     CHECK_EQ_INT(t_started(&r.sched), 0);
+    pl_batch_clock clock = {2, -1, -1, 0};
+    pl_sched_set_clock(&r.sched, &clock);
     pl_sched_start(&r.sched, pl_now_ns());
     pthread_mutex_lock(&r.sched.mu);
     while (!pl_sched_idle(&r.sched))
         pl_sched_wait_progress(&r.sched, 1000000);
     CHECK_EQ_INT(pl_sched_batches_done(&r.sched), 6);
     CHECK(!r.sched.failed);
+    /* Batch completions stamped: batch 2 (the mark) and the last, in order. */
+    CHECK(clock.mark_ns >= 0);
+    CHECK_EQ_INT(clock.last_b, 5);
+    CHECK(clock.last_ns >= clock.mark_ns);
     pthread_mutex_unlock(&r.sched.mu);
     pl_sched_join(&r.sched);
     t_close(&r);
