@@ -64,6 +64,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
                   done);
     sched_init = true;
     pl_sched_set_clock(&sched, &res->batch_clock);
+    pl_sched_set_batch_progress(&sched); /* this thread only reports batches and polls stops */
     pl_sched_spawn(&sched);
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
      * files; the workers), as on the GPU executor, so per-batch figures describe the steady
@@ -82,6 +83,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
                           st, done);
             sched_init = true;
             pl_sched_set_clock(&sched, &res->batch_clock);
+            pl_sched_set_batch_progress(&sched);
             pl_sched_begin_at(&sched, first);
         }
         if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
@@ -97,9 +99,12 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
         pl_sched_start(&sched, t0);
 
         /* The calling thread reports progress in batch order and turns a stop into a drain: the
-         * batches already started finish, nothing new starts. */
+         * batches already started finish, nothing new starts. It wakes per completed batch (and
+         * every 20 ms, for a stop), not per stage: on a machine the search fills, each wake-up
+         * takes a core from it. The generation keeps a batch completed during the callback. */
         pthread_mutex_lock(&sched.mu);
         while (!pl_sched_idle(&sched)) {
+            uint64_t gen = pl_sched_progress_gen(&sched);
             int64_t dn = pl_sched_batches_done(&sched);
             while (reported < dn) {
                 reported++;
@@ -113,7 +118,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
                 stopped = true;
                 pl_sched_set_limit(&sched, sched.started);
             }
-            if (!pl_sched_idle(&sched)) pl_sched_wait_progress(&sched, 20000);
+            if (!pl_sched_idle(&sched)) pl_sched_wait_progress_since(&sched, gen, 20000);
         }
         d = pl_sched_batches_done(&sched);
         pthread_mutex_unlock(&sched.mu);

@@ -242,9 +242,10 @@ static void *pl__worker_main(void *p)
             s->live[k] = false;
             if (--s->n_live == 0) pthread_cond_broadcast(&s->work);
         }
+        int64_t all_before = s->all_done;
         pl__set_done(s, stage, b + 1);
         pl__recheck(s, k);
-        pl__progress(s);
+        if (!s->batch_progress || s->all_done != all_before) pl__progress(s);
     }
     s->n_running--;
     pl__progress(s);
@@ -379,6 +380,11 @@ void pl_sched_begin_at(pl_sched *s, int64_t first)
 void pl_sched_set_clock(pl_sched *s, pl_batch_clock *clock)
 {
     s->clock = clock;
+}
+
+void pl_sched_set_batch_progress(pl_sched *s)
+{
+    s->batch_progress = true;
 }
 
 void pl_sched_spawn(pl_sched *s)

@@ -58,6 +58,8 @@ typedef struct pl_sched {
     int64_t all_done;      /* batches every stage has finished */
     int at_all;            /* stages whose done == all_done */
     pl_batch_clock *clock; /* borrowed, may be NULL: when batches completed */
+    bool batch_progress;   /* a host stage wakes the progress waiters only when it completes a
+                            * batch (pl_sched_set_batch_progress) */
     int64_t commit;        /* batches every non-output stage has finished */
     int at_commit;         /* non-output stages whose done == commit */
     int *out_streams;      /* streams holding output stages */
@@ -79,6 +81,11 @@ typedef struct pl_sched {
 /* Before start: batch completions are written to *clock (borrowed; it may outlive several
  * schedulers, e.g. depth: auto's two phases). */
 void pl_sched_set_clock(pl_sched *s, pl_batch_clock *clock);
+/* Before spawn: the progress waiter wants completed batches only (the host executor's reporting
+ * thread), so a host stage that completes no batch wakes nobody; failures, limits, an abort and
+ * workers leaving still do. Without it (the GPU executor's issue loop, which launches when a
+ * host stage it waits for is done) every host stage's completion wakes the waiters. */
+void pl_sched_set_batch_progress(pl_sched *s);
 /* Prepares the scheduler (no thread yet). `owned[k]`: the scheduler runs plan stream k; NULL:
  * all of them. `workers` threads will run them (>= 1). `timing` may be NULL (no timing). */
 pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
