@@ -10,6 +10,17 @@
 
 #include "pl_graph.h"
 
+bool pl_plan_chunk_linked(const pl_plan *plan, int c, int p)
+{
+    const pl_stage *sc = &plan->spec->stages[c], *sp = &plan->spec->stages[p];
+    if (sc->chunks <= 1 || sc->chunks != sp->chunks) return false;
+    const pl_plan_stage *pc = &plan->stages[c], *pp = &plan->stages[p];
+    if (pc->segment < 0 || pc->segment != pp->segment) return false;
+    for (int i = 0; i < pc->n_preds; i++)
+        if (pc->preds[i] == p) return true;
+    return false;
+}
+
 void pl_plan_free(pl_plan *plan)
 {
     if (!plan) return;
@@ -905,8 +916,11 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
                     pl__kind_name(spec, ps->stage), pl_engine_name(ps->engine));
             for (int k = 0; k < ps->n_waits; k++) {
                 const pl_event *ev = &plan->events[ps->waits[k]];
-                fprintf(out, "%s e%d(%s)", k ? "," : "  waits on", ps->waits[k],
+                fprintf(out, "%s e%d(%s", k ? "," : "  waits on", ps->waits[k],
                         spec->stages[ev->src].name);
+                if (pl_plan_chunk_linked(plan, ps->stage, ev->src))
+                    fprintf(out, ", chunk by chunk: %d", spec->stages[ps->stage].chunks);
+                fputc(')', out);
             }
             fputc('\n', out);
         }

@@ -23,6 +23,7 @@
 #define PL_MAX_DEPTH 64   /* slots in flight */
 #define PL_MAX_NESTING 16 /* YAML/Lua nesting depth */
 #define PL_MAX_BATCHES (INT64_C(1) << 40)
+#define PL_MAX_CHUNKS 64 /* row blocks of one chunked stage */
 
 typedef enum pl_where { PL_HOST, PL_DEVICE } pl_where;
 
@@ -117,6 +118,12 @@ typedef struct pl_stage {
     pl_ref *after;
     int n_after, cap_after;
     void *priv; /* the kind's parsed options, owned by the spec (allocated in its arena) */
+    /* `chunks: N` (kinds that take it: h2d, d2h, gpt2): the GPU executor issues the batch as N
+     * row blocks along the first dimension, and a consumer chunked the same way starts on block j
+     * as soon as its producer has finished it (docs/pipeline-yaml.md). 0 or 1: one block. Set by
+     * the kind's bind (pl_kind_bind_chunks). */
+    int chunks;
+    pl_pos chunks_pos;
 } pl_stage;
 
 /* run.memory_budget (docs/pipeline-yaml.md): the most bytes the plan's buffers may take on each

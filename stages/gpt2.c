@@ -48,6 +48,7 @@ static const pl_key pl__gpt2_keys[] = {
      "what `out` gets: the logits, the most likely next token, or log p(targets)"},
     {"positions", PL_KEY_ENUM, "last|all", "logits, logprob: all; argmax: last",
      "every position, or only each sequence's last"},
+    PL_KIND_CHUNKS_KEY,
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -124,7 +125,7 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
         return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "targets")->val_pos,
                            "gpt2 stage '%s': 'targets:' is only read by output logprob", st->name);
     st->priv = o;
-    return PL_OK;
+    return pl_kind_bind_chunks(st, err);
 }
 
 /* The checkpoint's config.json and model.safetensors for `weights` as written. */
@@ -208,6 +209,7 @@ static pl_status pl__gpt2_validate(const pl_spec *spec, const pl_stage *st, pl_e
                            "gpt2 stage '%s': %lld x %lld tokens per batch is too many; split the "
                            "batch",
                            st->name, (long long)B, (long long)T);
+    PL_CHECK(pl_kind_check_chunks(st, ids, err)); /* chunks of whole sequences */
     if (o->r_targets >= 0) {
         const pl_buffer *tg = pl_kind_rbuf(spec, st, o->r_targets);
         if (tg->where != PL_DEVICE || tg->dtype != PL_I32 || !pl_kind_same_shape(tg, ids))
@@ -267,6 +269,7 @@ typedef struct pl__dslot {
 typedef struct pl__gpt2_state {
     pl_gpt2_weights w; /* host executor: the f32 weights */
     int B, T;
+    int Bc; /* sequences per chunk (B / chunks): the GPU forward's shapes and scratch */
 #ifdef PL_WITH_CUDA
     bool gpu;
     void *wmem;
@@ -276,7 +279,13 @@ typedef struct pl__gpt2_state {
     pl_gpu_lt *lt;
     pl_gpu_mm *mm_head, *mm_head_lo; /* mm_head_lo: split head (bf16 into f32 logits) */
     pl_dtype lg_dtype;               /* the LM head's output dtype */
-    bool small_head;                 /* last positions into f32: pl_gpt2_launch_head_f32 */
+    /* The LM head's output row stride: the vocabulary rounded up to 64 for logits at every
+     * position, so cuBLASLt's aligned kernels write them (measured on the H200: docs/perf.md);
+     * unpad: it differs from the vocabulary, so the head writes the scratch logits and a copy
+     * packs them into `out`. */
+    int ldv;
+    bool unpad;
+    bool small_head; /* last positions into f32: pl_gpt2_launch_head_f32 */
     /* Last positions only: the last layer after its QKV GEMM runs on the B last rows (n = B). */
     pl_gpu_mm *mm_proj_last, *mm_fc_last, *mm_out_last;
     bool naive_attention; /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
@@ -407,14 +416,14 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     PL_CHECK(ps);
     pl_gpt2_weights_free(&s->w); /* the device copy is what runs */
     /* Matmuls, algorithms fixed now. */
-    int N = s->B * s->T, C = c->n_embd;
+    int N = s->Bc * s->T, C = c->n_embd;
     PL_CHECK(pl_gpu_lt_new(&s->lt, err));
     for (int l = 0; l < c->n_layer; l++) {
         pl__dlayer *D = &s->layers[l];
-        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false};
-        pl_gpu_mm_shape proj = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true};
-        pl_gpu_mm_shape fc = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false};
-        pl_gpu_mm_shape o2 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true};
+        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
+        pl_gpu_mm_shape proj = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
+        pl_gpu_mm_shape fc = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
+        pl_gpu_mm_shape o2 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
         PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &D->mm_qkv, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &D->mm_proj, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &D->mm_fc, nm, err));
@@ -426,28 +435,31 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
      * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
     if (!o->all) {
         const pl__dlayer *D = &s->layers[c->n_layer - 1];
-        int B = s->B;
-        pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true};
-        pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false};
-        pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true};
+        int B = s->Bc;
+        pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
+        pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
+        pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
         PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &s->mm_proj_last, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &s->mm_fc_last, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &s->mm_out_last, nm, err));
     }
-    int rows = o->all ? N : s->B;
+    int rows = o->all ? N : s->Bc;
     /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
     s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
     /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
      * product in f32 from ln_f's f32 output. */
     s->small_head = !o->all && s->lg_dtype == PL_F32 && pl_gpt2_head_small_ok(rows, C);
-    pl_gpu_mm_shape head = {c->vocab, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false};
+    s->ldv = o->output == PL_GPT2_LOGITS && o->all ? (c->vocab + 63) / 64 * 64 : c->vocab;
+    s->unpad = s->ldv != c->vocab;
+    pl_gpu_mm_shape head = {c->vocab,        rows, C,     E,     s->lg_dtype,
+                            PL_GPU_EPI_NONE, NULL, false, s->ldv};
     if (!s->small_head) PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
     /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
      * as the rest of the forward together (measured at 124M: it flips a fifth of the argmaxes
      * that differ from f32), so the head also multiplies the rounding residual and accumulates:
      * one more GEMM of the head's size. */
     if (!s->small_head && E == PL_BF16 && s->lg_dtype == PL_F32) {
-        pl_gpu_mm_shape lo = {c->vocab, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true};
+        pl_gpu_mm_shape lo = {c->vocab, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, s->ldv};
         PL_CHECK(pl_gpu_mm_new(s->lt, &lo, PL__WS_BYTES, &s->mm_head_lo, nm, err));
     }
     /* Per-slot activations: a slot's graph runs while others' do. */
@@ -457,11 +469,11 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     size_t es = pl_dtype_size(E);
     size_t sz_x = pl__al((size_t)N * C * 4), sz_h = pl__al((size_t)N * C * es),
            sz_qkv = pl__al((size_t)N * 3 * C * es), sz_u = pl__al((size_t)N * 4 * C * es),
-           sz_hl = pl__al((size_t)s->B * C * 4), /* f32 (small head), or E and its residual */
-        sz_xl = o->all ? 0 : pl__al((size_t)s->B * C * 4),
-           sz_lg = o->output == PL_GPT2_LOGITS
+           sz_hl = pl__al((size_t)s->Bc * C * 4), /* f32 (small head), or E and its residual */
+        sz_xl = o->all ? 0 : pl__al((size_t)s->Bc * C * 4),
+           sz_lg = o->output == PL_GPT2_LOGITS && !s->unpad
                        ? 0
-                       : pl__al((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype));
+                       : pl__al((size_t)rows * s->ldv * pl_dtype_size(s->lg_dtype));
     size_t per = sz_x + 2 * sz_h + sz_qkv + sz_u + sz_hl + sz_xl + sz_lg + PL__WS_BYTES;
     for (int i = 0; i < s->depth; i++) {
         pl__dslot *d = &s->slots[i];
@@ -478,7 +490,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         d->u = p;
         p += sz_u;
         d->hl = p;
-        d->hl_lo = p + (size_t)s->B * C * es;
+        d->hl_lo = p + (size_t)s->Bc * C * es;
         p += sz_hl;
         d->xl = sz_xl ? (float *)p : NULL;
         p += sz_xl;
@@ -513,7 +525,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     if (s->small_head) return PL_OK;
     void *lg = d0->logits;
     if (!lg)
-        PL_CHECK(pl_gpu_alloc((size_t)rows * c->vocab * pl_dtype_size(s->lg_dtype), &lg, nm, err));
+        PL_CHECK(pl_gpu_alloc((size_t)rows * s->ldv * pl_dtype_size(s->lg_dtype), &lg, nm, err));
     pl_status ts =
         pl_gpu_mm_tune(s->mm_head, s->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err);
     if (ts == PL_OK && s->mm_head_lo)
@@ -536,6 +548,7 @@ static pl_status pl__gpt2_open(const pl_run_env *env, const pl_stage *st, void *
     if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     s->B = (int)ids->shape[0];
     s->T = (int)ids->shape[1];
+    s->Bc = s->B / (st->chunks > 1 ? st->chunks : 1);
     pl_status ps = pl__gpt2_host_weights(env, st, o, &s->w, err);
 #ifdef PL_WITH_CUDA
     if (ps == PL_OK && env->on_gpu)
@@ -617,7 +630,9 @@ static pl_status pl__launch(int rc, const char *what, const pl_dev_ctx *ctx, pl_
     return rc ? pl_cuda_check(rc, what, ctx->stage->name, ctx->batch, err) : PL_OK;
 }
 
-static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
+/* The forward of B = s->Bc sequences: ids [B, T] in, out (and targets) for those sequences. */
+static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, const int32_t *tg,
+                                  void *out, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
     const pl__gpt2_opts *o = st->priv;
@@ -627,10 +642,8 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
     const char *nm = st->name;
     int64_t bt = ctx->batch;
     void *sm = ctx->stream;
-    int B = s->B, T = s->T, C = c->n_embd, N = B * T;
+    int B = s->Bc, T = s->T, C = c->n_embd, N = B * T;
     int E = (int)o->dtype;
-    const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
-    void *out = ctx->dev_bufs[st->writes[o->w_out].index];
     PL_CHECK(pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
                         "gpt2 embedding kernel launch", ctx, err));
     const int hd = C / c->n_head;
@@ -670,7 +683,7 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
     int rows = o->all ? N : B;
     void *hn = o->all ? d->h : d->hl;
     void *lo = !s->mm_head_lo ? NULL : o->all ? d->u : d->hl_lo; /* u is free by now */
-    void *lg = o->output == PL_GPT2_LOGITS ? out : d->logits;
+    void *lg = o->output == PL_GPT2_LOGITS && !s->unpad ? out : d->logits;
     if (s->small_head) {
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(PL_F32, d->hl, NULL, d->xl, s->lnf_w, s->lnf_b,
                                                      rows, 0, 1, C, c->eps, sm),
@@ -685,15 +698,41 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
         PL_CHECK(pl_gpu_mm_run(s->mm_head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
     }
     if (lo) PL_CHECK(pl_gpu_mm_run(s->mm_head_lo, s->wte, lo, lg, d->ws, sm, nm, bt, err));
+    if (o->output == PL_GPT2_LOGITS && s->unpad)
+        return pl__launch(pl_gpt2_launch_unpad((int)pl_dtype_size(s->lg_dtype), out, lg, rows,
+                                               c->vocab, s->ldv, sm),
+                          "gpt2 logits unpad kernel launch", ctx, err);
     if (o->output == PL_GPT2_ARGMAX)
         return pl__launch(
             pl_gpu_launch_argmax((int)s->lg_dtype, lg, rows, c->vocab, out, pl_gpu_sm_count(), sm),
             "gpt2 argmax kernel launch", ctx, err);
     if (o->output == PL_GPT2_LOGPROB) {
-        const int32_t *tg = ctx->dev_bufs[st->reads[o->r_targets].index];
         return pl__launch(pl_gpt2_launch_logprob((int)s->lg_dtype, out, lg, tg, rows,
                                                  o->all ? T : 1, T, c->vocab, sm),
                           "gpt2 logprob kernel launch", ctx, err);
+    }
+    return PL_OK;
+}
+
+/* `chunks: n`: the forward runs on B / n sequences at a time, on the same scratch (one stream, in
+ * order), and each block's output is marked done for a consumer chunked alike: the first block's
+ * logits can go down while the next block computes. */
+static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
+{
+    const pl_stage *st = ctx->stage;
+    const pl__gpt2_opts *o = st->priv;
+    const pl__gpt2_state *s = ctx->state;
+    const pl_buffer *ob = pl_kind_wbuf(ctx->spec, st, o->w_out);
+    const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
+    const int32_t *tg = o->r_targets >= 0 ? ctx->dev_bufs[st->reads[o->r_targets].index] : NULL;
+    char *out = ctx->dev_bufs[st->writes[o->w_out].index];
+    int n = s->B / s->Bc;
+    size_t out_part = (size_t)(ob->bytes / (uint64_t)n), id_part = (size_t)s->Bc * s->T;
+    for (int j = 0; j < n; j++) {
+        PL_CHECK(pl_dev_chunk_wait(ctx, j, err));
+        PL_CHECK(pl__gpt2_forward(ctx, ids + j * id_part, tg ? tg + j * id_part : NULL,
+                                  out + j * out_part, err));
+        PL_CHECK(pl_dev_chunk_mark(ctx, j, err));
     }
     return PL_OK;
 }
@@ -710,6 +749,8 @@ static void pl__gpt2_describe(const pl_spec *spec, const pl_stage *st, char *buf
     snprintf(buf, cap, "gpt2 %dL %dH %dC V%d %s (%s) -> %s, %s positions", o->cfg.n_layer,
              o->cfg.n_head, o->cfg.n_embd, o->cfg.vocab, o->random ? "random weights" : o->weights,
              pl_dtype_name(o->dtype), outs[o->output], o->all ? "all" : "last");
+    size_t n = strlen(buf);
+    if (st->chunks > 1 && n < cap) snprintf(buf + n, cap - n, ", %d chunks", st->chunks);
 }
 
 const pl_kind pl_kind_gpt2 = {

@@ -202,6 +202,20 @@ extern "C" int pl_gpt2_launch_gather_rows(float *dst, const float *src, int rows
     return (int)cudaGetLastError();
 }
 
+extern "C" int pl_gpt2_launch_unpad(int elem_bytes, void *dst, const void *src, int64_t rows, int V,
+                                    int ld, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    int grid = grid_for(rows * V, 256);
+    if (elem_bytes == 2)
+        unpad_rows_kernel<<<grid, 256, 0, s>>>(static_cast<uint16_t *>(dst),
+                                               static_cast<const uint16_t *>(src), rows, V, ld);
+    else
+        unpad_rows_kernel<<<grid, 256, 0, s>>>(static_cast<float *>(dst),
+                                               static_cast<const float *>(src), rows, V, ld);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T,
                                               int H, int head_dim, void *stream)
 {

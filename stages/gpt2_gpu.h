@@ -45,6 +45,9 @@ int pl_gpt2_launch_attention_last(int dtype, void *out, const void *qkv, int B, 
 /* dst[r, :] = src[first + r * step, :] for r < rows (f32 rows of C). */
 int pl_gpt2_launch_gather_rows(float *dst, const float *src, int rows, int64_t first, int64_t step,
                                int C, void *stream);
+/* dst[r, :V] = src[r, :V] for r < rows, src rows ld elements apart (elem_bytes 2 or 4). */
+int pl_gpt2_launch_unpad(int elem_bytes, void *dst, const void *src, int64_t rows, int V, int ld,
+                         void *stream);
 /* The same attention, plainly: a warp per (position, head), keys one by one (head_dim <= 64).
  * Slow; PIPECTL_GPT2_ATTENTION=naive selects it, to tell an attention bug from the rest. */
 int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T, int H,

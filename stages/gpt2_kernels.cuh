@@ -591,6 +591,19 @@ __global__ void gather_rows_kernel(float *dst, const float *src, int rows, int64
     }
 }
 
+/* dst[r, :V] = src[r, :V] for r < rows: rows of ld elements packed to rows of V (the LM head's
+ * padded logits into the output buffer). */
+template <typename T>
+__global__ void unpad_rows_kernel(T *dst, const T *src, int64_t rows, int V, int ld)
+{
+    int64_t total = rows * V;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / V;
+        dst[i] = src[r * ld + (i - r * V)];
+    }
+}
+
 /* ---- attention, plain: one warp per (query, head), keys in order, f32 online softmax. The
  * fallback PIPECTL_GPT2_ATTENTION=naive selects, to tell an attention bug from the rest. ---- */
 

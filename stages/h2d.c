@@ -11,6 +11,7 @@
 static const pl_key pl__h2d_keys[] = {
     {"from", PL_KEY_NAME, NULL, NULL, "host buffer (required)"},
     {"to", PL_KEY_NAME, NULL, NULL, "device buffer of the same dtype and size (required)"},
+    PL_KIND_CHUNKS_KEY,
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -18,7 +19,16 @@ static pl_status pl__h2d_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 {
     int r, w;
     PL_CHECK(pl_kind_bind_ref(spec, st, "from", false, true, "the host buffer to copy", &r, err));
-    return pl_kind_bind_ref(spec, st, "to", true, true, "the device buffer to fill", &w, err);
+    PL_CHECK(pl_kind_bind_ref(spec, st, "to", true, true, "the device buffer to fill", &w, err));
+    return pl_kind_bind_chunks(st, err);
+}
+
+/* Shared with d2h: `chunks` splits the copy along the source's first dimension (pl_check.c has
+ * checked that both sides have the same size). */
+pl_status pl_copy_validate(const pl_spec *spec, const pl_stage *st, pl_error *err);
+pl_status pl_copy_validate(const pl_spec *spec, const pl_stage *st, pl_error *err)
+{
+    return pl_kind_check_chunks(st, pl_kind_rbuf(spec, st, 0), err);
 }
 
 /* Shared with d2h: a copy is one read and one write of equal size (checked). */
@@ -32,12 +42,14 @@ pl_status pl_copy_run_host(pl_stage_ctx *ctx, pl_error *err)
     return PL_OK;
 }
 
-/* Shared with d2h: "x -> x_dev". */
+/* Shared with d2h: "x -> x_dev" (", 8 chunks"). */
 void pl_copy_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap);
 void pl_copy_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s -> %s", pl_kind_rbuf(spec, st, 0)->name,
-             pl_kind_wbuf(spec, st, 0)->name);
+    int n = snprintf(buf, cap, "%s -> %s", pl_kind_rbuf(spec, st, 0)->name,
+                     pl_kind_wbuf(spec, st, 0)->name);
+    if (st->chunks > 1 && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ", %d chunks", st->chunks);
 }
 
 #ifdef PL_WITH_CUDA
@@ -48,10 +60,17 @@ pl_status pl_copy_record(const pl_dev_ctx *ctx, pl_error *err)
     const pl_stage *st = ctx->stage;
     int from = st->reads[0].index, to = st->writes[0].index;
     bool to_device = st->kind->engine == PL_ENGINE_H2D;
-    void *dst = to_device ? ctx->dev_bufs[to] : ctx->host_bufs[to];
-    const void *src = to_device ? ctx->host_bufs[from] : ctx->dev_bufs[from];
-    return pl_gpu_copy_async(dst, src, ctx->spec->buffers[to].bytes, to_device, ctx->stream,
-                             st->name, ctx->batch, err);
+    char *dst = to_device ? ctx->dev_bufs[to] : ctx->host_bufs[to];
+    const char *src = to_device ? ctx->host_bufs[from] : ctx->dev_bufs[from];
+    int n = st->chunks > 1 ? st->chunks : 1;
+    uint64_t part = ctx->spec->buffers[to].bytes / (uint64_t)n; /* rows divide evenly (validate) */
+    for (int j = 0; j < n; j++) {
+        PL_CHECK(pl_dev_chunk_wait(ctx, j, err));
+        PL_CHECK(pl_gpu_copy_async(dst + j * part, src + j * part, part, to_device, ctx->stream,
+                                   st->name, ctx->batch, err));
+        PL_CHECK(pl_dev_chunk_mark(ctx, j, err));
+    }
+    return PL_OK;
 }
 #define PL__COPY_RECORD pl_copy_record
 #else
@@ -64,6 +83,7 @@ const pl_kind pl_kind_h2d = {
     .keys = pl__h2d_keys,
     .doc = "host-to-device copy (pinned host buffer to device buffer)",
     .bind = pl__h2d_bind,
+    .validate = pl_copy_validate,
     .run_host = pl_copy_run_host,
     .record = PL__COPY_RECORD,
     .describe = pl_copy_describe,

@@ -56,4 +56,47 @@ static inline pl_status pl_kind_bind_ref(pl_spec *spec, pl_stage *st, const char
     return PL_OK;
 }
 
+/* `chunks:` (the kinds whose key tables list PL_KIND_CHUNKS_KEY): into st->chunks. */
+#define PL_KIND_CHUNKS_KEY                                                                         \
+    {                                                                                              \
+        "chunks", PL_KEY_INT, NULL, "1",                                                           \
+            "GPU: issue the batch as this many row blocks (first dimension); a consumer with the " \
+            "same "                                                                                \
+            "chunks starts on block j once it is done (e.g. a download behind each block of a "    \
+            "forward)"                                                                             \
+    }
+static inline pl_status pl_kind_bind_chunks(pl_stage *st, pl_error *err)
+{
+    int64_t n;
+    PL_CHECK(pl_opt_get_int(st, "chunks", 1, 1, PL_MAX_CHUNKS, &n, err));
+    const pl_opt *o = pl_stage_opt(st, "chunks");
+    st->chunks = (int)n;
+    st->chunks_pos = o ? o->val_pos : st->pos;
+    return PL_OK;
+}
+
+/* A chunked stage's rows (the first dimension of buffer b) must split evenly. */
+static inline pl_status pl_kind_check_chunks(const pl_stage *st, const pl_buffer *b, pl_error *err)
+{
+    if (st->chunks <= 1 || (b->rank > 0 && b->shape[0] % st->chunks == 0)) return PL_OK;
+    char s1[96];
+    return pl_error_at(err, PL_EINPUT, st->chunks_pos,
+                       "%s stage '%s': chunks %d does not divide the %lld rows of '%s' %s (the "
+                       "first dimension); choose a divisor of %lld",
+                       st->kind->name, st->name, st->chunks, (long long)(b->rank ? b->shape[0] : 0),
+                       b->name, pl_kind_shape(b, s1, sizeof s1),
+                       (long long)(b->rank ? b->shape[0] : 0));
+}
+
+/* Inside a chunked stage's record: chunk j's work is enqueued (mark) / about to be (wait). No-ops
+ * where the executor connects nothing (bench, a stage nobody chunk-reads). */
+static inline pl_status pl_dev_chunk_mark(const pl_dev_ctx *ctx, int j, pl_error *err)
+{
+    return ctx->chunk_mark ? ctx->chunk_mark(ctx, j, err) : PL_OK;
+}
+static inline pl_status pl_dev_chunk_wait(const pl_dev_ctx *ctx, int j, pl_error *err)
+{
+    return ctx->chunk_wait ? ctx->chunk_wait(ctx, j, err) : PL_OK;
+}
+
 #endif

@@ -59,6 +59,9 @@ typedef struct pl_gpu_mm_shape {
     pl_gpu_epilogue epilogue;
     const void *bias; /* device, [m] of dtype d; with PL_GPU_EPI_BIAS / GELU_BIAS */
     bool accumulate;  /* beta = 1: Y += ... (the residual add) */
+    int ldd;          /* Y's column stride in elements (rows of the row-major result), >= m; 0: m.
+                       * cuBLASLt's Hopper kernels need every column of Y 16-byte aligned: an
+                       * odd m (GPT-2's vocabulary, 50257) otherwise leaves it the slow ones */
 } pl_gpu_mm_shape;
 typedef struct pl_gpu_lt pl_gpu_lt; /* a cuBLASLt handle */
 pl_status pl_gpu_lt_new(pl_gpu_lt **out, pl_error *err);

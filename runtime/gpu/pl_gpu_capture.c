@@ -9,6 +9,54 @@
 #include "pl_gpu_dot.h"
 #include "pl_gx.h"
 
+static int pl__chunks(const pl_gx *gx, int st)
+{
+    int n = gx->spec->stages[st].chunks;
+    return n > 1 ? n : 1;
+}
+
+bool pl_gx_chunk_linked(const pl_gx *gx, int c, int p)
+{
+    /* Before the chunk events exist (pl_gx_create_objects), every wait is a whole-stage one. */
+    return gx->chunk_off && pl_plan_chunk_linked(gx->plan, c, p);
+}
+
+/* The chunk events: offsets for the stages some consumer waits on block by block, then the
+ * events. */
+static pl_status pl__create_chunk_events(pl_gx *gx, pl_error *err)
+{
+    int nst = gx->nst;
+    gx->chunk_off = malloc(((size_t)nst + 1) * sizeof *gx->chunk_off);
+    gx->chunk_coff = malloc(((size_t)nst + 1) * sizeof *gx->chunk_coff);
+    if (!gx->chunk_off || !gx->chunk_coff)
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    int n = 0, nc = 0;
+    for (int p = 0; p < nst; p++) {
+        gx->chunk_off[p] = gx->chunk_coff[p] = -1;
+        bool src = false;
+        for (int c = 0; c < nst && !src; c++)
+            src = c != p && pl_plan_chunk_linked(gx->plan, c, p);
+        if (!src) continue;
+        gx->chunk_off[p] = n;
+        gx->chunk_coff[p] = nc;
+        n += gx->depth * pl__chunks(gx, p);
+        nc += pl__chunks(gx, p);
+    }
+    if (n == 0) return PL_OK;
+    gx->ev_chunk = calloc((size_t)n, sizeof *gx->ev_chunk);
+    gx->ev_capch = calloc((size_t)nc, sizeof *gx->ev_capch);
+    if (!gx->ev_chunk || !gx->ev_capch) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    gx->n_ev_chunk = n;
+    gx->n_ev_capch = nc;
+    for (int i = 0; i < n; i++)
+        PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_chunk[i], cudaEventDisableTiming), NULL,
+                         -1, err));
+    for (int i = 0; i < nc; i++)
+        PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_capch[i], cudaEventDisableTiming), NULL,
+                         -1, err));
+    return PL_OK;
+}
+
 pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
 {
     const pl_plan *p = gx->plan;
@@ -55,8 +103,10 @@ pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
     for (int st = 0; st < gx->nst; st++) {
         const pl_plan_stage *ps = &p->stages[st];
         for (int j = 0; j < ps->n_seg_waits; j++)
-            gx->cap_src[ps->seg_waits[j]] = true;
+            if (!pl_plan_chunk_linked(p, st, ps->seg_waits[j]))
+                gx->cap_src[ps->seg_waits[j]] = true;
     }
+    PL_CHECK(pl__create_chunk_events(gx, err));
     for (int st = 0; st < gx->nst; st++) {
         if (p->stages[st].segment < 0) continue;
         PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&gx->ev_cap[st], cudaEventDisableTiming), NULL,
@@ -117,6 +167,17 @@ void pl_gx_destroy_objects(pl_gx *gx)
     }
     for (int s = 0; gx->ev_cap && s < gx->nst; s++)
         if (gx->ev_cap[s]) cudaEventDestroy(gx->ev_cap[s]);
+    for (int i = 0; i < gx->n_ev_chunk; i++)
+        if (gx->ev_chunk[i]) cudaEventDestroy(gx->ev_chunk[i]);
+    for (int i = 0; i < gx->n_ev_capch; i++)
+        if (gx->ev_capch[i]) cudaEventDestroy(gx->ev_capch[i]);
+    free(gx->ev_chunk);
+    free(gx->ev_capch);
+    free(gx->chunk_off);
+    free(gx->chunk_coff);
+    gx->ev_chunk = gx->ev_capch = NULL;
+    gx->chunk_off = gx->chunk_coff = NULL;
+    gx->n_ev_chunk = gx->n_ev_capch = 0;
     for (int k = 0; p && k < p->n_streams; k++) {
         if (gx->ev_join && gx->ev_join[k]) cudaEventDestroy(gx->ev_join[k]);
         if (gx->streams && gx->streams[k]) cudaStreamDestroy(gx->streams[k]);
@@ -181,10 +242,55 @@ void pl_gx_probe_marks(pl_gx *gx)
 
 /* --- recording the device stages of one batch ------------------------------------------------- */
 
+/* How a stage's work is being recorded, for its chunk events. */
+typedef enum pl__rec_mode {
+    PL__REC_PLAIN,   /* issued on a stream */
+    PL__REC_STAGE,   /* captured alone (a stage graph): events are External nodes */
+    PL__REC_SEGMENT, /* inside a segment's capture: events are edges */
+} pl__rec_mode;
+
+typedef struct pl__rec {
+    pl_gx *gx;
+    pl__rec_mode mode;
+    int st, slot;
+} pl__rec;
+
+static cudaEvent_t pl__chunk_event(const pl__rec *rc, int p, int j)
+{
+    const pl_gx *gx = rc->gx;
+    if (rc->mode == PL__REC_SEGMENT) return gx->ev_capch[gx->chunk_coff[p] + j];
+    return gx->ev_chunk[gx->chunk_off[p] + rc->slot * pl__chunks(gx, p) + j];
+}
+
+static pl_status pl__chunk_mark(const pl_dev_ctx *ctx, int j, pl_error *err)
+{
+    const pl__rec *rc = ctx->exec;
+    if (rc->gx->chunk_off[rc->st] < 0) return PL_OK; /* nobody waits for its blocks */
+    unsigned fl = rc->mode == PL__REC_STAGE ? cudaEventRecordExternal : cudaEventRecordDefault;
+    return PL_CUDA(
+        cudaEventRecordWithFlags(pl__chunk_event(rc, rc->st, j), (cudaStream_t)ctx->stream, fl),
+        ctx->stage->name, ctx->batch, err);
+}
+
+static pl_status pl__chunk_wait(const pl_dev_ctx *ctx, int j, pl_error *err)
+{
+    const pl__rec *rc = ctx->exec;
+    const pl_plan_stage *ps = &rc->gx->plan->stages[rc->st];
+    unsigned fl = rc->mode == PL__REC_STAGE ? cudaEventWaitExternal : cudaEventWaitDefault;
+    for (int i = 0; i < ps->n_preds; i++) {
+        int p = ps->preds[i];
+        if (!pl_gx_chunk_linked(rc->gx, rc->st, p)) continue;
+        PL_CHECK(
+            PL_CUDA(cudaStreamWaitEvent((cudaStream_t)ctx->stream, pl__chunk_event(rc, p, j), fl),
+                    ctx->stage->name, ctx->batch, err));
+    }
+    return PL_OK;
+}
+
 /* The work of device stage st for one batch of `slot` on s (its kind's record hook): kernels and
- * library calls, no events. */
+ * library calls, and a chunked stage's block events (pl_gx_chunk_linked). */
 static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cudaStream_t s,
-                                 pl_error *err)
+                                 pl__rec_mode mode, pl_error *err)
 {
     const pl_spec *spec = gx->spec;
     const pl_stage *stg = &spec->stages[st];
@@ -202,6 +308,12 @@ static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cud
         .stream = (void *)s,
         .state = gx->rt.state ? gx->rt.state[st] : NULL,
     };
+    pl__rec rc = {gx, mode, st, slot};
+    if (pl__chunks(gx, st) > 1 && gx->chunk_off) {
+        dc.chunk_mark = pl__chunk_mark;
+        dc.chunk_wait = pl__chunk_wait;
+        dc.exec = &rc;
+    }
     if (!stg->kind->record)
         return pl_error_set(err, PL_ERUNTIME,
                             "stage '%s': kind %s has no GPU recording (internal error)", name,
@@ -228,7 +340,8 @@ pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, 
     if (sg)
         PL_CHECK(PL_CUDA(cudaGraphLaunch(sg, s), name, batch, err));
     else
-        PL_CHECK(pl__record_work(gx, st, slot, batch, s, err));
+        PL_CHECK(pl__record_work(gx, st, slot, batch, s,
+                                 capturing ? PL__REC_SEGMENT : PL__REC_PLAIN, err));
     if (st == gx->fail_dev_stage &&
         (capturing ? r == (int)(gx->cfg->fail_batch % gx->ring) : batch == gx->cfg->fail_batch))
         PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
@@ -251,8 +364,9 @@ pl_status pl_gx_record_cap_waits(pl_gx *gx, int st, cudaStream_t s, pl_error *er
 {
     const pl_plan_stage *ps = &gx->plan->stages[st];
     for (int j = 0; j < ps->n_seg_waits; j++)
-        PL_CHECK(PL_CUDA(cudaStreamWaitEvent(s, gx->ev_cap[ps->seg_waits[j]], 0),
-                         pl_gx_sname(gx, st), -1, err));
+        if (!pl_gx_chunk_linked(gx, st, ps->seg_waits[j])) /* waited for block by block */
+            PL_CHECK(PL_CUDA(cudaStreamWaitEvent(s, gx->ev_cap[ps->seg_waits[j]], 0),
+                             pl_gx_sname(gx, st), -1, err));
     return PL_OK;
 }
 
@@ -264,7 +378,7 @@ static pl_status pl__record_plain_waits(pl_gx *gx, int st, cudaStream_t s, int r
     const pl_plan_stage *ps = &gx->plan->stages[st];
     for (int j = 0; j < ps->n_waits; j++) {
         int src = gx->plan->events[ps->waits[j]].src;
-        if (gx->plan->stages[src].segment < 0) continue;
+        if (gx->plan->stages[src].segment < 0 || pl_gx_chunk_linked(gx, st, src)) continue;
         cudaEvent_t e = gx->ev_end[(size_t)r * gx->nst + src];
         PL_CHECK(PL_CUDA(cudaStreamWaitEvent(s, e, 0), pl_gx_sname(gx, st), batch, err));
     }
@@ -369,7 +483,7 @@ static pl_status pl__capture_work(pl_gx *gx, int slot, int st, cudaGraph_t *grap
     *graph = NULL;
     PL_CHECK(PL_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
                      pl_gx_sname(gx, st), -1, err));
-    pl_status st2 = pl__record_work(gx, st, slot, -1, s, err);
+    pl_status st2 = pl__record_work(gx, st, slot, -1, s, PL__REC_STAGE, err);
     cudaError_t ce = cudaStreamEndCapture(s, graph);
     if (st2 == PL_OK && ce != cudaSuccess)
         st2 = pl_error_set(err, PL_ECUDA,

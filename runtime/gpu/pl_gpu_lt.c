@@ -178,10 +178,10 @@ pl_status pl_gpu_mm_new(pl_gpu_lt *lt, const pl_gpu_mm_shape *s, size_t workspac
         pl__lt(cublasLtMatrixLayoutCreate(&mm->b, ab, (uint64_t)s->k, (uint64_t)s->n, s->k),
                "cublasLtMatrixLayoutCreate(B)", stage, -1, err),
         st, fail);
-    PL_CHECK_GOTO(
-        pl__lt(cublasLtMatrixLayoutCreate(&mm->d, dt, (uint64_t)s->m, (uint64_t)s->n, s->m),
-               "cublasLtMatrixLayoutCreate(D)", stage, -1, err),
-        st, fail);
+    PL_CHECK_GOTO(pl__lt(cublasLtMatrixLayoutCreate(&mm->d, dt, (uint64_t)s->m, (uint64_t)s->n,
+                                                    s->ldd > s->m ? s->ldd : s->m),
+                         "cublasLtMatrixLayoutCreate(D)", stage, -1, err),
+                  st, fail);
     PL_CHECK_GOTO(pl__lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate",
                          stage, -1, err),
                   st, fail);

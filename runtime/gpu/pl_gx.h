@@ -68,6 +68,15 @@ typedef struct pl_gx {
     cudaEvent_t *ev_cap;         /* [stage]: cross-stream edges inside a capture */
     bool *cap_src;               /* [stage]: some stage of its segment waits on it in a capture */
     cudaEvent_t *ev_join;        /* [plan stream] */
+    /* Chunked stages (pl_stage.chunks, pl_gx_chunk_linked): chunk_off[st] >= 0 for a device
+     * stage some consumer waits on block by block. ev_chunk[chunk_off[st] + slot * chunks + j]:
+     * block j of the slot's batch done (plain launches; stage graphs record it as an External
+     * node); ev_capch[chunk_coff[st] + j]: the same inside a segment capture, where it becomes an
+     * edge. Per slot, not per ring entry: a chunked pair sits in one segment, whose stages a batch
+     * issues together, so a wait always follows its own batch's record. */
+    int *chunk_off, *chunk_coff;
+    cudaEvent_t *ev_chunk, *ev_capch;
+    int n_ev_chunk, n_ev_capch;
     cudaEvent_t ev_fork, ev_t0;
     bool created_t0, created_fork;
     uint32_t *marks; /* host-mapped [ring * nst]: 1 once the stage finished its batch */
@@ -116,6 +125,9 @@ static inline bool pl_gx_compute_stage(const pl_gx *gx, int st)
 {
     return gx->plan->stages[st].segment >= 0 && gx->plan->stages[st].engine == PL_ENGINE_COMPUTE;
 }
+
+/* pl_plan_chunk_linked on the run's plan, once the chunk events exist (false before). */
+bool pl_gx_chunk_linked(const pl_gx *gx, int c, int p);
 
 /* Is batch b launched with the timed graphs (or timed plain launches)? */
 bool pl_gx_batch_timed(const pl_gx *gx, int64_t b);

@@ -4,7 +4,9 @@
  * cuBLASLt GEMM rate of an 8192^3 product in the same dtype, the yardstick for "share of the GEMM
  * rate". No graph, plain launches on one stream.
  *   bench_gpt2 [--B 8] [--T 512] [--layers 12] [--heads 12] [--embd 768] [--vocab 50257]
- *              [--dtype f16|bf16] [--output logits|argmax] [--reps 20] [--tune 0|1] */
+ *              [--dtype f16|bf16] [--output logits|argmax] [--reps 20] [--tune 0|1] [--pad 0|1]
+ * (--pad: with --output logits, the head writes rows padded to 64 and a copy packs them, as the
+ * kind does; 0 writes the packed rows directly, to compare) */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +116,11 @@ int main(int argc, char **argv)
     void *h = dev_random((size_t)N * C, E), *qkv = dev_random((size_t)N * 3 * C, E);
     void *att = dev_random((size_t)N * C, E), *u = dev_random((size_t)N * 4 * C, E);
     pl_dtype lgt = argmax ? PL_F32 : E;
-    void *lg = dev_random((size_t)rows * V, lgt);
+    /* As the kind does for logits at every position: the head writes rows padded to 64 (aligned
+     * for cuBLASLt's fast kernels) and a copy packs them; --pad 0 writes them packed directly. */
+    int ldv = !argmax && arg(argc, argv, "--pad", 1) ? (V + 63) / 64 * 64 : V;
+    void *lg = dev_random((size_t)rows * ldv, lgt);
+    void *lgc = ldv != V ? dev_random((size_t)rows * V, lgt) : NULL;
     int32_t *ids = NULL, *nx = NULL;
     CU(cudaMalloc((void **)&ids, (size_t)N * 4));
     CU(cudaMemset(ids, 0, (size_t)N * 4));
@@ -125,11 +131,11 @@ int main(int argc, char **argv)
     pl_gpu_lt *lt = NULL;
     CK(pl_gpu_lt_new(&lt, &err));
     pl_gpu_mm *mqkv, *mproj, *mfc, *mout, *mhead;
-    pl_gpu_mm_shape s1 = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, bqkv, false};
-    pl_gpu_mm_shape s2 = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true};
-    pl_gpu_mm_shape s3 = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false};
-    pl_gpu_mm_shape s4 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true};
-    pl_gpu_mm_shape s5 = {V, rows, C, E, lgt, PL_GPU_EPI_NONE, NULL, false};
+    pl_gpu_mm_shape s1 = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, bqkv, false, 0};
+    pl_gpu_mm_shape s2 = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
+    pl_gpu_mm_shape s3 = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false, 0};
+    pl_gpu_mm_shape s4 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
+    pl_gpu_mm_shape s5 = {V, rows, C, E, lgt, PL_GPU_EPI_NONE, NULL, false, ldv};
     CK(pl_gpu_mm_new(lt, &s1, wsb, &mqkv, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s2, wsb, &mproj, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s3, wsb, &mfc, NULL, &err));
@@ -141,9 +147,9 @@ int main(int argc, char **argv)
     /* argmax (the last positions): the last layer after its QKV GEMM runs on B rows. */
     float *xl = dev_random((size_t)B * C, PL_F32);
     pl_gpu_mm *mproj_l = NULL, *mfc_l = NULL, *mout_l = NULL;
-    pl_gpu_mm_shape l2 = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true};
-    pl_gpu_mm_shape l3 = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false};
-    pl_gpu_mm_shape l4 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true};
+    pl_gpu_mm_shape l2 = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
+    pl_gpu_mm_shape l3 = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false, 0};
+    pl_gpu_mm_shape l4 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
     if (argmax) {
         CK(pl_gpu_mm_new(lt, &l2, wsb, &mproj_l, NULL, &err));
         CK(pl_gpu_mm_new(lt, &l3, wsb, &mfc_l, NULL, &err));
@@ -151,7 +157,7 @@ int main(int argc, char **argv)
     }
     bool split = !small && E == PL_BF16 && lgt == PL_F32;
     float *hf = dev_random((size_t)rows * C, PL_F32);
-    pl_gpu_mm_shape s6 = {V, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true};
+    pl_gpu_mm_shape s6 = {V, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, 0};
     pl_gpu_mm *mhead_lo = NULL;
     if (split) CK(pl_gpu_mm_new(lt, &s6, wsb, &mhead_lo, NULL, &err));
     /* As the gpt2 kind does in open(): time the heuristic's candidates, keep the fastest. */
@@ -170,7 +176,7 @@ int main(int argc, char **argv)
     }
     cudaStream_t sm;
     CU(cudaStreamCreate(&sm));
-    int nops = 1 + L * 7 + 2 + (argmax ? 2 : 0) + (split ? 1 : 0);
+    int nops = 1 + L * 7 + 2 + (argmax ? 2 : 0) + (split ? 1 : 0) + (lgc ? 1 : 0);
     int sms = pl_gpu_sm_count();
     cudaEvent_t *ev = malloc((size_t)(nops + 1) * sizeof *ev);
     int *kind = malloc((size_t)nops * sizeof *kind);
@@ -214,6 +220,9 @@ int main(int argc, char **argv)
                                                   rows, 0, 1, C, 1e-5f, sm)));
             OP(OP_HEAD, CK(pl_gpu_mm_run(mhead, wte, h, lg, ws, sm, NULL, -1, &err)));
             if (split) OP(OP_HEAD, CK(pl_gpu_mm_run(mhead_lo, wte, u, lg, ws, sm, NULL, -1, &err)));
+            if (lgc)
+                OP(OP_HEAD,
+                   CU(pl_gpt2_launch_unpad((int)pl_dtype_size(lgt), lgc, lg, rows, V, ldv, sm)));
         }
         if (argmax) OP(OP_ARGMAX, CU(pl_gpu_launch_argmax((int)lgt, lg, rows, V, nx, sms, sm)));
 #undef OP
@@ -265,7 +274,7 @@ int main(int argc, char **argv)
     void *ga = dev_random((size_t)G * G, E), *gb = dev_random((size_t)G * G, E),
          *gc = dev_random((size_t)G * G, E);
     pl_gpu_mm *mg;
-    pl_gpu_mm_shape sg = {G, G, G, E, E, PL_GPU_EPI_NONE, NULL, false};
+    pl_gpu_mm_shape sg = {G, G, G, E, E, PL_GPU_EPI_NONE, NULL, false, 0};
     CK(pl_gpu_mm_new(lt, &sg, wsb, &mg, NULL, &err));
     for (int i = 0; i < 3; i++)
         CK(pl_gpu_mm_run(mg, ga, gb, gc, ws, sm, NULL, -1, &err));

@@ -9,17 +9,22 @@
 # and download ran. From the repository root on the GPU machine (after `source .gpu/setup.sh`):
 #   bash tests/bench/run_copyq.sh [PIPECTL]
 # Environment: OUT (default out/copyq), WEIGHTS (a GPT-2 snapshot directory; default random),
-# MODES (default "stage segment none").
+# MODES (default "stage segment none"), CHUNKS (the forward's and the download's `chunks:`, a
+# list: each runs under every mode; default: the file's).
 set -u
 pipectl=${1:-build-rel/pipectl}
 OUT=${OUT:-out/copyq}
 mkdir -p "$OUT"
-p=$OUT/gpt2.yaml
-if [ -n "${WEIGHTS:-}" ]; then
-    sed -e "s|weights: random, config: gpt2|weights: $WEIGHTS|" pipelines/gpt2.yaml >"$p"
-else
-    cp pipelines/gpt2.yaml "$p"
-fi
+# gpt2_c<N>.yaml: the pipeline with chunks N (c0: as written).
+for n in ${CHUNKS:-0}; do
+    p=$OUT/gpt2_c$n.yaml
+    if [ -n "${WEIGHTS:-}" ]; then
+        sed -e "s|weights: random, config: gpt2|weights: $WEIGHTS|" pipelines/gpt2.yaml >"$p"
+    else
+        cp pipelines/gpt2.yaml "$p"
+    fi
+    [ "$n" = 0 ] || sed -i -e "s/chunks: [0-9]*/chunks: $n/g" "$p"
+done
 summary() { # LABEL: the run summary's wall, per batch and bound
     python3 -c '
 import json, sys
@@ -32,12 +37,16 @@ for l in sys.stdin:
               100 * j["achieved"]))' "$1"
 }
 {
-    for mode in ${MODES:-stage segment none}; do
-        for r in 1 2 3; do
-            "$pipectl" run --executor gpu --graphs $mode --json "$p" 2>&1 | summary "graphs $mode"
+    for n in ${CHUNKS:-0}; do
+        p=$OUT/gpt2_c$n.yaml
+        for mode in ${MODES:-stage segment none}; do
+            for r in 1 2 3; do
+                "$pipectl" run --executor gpu --graphs $mode --json "$p" 2>&1 |
+                    summary "chunks $n, graphs $mode"
+            done
+            "$pipectl" run --executor gpu --graphs $mode --timing all \
+                --trace "$OUT/trace_c${n}_$mode.json" "$p" >/dev/null 2>&1
         done
-        "$pipectl" run --executor gpu --graphs $mode --timing all --trace "$OUT/trace_$mode.json" \
-            "$p" >/dev/null 2>&1
     done
 } | tee "$OUT/runs.txt"
 for t in "$OUT"/trace_*.json; do

@@ -1,7 +1,7 @@
 # test_gpt2: the gpt2 kind on the host executor against an independent numpy forward
 # (tests/e2e/gpt2_ref.py) on a tiny model (2 layers, 4 heads, 64 wide, vocab 512): logits,
 # argmax and log-probabilities, checkpoints in F32, BF16 and F16 (sharded with an index, as
-# save_pretrained writes large models), with and without the "transformer." prefix, identical outputs at depth 1 and 3, seeded random weights, and bad checkpoints refused
+# save_pretrained writes large models), with and without the "transformer." prefix, identical outputs at depth 1 and 3 and chunked (chunks:), seeded random weights, and bad checkpoints refused
 # by `pipectl check` with exit 2 and the exact message. Needs /usr/bin/python3 with numpy (skips
 # otherwise).
 set -u
@@ -92,6 +92,35 @@ pipeline snap "" | sed 's/weights: snap/weights: random, config: tiny/' >"$d/tin
 mv "$d/out" "$d/out1"
 "$pipectl" run --quiet --executor host --depth 3 "$d/tiny.yaml" >"$d/run.log" 2>&1 || err "random: $(cat "$d/run.log")"
 cmp -s "$d/out/logits.npy" "$d/out1/logits.npy" || err "random weights: logits differ between runs"
+
+# chunks: the host executor runs a chunked batch whole (the same bytes); the plan links each
+# download to its forward block by block where both are chunked alike, and only there; a count
+# that does not divide the rows is a check error at the key.
+d=$work/chunks
+mkdir -p "$d"
+pipeline ../f32/snap ", chunks: 2" |
+    sed -e 's/to: lg}/to: lg, chunks: 2}/' -e 's/to: nx}/to: nx, chunks: 2}/' >"$d/tiny.yaml"
+if "$pipectl" run --quiet --executor host "$d/tiny.yaml" >"$d/run.log" 2>&1; then
+    for f in logits next logprob; do
+        cmp -s "$d/out/$f.npy" "$work/f32/out1/$f.npy" || err "chunks: $f.npy differs from the unchunked run"
+    done
+else
+    err "chunks: $(cat "$d/run.log")"
+fi
+"$pipectl" plan "$d/tiny.yaml" >"$d/plan.txt" 2>&1 || err "chunks: pipectl plan: $(cat "$d/plan.txt")"
+grep -Eq "^    down +d2h +d2h +waits on e[0-9]+\(lm, chunk by chunk: 2\)$" "$d/plan.txt" ||
+    err "chunks: down is not linked to lm chunk by chunk: $(grep -E '^    down' "$d/plan.txt")"
+grep -Eq "^    down_nx +d2h +d2h +waits on e[0-9]+\(greedy, chunk by chunk: 2\)$" "$d/plan.txt" ||
+    err "chunks: down_nx is not linked to greedy: $(grep -E '^    down_nx' "$d/plan.txt")"
+grep -Eq "^    down_lp +d2h +d2h +waits on e[0-9]+\(score\)$" "$d/plan.txt" ||
+    err "chunks: down_lp (not chunked) should wait on the whole of score: $(grep -E '^    down_lp' "$d/plan.txt")"
+pipeline ../f32/snap ", chunks: 3" >"$d/bad.yaml"
+"$pipectl" check "$d/bad.yaml" >/dev/null 2>"$d/err"
+rc=$?
+want="$d/bad.yaml:15:85: error: gpt2 stage 'lm': chunks 3 does not divide the 2 rows of 'ids_dev' [2, 16] (the first dimension); choose a divisor of 2"
+[ $rc -eq 2 ] && [ "$(head -n 1 "$d/err")" = "$want" ] || err "chunks 3: exit $rc
+  got:  $(head -n 1 "$d/err")
+  want: $want"
 
 # Bad checkpoints: `pipectl check` refuses them, exit 2, message naming the file and the tensor.
 expect_check() { # NAME WANT_STDERR: runs pipectl check on $d/tiny.yaml; compares its first error

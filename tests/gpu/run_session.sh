@@ -13,7 +13,8 @@
 #   source .gpu/setup.sh && bash tests/gpu/run_session.sh
 # Environment: OUT (default out/session), BUILD (build-rel), DEADLINE (seconds after which steps
 # are skipped; default 480), STEPS (default "build gpu blas copyq torch modes cli greedy next
-# compile"),
+# compile"; also chunks: gpt2.yaml's forward and download in 1, 2, 4 and 8 chunks; headpad:
+# bench_gpt2's full-logits forward with and without the padded LM head rows),
 # PYTHON.
 set -u
 OUT=${OUT:-out/session}
@@ -53,6 +54,12 @@ if want blas; then # the OpenBLAS kernels pipectl runs with here, and what they 
 fi
 want copyq && step "run_copyq.sh (gpt2.yaml, 3 graph modes)" 120 copyq.log \
     env OUT="$OUT/copyq" bash tests/bench/run_copyq.sh "$P"
+# gpt2.yaml's forward and download in 1, 2, 4 and 8 chunks under stage graphs, and 8 under the
+# other modes (with timelines).
+want chunks && step "run_copyq.sh (gpt2.yaml, chunks 1 2 4 8)" 200 chunks.log \
+    env OUT="$OUT/chunks" CHUNKS="1 2 4 8" MODES=stage bash tests/bench/run_copyq.sh "$P" &&
+    step "run_copyq.sh (chunks 8, segment and none)" 100 chunks.log \
+        env OUT="$OUT/chunks8" CHUNKS=8 MODES="segment none" bash tests/bench/run_copyq.sh "$P"
 SNAP=/tmp/pl_session_snap
 if want torch; then
     step "snapshot: random GPT-2 124M" 120 torch.log $PY -c "
@@ -92,6 +99,12 @@ print("pipectl greedy %s T=%s: %.3f M tok/s (%s)" % (sys.argv[1], sys.argv[2], j
     rows+=("greedy: $OUT/greedy.log")
 fi
 want next && step "bench_gpt2 f16 T=512 (per op)" 60 next.log "$BUILD/bench_gpt2" --dtype f16 --T 512 --output argmax
+if want headpad; then # the full-logits forward with the LM head's rows padded (as the kind does) and packed
+    for pad in 1 0; do
+        step "bench_gpt2 f16 T=512 logits --pad $pad" 60 headpad.log "$BUILD/bench_gpt2" --dtype f16 --T 512 \
+            --output logits --pad $pad
+    done
+fi
 if want compile && [ -d "$SNAP" ]; then
     left=$((DEADLINE + 50 - SECONDS))
     [ $left -lt 240 ] || left=240
@@ -168,6 +181,10 @@ for l in open(sys.argv[1]):
               l.strip(), j["per_batch_s"] * 1e3, st["retrieve"] * 1e3, st["generate"] * 1e3,
               max(eng.values()) * 1e3, j["per_batch_s"] / max(eng.values())))' "$OUT/blas_rag.log"
 [ -f "$OUT/copyq/runs.txt" ] && { echo "== gpt2.yaml"; cat "$OUT/copyq/runs.txt"; }
+for d in chunks chunks8; do
+    [ -f "$OUT/$d/runs.txt" ] && { echo "== gpt2.yaml ($d)"; cat "$OUT/$d/runs.txt"; }
+done
+[ -f "$OUT/chunks/timelines.txt" ] && grep -A4 "trace_c8_stage" "$OUT/chunks/timelines.txt"
 [ -f "$OUT/torch.log" ] && grep -E "^torch 3-stream" "$OUT/torch.log"
 [ -f "$OUT/modes.log" ] && {
     echo "== graph modes (per batch ms, achieved share of the bound)"
@@ -181,6 +198,7 @@ for l in open(sys.argv[1]):
 }
 [ -f "$OUT/cli.log" ] && grep -E "FAIL|test_depth_auto|overlap --depth auto  " "$OUT/cli.log" | head -5
 [ -f "$OUT/greedy.log" ] && cat "$OUT/greedy.log"
+[ -f "$OUT/headpad.log" ] && grep -E "^  (gemm lm head|forward) " "$OUT/headpad.log"
 [ -f "$OUT/next.log" ] && grep -E "^  (attention|forward|gemm|layernorm)" "$OUT/next.log" | head -8
 [ -f "$OUT/torch_compile.log" ] && grep -E "^torch forward" "$OUT/torch_compile.log"
 [ -f "$OUT/ragtrace.log" ] && head -20 "$OUT/ragtrace.log"

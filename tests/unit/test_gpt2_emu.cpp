@@ -2,7 +2,8 @@
  * tests/unit/cuda_emu.h and compared with plain double-precision references: flash attention at
  * head sizes 16, 32, 64 and lengths that are and are not multiples of its 64-row tile, in f16 and
  * bf16 (through the emulated ldmatrix and mma.sync, with their PTX fragment layouts); the plain
- * attention; layernorm (all rows and last positions); embedding; log-softmax. It checks the
+ * attention; layernorm (all rows and last positions); embedding; log-softmax; the row gather and
+ * the padded logits' packing. It checks the
  * kernels' indexing, causal masking, online softmax and synchronisation without a GPU; the GPU test
  * (tests/gpu/test_gpt2_gpu.sh) checks them on the device. */
 #include "cuda_emu.h"
@@ -225,6 +226,19 @@ template <typename E, int HD> static void check_attention_last(int B, int T, int
     for (int r = 0; r < 3; r++)
         for (int c = 0; c < 5; c++)
             EXPECT(dst[r * 5 + c] == src[(1 + 2 * r) * 5 + c], "gather: row %d col %d", r, c);
+    /* The padded head's rows (ld 8) packed to rows of 5, 16-bit and 32-bit elements. */
+    std::vector<uint16_t> p16(4 * 8), d16(4 * 5 + 1, 0xffff);
+    std::vector<float> p32(4 * 8), d32(4 * 5 + 1, -1);
+    for (int i = 0; i < 4 * 8; i++)
+        p16[i] = (uint16_t)i, p32[i] = (float)i;
+    emu::launch(dim3(2), dim3(4), 0, [&] { unpad_rows_kernel(d16.data(), p16.data(), 4, 5, 8); });
+    emu::launch(dim3(1), dim3(3), 0, [&] { unpad_rows_kernel(d32.data(), p32.data(), 4, 5, 8); });
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 5; c++) {
+            EXPECT(d16[r * 5 + c] == r * 8 + c, "unpad 16-bit: row %d col %d", r, c);
+            EXPECT(d32[r * 5 + c] == r * 8 + c, "unpad 32-bit: row %d col %d", r, c);
+        }
+    EXPECT(d16[20] == 0xffff && d32[20] == -1, "unpad wrote past the packed rows");
 }
 
 /* The f32 LM head at a few rows against a double-precision product. */
