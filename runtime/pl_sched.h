@@ -87,7 +87,8 @@ void pl_sched_set_clock(pl_sched *s, pl_batch_clock *clock);
  * host stage it waits for is done) every host stage's completion wakes the waiters. */
 void pl_sched_set_batch_progress(pl_sched *s);
 /* Prepares the scheduler (no thread yet). `owned[k]`: the scheduler runs plan stream k; NULL:
- * all of them. `workers` threads will run them (>= 1). `timing` may be NULL (no timing). */
+ * all of them. `workers` threads will run them (>= 1), but no more than the streams it runs:
+ * worker indices 0..min(workers, those streams)-1. `timing` may be NULL (no timing). */
 pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
                         const pl_stage_rt *rt, pl_buffers *bufs, const bool *owned, int workers,
                         pl_timing *timing, pl_error *err);
