@@ -11,7 +11,7 @@
 # machine, after building:
 #   source .gpu/setup.sh && BUILD=build-rel bash tests/gpu/run_rag.sh
 # Environment: BUILD (default build-rel) or P (the pipectl to run), OUT (default out/rag), RUNS
-# (default 3); for a dry run of the script without a GPU, EXECUTOR=host PIPE=pipelines/rag.yaml.
+# (default 3), CTEST=1 (the GPU executor's tests first); for a dry run of the script without a GPU, EXECUTOR=host PIPE=pipelines/rag.yaml.
 set -u
 OUT=${OUT:-out/rag}
 BUILD=${BUILD:-build-rel}
@@ -52,6 +52,13 @@ run() {
     rm -f "$OUT/$name.trace.json" # large; the summary has what it says
 }
 
+# CTEST=1: first the GPU executor's own tests (every graph mode, stop, drain, faults: what the
+# issue loop's device wake-ups must keep), about a minute more.
+if [ "${CTEST:-0}" = 1 ]; then
+    step "ctest test_exec_gpu*" 150 ctest.log ctest --test-dir "$BUILD" -R "^test_exec_gpu" \
+        --output-on-failure
+    DEADLINE=$((SECONDS + DEADLINE)) # the runs still get their time
+fi
 for r in $(seq 1 "$RUNS"); do run "rag$r" "$PIPE"; done
 run poll1 "$PIPE" PIPECTL_GPU_POLL=1
 run poll2 "$PIPE" PIPECTL_GPU_POLL=1
