@@ -279,10 +279,9 @@ typedef struct pl__gpt2_state {
     pl_gpu_lt *lt;
     pl_gpu_mm *mm_head, *mm_head_lo; /* mm_head_lo: split head (bf16 into f32 logits) */
     pl_dtype lg_dtype;               /* the LM head's output dtype */
-    /* The LM head's output row stride: the vocabulary rounded up to 64 for logits at every
-     * position, so cuBLASLt's aligned kernels write them (measured on the H200: docs/perf.md);
-     * unpad: it differs from the vocabulary, so the head writes the scratch logits and a copy
-     * packs them into `out`. */
+    /* The LM head's columns (wte's rows, zero-padded) and output row stride: the vocabulary,
+     * rounded up to 64 for logits at every position (see open); unpad: they differ, so the head
+     * writes the scratch logits and a copy packs them into `out`. */
     int ldv;
     bool unpad;
     bool small_head; /* last positions into f32: pl_gpt2_launch_head_f32 */
@@ -356,6 +355,13 @@ static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, 
         dst = base ? (void *)(base + off_) : NULL;                                                 \
     } while (0)
     PL__PUT(s->wte, w->wte, (int64_t)c->vocab * C, E, 0, 0);
+    if (s->ldv > c->vocab) { /* the head's padding rows: zeros, right after the vocabulary's */
+        size_t pad = (size_t)(s->ldv - c->vocab) * (size_t)C * pl_dtype_size(E);
+        b->off -= pl__al((size_t)c->vocab * (size_t)C * pl_dtype_size(E));
+        b->off += (size_t)c->vocab * (size_t)C * pl_dtype_size(E);
+        if (b->p) memset(b->p + b->off, 0, pad);
+        b->off = pl__al(b->off + pad);
+    }
     PL__PUT(s->wpe, w->wpe, (int64_t)c->n_ctx * C, PL_F32, 0, 0);
     for (int l = 0; l < c->n_layer; l++) {
         const pl_gpt2_layer *L = &w->layers[l];
@@ -398,6 +404,12 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     s->naive_attention = attn && strcmp(attn, "naive") == 0;
     s->layers = calloc((size_t)c->n_layer, sizeof *s->layers);
     if (!s->layers) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    /* The LM head's rows padded to 64 for logits at every position (measured on the H200, docs/
+     * perf.md: GPT-2's 50257 leaves cuBLASLt only slow kernels): wte gets zero rows up to ldv, the
+     * head computes ldv columns into scratch rows of ldv, and a copy packs the first vocab of
+     * each into `out`. */
+    s->ldv = o->output == PL_GPT2_LOGITS && o->all ? (c->vocab + 63) / 64 * 64 : c->vocab;
+    s->unpad = s->ldv != c->vocab;
     /* Weights: lay out, stage on the host, one upload. */
     pl__stage_buf b = {0};
     pl__layout(s, &s->w, E, &b, NULL);
@@ -449,17 +461,14 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
      * product in f32 from ln_f's f32 output. */
     s->small_head = !o->all && s->lg_dtype == PL_F32 && pl_gpt2_head_small_ok(rows, C);
-    s->ldv = o->output == PL_GPT2_LOGITS && o->all ? (c->vocab + 63) / 64 * 64 : c->vocab;
-    s->unpad = s->ldv != c->vocab;
-    pl_gpu_mm_shape head = {c->vocab,        rows, C,     E,     s->lg_dtype,
-                            PL_GPU_EPI_NONE, NULL, false, s->ldv};
+    pl_gpu_mm_shape head = {s->ldv, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false, s->ldv};
     if (!s->small_head) PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
     /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
      * as the rest of the forward together (measured at 124M: it flips a fifth of the argmaxes
      * that differ from f32), so the head also multiplies the rounding residual and accumulates:
      * one more GEMM of the head's size. */
     if (!s->small_head && E == PL_BF16 && s->lg_dtype == PL_F32) {
-        pl_gpu_mm_shape lo = {c->vocab, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, s->ldv};
+        pl_gpu_mm_shape lo = {s->ldv, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, s->ldv};
         PL_CHECK(pl_gpu_mm_new(s->lt, &lo, PL__WS_BYTES, &s->mm_head_lo, nm, err));
     }
     /* Per-slot activations: a slot's graph runs while others' do. */

@@ -62,6 +62,7 @@ struct pl_gpu_lt {
 };
 
 #define PL__MM_CANDIDATES 8
+#define PL__TUNE_MARGIN 0.1f /* pl_gpu_mm_tune: how much faster another candidate must be */
 
 struct pl_gpu_mm {
     pl_gpu_lt *lt;
@@ -236,6 +237,14 @@ pl_status pl_gpu_mm_tune(pl_gpu_mm *mm, const void *W, const void *X, void *Y, v
     PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), stage, -1, err));
     PL_CHECK_GOTO(PL_CUDA(cudaEventCreate(&e0), stage, -1, err), st, done);
     PL_CHECK_GOTO(PL_CUDA(cudaEventCreate(&e1), stage, -1, err), st, done);
+    /* The choice decides the result's bits (another tile shape or split sums in another order),
+     * and runs must give the same bits (bundles replay them). So a candidate replaces the
+     * heuristic's first choice only when it is clearly faster, by PL__TUNE_MARGIN on the best of
+     * three trials: near-equal candidates, whose order timing noise can swap from one run to the
+     * next, leave the first choice in place. (The tiny GPT-2 test caught a flip at vocabulary
+     * 500, depth 1 against depth 3, when the fastest candidate was simply taken.) */
+    float first = -1;
+    int pick = -1;
     for (int i = 0; i < mm->n_cand; i++) {
         /* A candidate that fails to run is skipped: the heuristic's own first choice stays. */
         bool ok = true;
@@ -244,19 +253,33 @@ pl_status pl_gpu_mm_tune(pl_gpu_mm *mm, const void *W, const void *X, void *Y, v
                                 mm->d, &mm->cand[i], workspace, mm->workspace,
                                 s) == CUBLAS_STATUS_SUCCESS;
         if (!ok) continue;
-        PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e0, s), stage, -1, err), st, done);
-        for (int r = 0; r < 5; r++)
-            cublasLtMatmul(mm->lt->h, mm->op, &alpha, W, mm->a, X, mm->b, &beta, Y, mm->d, Y, mm->d,
-                           &mm->cand[i], workspace, mm->workspace, s);
-        PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e1, s), stage, -1, err), st, done);
-        PL_CHECK_GOTO(PL_CUDA(cudaEventSynchronize(e1), stage, -1, err), st, done);
-        float ms = 0;
-        PL_CHECK_GOTO(PL_CUDA(cudaEventElapsedTime(&ms, e0, e1), stage, -1, err), st, done);
-        if (best < 0 || ms < best) {
-            best = ms;
-            mm->algo = mm->cand[i];
+        float t = -1;
+        for (int trial = 0; trial < 3; trial++) {
+            PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e0, s), stage, -1, err), st, done);
+            for (int r = 0; r < 5; r++)
+                cublasLtMatmul(mm->lt->h, mm->op, &alpha, W, mm->a, X, mm->b, &beta, Y, mm->d, Y,
+                               mm->d, &mm->cand[i], workspace, mm->workspace, s);
+            PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(e1, s), stage, -1, err), st, done);
+            PL_CHECK_GOTO(PL_CUDA(cudaEventSynchronize(e1), stage, -1, err), st, done);
+            float ms = 0;
+            PL_CHECK_GOTO(PL_CUDA(cudaEventElapsedTime(&ms, e0, e1), stage, -1, err), st, done);
+            if (t < 0 || ms < t) t = ms;
+        }
+        if (first < 0) {
+            first = best = t;
+            pick = i;
+        } else if (t < best && t < first * (1.0f - PL__TUNE_MARGIN)) {
+            best = t;
+            pick = i;
         }
     }
+    if (pick >= 0) mm->algo = mm->cand[pick];
+    if (getenv("PIPECTL_LT_TUNE_LOG"))
+        fprintf(stderr,
+                "pipectl: cuBLASLt %s%sY[%d, %d] = X[%d, %d] W^T: candidate %d of %d, %.2f us (the "
+                "first %.2f us)\n",
+                stage ? stage : "", stage ? ": " : "", mm->s.n, mm->s.m, mm->s.n, mm->s.k, pick,
+                mm->n_cand, best * 1e3 / 5, first * 1e3 / 5);
     /* A candidate that failed mid-way may leave an error behind; the run must not see it. */
     (void)cudaGetLastError();
     if (best_us) *best_us = best < 0 ? -1 : best * 1e3 / 5;

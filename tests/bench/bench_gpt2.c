@@ -5,8 +5,8 @@
  * rate". No graph, plain launches on one stream.
  *   bench_gpt2 [--B 8] [--T 512] [--layers 12] [--heads 12] [--embd 768] [--vocab 50257]
  *              [--dtype f16|bf16] [--output logits|argmax] [--reps 20] [--tune 0|1] [--pad 0|1]
- * (--pad: with --output logits, the head writes rows padded to 64 and a copy packs them, as the
- * kind does; 0 writes the packed rows directly, to compare) */
+ * (--pad: with --output logits, the head runs on wte's rows padded to 64 and a copy packs its
+ * output, as the kind does; 0: the vocabulary's columns, written packed, to compare) */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +106,10 @@ int main(int argc, char **argv)
     }
     CU(pl_gpt2_gpu_setup());
     /* Weights (one layer's worth shared by all layers: the timing does not care). */
-    void *wte = dev_random((size_t)V * C, E);
+    /* As the kind does for logits at every position: the head runs on wte's rows padded to 64
+     * (zeros) and writes rows of that many, and a copy packs them; --pad 0: V columns, packed. */
+    int ldv = !argmax && arg(argc, argv, "--pad", 1) ? (V + 63) / 64 * 64 : V;
+    void *wte = dev_random((size_t)ldv * C, E);
     float *wpe = dev_random((size_t)T * C, PL_F32), *lnw = dev_random(C, PL_F32),
           *lnb = dev_random(C, PL_F32), *bC = dev_random(C, PL_F32);
     void *wqkv = dev_random((size_t)3 * C * C, E), *bqkv = dev_random(3 * C, E);
@@ -116,9 +119,6 @@ int main(int argc, char **argv)
     void *h = dev_random((size_t)N * C, E), *qkv = dev_random((size_t)N * 3 * C, E);
     void *att = dev_random((size_t)N * C, E), *u = dev_random((size_t)N * 4 * C, E);
     pl_dtype lgt = argmax ? PL_F32 : E;
-    /* As the kind does for logits at every position: the head writes rows padded to 64 (aligned
-     * for cuBLASLt's fast kernels) and a copy packs them; --pad 0 writes them packed directly. */
-    int ldv = !argmax && arg(argc, argv, "--pad", 1) ? (V + 63) / 64 * 64 : V;
     void *lg = dev_random((size_t)rows * ldv, lgt);
     void *lgc = ldv != V ? dev_random((size_t)rows * V, lgt) : NULL;
     int32_t *ids = NULL, *nx = NULL;
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     pl_gpu_mm_shape s2 = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
     pl_gpu_mm_shape s3 = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false, 0};
     pl_gpu_mm_shape s4 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
-    pl_gpu_mm_shape s5 = {V, rows, C, E, lgt, PL_GPU_EPI_NONE, NULL, false, ldv};
+    pl_gpu_mm_shape s5 = {ldv, rows, C, E, lgt, PL_GPU_EPI_NONE, NULL, false, ldv};
     CK(pl_gpu_mm_new(lt, &s1, wsb, &mqkv, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s2, wsb, &mproj, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s3, wsb, &mfc, NULL, &err));
