@@ -74,6 +74,19 @@ void pl_run_cfg_init(pl_run_cfg *cfg);
  * per batch for 64 KiB through 10 kernels on the H200). */
 int pl_graph_mode_auto(const pl_plan *plan);
 
+/* When batches completed (every stage done), on the run's clock: the batch that starts the
+ * steady state and the latest one, so the report can give a per-batch figure without the
+ * pipeline's fill (docs/json.md, steady_per_batch_s). Written by the scheduler under its mutex. */
+typedef struct pl_batch_clock {
+    /* The batch whose completion the steady state is measured from: the depth (the batches
+     * before it hold the pipeline's fill); with depth: auto, once the depth is chosen, the
+     * calibration batches plus the chosen depth. */
+    int64_t mark_b;
+    int64_t mark_ns; /* when it completed; -1: not (yet) */
+    int64_t last_b;  /* the latest batch completed; -1: none */
+    int64_t last_ns; /* when */
+} pl_batch_clock;
+
 typedef struct pl_run_result {
     const char *executor; /* "host" or "gpu" (static string) */
     bool graphs;
@@ -97,6 +110,7 @@ typedef struct pl_run_result {
      * a fixed depth). */
     int depth;
     pl_depth_choice depth_auto;
+    pl_batch_clock batch_clock;
 } pl_run_result;
 
 void pl_run_result_fini(pl_run_result *res); /* frees timing and outputs; safe on a zeroed result */

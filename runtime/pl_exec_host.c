@@ -30,6 +30,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     res->batches_planned = plan->batches;
     snprintf(res->device_name, sizeof res->device_name, "CPU");
 
+    res->batch_clock = (pl_batch_clock){plan->depth, -1, -1, 0};
     int n_workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
     res->workers = n_workers;
     pl_status st = PL_OK;
@@ -58,8 +59,16 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     PL_CHECK_GOTO(pl_stage_rt_open(&rt, plan, n_workers, pl_buffers_slot(bufs, 0), NULL, err), st,
                   done);
     rt_open = true;
+    /* The first phase's scheduler and its worker threads are setup too. */
+    PL_CHECK_GOTO(pl_sched_init(&sched, plan, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
+                  done);
+    sched_init = true;
+    pl_sched_set_clock(&sched, &res->batch_clock);
+    pl_sched_set_batch_progress(&sched); /* this thread only reports batches and polls stops */
+    pl_sched_spawn(&sched);
     /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
-     * files), as on the GPU executor, so per-batch figures describe the steady state. */
+     * files; the workers), as on the GPU executor, so per-batch figures describe the steady
+     * state. */
     t0 = pl_now_ns();
     bool stopped = false;
     int64_t reported = 0, d = 0;
@@ -69,10 +78,14 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     const pl_plan *cur = plan;
     res->depth = plan->depth;
     for (int phase = 0;; phase++) {
-        PL_CHECK_GOTO(pl_sched_init(&sched, cur, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
-                      done);
-        sched_init = true;
-        pl_sched_begin_at(&sched, first);
+        if (phase > 0) {
+            PL_CHECK_GOTO(pl_sched_init(&sched, cur, cfg, &rt, bufs, NULL, n_workers, timing, err),
+                          st, done);
+            sched_init = true;
+            pl_sched_set_clock(&sched, &res->batch_clock);
+            pl_sched_set_batch_progress(&sched);
+            pl_sched_begin_at(&sched, first);
+        }
         if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
             stopped = true;
             pthread_mutex_lock(&sched.mu);
@@ -86,9 +99,12 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
         pl_sched_start(&sched, t0);
 
         /* The calling thread reports progress in batch order and turns a stop into a drain: the
-         * batches already started finish, nothing new starts. */
+         * batches already started finish, nothing new starts. It wakes per completed batch (and
+         * every 20 ms, for a stop), not per stage: on a machine the search fills, each wake-up
+         * takes a core from it. The generation keeps a batch completed during the callback. */
         pthread_mutex_lock(&sched.mu);
         while (!pl_sched_idle(&sched)) {
+            uint64_t gen = pl_sched_progress_gen(&sched);
             int64_t dn = pl_sched_batches_done(&sched);
             while (reported < dn) {
                 reported++;
@@ -102,7 +118,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
                 stopped = true;
                 pl_sched_set_limit(&sched, sched.started);
             }
-            if (!pl_sched_idle(&sched)) pl_sched_wait_progress(&sched, 20000);
+            if (!pl_sched_idle(&sched)) pl_sched_wait_progress_since(&sched, gen, 20000);
         }
         d = pl_sched_batches_done(&sched);
         pthread_mutex_unlock(&sched.mu);
@@ -131,6 +147,9 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
             rt.plan = grown;
         }
         res->depth = nd;
+        /* The steady state starts anew at the chosen depth. */
+        res->batch_clock.mark_b = d + nd;
+        res->batch_clock.mark_ns = -1;
         /* The finished phase's counters are kept in `first`: a fresh scheduler goes on. */
         pl_sched_fini(&sched);
         sched_init = false;

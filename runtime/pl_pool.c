@@ -176,9 +176,15 @@ void pl_pool_run(pl_pool *p, int64_t n_tasks, int parallel, pl_pool_fn fn, void 
         tail = &(*tail)->link;
     *tail = &j;
     /* Wake as many helpers as the job can take, not all: the others would only take the lock to
-     * find no slot left. A helper busy elsewhere looks at the list before it waits again. */
-    for (int i = 1; i < parallel; i++)
-        pthread_cond_signal(&p->work);
+     * find no slot left. A helper busy elsewhere looks at the list before it waits again. When
+     * it can take them all (the search on every core), one broadcast: waking 15 waiting threads
+     * took 50-66 us as 15 signals, 29-32 us as one broadcast (2-core host, mutex held), time the
+     * submitter spends before its own first task. */
+    if (parallel - 1 >= p->n_threads)
+        pthread_cond_broadcast(&p->work);
+    else
+        for (int i = 1; i < parallel; i++)
+            pthread_cond_signal(&p->work);
     pl__work(p, &j, 0);
     pl__unlist(p, &j); /* no helper may join once the submitter has finished its share */
     j.active--;

@@ -388,6 +388,12 @@ static json_t *pl__summary(const pl_plan *plan, const pl_run_result *res, pl_sta
     PL__SET("wall_s", pl__real(wall, 9));
     PL__SET("per_batch_s", pl__real(per, 9));
     PL__SET("batches_per_s", pl__real(per > 0 ? 1.0 / per : 0.0, 3));
+    const pl_batch_clock *bc = &res->batch_clock;
+    PL__SET("steady_per_batch_s", bc->mark_ns >= 0 && bc->last_b > bc->mark_b
+                                      ? pl__real((double)(bc->last_ns - bc->mark_ns) * 1e-9 /
+                                                     (double)(bc->last_b - bc->mark_b),
+                                                 9)
+                                      : json_null());
     int bs = -1;
     double bound = pl_report_stats(plan, res, st, &bs);
     int n_eng = 0;

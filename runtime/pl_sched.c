@@ -14,6 +14,14 @@ int64_t pl_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Every wake-up of the progress waiters goes through here (mu held), so the generation says
+ * whether one happened. */
+static void pl__progress(pl_sched *s)
+{
+    s->progress_gen++;
+    pthread_cond_broadcast(&s->progress);
+}
+
 bool pl_sched_ready(const pl_sched *s, int stage, int64_t b)
 {
     const pl_plan_stage *ps = &s->plan->stages[stage];
@@ -76,11 +84,31 @@ static void pl__advance_commit(pl_sched *s)
         pl__recheck(s, s->out_streams[i]);
 }
 
+/* The batches every stage has finished moved on (a stage at all_done moved): recounts, O(stages)
+ * per batch, and stamps the completion times. */
+static void pl__advance_all(pl_sched *s)
+{
+    int64_t m = -1;
+    for (int v = 0; v < s->n_stages; v++)
+        if (m < 0 || s->done[v] < m) m = s->done[v];
+    if (m > s->all_done && s->clock) {
+        int64_t t = pl_now_ns() - s->t0_ns;
+        if (s->clock->mark_b >= s->all_done && s->clock->mark_b < m) s->clock->mark_ns = t;
+        s->clock->last_b = m - 1;
+        s->clock->last_ns = t;
+    }
+    if (m > s->all_done) s->all_done = m;
+    s->at_all = 0;
+    for (int v = 0; v < s->n_stages; v++)
+        s->at_all += s->done[v] == s->all_done;
+}
+
 /* done[stage] = count (count > done[stage]), with the commit point and the waiters. */
 static void pl__set_done(pl_sched *s, int stage, int64_t count)
 {
     int64_t old = s->done[stage];
     s->done[stage] = count;
+    if (old == s->all_done && --s->at_all == 0) pl__advance_all(s);
     if (!s->is_out[stage] && !s->after_out[stage] && old == s->commit && --s->at_commit == 0)
         pl__advance_commit(s);
     pl__recheck_deps(s, stage);
@@ -90,7 +118,7 @@ void pl_sched_set_done(pl_sched *s, int stage, int64_t count)
 {
     if (count <= s->done[stage]) return;
     pl__set_done(s, stage, count);
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
 }
 
 void pl_sched_set_limit(pl_sched *s, int64_t limit)
@@ -98,7 +126,7 @@ void pl_sched_set_limit(pl_sched *s, int64_t limit)
     if (limit >= s->limit) return;
     s->limit = limit < 0 ? 0 : limit;
     pl__count_live(s);
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
 }
 
 void pl_sched_fail(pl_sched *s, int64_t batch, pl_status st, const pl_error *e)
@@ -110,14 +138,14 @@ void pl_sched_fail(pl_sched *s, int64_t batch, pl_status st, const pl_error *e)
     }
     s->failed = true;
     pl_sched_set_limit(s, batch);
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
 }
 
 void pl_sched_abort(pl_sched *s)
 {
     s->abort = true;
     pthread_cond_broadcast(&s->work);
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
 }
 
 int64_t pl_sched_batches_done(const pl_sched *s)
@@ -126,6 +154,21 @@ int64_t pl_sched_batches_done(const pl_sched *s)
     for (int i = 0; i < s->n_stages; i++)
         if (s->done[i] < m) m = s->done[i];
     return m;
+}
+
+uint64_t pl_sched_progress_gen(const pl_sched *s)
+{
+    return s->progress_gen;
+}
+
+void pl_sched_notify_progress(pl_sched *s)
+{
+    pl__progress(s);
+}
+
+void pl_sched_wait_progress_since(pl_sched *s, uint64_t gen, long us)
+{
+    if (s->progress_gen == gen) pl_sched_wait_progress(s, us);
 }
 
 void pl_sched_wait_progress(pl_sched *s, long us)
@@ -159,7 +202,8 @@ static void *pl__worker_main(void *p)
     int nstr = plan->n_streams;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->abort && s->q_len == 0 && s->n_live > 0)
+        /* Spawned before the run's clock: nothing is taken before pl_sched_start. */
+        while (!s->abort && (!s->go || (s->q_len == 0 && s->n_live > 0)))
             pthread_cond_wait(&s->work, &s->mu);
         if (s->abort || (s->q_len == 0 && s->n_live == 0)) break;
         int k = s->queue[s->q_head];
@@ -198,12 +242,13 @@ static void *pl__worker_main(void *p)
             s->live[k] = false;
             if (--s->n_live == 0) pthread_cond_broadcast(&s->work);
         }
+        int64_t all_before = s->all_done;
         pl__set_done(s, stage, b + 1);
         pl__recheck(s, k);
-        pthread_cond_broadcast(&s->progress);
+        if (!s->batch_progress || s->all_done != all_before) pl__progress(s);
     }
     s->n_running--;
-    pthread_cond_broadcast(&s->progress);
+    pl__progress(s);
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
@@ -220,6 +265,14 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
     s->timing = timing;
     s->n_stages = plan->n_stages;
     s->n_workers = workers > 0 ? workers : 1;
+    /* No more threads than streams it runs: a stream runs one stage at a time, so the others
+     * would only wait, and the stages would wander over more threads (each thread's first run of
+     * a stage pays for its per-thread state: an OpenBLAS sgemm's first call on a thread, measured
+     * at 50-270 us against 32-37 after, and the search's scratch). */
+    int n_run = 0;
+    for (int k = 0; k < plan->n_streams; k++)
+        n_run += (owned ? owned[k] : true) && plan->streams[k].n_stages > 0;
+    if (n_run >= 1 && s->n_workers > n_run) s->n_workers = n_run;
     s->limit = plan->batches;
     int n = plan->n_stages, nstr = plan->n_streams;
     size_t ns = (size_t)(n > 0 ? n : 1), nk = (size_t)(nstr > 0 ? nstr : 1);
@@ -308,6 +361,7 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
     pthread_condattr_destroy(&ca);
     if (rc != 0) return pl_error_set(err, PL_ERUNTIME, "error: cannot create a condition variable");
     s->init = true;
+    s->at_all = n;
     pl__count_live(s);
     return PL_OK;
 oom:
@@ -324,38 +378,72 @@ void pl_sched_begin_at(pl_sched *s, int64_t first)
         s->cur_b[k] = first;
     }
     s->started = first;
+    s->all_done = first;
+    s->at_all = s->n_stages;
     /* Every stage is at the commit point again, as at batch 0. */
     if (s->commit < first) s->commit = first;
     pl__count_live(s);
 }
 
-void pl_sched_start(pl_sched *s, int64_t t0_ns)
+void pl_sched_set_clock(pl_sched *s, pl_batch_clock *clock)
 {
-    s->t0_ns = t0_ns;
+    s->clock = clock;
+}
+
+void pl_sched_set_batch_progress(pl_sched *s)
+{
+    s->batch_progress = true;
+}
+
+void pl_sched_spawn(pl_sched *s)
+{
     pthread_mutex_lock(&s->mu);
-    for (int k = 0; k < s->plan->n_streams; k++)
-        if (s->plan->streams[k].n_stages > 0) pl__recheck(s, k);
+    if (s->spawned) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->spawned = true;
     pl__worker_arg *args = calloc((size_t)s->n_workers, sizeof *args);
     if (!args) {
         pl_error e;
         pl_error_set(&e, PL_ENOMEM, "error: out of memory starting host workers");
         pl_sched_fail(s, 0, PL_ENOMEM, &e);
+        pthread_mutex_unlock(&s->mu);
+        return;
     }
-    for (int i = 0; args && i < s->n_workers; i++) {
+    s->worker_args = args; /* they live until join */
+    pthread_mutex_unlock(&s->mu);
+    /* Without mu: a started worker waits for `go` under it. */
+    for (int i = 0; i < s->n_workers; i++) {
         args[i] = (pl__worker_arg){s, i};
+        pthread_mutex_lock(&s->mu);
         s->n_running++;
+        pthread_mutex_unlock(&s->mu);
         if (pthread_create(&s->threads[i], NULL, pl__worker_main, &args[i]) != 0) {
+            pthread_mutex_lock(&s->mu);
             s->n_running--;
             if (i == 0) {
                 pl_error e;
                 pl_error_set(&e, PL_ERUNTIME, "error: cannot start a host worker thread");
                 pl_sched_fail(s, 0, PL_ERUNTIME, &e);
             }
+            pthread_mutex_unlock(&s->mu);
             break; /* fewer workers: the run goes on with those that started */
         }
         s->n_threads++;
     }
-    s->worker_args = args; /* they live until join */
+}
+
+void pl_sched_start(pl_sched *s, int64_t t0_ns)
+{
+    pl_sched_spawn(s);
+    pthread_mutex_lock(&s->mu);
+    s->t0_ns = t0_ns;
+    s->go = true;
+    /* Each stream queued wakes one worker (pl__recheck); with nothing live they all leave. */
+    for (int k = 0; k < s->plan->n_streams; k++)
+        if (s->plan->streams[k].n_stages > 0) pl__recheck(s, k);
+    if (s->n_live == 0) pthread_cond_broadcast(&s->work);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -368,6 +456,12 @@ void pl_sched_join(pl_sched *s)
 
 void pl_sched_fini(pl_sched *s)
 {
+    if (s->init && s->n_threads > 0) { /* spawned, never joined: an error before the run */
+        pthread_mutex_lock(&s->mu);
+        pl_sched_abort(s);
+        pthread_mutex_unlock(&s->mu);
+        pl_sched_join(s);
+    }
     for (int v = 0; s->dep_streams && v < s->n_stages; v++)
         free(s->dep_streams[v]);
     free(s->dep_streams);

@@ -52,12 +52,17 @@ typedef struct pl_sched {
     bool *live; /* [stream]: owned and its cursor is below the limit */
     int *queue; /* ring of stream indices */
     int q_head, q_len;
-    int n_live;       /* streams that are live */
-    bool *is_out;     /* [stage]: an output stage (waits for the commit point) */
-    bool *after_out;  /* [stage]: runs after an output stage in the batch (not waited for) */
-    int64_t commit;   /* batches every non-output stage has finished */
-    int at_commit;    /* non-output stages whose done == commit */
-    int *out_streams; /* streams holding output stages */
+    int n_live;            /* streams that are live */
+    bool *is_out;          /* [stage]: an output stage (waits for the commit point) */
+    bool *after_out;       /* [stage]: runs after an output stage in the batch (not waited for) */
+    int64_t all_done;      /* batches every stage has finished */
+    int at_all;            /* stages whose done == all_done */
+    pl_batch_clock *clock; /* borrowed, may be NULL: when batches completed */
+    bool batch_progress;   /* a host stage wakes the progress waiters only when it completes a
+                            * batch (pl_sched_set_batch_progress) */
+    int64_t commit;        /* batches every non-output stage has finished */
+    int at_commit;         /* non-output stages whose done == commit */
+    int *out_streams;      /* streams holding output stages */
     int n_out_streams;
     int **dep_streams; /* [stage]: streams whose next stage may wait on it */
     int *n_dep_streams;
@@ -66,24 +71,45 @@ typedef struct pl_sched {
     void *worker_args; /* owned: what each thread was started with */
     int n_threads;     /* started */
     int n_running;     /* worker threads still in their loop */
+    bool spawned;      /* pl_sched_spawn ran */
+    bool go;           /* pl_sched_start ran: workers may take streams */
+    uint64_t
+        progress_gen; /* bumped with every broadcast of `progress` (pl_sched_wait_progress_since) */
     bool init;
 } pl_sched;
 
+/* Before start: batch completions are written to *clock (borrowed; it may outlive several
+ * schedulers, e.g. depth: auto's two phases). */
+void pl_sched_set_clock(pl_sched *s, pl_batch_clock *clock);
+/* Before spawn: the progress waiter wants completed batches only (the host executor's reporting
+ * thread), so a host stage that completes no batch wakes nobody; failures, limits, an abort and
+ * workers leaving still do. Without it (the GPU executor's issue loop, which launches when a
+ * host stage it waits for is done) every host stage's completion wakes the waiters. */
+void pl_sched_set_batch_progress(pl_sched *s);
 /* Prepares the scheduler (no thread yet). `owned[k]`: the scheduler runs plan stream k; NULL:
- * all of them. `workers` threads will run them (>= 1). `timing` may be NULL (no timing). */
+ * all of them. `workers` threads will run them (>= 1), but no more than the streams it runs:
+ * worker indices 0..min(workers, those streams)-1. `timing` may be NULL (no timing). */
 pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
                         const pl_stage_rt *rt, pl_buffers *bufs, const bool *owned, int workers,
                         pl_timing *timing, pl_error *err);
-/* Before start: the run goes on from batch `first` (batches < first are done: an earlier
- * scheduler ran them, e.g. depth: auto's calibration at another depth), so every stage counts
- * them done and every stream starts at `first`. */
+/* Before spawn and start: the run goes on from batch `first` (batches < first are done: an
+ * earlier scheduler ran them, e.g. depth: auto's calibration at another depth), so every stage
+ * counts them done and every stream starts at `first`. */
 void pl_sched_begin_at(pl_sched *s, int64_t first);
-/* Starts the workers; t0_ns is the run's clock origin. On failure to start one thread the run
- * fails (recorded) and the threads started go on, draining as after any failure. */
+/* Creates the worker threads, which wait for pl_sched_start: per-run setup, done before the run's
+ * clock starts (creating 16 threads took about 1 ms, measured, and it delayed the first stage by
+ * as much when it was part of the start). On failure to start one thread the run fails (recorded)
+ * and the threads started go on, draining as after any failure. Optional: start spawns them when
+ * this was not called. */
+void pl_sched_spawn(pl_sched *s);
+/* Lets the workers run the streams; t0_ns is the run's clock origin (stage spans are relative to
+ * it). Spawns the workers first unless pl_sched_spawn did. */
 void pl_sched_start(pl_sched *s, int64_t t0_ns);
 /* Waits for every worker to leave (all owned streams reached the limit, or abort). */
 void pl_sched_join(pl_sched *s);
-void pl_sched_fini(pl_sched *s); /* after join; safe on a zeroed or failed-init scheduler */
+/* Frees the scheduler; workers still there (spawned, and the run never started or joined) are
+ * aborted and joined first. Safe on a zeroed or failed-init scheduler. Not with s->mu held. */
+void pl_sched_fini(pl_sched *s);
 
 /* The functions below are called with s->mu held. */
 
@@ -101,6 +127,15 @@ int64_t pl_sched_batches_done(const pl_sched *s);
 bool pl_sched_ready(const pl_sched *s, int stage, int64_t batch);
 /* Waits on s->progress (a stage finished, something failed) for at most `us` microseconds. */
 void pl_sched_wait_progress(pl_sched *s, long us);
+/* The progress generation: it changes with every broadcast of s->progress. */
+uint64_t pl_sched_progress_gen(const pl_sched *s);
+/* Waits like pl_sched_wait_progress, but returns at once when the generation is no longer `gen`:
+ * a caller that read `gen` under mu, let go of it to do something (a device query) and took it
+ * again misses no progress signalled meanwhile. */
+void pl_sched_wait_progress_since(pl_sched *s, uint64_t gen, long us);
+/* Wakes the progress waiters for something outside the scheduler (the GPU executor: a device
+ * completion), bumping the generation. */
+void pl_sched_notify_progress(pl_sched *s);
 /* Every worker has left its loop. */
 bool pl_sched_idle(const pl_sched *s);
 

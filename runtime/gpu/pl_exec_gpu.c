@@ -111,6 +111,7 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
         PL_CHECK(
             pl_stage_rt_open(&gx->rt, plan, workers, pl_buffers_slot(gx->hbufs, 0), gx->gctx, err));
         gx->rt_open = true;
+        PL_CHECK(pl_gx_wake_init(gx, err)); /* only the run's issue loop sleeps on the device */
     }
     PL_CHECK(pl__capture_ring(gx, err));
     return PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err); /* uploads done before the clock */
@@ -121,6 +122,7 @@ static void pl__teardown(pl_gx *gx)
     /* Errors are ignored here: after a device fault every call fails, and nothing is left to do
      * about it. The object that created a resource frees it, in reverse order. */
     if (gx->streams || gx->launch) cudaDeviceSynchronize();
+    pl_gx_wake_fini(gx); /* before the scheduler it signals is freed */
     pl_gx_destroy_objects(gx);
     if (gx->created_t0) cudaEventDestroy(gx->ev_t0);
     pl_gpu_ctx_free(gx->gctx);
@@ -200,6 +202,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
     res->n_stages = plan->n_stages;
     res->batches_planned = plan->batches;
     res->workers = gx->rt_open ? gx->rt.env.workers : 0;
+    res->batch_clock = (pl_batch_clock){plan->depth, -1, -1, 0};
     {
         struct cudaDeviceProp prop;
         if (cudaGetDeviceProperties(&prop, gx->device) == cudaSuccess)
@@ -229,6 +232,9 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
                                 gx->rt.env.workers, gx->stats, err),
                   st, close);
     gx->sched_init = true;
+    pl_sched_set_clock(&gx->sched, &res->batch_clock);
+    pl_gx_wake_attach(gx, &gx->sched);
+    pl_sched_spawn(&gx->sched); /* the workers are setup: before the clock */
     /* The run clock: ev_t0 completes at (about) t_start; device spans are measured from it. */
     PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_t0, gx->launch[0]), NULL, -1, err), st, close);
     PL_CHECK_GOTO(PL_CUDA(cudaEventSynchronize(gx->ev_t0), NULL, -1, err), st, close);
@@ -277,8 +283,12 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
                 gst = pl__grow_ring(gx, np, err);
             if (gst == PL_OK) {
                 res->depth = nd;
+                /* The steady state starts anew at the chosen depth. */
+                res->batch_clock.mark_b = done + nd;
+                res->batch_clock.mark_ns = -1;
                 /* A fresh scheduler for the rest, at batch `done`; the issue loop goes on. */
                 first = done;
+                pl_gx_wake_attach(gx, NULL); /* a late wake-up must not find it half-made */
                 pl_sched_fini(&gx->sched);
                 gx->sched_init = false;
                 gst = pl_sched_init(&gx->sched, gx->plan, cfg, &gx->rt, gx->hbufs, owned,
@@ -286,6 +296,8 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
             }
             if (gst == PL_OK) {
                 gx->sched_init = true;
+                pl_sched_set_clock(&gx->sched, &res->batch_clock);
+                pl_gx_wake_attach(gx, &gx->sched);
                 pl_sched_begin_at(&gx->sched, first);
                 for (int k = 0; k < gx->nseg; k++) {
                     gx->launched[k] = gx->mon_b[k] = first;

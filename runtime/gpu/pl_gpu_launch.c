@@ -4,6 +4,7 @@
  * next launch without a hand-off between threads. Host stages run on the shared scheduler's
  * workers and learn of device completions through its counters. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -100,6 +101,128 @@ static pl_status pl__launch(pl_gx *gx, int64_t b, int k, pl_error *e)
     return gx->graphs ? pl__launch_graph(gx, b, k, e) : pl_gx_issue_plain(gx, b, k, e);
 }
 
+/* --- device wake-ups ------------------------------------------------------------------------
+ * While a host stage gates the next launch, the loop must notice both host progress (the
+ * scheduler broadcasts it) and the device's completions (the read-backs free slots and feed the
+ * sinks). It used to poll the device every 20 us, keeping a core busy beside the host workers.
+ * Now, before it sleeps, it arms the end event it would read back next in each segment: a side
+ * stream of that segment waits for the event and then runs a host function that bumps the
+ * scheduler's progress generation and broadcasts it. The loop sleeps on that one condition. The
+ * main streams get no extra work (the side streams only wait), so nothing on the device waits
+ * for a host function. The host function runs on a driver thread and makes no CUDA call; every
+ * thread that holds the scheduler's mutex lets go of it before any CUDA call, so it cannot wait
+ * on the device while the host function waits for that mutex. */
+typedef struct pl_gx_waker {
+    pthread_mutex_t mu; /* guards sched and the counts; taken before the scheduler's mutex */
+    pl_sched *sched;    /* whose progress to signal; NULL: none (between schedulers, teardown) */
+    int64_t armed, ran; /* host functions enqueued, and run */
+} pl_gx_waker;
+
+static void CUDART_CB pl__device_woke(void *p)
+{
+    pl_gx_waker *w = p;
+    pthread_mutex_lock(&w->mu);
+    w->ran++;
+    if (w->sched) {
+        pthread_mutex_lock(&w->sched->mu);
+        pl_sched_notify_progress(w->sched);
+        pthread_mutex_unlock(&w->sched->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+pl_status pl_gx_wake_init(pl_gx *gx, pl_error *err)
+{
+    const char *poll = getenv("PIPECTL_GPU_POLL"); /* the earlier loop, for an A/B */
+    if (poll && strcmp(poll, "1") == 0) return PL_OK;
+    size_t n = (size_t)(gx->nseg > 0 ? gx->nseg : 1);
+    gx->wake_streams = calloc(n, sizeof *gx->wake_streams);
+    gx->armed_b = calloc(n, sizeof *gx->armed_b);
+    gx->armed_i = calloc(n, sizeof *gx->armed_i);
+    pl_gx_waker *w = calloc(1, sizeof *w);
+    if (!gx->wake_streams || !gx->armed_b || !gx->armed_i || !w) {
+        free(w);
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    gx->waker = w;
+    for (int k = 0; k < gx->nseg; k++) {
+        gx->armed_b[k] = -1;
+        PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->wake_streams[k], cudaStreamNonBlocking),
+                         NULL, -1, err));
+    }
+    return PL_OK;
+}
+
+void pl_gx_wake_attach(pl_gx *gx, pl_sched *s)
+{
+    if (!gx->waker) return;
+    pthread_mutex_lock(&gx->waker->mu);
+    gx->waker->sched = s;
+    pthread_mutex_unlock(&gx->waker->mu);
+    for (int k = 0; k < gx->nseg; k++)
+        gx->armed_b[k] = -1;
+}
+
+void pl_gx_wake_fini(pl_gx *gx)
+{
+    pl_gx_wake_attach(gx, NULL);
+    for (int k = 0; gx->wake_streams && k < gx->nseg; k++)
+        if (gx->wake_streams[k]) cudaStreamDestroy(gx->wake_streams[k]);
+    free(gx->wake_streams);
+    free(gx->armed_b);
+    free(gx->armed_i);
+    gx->wake_streams = NULL;
+    gx->armed_b = NULL;
+    gx->armed_i = NULL;
+    pl_gx_waker *w = gx->waker;
+    gx->waker = NULL;
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    bool all_ran = w->ran == w->armed;
+    pthread_mutex_unlock(&w->mu);
+    /* A host function still owed (the device faulted: they are dropped, or one is late) may
+     * yet touch w; a few bytes left allocated are the safe side. */
+    if (!all_ran) return;
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+/* Arms a wake-up for the next end event each segment with pending read-backs (below lim) waits
+ * for, unless armed already. Caller does not hold mu. false: some segment is not armed (no waker,
+ * or a CUDA error): the caller polls. */
+static bool pl__arm_wakes(pl_gx *gx, int64_t lim)
+{
+    if (!gx->waker) return false;
+    for (int k = 0; k < gx->nseg; k++) {
+        int64_t b = gx->mon_b[k];
+        if (b >= gx->launched[k] || b >= lim) continue;
+        const pl_segment *sg = &gx->plan->segments[k];
+        int i = gx->mon_i[k];
+        while (i < sg->n_stages && !gx->plan->stages[sg->stages[i]].observe)
+            i++;
+        if (i >= sg->n_stages) return false; /* nothing to wait for: the next step finishes it */
+        if (gx->armed_b[k] == b && gx->armed_i[k] == i) continue;
+        pthread_mutex_lock(&gx->waker->mu);
+        gx->waker->armed++; /* before the enqueue: `ran` never passes it */
+        pthread_mutex_unlock(&gx->waker->mu);
+        cudaEvent_t ev = pl_gx_end_event(gx, b, sg->stages[i]);
+        if (cudaStreamWaitEvent(gx->wake_streams[k], ev, 0) != cudaSuccess ||
+            cudaLaunchHostFunc(gx->wake_streams[k], pl__device_woke, gx->waker) != cudaSuccess) {
+            /* Not enqueued (a wait enqueued alone is harmless). The read-back reports the
+             * device's error, if it is one. */
+            cudaGetLastError();
+            pthread_mutex_lock(&gx->waker->mu);
+            gx->waker->armed--;
+            pthread_mutex_unlock(&gx->waker->mu);
+            return false;
+        }
+        gx->armed_b[k] = b;
+        gx->armed_i[k] = i;
+    }
+    return true;
+}
+
 static void pl__report_progress(pl_gx *gx)
 {
     /* Caller holds mu; the callback runs without it. */
@@ -162,18 +285,24 @@ void pl_gx_issue_loop(pl_gx *gx)
                 (kmin < 0 || gx->mon_b[k] < gx->mon_b[kmin]))
                 kmin = k;
         if (kmin >= 0 && !s->abort) {
-            /* Block on the device only when no host stage can change what we may launch. */
+            /* Block on the device only when no host stage can change what we may launch.
+             * Otherwise sleep until the host or the device makes progress: `gen` is read before
+             * mu is let go, so progress signalled while the loop queries and arms is not lost. */
             bool block = !host_blocked;
             int64_t lim = s->limit;
+            uint64_t gen = pl_sched_progress_gen(s);
             pthread_mutex_unlock(&s->mu);
             bool adv = false;
             for (int k = 0; k < gx->nseg; k++)
                 if (gx->mon_b[k] < gx->launched[k] && gx->mon_b[k] < lim)
                     adv |= pl_gx_monitor_step(gx, k, false);
             if (!adv && block) adv = pl_gx_monitor_step(gx, kmin, true);
+            bool armed = !adv && pl__arm_wakes(gx, lim);
             pthread_mutex_lock(&s->mu);
             pl__report_progress(gx);
-            if (!adv) pl_sched_wait_progress(&gx->sched, 20);
+            /* Armed: the device's completion wakes us; 5 ms only polls cfg->stop. Not armed: the
+             * device is polled, as before. */
+            if (!adv) pl_sched_wait_progress_since(s, gen, armed ? 5000 : 20);
             continue;
         }
         if (!can_issue && pl_sched_idle(s)) break;

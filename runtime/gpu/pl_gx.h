@@ -102,6 +102,14 @@ typedef struct pl_gx {
     pl_status late_status;
     pl_error late_err;
 
+    /* Device wake-ups (pl_gpu_launch.c): while host stages gate the next launch, the loop sleeps
+     * on the scheduler's progress condition and the device's next completions signal it, from a
+     * host function on a side stream per segment, instead of the loop polling every 20 us. */
+    struct pl_gx_waker *waker;  /* owned; NULL: none (bench replays), the loop polls */
+    cudaStream_t *wake_streams; /* [segment] */
+    int64_t *armed_b;           /* [segment]: the batch and stage index whose end is armed */
+    int *armed_i;
+
     pl_timing *stats;                    /* device stages' spans are recorded here */
     int64_t t_start;                     /* CLOCK_MONOTONIC at run start */
     int64_t t_first_launch, t_last_done; /* CLOCK_MONOTONIC: first issue, last read-back (bench) */
@@ -163,6 +171,14 @@ pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err);
 
 /* pl_gpu_launch.c */
 void pl_gx_issue_loop(pl_gx *gx);
+/* Creates the waker and its side streams (before the clock). */
+pl_status pl_gx_wake_init(pl_gx *gx, pl_error *err);
+/* Points the waker at the scheduler whose progress it signals (NULL: none, before that
+ * scheduler is freed), and forgets what was armed. Not with the scheduler's mutex held. */
+void pl_gx_wake_attach(pl_gx *gx, pl_sched *s);
+/* After the device is synchronized: destroys the side streams and frees the waker, or leaves it
+ * allocated when some host function never ran (after a device fault they are not run). */
+void pl_gx_wake_fini(pl_gx *gx);
 
 /* pl_gpu_complete.c */
 /* Reads back what it can of segment k's pending batch; `block` waits for the next end event.

@@ -85,6 +85,14 @@ int main(void)
     pl_report_json(f, plan, &r, PL_OK, NULL);
     fclose(f);
     CHECK(strstr(buf, "\"bound_s\": null, \"bound_stage\": null, \"achieved\": null") != NULL);
+    CHECK(strstr(buf, "\"steady_per_batch_s\": null") != NULL); /* no batch clock */
+    free(buf);
+    /* The steady state: batch 3 done at 5 ms, batch 15 at 11 ms: 12 batches in 6 ms. */
+    r.batch_clock = (pl_batch_clock){3, 5000000, 15, 11000000};
+    f = open_memstream(&buf, &len);
+    pl_report_json(f, plan, &r, PL_OK, NULL);
+    fclose(f);
+    CHECK(strstr(buf, "\"steady_per_batch_s\": 0.0005") != NULL);
     free(buf);
     pl_run_result_fini(&r);
     free(sp);
