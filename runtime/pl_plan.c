@@ -16,8 +16,14 @@ bool pl_plan_chunk_linked(const pl_plan *plan, int c, int p)
     if (sc->chunks <= 1 || sc->chunks != sp->chunks) return false;
     const pl_plan_stage *pc = &plan->stages[c], *pp = &plan->stages[p];
     if (pc->segment < 0 || pc->segment != pp->segment) return false;
-    for (int i = 0; i < pc->n_preds; i++)
-        if (pc->preds[i] == p) return true;
+    bool pred = false;
+    for (int i = 0; i < pc->n_preds && !pred; i++)
+        pred = pc->preds[i] == p;
+    if (!pred) return false;
+    /* Data, not `after:` alone: an `after:` orders whole stages. */
+    for (int i = 0; i < sc->n_reads; i++)
+        for (int j = 0; j < sp->n_writes; j++)
+            if (sc->reads[i].index == sp->writes[j].index) return true;
     return false;
 }
 

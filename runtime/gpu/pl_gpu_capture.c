@@ -253,6 +253,10 @@ typedef struct pl__rec {
     pl_gx *gx;
     pl__rec_mode mode;
     int st, slot;
+    /* A timed chunked consumer's start event, recorded after its first block's waits (NULL:
+     * recorded before the stage, or not timed), and its record flags. */
+    cudaEvent_t start;
+    unsigned start_fl;
 } pl__rec;
 
 static cudaEvent_t pl__chunk_event(const pl__rec *rc, int p, int j)
@@ -284,13 +288,26 @@ static pl_status pl__chunk_wait(const pl_dev_ctx *ctx, int j, pl_error *err)
             PL_CUDA(cudaStreamWaitEvent((cudaStream_t)ctx->stream, pl__chunk_event(rc, p, j), fl),
                     ctx->stage->name, ctx->batch, err));
     }
+    if (j == 0 && rc->start)
+        return PL_CUDA(cudaEventRecordWithFlags(rc->start, (cudaStream_t)ctx->stream, rc->start_fl),
+                       ctx->stage->name, ctx->batch, err);
     return PL_OK;
+}
+
+/* Does stage st wait for some producer block by block? */
+static bool pl__chunk_consumer(const pl_gx *gx, int st)
+{
+    const pl_plan_stage *ps = &gx->plan->stages[st];
+    for (int i = 0; i < ps->n_preds; i++)
+        if (pl_gx_chunk_linked(gx, st, ps->preds[i])) return true;
+    return false;
 }
 
 /* The work of device stage st for one batch of `slot` on s (its kind's record hook): kernels and
  * library calls, and a chunked stage's block events (pl_gx_chunk_linked). */
 static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cudaStream_t s,
-                                 pl__rec_mode mode, pl_error *err)
+                                 pl__rec_mode mode, cudaEvent_t late_start, unsigned start_fl,
+                                 pl_error *err)
 {
     const pl_spec *spec = gx->spec;
     const pl_stage *stg = &spec->stages[st];
@@ -308,7 +325,7 @@ static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cud
         .stream = (void *)s,
         .state = gx->rt.state ? gx->rt.state[st] : NULL,
     };
-    pl__rec rc = {gx, mode, st, slot};
+    pl__rec rc = {gx, mode, st, slot, late_start, start_fl};
     if (pl__chunks(gx, st) > 1 && gx->chunk_off) {
         dc.chunk_mark = pl__chunk_mark;
         dc.chunk_wait = pl__chunk_wait;
@@ -334,14 +351,19 @@ pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, 
     /* Inside a capture, External makes these real event-record nodes that the host can wait on
      * (and that keep their timestamps); outside, it is a plain record. */
     unsigned fl = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
-    if (timed)
-        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
     cudaGraphExec_t sg = !capturing && gx->sexec ? gx->sexec[(size_t)slot * gx->nst + st] : NULL;
+    /* A chunked consumer's span starts once its first block may run (after the waits for it), so
+     * its engine's busy time does not count the producer's first block. A stage graph holds no
+     * timing events: there the span starts before the graph. */
+    bool late = timed && !sg && pl__chunk_consumer(gx, st);
+    if (timed && !late)
+        PL_CHECK(PL_CUDA(cudaEventRecordWithFlags(gx->ev_start[k], s, fl), name, batch, err));
     if (sg)
         PL_CHECK(PL_CUDA(cudaGraphLaunch(sg, s), name, batch, err));
     else
         PL_CHECK(pl__record_work(gx, st, slot, batch, s,
-                                 capturing ? PL__REC_SEGMENT : PL__REC_PLAIN, err));
+                                 capturing ? PL__REC_SEGMENT : PL__REC_PLAIN,
+                                 late ? gx->ev_start[k] : NULL, fl, err));
     if (st == gx->fail_dev_stage &&
         (capturing ? r == (int)(gx->cfg->fail_batch % gx->ring) : batch == gx->cfg->fail_batch))
         PL_CHECK(PL_CUDA(pl_exec_launch_fault(gx->trigger_dev, (void *)s), name, batch, err));
@@ -483,7 +505,7 @@ static pl_status pl__capture_work(pl_gx *gx, int slot, int st, cudaGraph_t *grap
     *graph = NULL;
     PL_CHECK(PL_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
                      pl_gx_sname(gx, st), -1, err));
-    pl_status st2 = pl__record_work(gx, st, slot, -1, s, PL__REC_STAGE, err);
+    pl_status st2 = pl__record_work(gx, st, slot, -1, s, PL__REC_STAGE, NULL, 0, err);
     cudaError_t ce = cudaStreamEndCapture(s, graph);
     if (st2 == PL_OK && ce != cudaSuccess)
         st2 = pl_error_set(err, PL_ECUDA,

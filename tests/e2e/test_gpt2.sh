@@ -99,7 +99,7 @@ cmp -s "$d/out/logits.npy" "$d/out1/logits.npy" || err "random weights: logits d
 d=$work/chunks
 mkdir -p "$d"
 pipeline ../f32/snap ", chunks: 2" |
-    sed -e 's/to: lg}/to: lg, chunks: 2}/' -e 's/to: nx}/to: nx, chunks: 2}/' >"$d/tiny.yaml"
+    sed -e 's/to: lg}/to: lg, chunks: 2}/' -e 's/to: nx}/to: nx, chunks: 2, after: [score]}/' >"$d/tiny.yaml"
 if "$pipectl" run --quiet --executor host "$d/tiny.yaml" >"$d/run.log" 2>&1; then
     for f in logits next logprob; do
         cmp -s "$d/out/$f.npy" "$work/f32/out1/$f.npy" || err "chunks: $f.npy differs from the unchunked run"
@@ -110,10 +110,14 @@ fi
 "$pipectl" plan "$d/tiny.yaml" >"$d/plan.txt" 2>&1 || err "chunks: pipectl plan: $(cat "$d/plan.txt")"
 grep -Eq "^    down +d2h +d2h +waits on e[0-9]+\(lm, chunk by chunk: 2\)$" "$d/plan.txt" ||
     err "chunks: down is not linked to lm chunk by chunk: $(grep -E '^    down' "$d/plan.txt")"
-grep -Eq "^    down_nx +d2h +d2h +waits on e[0-9]+\(greedy, chunk by chunk: 2\)$" "$d/plan.txt" ||
-    err "chunks: down_nx is not linked to greedy: $(grep -E '^    down_nx' "$d/plan.txt")"
-grep -Eq "^    down_lp +d2h +d2h +waits on e[0-9]+\(score\)$" "$d/plan.txt" ||
-    err "chunks: down_lp (not chunked) should wait on the whole of score: $(grep -E '^    down_lp' "$d/plan.txt")"
+# down_nx reads greedy's output (linked) and is after: score, chunked alike but read nothing of
+# (an after: orders whole stages: not linked).
+grep -Eq "^    down_nx +d2h +d2h +waits on e[0-9]+\(greedy, chunk by chunk: 2\), e[0-9]+\(score\)$" "$d/plan.txt" ||
+    err "chunks: down_nx should wait for score whole and greedy by chunks: $(grep -E '^    down_nx' "$d/plan.txt")"
+# down_lp is not chunked: whatever it waits for, it waits for whole (here down_nx's wait on
+# score and the d2h stream's order imply its wait on score).
+grep -E "^    down_lp " "$d/plan.txt" | grep -q "chunk by chunk" &&
+    err "chunks: down_lp (not chunked) waits block by block: $(grep -E '^    down_lp' "$d/plan.txt")"
 pipeline ../f32/snap ", chunks: 3" >"$d/bad.yaml"
 "$pipectl" check "$d/bad.yaml" >/dev/null 2>"$d/err"
 rc=$?
