@@ -15,10 +15,22 @@ static int pl__chunks(const pl_gx *gx, int st)
     return n > 1 ? n : 1;
 }
 
+/* The plan's link, less one case: under stage graphs a compute consumer's waits would be event
+ * wait nodes inside its graph, waiting on events recorded by plain calls of other streams. A
+ * plain wait binds to the record enqueued before it; whether a wait node binds at the graph's
+ * launch or when it runs is not something this code relies on (a later batch's record there
+ * could wait on this very graph), so such a consumer waits for the whole producer before its
+ * graph is launched. Downloads behind a chunked forward, the case that pays, are plain copies. */
+static bool pl__linked(const pl_gx *gx, int c, int p)
+{
+    if (gx->sgraphs && pl_gx_compute_stage(gx, c)) return false;
+    return pl_plan_chunk_linked(gx->plan, c, p);
+}
+
 bool pl_gx_chunk_linked(const pl_gx *gx, int c, int p)
 {
     /* Before the chunk events exist (pl_gx_create_objects), every wait is a whole-stage one. */
-    return gx->chunk_off && pl_plan_chunk_linked(gx->plan, c, p);
+    return gx->chunk_off && pl__linked(gx, c, p);
 }
 
 /* The chunk events: offsets for the stages some consumer waits on block by block, then the
@@ -35,7 +47,7 @@ static pl_status pl__create_chunk_events(pl_gx *gx, pl_error *err)
         gx->chunk_off[p] = gx->chunk_coff[p] = -1;
         bool src = false;
         for (int c = 0; c < nst && !src; c++)
-            src = c != p && pl_plan_chunk_linked(gx->plan, c, p);
+            src = c != p && pl__linked(gx, c, p);
         if (!src) continue;
         gx->chunk_off[p] = n;
         gx->chunk_coff[p] = nc;
@@ -103,8 +115,7 @@ pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
     for (int st = 0; st < gx->nst; st++) {
         const pl_plan_stage *ps = &p->stages[st];
         for (int j = 0; j < ps->n_seg_waits; j++)
-            if (!pl_plan_chunk_linked(p, st, ps->seg_waits[j]))
-                gx->cap_src[ps->seg_waits[j]] = true;
+            if (!pl__linked(gx, st, ps->seg_waits[j])) gx->cap_src[ps->seg_waits[j]] = true;
     }
     PL_CHECK(pl__create_chunk_events(gx, err));
     for (int st = 0; st < gx->nst; st++) {
