@@ -426,8 +426,47 @@ static void test_graph_mode_auto(void)
     pl_spec_free(s);
 }
 
+/* Chunked stages: a consumer is linked to its producer block by block only when both are chunked
+ * alike and it reads what the producer writes; an after: alone, another count or an unchunked
+ * producer leave whole-stage waits. */
+static void test_chunk_links(void)
+{
+    pl_spec *s = t_new();
+    t_host(s, "a_host", 1024);
+    t_dev(s, "a_dev", 1024);
+    t_host(s, "b_host", 1024);
+    t_host(s, "c_host", 1024);
+    t_dev(s, "c_dev", 1024);
+    t_host(s, "d_host", 1024);
+    t_source(s, "gen", "a_host");
+    t_source(s, "gen2", "c_host");
+    int up = t_copy(s, "up", pl_kind_find("h2d"), "a_host", "a_dev");
+    t_opt(s, up, "chunks", "4");
+    int down = t_copy(s, "down", pl_kind_find("d2h"), "a_dev", "b_host");
+    t_opt(s, down, "chunks", "4");
+    int up2 = t_copy(s, "up2", pl_kind_find("h2d"), "c_host", "c_dev");
+    t_opt(s, up2, "chunks", "2");
+    int down2 = t_copy(s, "down2", pl_kind_find("d2h"), "c_dev", "d_host");
+    t_opt(s, down2, "chunks", "4");
+    t_after(s, down2, "up");
+    t_sink(s, "save", "b_host");
+    t_sink(s, "save2", "d_host");
+    pl_plan *p = t_plan(s);
+    CHECK(pl_plan_chunk_linked(p, down, up));    /* 4 and 4, down reads a_dev */
+    CHECK(!pl_plan_chunk_linked(p, down2, up2)); /* 4 against 2 */
+    CHECK(!pl_plan_chunk_linked(p, down2, up));  /* after: only */
+    CHECK(!pl_plan_chunk_linked(p, up, down));   /* not its producer */
+    char *dump = t_dump(p, false);
+    CHECK(strstr(dump, "(up, chunk by chunk: 4)") != NULL);
+    CHECK(strstr(dump, "(up2, chunk by chunk") == NULL);
+    free(dump);
+    pl_plan_free(p);
+    pl_spec_free(s);
+}
+
 int main(void)
 {
+    test_chunk_links();
     test_graph_mode_auto();
     test_chain();
     test_diamond();
