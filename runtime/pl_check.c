@@ -490,7 +490,9 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
     if (first != PL_OK) goto done;
     /* One slot must fit run.memory_budget whatever the depth (a fixed depth is checked against it
      * when the plan is compiled, after `--depth` may have replaced it). */
-    PL__NOTE(pl_budget_check(spec, 1, &e));
+    pl_mem_sizes bufs_only; /* the stages' own memory counts once they are bound (the plan) */
+    pl_spec_mem_sizes(spec, &bufs_only);
+    PL__NOTE(pl_budget_check(spec, &bufs_only, 1, &e));
     if (first != PL_OK) goto done;
     /* Names and binds first: after: may name a stage declared further down. */
     for (int i = 0; i < spec->n_stages; i++) {

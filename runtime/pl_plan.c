@@ -760,6 +760,22 @@ pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
     return pl_plan_compile_with(spec, 0, 0, out, err);
 }
 
+/* The buffers' sizes, and on the device side what the stages allocate themselves. */
+static void pl__mem_sizes(const pl_spec *spec, pl_mem_sizes *m)
+{
+    pl_spec_mem_sizes(spec, m);
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *st = &spec->stages[i];
+        if (!st->kind || !st->kind->device_memory) continue;
+        uint64_t per = 0, pers = 0;
+        st->kind->device_memory(spec, st, &per, &pers);
+        m->stage_per_slot += per;
+        m->stage_persistent += pers;
+    }
+    m->device_per_slot += m->stage_per_slot;
+    m->device_persistent += m->stage_persistent;
+}
+
 pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, pl_plan **out,
                                pl_error *err)
 {
@@ -782,7 +798,9 @@ pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, 
                             depth, PL_MAX_DEPTH);
     bool autod = depth == PL_DEPTH_AUTO || (depth == 0 && spec->run.depth_auto);
     int d = autod ? PL_DEPTH_CALIB : depth > 0 ? depth : spec->run.depth;
-    PL_CHECK(pl_budget_check(spec, d, err));
+    pl_mem_sizes mem;
+    pl__mem_sizes(spec, &mem);
+    PL_CHECK(pl_budget_check(spec, &mem, d, err));
     pl_plan *plan = calloc(1, sizeof *plan);
     if (!plan) return pl_error_set(err, PL_ENOMEM, "error: out of memory compiling the plan");
     int n = spec->n_stages;
@@ -792,10 +810,8 @@ pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, 
     plan->depth_auto = autod;
     plan->depth_cap = d;
     if (autod) {
-        pl_mem_sizes m;
         const char *side;
-        pl_spec_mem_sizes(spec, &m);
-        plan->depth_cap = pl_budget_max_depth(spec, &m, &side);
+        plan->depth_cap = pl_budget_max_depth(spec, &mem, &side);
         plan->cap_why = side ? (strcmp(side, "device") == 0 ? "memory_budget.device"
                                                             : "memory_budget.host_pinned")
                              : "PL_MAX_DEPTH";
@@ -837,14 +853,12 @@ pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, 
     if (pl__reduce_preds(plan, &g) || pl__assign_streams(plan) || pl__place_events(plan) ||
         pl__cross_batch(plan, spec, &g) || pl_plan_segments(plan))
         goto oom;
-    for (int b = 0; b < spec->n_buffers; b++) {
-        const pl_buffer *buf = &spec->buffers[b];
-        uint64_t *slot =
-            buf->where == PL_HOST
-                ? (buf->persistent ? &plan->host_persistent : &plan->host_per_slot)
-                : (buf->persistent ? &plan->device_persistent : &plan->device_per_slot);
-        *slot += buf->bytes;
-    }
+    plan->host_per_slot = mem.host_per_slot;
+    plan->device_per_slot = mem.device_per_slot;
+    plan->host_persistent = mem.host_persistent;
+    plan->device_persistent = mem.device_persistent;
+    plan->stage_per_slot = mem.stage_per_slot;
+    plan->stage_persistent = mem.stage_persistent;
     pl_graph_fini(&g);
     *out = plan;
     return PL_OK;
@@ -1000,6 +1014,12 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
     fprintf(out, "  persistent:  host %s (%" PRIu64 " bytes), device %s (%" PRIu64 " bytes)\n",
             pl__human(plan->host_persistent, h1, sizeof h1), plan->host_persistent,
             pl__human(plan->device_persistent, h2, sizeof h2), plan->device_persistent);
+    if (plan->stage_per_slot || plan->stage_persistent)
+        fprintf(out,
+                "  of which stages allocate (model weights, activations): device %s (%" PRIu64
+                " bytes) per slot, %s (%" PRIu64 " bytes) persistent\n",
+                pl__human(plan->stage_per_slot, h1, sizeof h1), plan->stage_per_slot,
+                pl__human(plan->stage_persistent, h2, sizeof h2), plan->stage_persistent);
     uint64_t th = plan->host_per_slot * d + plan->host_persistent;
     uint64_t td = plan->device_per_slot * d + plan->device_persistent;
     fprintf(out,

@@ -107,9 +107,12 @@ typedef struct pl_plan {
     int n_xdeps;
     pl_segment *segments; /* device segments of one batch, in launch order */
     int n_segments;
-    /* Memory: bytes for one slot of all per-batch buffers, and for persistent buffers. */
+    /* Memory: bytes for one slot of all per-batch buffers, and for persistent buffers; on the
+     * device, with what stage kinds allocate themselves (pl_kind.device_memory), which stage_*
+     * repeats. */
     uint64_t host_per_slot, device_per_slot;
     uint64_t host_persistent, device_persistent;
+    uint64_t stage_per_slot, stage_persistent;
 } pl_plan;
 
 /* Compiles a checked spec (pl_spec_check must have succeeded). depth/batches come from

@@ -454,12 +454,11 @@ int pl_budget_max_depth(const pl_spec *spec, const pl_mem_sizes *m, const char *
     return n;
 }
 
-pl_status pl_budget_check(const pl_spec *spec, int depth, pl_error *err)
+pl_status pl_budget_check(const pl_spec *spec, const pl_mem_sizes *sizes, int depth, pl_error *err)
 {
     const pl_budget *b = &spec->run.budget;
     if (!b->set) return PL_OK;
-    pl_mem_sizes m;
-    pl_spec_mem_sizes(spec, &m);
+    const pl_mem_sizes m = *sizes;
     for (int side = 0; side < 2; side++) {
         uint64_t budget = side ? b->host_pinned : b->device;
         uint64_t per = side ? m.host_per_slot : m.device_per_slot;
@@ -476,17 +475,23 @@ pl_status pl_budget_check(const pl_spec *spec, int depth, pl_error *err)
         pl_pos pos = side ? b->host_pos : b->device_pos;
         if (pos.line <= 0) pos = b->pos;
         int fit = pl__fit(budget, per, pers);
+        /* What the per-slot figure holds: the stages' own memory is device memory. */
+        const char *own = !side && (m.stage_per_slot || m.stage_persistent)
+                              ? "buffers and stage memory (a model's activations; its weights "
+                                "are persistent)"
+                              : "buffers";
         if (depth == 1 || fit == 0)
             return pl_error_at(err, PL_EINPUT, pos,
                                "run: memory_budget: '%s' is %s (%" PRIu64
                                " bytes), but one slot needs %s (%" PRIu64
-                               " bytes) of %s memory: %s of per-batch buffers + %s persistent; "
+                               " bytes) of %s memory: %s of per-batch %s + %s persistent; "
                                "raise memory_budget.%s to at least %s, or make the %s buffers "
                                "smaller",
                                name, pl_bytes_str(budget, h1, sizeof h1), budget,
                                pl_bytes_str(per + pers, h2, sizeof h2), per + pers, what,
-                               pl_bytes_str(per, h3, sizeof h3), pl_bytes_str(pers, h4, sizeof h4),
-                               name, pl_bytes_str(per + pers, h2, sizeof h2), what);
+                               pl_bytes_str(per, h3, sizeof h3), own,
+                               pl_bytes_str(pers, h4, sizeof h4), name,
+                               pl_bytes_str(per + pers, h2, sizeof h2), what);
         return pl_error_at(err, PL_EINPUT, pos,
                            "run: memory_budget: '%s' is %s (%" PRIu64
                            " bytes), but depth %d needs %s of %s memory (%d slots x %s + %s "

@@ -202,10 +202,12 @@ bool pl_bytes_parse(const char *s, uint64_t *out);
 const char *pl_bytes_str(uint64_t bytes, char *buf, size_t cap);
 
 /* Bytes of the spec's buffers (checked sizes): one slot of the per-batch ones, and the persistent
- * ones, on each side. */
+ * ones, on each side. The plan compiler adds the device memory stage kinds allocate themselves
+ * (pl_kind.device_memory) to the device totals and repeats it in stage_* (0 here). */
 typedef struct pl_mem_sizes {
     uint64_t host_per_slot, device_per_slot;
     uint64_t host_persistent, device_persistent;
+    uint64_t stage_per_slot, stage_persistent; /* device, included above */
 } pl_mem_sizes;
 void pl_spec_mem_sizes(const pl_spec *spec, pl_mem_sizes *out);
 /* The most slots run.memory_budget allows for these sizes (persistent + depth x per slot on each
@@ -213,9 +215,9 @@ void pl_spec_mem_sizes(const pl_spec *spec, pl_mem_sizes *out);
  * NULL) = the side that limits it ("device", "host_pinned"), or NULL when nothing does. 0 when even
  * one slot does not fit. */
 int pl_budget_max_depth(const pl_spec *spec, const pl_mem_sizes *m, const char **side);
-/* PL_OK when `depth` slots fit run.memory_budget; else PL_EINPUT at the budget entry that is too
- * small, with the sizes and what to change. */
-pl_status pl_budget_check(const pl_spec *spec, int depth, pl_error *err);
+/* PL_OK when `depth` slots of these sizes fit run.memory_budget; else PL_EINPUT at the budget
+ * entry that is too small, with the sizes and what to change. */
+pl_status pl_budget_check(const pl_spec *spec, const pl_mem_sizes *sizes, int depth, pl_error *err);
 
 /* Lookups (linear or hashed; -1 when absent). */
 int pl_spec_find_buffer(const pl_spec *spec, const char *name);

@@ -243,6 +243,81 @@ static pl_status pl__gpt2_validate(const pl_spec *spec, const pl_stage *st, pl_e
     return PL_OK;
 }
 
+/* ---- device memory: what the GPU forward allocates in open() ---- */
+
+#define PL__WS_BYTES (32u << 20) /* cuBLASLt workspace, per slot */
+
+static size_t pl__al(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+/* The GPU forward's shapes and memory for a checked stage: its head (the padded columns, the f32
+ * kernel at the last positions), one slot's activations and the weights' device copy. open()
+ * allocates exactly this (and checks that its layout agrees); the kind's device_memory hook
+ * reports it, so run.memory_budget and depth: auto count what runs. Build-independent: the same
+ * figures with or without CUDA. */
+typedef struct pl__gpt2_mem {
+    int Bc, rows, ldv;
+    pl_dtype lg_dtype;
+    bool small_head, unpad;
+    size_t sz_x, sz_h, sz_qkv, sz_u, sz_hl, sz_xl, sz_lg;
+    size_t per_slot, weights;
+} pl__gpt2_mem;
+
+static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_mem *m)
+{
+    const pl__gpt2_opts *o = st->priv;
+    const pl_gpt2_cfg *c = &o->cfg;
+    const pl_buffer *ids = pl_kind_rbuf(spec, st, o->r_ids),
+                    *out = pl_kind_wbuf(spec, st, o->w_out);
+    memset(m, 0, sizeof *m);
+    size_t C = (size_t)c->n_embd, es = pl_dtype_size(o->dtype);
+    m->Bc = (int)(ids->shape[0] / (st->chunks > 1 ? st->chunks : 1));
+    size_t T = (size_t)ids->shape[1], N = (size_t)m->Bc * T;
+    m->rows = o->all ? (int)N : m->Bc;
+    /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
+    m->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
+    /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
+     * product in f32 from ln_f's f32 output (pl_gpt2_head_small_ok's rule). */
+    m->small_head = !o->all && m->lg_dtype == PL_F32 && m->rows >= 1 &&
+                    m->rows <= PL_GPT2_HEAD_MAX_ROWS && C % 8 == 0;
+    /* The LM head's columns padded to 64 for logits through cuBLASLt (measured on the H200,
+     * docs/perf.md: GPT-2's 50257 leaves cuBLASLt only slow kernels, 3.05 ms against 0.88 with
+     * the padding and the packing at B 8, T 512): wte gets zero rows up to ldv, the head computes
+     * ldv columns into scratch rows of ldv, and a copy packs the first vocab of each into `out`.
+     * argmax and logprob (f32 scratch logits, read by their own kernels) are not padded yet. */
+    m->ldv = o->output == PL_GPT2_LOGITS && !m->small_head ? (c->vocab + 63) / 64 * 64 : c->vocab;
+    m->unpad = m->ldv != c->vocab;
+    m->sz_x = pl__al(N * C * 4);
+    m->sz_h = pl__al(N * C * es);
+    m->sz_qkv = pl__al(N * 3 * C * es);
+    m->sz_u = pl__al(N * 4 * C * es);
+    m->sz_hl = pl__al((size_t)m->Bc * C * 4); /* f32 (small head), or E and its residual */
+    m->sz_xl = o->all ? 0 : pl__al((size_t)m->Bc * C * 4);
+    m->sz_lg = o->output == PL_GPT2_LOGITS && !m->unpad
+                   ? 0
+                   : pl__al((size_t)m->rows * (size_t)m->ldv * pl_dtype_size(m->lg_dtype));
+    m->per_slot =
+        m->sz_x + 2 * m->sz_h + m->sz_qkv + m->sz_u + m->sz_hl + m->sz_xl + m->sz_lg + PL__WS_BYTES;
+    /* The weights as pl__layout lays them out: every tensor on a 256-byte boundary, wte with its
+     * padding rows. */
+    size_t f4 = pl__al(C * 4),
+           w = pl__al((size_t)m->ldv * C * es) + pl__al((size_t)c->n_ctx * C * 4);
+    size_t layer = 5 * f4 + pl__al(3 * C * C * es) + pl__al(3 * C * es) + pl__al(C * C * es) + f4 +
+                   pl__al(4 * C * C * es) + pl__al(4 * C * es) + pl__al(4 * C * C * es);
+    m->weights = w + (size_t)c->n_layer * layer + 2 * f4;
+}
+
+static void pl__gpt2_device_memory(const pl_spec *spec, const pl_stage *st, uint64_t *per_slot,
+                                   uint64_t *persistent)
+{
+    pl__gpt2_mem m;
+    pl__gpt2_mem_of(spec, st, &m);
+    *per_slot = m.per_slot;
+    *persistent = m.weights;
+}
+
 /* ---- per-run state ---- */
 
 #ifdef PL_WITH_CUDA
@@ -262,8 +337,6 @@ typedef struct pl__dslot {
     void *logits;            /* scratch logits for argmax/logprob ([rows, V], lg_dtype) */
     void *ws;                /* cuBLASLt workspace */
 } pl__dslot;
-
-#define PL__WS_BYTES (32u << 20)
 #endif
 
 typedef struct pl__gpt2_state {
@@ -315,11 +388,6 @@ typedef struct pl__stage_buf {
     unsigned char *p;
     size_t off, cap;
 } pl__stage_buf;
-
-static size_t pl__al(size_t n)
-{
-    return (n + 255) & ~(size_t)255;
-}
 
 /* Appends n values of src as dtype dt and returns their offset. With out_n > 0, src is a Conv1D
  * matrix [in_n, out_n] and goes in transposed, [out_n, in_n] (cuBLASLt's "TN" operand). */
@@ -404,23 +472,22 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     s->naive_attention = attn && strcmp(attn, "naive") == 0;
     s->layers = calloc((size_t)c->n_layer, sizeof *s->layers);
     if (!s->layers) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    /* The LM head's columns padded to 64 for logits through cuBLASLt (measured on the H200, docs/
-     * perf.md: GPT-2's 50257 leaves cuBLASLt only slow kernels, 3.05 ms against 1.34 with the
-     * padding and the packing at B 8, T 512): wte gets zero rows up to ldv, the head computes ldv
-     * columns into scratch rows of ldv, and a copy packs the first vocab of each into `out`.
-     * argmax and logprob (f32 scratch logits, read by their own kernels) are not padded yet. */
-    /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
-    s->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
-    /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
-     * product in f32 from ln_f's f32 output. */
-    s->small_head = !o->all && s->lg_dtype == PL_F32 &&
-                    pl_gpt2_head_small_ok(o->all ? s->Bc * s->T : s->Bc, c->n_embd);
-    s->ldv = o->output == PL_GPT2_LOGITS && !s->small_head ? (c->vocab + 63) / 64 * 64 : c->vocab;
-    s->unpad = s->ldv != c->vocab;
+    /* The head's plan and every size: pl__gpt2_mem_of. */
+    pl__gpt2_mem m;
+    pl__gpt2_mem_of(env->spec, st, &m);
+    s->lg_dtype = m.lg_dtype;
+    s->small_head = m.small_head;
+    s->ldv = m.ldv;
+    s->unpad = m.unpad;
     /* Weights: lay out, stage on the host, one upload. */
     pl__stage_buf b = {0};
     pl__layout(s, &s->w, E, &b, NULL);
     size_t bytes = b.off;
+    if (bytes != m.weights || (s->small_head && !pl_gpt2_head_small_ok(m.rows, c->n_embd)))
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: gpt2 stage '%s': internal error: the weights take %zu bytes, "
+                            "but the stage reported %zu to run.memory_budget",
+                            nm, bytes, m.weights);
     b.p = malloc(bytes);
     if (!b.p)
         return pl_error_set(err, PL_ENOMEM,
@@ -478,14 +545,8 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     s->slots = calloc((size_t)s->depth, sizeof *s->slots);
     if (!s->slots) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     size_t es = pl_dtype_size(E);
-    size_t sz_x = pl__al((size_t)N * C * 4), sz_h = pl__al((size_t)N * C * es),
-           sz_qkv = pl__al((size_t)N * 3 * C * es), sz_u = pl__al((size_t)N * 4 * C * es),
-           sz_hl = pl__al((size_t)s->Bc * C * 4), /* f32 (small head), or E and its residual */
-        sz_xl = o->all ? 0 : pl__al((size_t)s->Bc * C * 4),
-           sz_lg = o->output == PL_GPT2_LOGITS && !s->unpad
-                       ? 0
-                       : pl__al((size_t)rows * s->ldv * pl_dtype_size(s->lg_dtype));
-    size_t per = sz_x + 2 * sz_h + sz_qkv + sz_u + sz_hl + sz_xl + sz_lg + PL__WS_BYTES;
+    size_t sz_x = m.sz_x, sz_h = m.sz_h, sz_qkv = m.sz_qkv, sz_u = m.sz_u, sz_hl = m.sz_hl,
+           sz_xl = m.sz_xl, sz_lg = m.sz_lg, per = m.per_slot;
     for (int i = 0; i < s->depth; i++) {
         pl__dslot *d = &s->slots[i];
         PL_CHECK(pl_gpu_alloc(per, &d->mem, nm, err));
@@ -777,6 +838,7 @@ const pl_kind pl_kind_gpt2 = {
     .run_host = pl__gpt2_run,
     .record = PL__GPT2_RECORD,
     .describe = pl__gpt2_describe,
+    .device_memory = pl__gpt2_device_memory,
     /* The forward of batch i+1 waits for the forward of batch i, as on the seed's one compute
      * stream: slots' graphs otherwise run their forwards at once, sharing the SMs, so every
      * batch's result (and the download that follows) comes later. The copies still overlap. */

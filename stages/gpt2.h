@@ -33,6 +33,9 @@ typedef struct pl_gpt2_weights {
     float *lnf_w, *lnf_b;  /* [C] */
 } pl_gpt2_weights;
 
+/* The f32 LM head kernel (the last positions into f32 logits) takes at most this many rows. */
+#define PL_GPT2_HEAD_MAX_ROWS 16
+
 /* Parameter count of a configuration (wte, wpe, layers, ln_f). */
 int64_t pl_gpt2_param_count(const pl_gpt2_cfg *c);
 

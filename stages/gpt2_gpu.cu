@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 extern "C" {
+#include "gpt2.h"
 #include "gpt2_gpu.h"
 #include "pl_spec.h"
 }
@@ -19,6 +20,7 @@ extern "C" {
 namespace
 {
 using namespace pl_gpt2;
+static_assert(kHeadMaxRows == PL_GPT2_HEAD_MAX_ROWS, "gpt2.h sizes the head kernel's rows");
 
 template <typename E, int HD, int NW, int MT> int attention_setup()
 {

@@ -189,6 +189,12 @@ typedef struct pl_kind {
      * buf ("" for nothing): compiler warnings, and with `verbose` what was compiled or found in a
      * cache. The library never prints: the CLI prints these after loading. Optional. */
     void (*notes)(const pl_stage *st, bool verbose, char *buf, size_t cap);
+    /* Optional, on a checked stage: the device memory the kind allocates itself on the GPU
+     * executor, beyond the pipeline's buffers: *per_slot for each slot (activations, scratch) and
+     * *persistent once (a model's weights). run.memory_budget, depth: auto's cap and `pipectl
+     * plan` count it, on both executors, so one budget gives one depth. */
+    void (*device_memory)(const pl_spec *spec, const pl_stage *st, uint64_t *per_slot,
+                          uint64_t *persistent);
     /* Stages whose batches must run in batch order (sinks writing one file). */
     bool ordered;
     /* Optional: how reproducible this (checked) stage's writes are; for PL_REPRO_SAME_GPU, *tol

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "pl_cli.h"
+#include "pl_plan.h"
 #include "pl_diag.h"
 #include "pl_json.h"
 #include "pl_parse.h"
@@ -64,6 +65,13 @@ static int pl__check_one(const char *file, bool verbose, json_t *files)
     bool counted = st == PL_OK && pl_spec_resolve_batches(spec, &err) == PL_OK;
     if (st == PL_OK) st = pl_spec_check_files(spec, counted ? spec->run.batches : 1, &d, &err);
     if (st == PL_OK && !counted) st = err.status; /* a failure check_files did not repeat */
+    if (st == PL_OK) {
+        /* The plan: the file's depth against run.memory_budget, with the memory the stages
+         * allocate themselves (a model's weights), as `pipectl run` will compile it. */
+        pl_plan *plan = NULL;
+        st = pl_plan_compile(spec, &plan, &err);
+        pl_plan_free(plan);
+    }
     int rc = 0;
     if (st != PL_OK) {
         /* The first error is err (the one every other command reports); the list adds the rest. */
