@@ -453,8 +453,7 @@ static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, 
 }
 
 static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
-                                   const pl__gpt2_opts *o, pl__gpt2_state *s, const pl_buffer *out,
-                                   pl_error *err)
+                                   const pl__gpt2_opts *o, pl__gpt2_state *s, pl_error *err)
 {
     const pl_gpt2_cfg *c = &s->w.cfg;
     const char *nm = st->name;
@@ -623,8 +622,7 @@ static pl_status pl__gpt2_open(const pl_run_env *env, const pl_stage *st, void *
     s->Bc = s->B / (st->chunks > 1 ? st->chunks : 1);
     pl_status ps = pl__gpt2_host_weights(env, st, o, &s->w, err);
 #ifdef PL_WITH_CUDA
-    if (ps == PL_OK && env->on_gpu)
-        ps = pl__gpt2_gpu_open(env, st, o, s, pl_kind_wbuf(env->spec, st, o->w_out), err);
+    if (ps == PL_OK && env->on_gpu) ps = pl__gpt2_gpu_open(env, st, o, s, err);
 #endif
     if (ps != PL_OK) {
         pl__gpt2_close(env, st, s, 0, true, NULL);
