@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_report.h"
 #include "pl_test.h"
+#include "pl_test_plan.h"
 
 /* The run's timing from a whole-run array of spans (what executors used to keep): every stage of
  * every batch reports, {0, 0} for "not timed". Replaces r->timing. */
@@ -44,14 +44,9 @@ static pl_span *fill(pl_run_result *r, const pl_plan *p, int64_t nb, int timed_e
 
 int main(void)
 {
-    pl_spec *spec = NULL;
-    pl_plan *plan = NULL;
-    pl_error err;
-    if (pl_load_checked("pipelines/quickstart.yaml", &spec, &err) != PL_OK ||
-        pl_plan_compile(spec, &plan, &err) != PL_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    pl_spec *spec;
+    pl_plan *plan;
+    if (!t_load_plan("pipelines/quickstart.yaml", &spec, &plan)) return 1;
     pl_stage_stats st[8];
     int bs;
     int up = pl_spec_find_stage(spec, "up"), save = pl_spec_find_stage(spec, "save");

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_test.h"
+#include "pl_test_plan.h"
 #include "pl_timing.h"
 
 static int cmp_i64(const void *a, const void *b)
@@ -171,14 +171,9 @@ int main(void)
 {
     test_buckets();
     test_quantiles();
-    pl_spec *spec = NULL;
-    pl_plan *plan = NULL;
-    pl_error err;
-    if (pl_load_checked("pipelines/quickstart.yaml", &spec, &err) != PL_OK ||
-        pl_plan_compile(spec, &plan, &err) != PL_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    pl_spec *spec;
+    pl_plan *plan;
+    if (!t_load_plan("pipelines/quickstart.yaml", &spec, &plan)) return 1;
     test_timing(plan);
     pl_plan_free(plan);
     pl_spec_free(spec);

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_trace.h"
 #include "pl_test.h"
+#include "pl_test_plan.h"
 
 static char *slurp(const char *path)
 {
@@ -36,14 +36,10 @@ static int count(const char *s, const char *what)
 
 int main(void)
 {
-    pl_spec *spec = NULL;
-    pl_plan *plan = NULL;
+    pl_spec *spec;
+    pl_plan *plan;
+    if (!t_load_plan("pipelines/quickstart.yaml", &spec, &plan)) return 1;
     pl_error err;
-    if (pl_load_checked("pipelines/quickstart.yaml", &spec, &err) != PL_OK ||
-        pl_plan_compile(spec, &plan, &err) != PL_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
     spec->name = "bad \xff\xfe name \xe2\x82"; /* invalid UTF-8, and a cut-off sequence */
     /* quickstart: gen (host0), up (h2d), double (compute0), down (d2h), save (host1); three
      * batches whose kernels run side by side from 1 ms to 21 ms. */
