@@ -291,12 +291,13 @@ static pl_status pl__chunk_wait(const pl_dev_ctx *ctx, int j, pl_error *err)
 {
     const pl__rec *rc = ctx->exec;
     const pl_plan_stage *ps = &rc->gx->plan->stages[rc->st];
-    unsigned fl = rc->mode == PL__REC_STAGE ? cudaEventWaitExternal : cudaEventWaitDefault;
+    /* Never inside a stage graph's capture: a compute consumer is not linked there (pl__linked),
+     * so every wait here is a plain one or, in a segment capture, an edge. */
     for (int i = 0; i < ps->n_preds; i++) {
         int p = ps->preds[i];
         if (!pl_gx_chunk_linked(rc->gx, rc->st, p)) continue;
         PL_CHECK(
-            PL_CUDA(cudaStreamWaitEvent((cudaStream_t)ctx->stream, pl__chunk_event(rc, p, j), fl),
+            PL_CUDA(cudaStreamWaitEvent((cudaStream_t)ctx->stream, pl__chunk_event(rc, p, j), 0),
                     ctx->stage->name, ctx->batch, err));
     }
     if (j == 0 && rc->start)
