@@ -528,7 +528,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &s->mm_fc_last, nm, err));
         PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &s->mm_out_last, nm, err));
     }
-    int rows = o->all ? N : s->Bc;
+    int rows = m.rows;
     pl_gpu_mm_shape head = {s->ldv, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false, s->ldv};
     if (!s->small_head) PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
     /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
@@ -544,29 +544,27 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     s->slots = calloc((size_t)s->depth, sizeof *s->slots);
     if (!s->slots) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     size_t es = pl_dtype_size(E);
-    size_t sz_x = m.sz_x, sz_h = m.sz_h, sz_qkv = m.sz_qkv, sz_u = m.sz_u, sz_hl = m.sz_hl,
-           sz_xl = m.sz_xl, sz_lg = m.sz_lg, per = m.per_slot;
     for (int i = 0; i < s->depth; i++) {
         pl__dslot *d = &s->slots[i];
-        PL_CHECK(pl_gpu_alloc(per, &d->mem, nm, err));
+        PL_CHECK(pl_gpu_alloc(m.per_slot, &d->mem, nm, err));
         unsigned char *p = d->mem;
         d->x = (float *)p;
-        p += sz_x;
+        p += m.sz_x;
         d->h = p;
-        p += sz_h;
+        p += m.sz_h;
         d->att = p;
-        p += sz_h;
+        p += m.sz_h;
         d->qkv = p;
-        p += sz_qkv;
+        p += m.sz_qkv;
         d->u = p;
-        p += sz_u;
+        p += m.sz_u;
         d->hl = p;
         d->hl_lo = p + (size_t)s->Bc * C * es;
-        p += sz_hl;
-        d->xl = sz_xl ? (float *)p : NULL;
-        p += sz_xl;
-        d->logits = sz_lg ? p : NULL;
-        p += sz_lg;
+        p += m.sz_hl;
+        d->xl = m.sz_xl ? (float *)p : NULL;
+        p += m.sz_xl;
+        d->logits = m.sz_lg ? p : NULL;
+        p += m.sz_lg;
         d->ws = p;
     }
     /* Time the heuristic's candidates once on slot 0's scratch (PIPECTL_GPT2_TUNE=0: keep its
