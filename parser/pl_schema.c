@@ -93,6 +93,8 @@ const char *pl_key_type_name(pl_key_type t)
         return "list of names";
     case PL_KEY_INTS:
         return "list of integers";
+    case PL_KEY_INT_OR_INTS:
+        return "integer or list of integers";
     case PL_KEY_SIZE:
         return "size";
     case PL_KEY_FUNC:

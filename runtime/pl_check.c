@@ -271,6 +271,62 @@ static pl_status pl__check_engine(const pl_spec *spec, const pl_stage *st, pl_er
     return PL_OK;
 }
 
+/* `chunks:` (pl_kind_bind_chunks) against the rows the blocks cut, the first dimension of the
+ * stage's read st->chunks_read: N equal blocks must divide them, a list must add up to them.
+ * Then both forms become st->chunk_rows (see pl_stage.chunks): the kinds and the plan read rows
+ * only from there. */
+static pl_status pl__check_chunks(pl_spec *spec, pl_stage *st, pl_error *err)
+{
+    if (st->chunks <= 1) return PL_OK;
+    const pl_buffer *b = &spec->buffers[st->reads[st->chunks_read].index];
+    int64_t rows = b->rank > 0 ? b->shape[0] : 0;
+    char shape[128];
+    size_t k = (size_t)snprintf(shape, sizeof shape, "[");
+    for (int i = 0; i < b->rank && k < sizeof shape; i++)
+        k += (size_t)snprintf(shape + k, sizeof shape - k, i ? ", %lld" : "%lld",
+                              (long long)b->shape[i]);
+    if (k < sizeof shape) snprintf(shape + k, sizeof shape - k, "]");
+    if (!st->chunks_listed) {
+        if (rows == 0 || rows % st->chunks != 0)
+            return pl_error_at(err, PL_EINPUT, st->chunks_pos,
+                               "%s stage '%s': chunks %d does not divide the %lld rows of '%s' %s "
+                               "(the first dimension); choose a divisor of %lld",
+                               st->kind->name, st->name, st->chunks, (long long)rows, b->name,
+                               shape, (long long)rows);
+        int64_t *r = pl_spec_alloc(spec, (size_t)st->chunks * sizeof *r);
+        if (!r) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        for (int j = 0; j < st->chunks; j++)
+            r[j] = rows / st->chunks;
+        st->chunk_rows = r;
+        return PL_OK;
+    }
+    int64_t sum = 0;
+    bool past = false; /* the sum would pass INT64_MAX (entries are >= 1: bind) */
+    char list[PL_MAX_CHUNKS * 8 + 8];
+    k = (size_t)snprintf(list, sizeof list, "[");
+    for (int j = 0; j < st->chunks; j++) {
+        if (st->chunk_rows[j] > INT64_MAX - sum)
+            past = true;
+        else
+            sum += st->chunk_rows[j];
+        if (k < sizeof list)
+            k += (size_t)snprintf(list + k, sizeof list - k, j ? ", %lld" : "%lld",
+                                  (long long)st->chunk_rows[j]);
+    }
+    if (k + 1 < sizeof list)
+        snprintf(list + k, sizeof list - k, "]");
+    else
+        snprintf(list + sizeof list - 5, 5, "...]");
+    if (past || sum != rows)
+        return pl_error_at(err, PL_EINPUT, st->chunks_pos,
+                           "%s stage '%s': chunks %s sum to %s%lld rows, but '%s' %s has %lld (the "
+                           "first dimension); make the blocks add up to %lld",
+                           st->kind->name, st->name, list, past ? "more than " : "",
+                           (long long)(past ? INT64_MAX : sum), b->name, shape, (long long)rows,
+                           (long long)rows);
+    return PL_OK;
+}
+
 /* The position where stage s touches buffer b (a write if `write`, else a read; falls back to
  * the stage's position). */
 static pl_pos pl__access_pos(const pl_stage *st, int b, bool write)
@@ -509,6 +565,7 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
         if (rs == PL_OK) rs = pl__check_engine(spec, s, &e);
         const pl_kind *kind = s->kind;
         if (rs == PL_OK && kind->validate) rs = kind->validate(spec, s, &e);
+        if (rs == PL_OK) rs = pl__check_chunks(spec, s, &e);
         if (pl__note(rs, &e, diags, err, &first)) goto done;
     }
     if (first != PL_OK) goto done;

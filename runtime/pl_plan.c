@@ -13,7 +13,13 @@
 bool pl_plan_chunk_linked(const pl_plan *plan, int c, int p)
 {
     const pl_stage *sc = &plan->spec->stages[c], *sp = &plan->spec->stages[p];
+    /* Alike: the same row blocks, however written (checked specs hold both forms as a list:
+     * chunks: 4 and [2, 2, 2, 2] over 8 rows are alike). Each side's rows are of its own buffer:
+     * a forward's ids [B, T] and its logits [B, T, V] share B. */
     if (sc->chunks <= 1 || sc->chunks != sp->chunks) return false;
+    if (sc->chunk_rows && sp->chunk_rows &&
+        memcmp(sc->chunk_rows, sp->chunk_rows, (size_t)sc->chunks * sizeof *sc->chunk_rows) != 0)
+        return false;
     const pl_plan_stage *pc = &plan->stages[c], *pp = &plan->stages[p];
     if (pc->segment < 0 || pc->segment != pp->segment) return false;
     bool pred = false;
@@ -938,8 +944,10 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
                 const pl_event *ev = &plan->events[ps->waits[k]];
                 fprintf(out, "%s e%d(%s", k ? "," : "  waits on", ps->waits[k],
                         spec->stages[ev->src].name);
+                char cs[PL_MAX_CHUNKS * 21];
                 if (pl_plan_chunk_linked(plan, ps->stage, ev->src))
-                    fprintf(out, ", chunk by chunk: %d", spec->stages[ps->stage].chunks);
+                    fprintf(out, ", chunk by chunk: %s",
+                            pl_stage_chunks_str(&spec->stages[ps->stage], cs, sizeof cs));
                 fputc(')', out);
             }
             fputc('\n', out);

@@ -130,10 +130,10 @@ pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, 
                                pl_error *err);
 void pl_plan_free(pl_plan *plan);
 /* Chunked stages (pl_stage.chunks): does device stage c wait on device stage p block by block?
- * Both are chunked alike (chunks > 1), p is an intra-batch predecessor of c that writes a buffer
- * c reads, and both sit in one segment (whose stages a batch issues together). The GPU executor
- * then replaces c's wait on the whole of p with one wait per block: c's block j starts once p's
- * block j is done. */
+ * Both are chunked alike (chunks > 1, the same rows in each block: pl_stage.chunk_rows), p is an
+ * intra-batch predecessor of c that writes a buffer c reads, and both sit in one segment (whose
+ * stages a batch issues together). The GPU executor then replaces c's wait on the whole of p with
+ * one wait per block: c's block j starts once p's block j is done. */
 bool pl_plan_chunk_linked(const pl_plan *plan, int c, int p);
 /* Computes segments, `after`, `xin`, `seg_waits`, `record_end`, `observe` (called by
  * pl_plan_compile; exposed for tests). Returns PL_ENOMEM on allocation failure. */

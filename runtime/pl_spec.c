@@ -251,6 +251,19 @@ int pl_spec_find_stage(const pl_spec *spec, const char *name)
     return -1;
 }
 
+const char *pl_stage_chunks_str(const pl_stage *st, char *buf, size_t cap)
+{
+    if (!st->chunks_listed || !st->chunk_rows) {
+        snprintf(buf, cap, "%d", st->chunks > 1 ? st->chunks : 1);
+        return buf;
+    }
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int j = 0; j < st->chunks && n < cap; j++)
+        n += (size_t)snprintf(buf + n, cap - n, j ? "+%lld" : "%lld", (long long)st->chunk_rows[j]);
+    return buf;
+}
+
 const pl_opt *pl_stage_opt(const pl_stage *st, const char *key)
 {
     for (int i = 0; i < st->n_opts; i++)

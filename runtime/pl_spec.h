@@ -118,11 +118,19 @@ typedef struct pl_stage {
     pl_ref *after;
     int n_after, cap_after;
     void *priv; /* the kind's parsed options, owned by the spec (allocated in its arena) */
-    /* `chunks: N` (kinds that take it: h2d, d2h, gpt2): the GPU executor issues the batch as N
-     * row blocks along the first dimension, and a consumer chunked the same way starts on block j
-     * as soon as its producer has finished it (docs/pipeline-yaml.md). 0 or 1: one block. Set by
-     * the kind's bind (pl_kind_bind_chunks). */
+    /* `chunks: N` or `chunks: [1, 1, 2, 4]` (kinds that take it: h2d, d2h, gpt2): the GPU
+     * executor issues the batch as row blocks along the first dimension, N equal ones or one per
+     * entry with that many rows, in order, and a consumer chunked the same way starts on block j
+     * as soon as its producer has finished it (docs/pipeline-yaml.md). chunks: the blocks; 0 or 1:
+     * one block. The kind's bind (pl_kind_bind_chunks) sets chunks, chunks_listed, chunks_pos,
+     * chunks_read and, for a list, chunk_rows as written; pl_spec_check then checks them against
+     * the rows they cut and normalises both forms into chunk_rows, because only then are the
+     * rows known, and because "chunked alike" (pl_plan_chunk_linked) and the kinds' block
+     * offsets are then one comparison and one prefix sum whichever form was written. */
     int chunks;
+    const int64_t *chunk_rows; /* [chunks] once checked (NULL when chunks <= 1): rows of block j */
+    bool chunks_listed;        /* written as a list: descriptions say "1+1+2+4", not "4" */
+    int chunks_read;           /* the read whose first dimension the blocks cut (chunks > 1) */
     pl_pos chunks_pos;
 } pl_stage;
 
@@ -218,6 +226,10 @@ int pl_budget_max_depth(const pl_spec *spec, const pl_mem_sizes *m, const char *
 /* PL_OK when `depth` slots of these sizes fit run.memory_budget; else PL_EINPUT at the budget
  * entry that is too small, with the sizes and what to change. */
 pl_status pl_budget_check(const pl_spec *spec, const pl_mem_sizes *sizes, int depth, pl_error *err);
+
+/* A chunked stage's blocks as descriptions show them into buf: "4" (chunks: 4) or "1+1+2+4" (a
+ * list). Returns buf. */
+const char *pl_stage_chunks_str(const pl_stage *st, char *buf, size_t cap);
 
 /* Lookups (linear or hashed; -1 when absent). */
 int pl_spec_find_buffer(const pl_spec *spec, const char *name);

@@ -125,7 +125,7 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
         return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "targets")->val_pos,
                            "gpt2 stage '%s': 'targets:' is only read by output logprob", st->name);
     st->priv = o;
-    return pl_kind_bind_chunks(st, err);
+    return pl_kind_bind_chunks(spec, st, o->r_ids, err); /* blocks of whole sequences */
 }
 
 /* The checkpoint's config.json and model.safetensors for `weights` as written. */
@@ -209,7 +209,6 @@ static pl_status pl__gpt2_validate(const pl_spec *spec, const pl_stage *st, pl_e
                            "gpt2 stage '%s': %lld x %lld tokens per batch is too many; split the "
                            "batch",
                            st->name, (long long)B, (long long)T);
-    PL_CHECK(pl_kind_check_chunks(st, ids, err)); /* chunks of whole sequences */
     if (o->r_targets >= 0) {
         const pl_buffer *tg = pl_kind_rbuf(spec, st, o->r_targets);
         if (tg->where != PL_DEVICE || tg->dtype != PL_I32 || !pl_kind_same_shape(tg, ids))
@@ -252,11 +251,26 @@ static size_t pl__al(size_t n)
     return (n + 255) & ~(size_t)255;
 }
 
+/* The sequences of a checked stage's largest block (`chunks:`; the batch when unchunked): the GPU
+ * forward runs one block at a time on one slot's scratch, so the largest sizes it. */
+static int pl__gpt2_max_block(const pl_spec *spec, const pl_stage *st)
+{
+    const pl__gpt2_opts *o = st->priv;
+    int64_t m = pl_kind_rbuf(spec, st, o->r_ids)->shape[0];
+    if (st->chunks > 1) {
+        m = 0;
+        for (int j = 0; j < st->chunks; j++)
+            m = st->chunk_rows[j] > m ? st->chunk_rows[j] : m;
+    }
+    return (int)m;
+}
+
 /* The GPU forward's shapes and memory for a checked stage: its head (the padded columns, the f32
- * kernel at the last positions), one slot's activations and the weights' device copy. open()
- * allocates exactly this (and checks that its layout agrees); the kind's device_memory hook
- * reports it, so run.memory_budget and depth: auto count what runs. Build-independent: the same
- * figures with or without CUDA. */
+ * kernel at the last positions), one slot's activations and the weights' device copy, for its
+ * largest block (Bc sequences; every block runs on the same scratch). open() allocates exactly
+ * this (and checks that its layout agrees); the kind's device_memory hook reports it, so
+ * run.memory_budget and depth: auto count what runs. Build-independent: the same figures with or
+ * without CUDA. */
 typedef struct pl__gpt2_mem {
     int Bc, rows, ldv;
     pl_dtype lg_dtype;
@@ -273,13 +287,14 @@ static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_me
                     *out = pl_kind_wbuf(spec, st, o->w_out);
     memset(m, 0, sizeof *m);
     size_t C = (size_t)c->n_embd, es = pl_dtype_size(o->dtype);
-    m->Bc = (int)(ids->shape[0] / (st->chunks > 1 ? st->chunks : 1));
+    m->Bc = pl__gpt2_max_block(spec, st);
     size_t T = (size_t)ids->shape[1], N = (size_t)m->Bc * T;
     m->rows = o->all ? (int)N : m->Bc;
     /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
     m->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
     /* The last positions into f32 logits (argmax, logprob, f32 logits): B rows, a matrix-vector
-     * product in f32 from ln_f's f32 output (pl_gpt2_head_small_ok's rule). */
+     * product in f32 from ln_f's f32 output (pl_gpt2_head_small_ok's rule; smaller blocks have
+     * fewer rows, so the largest decides for all). */
     m->small_head = !o->all && m->lg_dtype == PL_F32 && m->rows >= 1 &&
                     m->rows <= PL_GPT2_HEAD_MAX_ROWS && C % 8 == 0;
     /* The LM head's columns padded to 64 for logits through cuBLASLt (measured on the H200,
@@ -325,8 +340,20 @@ static void pl__gpt2_device_memory(const pl_spec *spec, const pl_stage *st, uint
 typedef struct pl__dlayer {
     float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *proj_b, *out_b;
     void *qkv_w, *qkv_b, *proj_w, *fc_w, *fc_b, *out_w; /* E; matrices [out, in] */
-    pl_gpu_mm *mm_qkv, *mm_proj, *mm_fc, *mm_out;
 } pl__dlayer;
+
+/* The matmuls of one block size: a cuBLASLt plan (and its tuned algorithm) is for one shape, so
+ * each distinct block size (`chunks: [1, 1, 2, 4]` has three) has its own set. */
+typedef struct pl__lmm {
+    pl_gpu_mm *qkv, *proj, *fc, *out;
+} pl__lmm;
+typedef struct pl__mmset {
+    int Bc;     /* sequences of the blocks that use it */
+    pl__lmm *l; /* [n_layer] */
+    /* Last positions only: the last layer after its QKV GEMM runs on the Bc last rows. */
+    pl_gpu_mm *proj_last, *fc_last, *out_last;
+    pl_gpu_mm *head, *head_lo; /* head_lo: split head (bf16 into f32 logits) */
+} pl__mmset;
 
 typedef struct pl__dslot {
     void *mem;
@@ -342,7 +369,6 @@ typedef struct pl__dslot {
 typedef struct pl__gpt2_state {
     pl_gpt2_weights w; /* host executor: the f32 weights */
     int B, T;
-    int Bc; /* sequences per chunk (B / chunks): the GPU forward's shapes and scratch */
 #ifdef PL_WITH_CUDA
     bool gpu;
     void *wmem;
@@ -350,16 +376,19 @@ typedef struct pl__gpt2_state {
     float *wpe, *lnf_w, *lnf_b;
     pl__dlayer *layers;
     pl_gpu_lt *lt;
-    pl_gpu_mm *mm_head, *mm_head_lo; /* mm_head_lo: split head (bf16 into f32 logits) */
-    pl_dtype lg_dtype;               /* the LM head's output dtype */
+    int Bc; /* sequences of the largest block: the scratch's size */
+    /* The matmuls of each distinct block size; block j (of `chunks`, or the one unchunked block)
+     * runs mms[blk_mm[j]]. */
+    pl__mmset *mms;
+    int n_mms;
+    int blk_mm[PL_MAX_CHUNKS];
+    pl_dtype lg_dtype; /* the LM head's output dtype */
     /* The LM head's columns (wte's rows, zero-padded) and output row stride: the vocabulary,
      * rounded up to 64 for logits through cuBLASLt (see open); unpad: they differ, so the head
      * writes the scratch logits and a copy packs them into `out`. */
     int ldv;
     bool unpad;
-    bool small_head; /* last positions into f32: pl_gpt2_launch_head_f32 */
-    /* Last positions only: the last layer after its QKV GEMM runs on the B last rows (n = B). */
-    pl_gpu_mm *mm_proj_last, *mm_fc_last, *mm_out_last;
+    bool small_head;      /* last positions into f32: pl_gpt2_launch_head_f32 */
     bool naive_attention; /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
     int depth;
     pl__dslot *slots;
@@ -452,6 +481,106 @@ static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, 
 #undef PL__PUT
 }
 
+/* The matmuls of blocks of M->Bc sequences (the weights laid out, s's head plan set). */
+static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, pl__mmset *M,
+                               const char *nm, pl_error *err)
+{
+    const pl_gpt2_cfg *c = &o->cfg;
+    pl_dtype E = o->dtype;
+    int N = M->Bc * s->T, C = c->n_embd;
+    M->l = calloc((size_t)c->n_layer, sizeof *M->l);
+    if (!M->l) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    for (int l = 0; l < c->n_layer; l++) {
+        const pl__dlayer *D = &s->layers[l];
+        pl__lmm *X = &M->l[l];
+        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
+        pl_gpu_mm_shape proj = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
+        pl_gpu_mm_shape fc = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
+        pl_gpu_mm_shape o2 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
+        PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &X->qkv, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &X->proj, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &X->fc, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &X->out, nm, err));
+    }
+    /* Last positions only: the last layer's outputs at the other positions are never read, so
+     * after its QKV GEMM (every position's keys and values are needed) it runs on the B last
+     * rows: one query's attention per (sequence, head), then the projection, layernorm and MLP
+     * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
+    if (!o->all) {
+        const pl__dlayer *D = &s->layers[c->n_layer - 1];
+        int B = M->Bc;
+        pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
+        pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
+        pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
+        PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &M->proj_last, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &M->fc_last, nm, err));
+        PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &M->out_last, nm, err));
+    }
+    if (s->small_head) return PL_OK;
+    int rows = o->all ? N : M->Bc;
+    pl_gpu_mm_shape head = {s->ldv, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false, s->ldv};
+    PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &M->head, nm, err));
+    /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
+     * as the rest of the forward together (measured at 124M: it flips a fifth of the argmaxes
+     * that differ from f32), so the head also multiplies the rounding residual and accumulates:
+     * one more GEMM of the head's size. */
+    if (E == PL_BF16 && s->lg_dtype == PL_F32) {
+        pl_gpu_mm_shape lo = {s->ldv, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, s->ldv};
+        PL_CHECK(pl_gpu_mm_new(s->lt, &lo, PL__WS_BYTES, &M->head_lo, nm, err));
+    }
+    return PL_OK;
+}
+
+static void pl__mmset_free(pl__mmset *M, int n_layer)
+{
+    for (int l = 0; M->l && l < n_layer; l++) {
+        pl_gpu_mm_free(M->l[l].qkv);
+        pl_gpu_mm_free(M->l[l].proj);
+        pl_gpu_mm_free(M->l[l].fc);
+        pl_gpu_mm_free(M->l[l].out);
+    }
+    free(M->l);
+    pl_gpu_mm_free(M->proj_last);
+    pl_gpu_mm_free(M->fc_last);
+    pl_gpu_mm_free(M->out_last);
+    pl_gpu_mm_free(M->head);
+    pl_gpu_mm_free(M->head_lo);
+}
+
+/* Times the heuristic's candidates of M's shapes on slot 0's scratch (sized for the largest
+ * block, so any block's operands fit) and lg (the head's output, as large); every layer then
+ * runs the winner of its shape. */
+static pl_status pl__mmset_tune(const pl__gpt2_state *s, const pl__gpt2_opts *o, pl__mmset *M,
+                                void *lg, const char *nm, pl_error *err)
+{
+    const pl_gpt2_cfg *c = &o->cfg;
+    const pl__dslot *d0 = &s->slots[0];
+    const pl__dlayer *L0 = &s->layers[0];
+    pl__lmm *X0 = &M->l[0];
+    PL_CHECK(pl_gpu_mm_tune(X0->qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(X0->proj, L0->proj_w, d0->att, d0->x, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(X0->fc, L0->fc_w, d0->h, d0->u, d0->ws, nm, NULL, err));
+    PL_CHECK(pl_gpu_mm_tune(X0->out, L0->out_w, d0->u, d0->x, d0->ws, nm, NULL, err));
+    for (int l = 1; l < c->n_layer; l++) {
+        pl_gpu_mm_copy_algo(M->l[l].qkv, X0->qkv);
+        pl_gpu_mm_copy_algo(M->l[l].proj, X0->proj);
+        pl_gpu_mm_copy_algo(M->l[l].fc, X0->fc);
+        pl_gpu_mm_copy_algo(M->l[l].out, X0->out);
+    }
+    if (M->proj_last) {
+        const pl__dlayer *Ll = &s->layers[c->n_layer - 1];
+        PL_CHECK(pl_gpu_mm_tune(M->proj_last, Ll->proj_w, d0->att, d0->xl, d0->ws, nm, NULL, err));
+        PL_CHECK(pl_gpu_mm_tune(M->fc_last, Ll->fc_w, d0->h, d0->u, d0->ws, nm, NULL, err));
+        PL_CHECK(pl_gpu_mm_tune(M->out_last, Ll->out_w, d0->u, d0->xl, d0->ws, nm, NULL, err));
+    }
+    if (!M->head) return PL_OK;
+    PL_CHECK(pl_gpu_mm_tune(M->head, s->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err));
+    if (M->head_lo)
+        PL_CHECK(pl_gpu_mm_tune(M->head_lo, s->wte, o->all ? d0->u : d0->hl_lo, lg, d0->ws, nm,
+                                NULL, err));
+    return PL_OK;
+}
+
 static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
                                    const pl__gpt2_opts *o, pl__gpt2_state *s, pl_error *err)
 {
@@ -500,46 +629,24 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     free(b.p);
     PL_CHECK(ps);
     pl_gpt2_weights_free(&s->w); /* the device copy is what runs */
-    /* Matmuls, algorithms fixed now. */
-    int N = s->Bc * s->T, C = c->n_embd;
+    /* Matmuls, algorithms fixed now: one set per distinct block size. */
     PL_CHECK(pl_gpu_lt_new(&s->lt, err));
-    for (int l = 0; l < c->n_layer; l++) {
-        pl__dlayer *D = &s->layers[l];
-        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
-        pl_gpu_mm_shape proj = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
-        pl_gpu_mm_shape fc = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
-        pl_gpu_mm_shape o2 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
-        PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &D->mm_qkv, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &D->mm_proj, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &D->mm_fc, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &D->mm_out, nm, err));
-    }
-    /* Last positions only: the last layer's outputs at the other positions are never read, so
-     * after its QKV GEMM (every position's keys and values are needed) it runs on the B last
-     * rows: one query's attention per (sequence, head), then the projection, layernorm and MLP
-     * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
-    if (!o->all) {
-        const pl__dlayer *D = &s->layers[c->n_layer - 1];
-        int B = s->Bc;
-        pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
-        pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
-        pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
-        PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &s->mm_proj_last, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &s->mm_fc_last, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &s->mm_out_last, nm, err));
-    }
-    int rows = m.rows;
-    pl_gpu_mm_shape head = {s->ldv, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false, s->ldv};
-    if (!s->small_head) PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &s->mm_head, nm, err));
-    /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
-     * as the rest of the forward together (measured at 124M: it flips a fifth of the argmaxes
-     * that differ from f32), so the head also multiplies the rounding residual and accumulates:
-     * one more GEMM of the head's size. */
-    if (!s->small_head && E == PL_BF16 && s->lg_dtype == PL_F32) {
-        pl_gpu_mm_shape lo = {s->ldv, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, s->ldv};
-        PL_CHECK(pl_gpu_mm_new(s->lt, &lo, PL__WS_BYTES, &s->mm_head_lo, nm, err));
+    s->Bc = m.Bc;
+    int nb = st->chunks > 1 ? st->chunks : 1;
+    s->mms = calloc((size_t)nb, sizeof *s->mms);
+    if (!s->mms) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    for (int j = 0; j < nb; j++) {
+        int bc = st->chunks > 1 ? (int)st->chunk_rows[j] : s->B, k = 0;
+        while (k < s->n_mms && s->mms[k].Bc != bc)
+            k++;
+        if (k == s->n_mms) {
+            s->mms[s->n_mms++].Bc = bc; /* counted first: close frees a half-made set */
+            PL_CHECK(pl__mmset_new(s, o, &s->mms[k], nm, err));
+        }
+        s->blk_mm[j] = k;
     }
     /* Per-slot activations: a slot's graph runs while others' do. */
+    int C = c->n_embd;
     s->depth = env->depth;
     s->slots = calloc((size_t)s->depth, sizeof *s->slots);
     if (!s->slots) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
@@ -568,39 +675,16 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         d->ws = p;
     }
     /* Time the heuristic's candidates once on slot 0's scratch (PIPECTL_GPT2_TUNE=0: keep its
-     * first choice); every layer then runs the winner of its shape. */
+     * first choice), for each block size; every layer then runs the winner of its shape. */
     const char *tune = getenv("PIPECTL_GPT2_TUNE");
     if (tune && strcmp(tune, "0") == 0) return PL_OK;
-    const pl__dslot *d0 = &s->slots[0];
-    const pl__dlayer *L0 = &s->layers[0];
-    PL_CHECK(pl_gpu_mm_tune(L0->mm_qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
-    PL_CHECK(pl_gpu_mm_tune(L0->mm_proj, L0->proj_w, d0->att, d0->x, d0->ws, nm, NULL, err));
-    PL_CHECK(pl_gpu_mm_tune(L0->mm_fc, L0->fc_w, d0->h, d0->u, d0->ws, nm, NULL, err));
-    PL_CHECK(pl_gpu_mm_tune(L0->mm_out, L0->out_w, d0->u, d0->x, d0->ws, nm, NULL, err));
-    for (int l = 1; l < c->n_layer; l++) {
-        pl_gpu_mm_copy_algo(s->layers[l].mm_qkv, L0->mm_qkv);
-        pl_gpu_mm_copy_algo(s->layers[l].mm_proj, L0->mm_proj);
-        pl_gpu_mm_copy_algo(s->layers[l].mm_fc, L0->mm_fc);
-        pl_gpu_mm_copy_algo(s->layers[l].mm_out, L0->mm_out);
-    }
-    if (s->mm_proj_last) {
-        PL_CHECK(pl_gpu_mm_tune(s->mm_proj_last, s->layers[c->n_layer - 1].proj_w, d0->att, d0->xl,
-                                d0->ws, nm, NULL, err));
-        PL_CHECK(pl_gpu_mm_tune(s->mm_fc_last, s->layers[c->n_layer - 1].fc_w, d0->h, d0->u, d0->ws,
-                                nm, NULL, err));
-        PL_CHECK(pl_gpu_mm_tune(s->mm_out_last, s->layers[c->n_layer - 1].out_w, d0->u, d0->xl,
-                                d0->ws, nm, NULL, err));
-    }
-    if (s->small_head) return PL_OK;
-    void *lg = d0->logits;
-    if (!lg)
-        PL_CHECK(pl_gpu_alloc((size_t)rows * s->ldv * pl_dtype_size(s->lg_dtype), &lg, nm, err));
-    pl_status ts =
-        pl_gpu_mm_tune(s->mm_head, s->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err);
-    if (ts == PL_OK && s->mm_head_lo)
-        ts = pl_gpu_mm_tune(s->mm_head_lo, s->wte, o->all ? d0->u : d0->hl_lo, lg, d0->ws, nm, NULL,
-                            err);
-    if (lg != d0->logits) pl_gpu_free(lg);
+    void *lg = s->slots[0].logits; /* the head's output: scratch logits of the largest block */
+    if (!lg && !s->small_head)
+        PL_CHECK(pl_gpu_alloc((size_t)m.rows * s->ldv * pl_dtype_size(s->lg_dtype), &lg, nm, err));
+    pl_status ts = PL_OK;
+    for (int k = 0; k < s->n_mms && ts == PL_OK; k++)
+        ts = pl__mmset_tune(s, o, &s->mms[k], lg, nm, err);
+    if (lg != s->slots[0].logits) pl_gpu_free(lg);
     return ts;
 }
 #endif
@@ -617,7 +701,6 @@ static pl_status pl__gpt2_open(const pl_run_env *env, const pl_stage *st, void *
     if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     s->B = (int)ids->shape[0];
     s->T = (int)ids->shape[1];
-    s->Bc = s->B / (st->chunks > 1 ? st->chunks : 1);
     pl_status ps = pl__gpt2_host_weights(env, st, o, &s->w, err);
 #ifdef PL_WITH_CUDA
     if (ps == PL_OK && env->on_gpu) ps = pl__gpt2_gpu_open(env, st, o, s, err);
@@ -641,20 +724,9 @@ static pl_status pl__gpt2_close(const pl_run_env *env, const pl_stage *st, void 
         for (int i = 0; i < s->depth; i++)
             pl_gpu_free(s->slots[i].mem);
     free(s->slots);
-    if (s->layers) {
-        const pl__gpt2_opts *o = st->priv;
-        for (int l = 0; l < o->cfg.n_layer; l++) {
-            pl_gpu_mm_free(s->layers[l].mm_qkv);
-            pl_gpu_mm_free(s->layers[l].mm_proj);
-            pl_gpu_mm_free(s->layers[l].mm_fc);
-            pl_gpu_mm_free(s->layers[l].mm_out);
-        }
-    }
-    pl_gpu_mm_free(s->mm_head);
-    pl_gpu_mm_free(s->mm_head_lo);
-    pl_gpu_mm_free(s->mm_proj_last);
-    pl_gpu_mm_free(s->mm_fc_last);
-    pl_gpu_mm_free(s->mm_out_last);
+    for (int k = 0; k < s->n_mms; k++)
+        pl__mmset_free(&s->mms[k], ((const pl__gpt2_opts *)st->priv)->cfg.n_layer);
+    free(s->mms);
     pl_gpu_lt_free(s->lt);
     free(s->layers);
     pl_gpu_free(s->wmem);
@@ -698,9 +770,10 @@ static pl_status pl__launch(int rc, const char *what, const pl_dev_ctx *ctx, pl_
     return rc ? pl_cuda_check(rc, what, ctx->stage->name, ctx->batch, err) : PL_OK;
 }
 
-/* The forward of B = s->Bc sequences: ids [B, T] in, out (and targets) for those sequences. */
-static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, const int32_t *tg,
-                                  void *out, pl_error *err)
+/* The forward of one block of B = M->Bc sequences (M: that size's matmuls): ids [B, T] in, out
+ * (and targets) for those sequences. */
+static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, const int32_t *ids,
+                                  const int32_t *tg, void *out, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
     const pl__gpt2_opts *o = st->priv;
@@ -710,30 +783,30 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, con
     const char *nm = st->name;
     int64_t bt = ctx->batch;
     void *sm = ctx->stream;
-    int B = s->Bc, T = s->T, C = c->n_embd, N = B * T;
+    int B = M->Bc, T = s->T, C = c->n_embd, N = B * T;
     int E = (int)o->dtype;
     PL_CHECK(pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
                         "gpt2 embedding kernel launch", ctx, err));
     const int hd = C / c->n_head;
     for (int l = 0; l < c->n_layer; l++) { /* !o->all: the last layer ends in its own branch */
         const pl__dlayer *L = &s->layers[l];
+        const pl__lmm *X = &M->l[l];
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln1_w, L->ln1_b, N, 0,
                                                      1, C, c->eps, sm),
                             "gpt2 layernorm kernel launch", ctx, err));
-        PL_CHECK(pl_gpu_mm_run(L->mm_qkv, L->qkv_w, d->h, d->qkv, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl_gpu_mm_run(X->qkv, L->qkv_w, d->h, d->qkv, d->ws, sm, nm, bt, err));
         if (l == c->n_layer - 1 && !o->all) { /* the last layer at the last positions only */
             PL_CHECK(pl__launch(
                 pl_gpt2_launch_attention_last(E, d->att, d->qkv, B, T, c->n_head, hd, sm),
                 "gpt2 attention (last position) kernel launch", ctx, err));
             PL_CHECK(pl__launch(pl_gpt2_launch_gather_rows(d->xl, d->x, B, T - 1, T, C, sm),
                                 "gpt2 gather kernel launch", ctx, err));
-            PL_CHECK(
-                pl_gpu_mm_run(s->mm_proj_last, L->proj_w, d->att, d->xl, d->ws, sm, nm, bt, err));
+            PL_CHECK(pl_gpu_mm_run(M->proj_last, L->proj_w, d->att, d->xl, d->ws, sm, nm, bt, err));
             PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->xl, L->ln2_w, L->ln2_b,
                                                          B, 0, 1, C, c->eps, sm),
                                 "gpt2 layernorm kernel launch", ctx, err));
-            PL_CHECK(pl_gpu_mm_run(s->mm_fc_last, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
-            PL_CHECK(pl_gpu_mm_run(s->mm_out_last, L->out_w, d->u, d->xl, d->ws, sm, nm, bt, err));
+            PL_CHECK(pl_gpu_mm_run(M->fc_last, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
+            PL_CHECK(pl_gpu_mm_run(M->out_last, L->out_w, d->u, d->xl, d->ws, sm, nm, bt, err));
             break;
         }
         PL_CHECK(pl__launch(
@@ -741,16 +814,16 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, con
                 ? pl_gpt2_launch_attention_naive(E, d->att, d->qkv, B, T, c->n_head, hd, sm)
                 : pl_gpt2_launch_attention(E, d->att, d->qkv, B, T, c->n_head, hd, sm),
             "gpt2 attention kernel launch", ctx, err));
-        PL_CHECK(pl_gpu_mm_run(L->mm_proj, L->proj_w, d->att, d->x, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl_gpu_mm_run(X->proj, L->proj_w, d->att, d->x, d->ws, sm, nm, bt, err));
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln2_w, L->ln2_b, N, 0,
                                                      1, C, c->eps, sm),
                             "gpt2 layernorm kernel launch", ctx, err));
-        PL_CHECK(pl_gpu_mm_run(L->mm_fc, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
-        PL_CHECK(pl_gpu_mm_run(L->mm_out, L->out_w, d->u, d->x, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl_gpu_mm_run(X->fc, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl_gpu_mm_run(X->out, L->out_w, d->u, d->x, d->ws, sm, nm, bt, err));
     }
     int rows = o->all ? N : B;
     void *hn = o->all ? d->h : d->hl;
-    void *lo = !s->mm_head_lo ? NULL : o->all ? d->u : d->hl_lo; /* u is free by now */
+    void *lo = !M->head_lo ? NULL : o->all ? d->u : d->hl_lo; /* u is free by now */
     void *lg = o->output == PL_GPT2_LOGITS && !s->unpad ? out : d->logits;
     if (s->small_head) {
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(PL_F32, d->hl, NULL, d->xl, s->lnf_w, s->lnf_b,
@@ -763,9 +836,9 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, con
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, hn, lo, o->all ? d->x : d->xl, s->lnf_w,
                                                      s->lnf_b, rows, 0, 1, C, c->eps, sm),
                             "gpt2 layernorm kernel launch", ctx, err));
-        PL_CHECK(pl_gpu_mm_run(s->mm_head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl_gpu_mm_run(M->head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
     }
-    if (lo) PL_CHECK(pl_gpu_mm_run(s->mm_head_lo, s->wte, lo, lg, d->ws, sm, nm, bt, err));
+    if (lo) PL_CHECK(pl_gpu_mm_run(M->head_lo, s->wte, lo, lg, d->ws, sm, nm, bt, err));
     if (o->output == PL_GPT2_LOGITS && s->unpad)
         return pl__launch(pl_gpt2_launch_unpad((int)pl_dtype_size(s->lg_dtype), out, lg, rows,
                                                c->vocab, s->ldv, sm),
@@ -782,9 +855,10 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const int32_t *ids, con
     return PL_OK;
 }
 
-/* `chunks: n`: the forward runs on B / n sequences at a time, on the same scratch (one stream, in
- * order), and each block's output is marked done for a consumer chunked alike: the first block's
- * logits can go down while the next block computes. */
+/* `chunks:`: the forward runs one block of sequences at a time (chunk_rows[j] of them, from the
+ * prefix sum of the blocks before it), on the same scratch (one stream, in order), and each
+ * block's output is marked done for a consumer chunked alike: the first block's logits can go
+ * down while the next block computes. */
 static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
@@ -794,13 +868,16 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
     const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
     const int32_t *tg = o->r_targets >= 0 ? ctx->dev_bufs[st->reads[o->r_targets].index] : NULL;
     char *out = ctx->dev_bufs[st->writes[o->w_out].index];
-    int n = s->B / s->Bc;
-    size_t out_part = (size_t)(ob->bytes / (uint64_t)n), id_part = (size_t)s->Bc * s->T;
+    int n = st->chunks > 1 ? st->chunks : 1;
+    size_t out_seq = (size_t)(ob->bytes / (uint64_t)s->B), first = 0; /* bytes a sequence, row */
     for (int j = 0; j < n; j++) {
+        const pl__mmset *M = &s->mms[s->blk_mm[j]];
+        size_t id_off = first * (size_t)s->T;
         PL_CHECK(pl_dev_chunk_wait(ctx, j, err));
-        PL_CHECK(pl__gpt2_forward(ctx, ids + j * id_part, tg ? tg + j * id_part : NULL,
-                                  out + j * out_part, err));
+        PL_CHECK(pl__gpt2_forward(ctx, M, ids + id_off, tg ? tg + id_off : NULL,
+                                  out + first * out_seq, err));
         PL_CHECK(pl_dev_chunk_mark(ctx, j, err));
+        first += (size_t)M->Bc;
     }
     return PL_OK;
 }
@@ -818,7 +895,7 @@ static void pl__gpt2_describe(const pl_spec *spec, const pl_stage *st, char *buf
              o->cfg.n_head, o->cfg.n_embd, o->cfg.vocab, o->random ? "random weights" : o->weights,
              pl_dtype_name(o->dtype), outs[o->output], o->all ? "all" : "last");
     size_t n = strlen(buf);
-    if (st->chunks > 1 && n < cap) snprintf(buf + n, cap - n, ", %d chunks", st->chunks);
+    if (st->chunks > 1 && n < cap) pl_kind_chunks_describe(st, buf + n, cap - n);
 }
 
 const pl_kind pl_kind_gpt2 = {

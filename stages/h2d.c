@@ -20,15 +20,9 @@ static pl_status pl__h2d_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     int r, w;
     PL_CHECK(pl_kind_bind_ref(spec, st, "from", false, true, "the host buffer to copy", &r, err));
     PL_CHECK(pl_kind_bind_ref(spec, st, "to", true, true, "the device buffer to fill", &w, err));
-    return pl_kind_bind_chunks(st, err);
-}
-
-/* Shared with d2h: `chunks` splits the copy along the source's first dimension (pl_check.c has
- * checked that both sides have the same size). */
-pl_status pl_copy_validate(const pl_spec *spec, const pl_stage *st, pl_error *err);
-pl_status pl_copy_validate(const pl_spec *spec, const pl_stage *st, pl_error *err)
-{
-    return pl_kind_check_chunks(st, pl_kind_rbuf(spec, st, 0), err);
+    /* `chunks` splits the copy along the source's first dimension (pl_check.c checks that both
+     * sides have the same size, and the blocks against the source's rows). */
+    return pl_kind_bind_chunks(spec, st, r, err);
 }
 
 /* Shared with d2h: a copy is one read and one write of equal size (checked). */
@@ -42,14 +36,14 @@ pl_status pl_copy_run_host(pl_stage_ctx *ctx, pl_error *err)
     return PL_OK;
 }
 
-/* Shared with d2h: "x -> x_dev" (", 8 chunks"). */
+/* Shared with d2h: "x -> x_dev" (", 8 chunks"; a list: ", chunks 1+1+2+4"). */
 void pl_copy_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap);
 void pl_copy_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)
 {
     int n = snprintf(buf, cap, "%s -> %s", pl_kind_rbuf(spec, st, 0)->name,
                      pl_kind_wbuf(spec, st, 0)->name);
     if (st->chunks > 1 && n >= 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, ", %d chunks", st->chunks);
+        pl_kind_chunks_describe(st, buf + n, cap - (size_t)n);
 }
 
 #ifdef PL_WITH_CUDA
@@ -62,13 +56,20 @@ pl_status pl_copy_record(const pl_dev_ctx *ctx, pl_error *err)
     bool to_device = st->kind->engine == PL_ENGINE_H2D;
     char *dst = to_device ? ctx->dev_bufs[to] : ctx->host_bufs[to];
     const char *src = to_device ? ctx->host_bufs[from] : ctx->dev_bufs[from];
-    int n = st->chunks > 1 ? st->chunks : 1;
-    uint64_t part = ctx->spec->buffers[to].bytes / (uint64_t)n; /* rows divide evenly (validate) */
-    for (int j = 0; j < n; j++) {
+    const pl_buffer *b = &ctx->spec->buffers[from];
+    if (st->chunks <= 1)
+        return pl_gpu_copy_async(dst, src, b->bytes, to_device, ctx->stream, st->name, ctx->batch,
+                                 err);
+    /* Block j: chunk_rows[j] rows from the prefix sum of the rows before it (checked to add up
+     * to the source's first dimension; both ends have its size). */
+    uint64_t row = b->bytes / (uint64_t)b->shape[0], off = 0;
+    for (int j = 0; j < st->chunks; j++) {
+        uint64_t part = (uint64_t)st->chunk_rows[j] * row;
         PL_CHECK(pl_dev_chunk_wait(ctx, j, err));
-        PL_CHECK(pl_gpu_copy_async(dst + j * part, src + j * part, part, to_device, ctx->stream,
-                                   st->name, ctx->batch, err));
+        PL_CHECK(pl_gpu_copy_async(dst + off, src + off, part, to_device, ctx->stream, st->name,
+                                   ctx->batch, err));
         PL_CHECK(pl_dev_chunk_mark(ctx, j, err));
+        off += part;
     }
     return PL_OK;
 }
@@ -83,7 +84,6 @@ const pl_kind pl_kind_h2d = {
     .keys = pl__h2d_keys,
     .doc = "host-to-device copy (pinned host buffer to device buffer)",
     .bind = pl__h2d_bind,
-    .validate = pl_copy_validate,
     .run_host = pl_copy_run_host,
     .record = PL__COPY_RECORD,
     .describe = pl_copy_describe,

@@ -337,7 +337,7 @@ static void pl__push_opts(lua_State *L, const pl__lua_run *r)
                 lua_pushstring(L, o->items[j]);
                 lua_rawseti(L, -2, j + 1);
             }
-        } else if (k && k->type == PL_KEY_INT) {
+        } else if (k && (k->type == PL_KEY_INT || k->type == PL_KEY_INT_OR_INTS)) {
             lua_pushinteger(L, (lua_Integer)strtoll(o->str, NULL, 0));
         } else if (k && k->type == PL_KEY_NUM) {
             lua_pushnumber(L, strtod(o->str, NULL));

@@ -4,6 +4,7 @@
 #define PL_KIND_UTIL_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pl_stage.h"
@@ -56,36 +57,66 @@ static inline pl_status pl_kind_bind_ref(pl_spec *spec, pl_stage *st, const char
     return PL_OK;
 }
 
-/* `chunks:` (the kinds whose key tables list PL_KIND_CHUNKS_KEY): into st->chunks. */
+/* `chunks:` (the kinds whose key tables list PL_KIND_CHUNKS_KEY): an integer N (N equal blocks) or
+ * a list of the rows of each block, in order. */
 #define PL_KIND_CHUNKS_KEY                                                                         \
     {                                                                                              \
-        "chunks", PL_KEY_INT, NULL, "1",                                                           \
-            "GPU: issue the batch as this many row blocks (first dimension); a consumer with the " \
-            "same "                                                                                \
-            "chunks starts on block j once it is done (e.g. a download behind each block of a "    \
+        "chunks", PL_KEY_INT_OR_INTS, NULL, "1",                                                   \
+            "GPU: issue the batch as row blocks (first dimension): this many equal ones, or one "  \
+            "per entry of a list with that many rows ([1, 1, 2, 4]); a consumer with the same "    \
+            "blocks starts on block j once it is done (e.g. a download behind each block of a "    \
             "forward)"                                                                             \
     }
-static inline pl_status pl_kind_bind_chunks(pl_stage *st, pl_error *err)
+/* Into st->chunks (and, for a list, st->chunk_rows as written); `read` is the index in st->reads
+ * of the buffer whose first dimension the blocks cut. pl_spec_check checks the blocks against
+ * that buffer's rows once sizes are known and normalises chunk_rows (pl_check.c). */
+static inline pl_status pl_kind_bind_chunks(pl_spec *spec, pl_stage *st, int read, pl_error *err)
 {
-    int64_t n;
-    PL_CHECK(pl_opt_get_int(st, "chunks", 1, 1, PL_MAX_CHUNKS, &n, err));
     const pl_opt *o = pl_stage_opt(st, "chunks");
-    st->chunks = (int)n;
     st->chunks_pos = o ? o->val_pos : st->pos;
+    st->chunks_read = read;
+    if (!o || !o->is_list) {
+        int64_t n;
+        PL_CHECK(pl_opt_get_int(st, "chunks", 1, 1, PL_MAX_CHUNKS, &n, err));
+        st->chunks = (int)n;
+        return PL_OK;
+    }
+    const char *k = st->kind->name;
+    if (o->n_items == 0)
+        return pl_error_at(
+            err, PL_EINPUT, o->val_pos,
+            "%s stage '%s': chunks [] lists no blocks; give the rows of each block "
+            "in order (chunks: [1, 1, 2, 4]) or a number of equal blocks (chunks: 4)",
+            k, st->name);
+    if (o->n_items > PL_MAX_CHUNKS)
+        return pl_error_at(err, PL_EINPUT, o->val_pos,
+                           "%s stage '%s': chunks lists %d blocks, but a stage may have at most %d "
+                           "(PL_MAX_CHUNKS); merge some of them",
+                           k, st->name, o->n_items, PL_MAX_CHUNKS);
+    int64_t *rows = pl_spec_alloc(spec, (size_t)o->n_items * sizeof *rows);
+    if (!rows) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    for (int j = 0; j < o->n_items; j++) {
+        rows[j] = strtoll(o->items[j], NULL, 10); /* an integer: pl_stage_check_opts */
+        if (rows[j] < 1)
+            return pl_error_at(err, PL_EINPUT, o->item_pos[j],
+                               "%s stage '%s': chunks entry %d is %lld; each entry is the rows of "
+                               "one block, at least 1 (drop the entry or make it positive)",
+                               k, st->name, j + 1, (long long)rows[j]);
+    }
+    st->chunks = o->n_items;
+    st->chunk_rows = rows;
+    st->chunks_listed = true;
     return PL_OK;
 }
 
-/* A chunked stage's rows (the first dimension of buffer b) must split evenly. */
-static inline pl_status pl_kind_check_chunks(const pl_stage *st, const pl_buffer *b, pl_error *err)
+/* ", 8 chunks" (chunks: 8) or ", chunks 1+1+2+4" (a list) into buf: the kinds' describe strings. */
+static inline void pl_kind_chunks_describe(const pl_stage *st, char *buf, size_t cap)
 {
-    if (st->chunks <= 1 || (b->rank > 0 && b->shape[0] % st->chunks == 0)) return PL_OK;
-    char s1[96];
-    return pl_error_at(err, PL_EINPUT, st->chunks_pos,
-                       "%s stage '%s': chunks %d does not divide the %lld rows of '%s' %s (the "
-                       "first dimension); choose a divisor of %lld",
-                       st->kind->name, st->name, st->chunks, (long long)(b->rank ? b->shape[0] : 0),
-                       b->name, pl_kind_shape(b, s1, sizeof s1),
-                       (long long)(b->rank ? b->shape[0] : 0));
+    char s[PL_MAX_CHUNKS * 21];
+    if (st->chunks_listed)
+        snprintf(buf, cap, ", chunks %s", pl_stage_chunks_str(st, s, sizeof s));
+    else
+        snprintf(buf, cap, ", %d chunks", st->chunks);
 }
 
 /* Inside a chunked stage's record: chunk j's work is enqueued (mark) / about to be (wait). No-ops

@@ -236,6 +236,8 @@ static const char *pl__type_word(pl_key_type t)
         return "a list of names";
     case PL_KEY_INTS:
         return "a list of integers";
+    case PL_KEY_INT_OR_INTS:
+        return "an integer or a list of integers";
     case PL_KEY_SIZE:
         return "a size like 512MiB";
     case PL_KEY_FUNC:
@@ -284,7 +286,7 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                                st->name, o->key);
         bool want_list = k->type == PL_KEY_NAMES || k->type == PL_KEY_INTS ||
                          k->type == PL_KEY_LIST || k->type == PL_KEY_ITEMS;
-        if (want_list != o->is_list)
+        if (k->type != PL_KEY_INT_OR_INTS && want_list != o->is_list)
             return pl_error_at(err, PL_EINPUT, o->val_pos, "stage '%s': '%s' must be %s, not %s",
                                st->name, o->key, pl__type_word(k->type),
                                o->is_list ? "a list" : "a single value");
@@ -319,6 +321,19 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
                 if (!pl__parse_int(o->items[j], &iv))
                     return pl_error_at(err, PL_EINPUT, o->item_pos[j],
                                        "stage '%s': '%s' must be a list of integers, got '%s'",
+                                       st->name, o->key, o->items[j]);
+            break;
+        case PL_KEY_INT_OR_INTS:
+            if (!o->is_list && !pl__parse_int(o->str, &iv))
+                return pl_error_at(err, PL_EINPUT, o->val_pos,
+                                   "stage '%s': '%s' must be an integer or a list of integers, "
+                                   "got '%s'",
+                                   st->name, o->key, o->str);
+            for (int j = 0; o->is_list && j < o->n_items; j++)
+                if (!pl__parse_int(o->items[j], &iv))
+                    return pl_error_at(err, PL_EINPUT, o->item_pos[j],
+                                       "stage '%s': each item of '%s' must be an integer, got "
+                                       "'%s'",
                                        st->name, o->key, o->items[j]);
             break;
         case PL_KEY_SIZE: {

@@ -22,16 +22,17 @@ const char *pl_engine_name(pl_engine e); /* "host", "h2d", "compute", "d2h" */
 /* Option types. Scalars are written as YAML scalars / Lua strings, numbers or booleans; lists as
  * YAML sequences / Lua arrays. */
 typedef enum pl_key_type {
-    PL_KEY_STR,   /* any text */
-    PL_KEY_PATH,  /* a file path, relative to the pipeline file's directory */
-    PL_KEY_INT,   /* 64-bit integer */
-    PL_KEY_NUM,   /* floating point */
-    PL_KEY_BOOL,  /* true/false */
-    PL_KEY_ENUM,  /* one of `values` ("a|b|c") */
-    PL_KEY_NAME,  /* one buffer name */
-    PL_KEY_NAMES, /* list of buffer names */
-    PL_KEY_INTS,  /* list of integers */
-    PL_KEY_SIZE,  /* a size in bytes: 4096, 512MiB, 8 GiB, 1.5GB (pl_bytes_parse) */
+    PL_KEY_STR,         /* any text */
+    PL_KEY_PATH,        /* a file path, relative to the pipeline file's directory */
+    PL_KEY_INT,         /* 64-bit integer */
+    PL_KEY_NUM,         /* floating point */
+    PL_KEY_BOOL,        /* true/false */
+    PL_KEY_ENUM,        /* one of `values` ("a|b|c") */
+    PL_KEY_NAME,        /* one buffer name */
+    PL_KEY_NAMES,       /* list of buffer names */
+    PL_KEY_INTS,        /* list of integers */
+    PL_KEY_INT_OR_INTS, /* an integer or a list of integers (chunks: 4, chunks: [1, 1, 2, 4]) */
+    PL_KEY_SIZE,        /* a size in bytes: 4096, 512MiB, 8 GiB, 1.5GB (pl_bytes_parse) */
     PL_KEY_FUNC,  /* a Lua function value: pipeline.lua only. `values` names the key that stands in
                    * for it in the spec, then the keys it excludes ("script|code"): the spec
                    * records the pipeline script there and the runtime finds the function again */

@@ -65,6 +65,7 @@ static bool pl__json_default(FILE *out, const pl_key *k)
     if (!d) return false;
     switch (k->type) {
     case PL_KEY_INT:
+    case PL_KEY_INT_OR_INTS:
         if (!pl__is_int(d)) return false;
         fprintf(out, ", \"default\": %s", d);
         return true;
@@ -144,6 +145,12 @@ static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
         break;
     case PL_KEY_NAMES:
         fputs("{\"type\": \"array\", \"items\": {\"type\": \"string\", \"minLength\": 1}", out);
+        break;
+    case PL_KEY_INT_OR_INTS: /* chunks: 4 or [1, 1, 2, 4] */
+        fprintf(out,
+                "{\"anyOf\": [{\"type\": \"integer\"}, %s, {\"type\": \"array\", \"items\": "
+                "{\"anyOf\": [{\"type\": \"integer\"}, %s]}}]",
+                int_text, int_text);
         break;
     case PL_KEY_INTS:
         fputs("{\"type\": \"array\", \"items\": {\"type\": \"integer\"", out);

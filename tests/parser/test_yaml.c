@@ -566,6 +566,8 @@ static bool doc_type_agrees(const pl_key *k, const char *cell, const char *secti
         return strstr(cell, "list of") && strstr(cell, "names");
     case PL_KEY_INTS:
         return strstr(cell, "list of integers") != NULL;
+    case PL_KEY_INT_OR_INTS:
+        return strstr(cell, "integer or list of integers") != NULL;
     case PL_KEY_SIZE:
         return strstr(cell, "size") != NULL;
     case PL_KEY_FUNC:
