@@ -326,15 +326,15 @@ pl_status pl_stage_check_opts(const pl_spec *spec, const pl_stage *st, pl_error 
         case PL_KEY_INT_OR_INTS:
             if (!o->is_list && !pl__parse_int(o->str, &iv))
                 return pl_error_at(err, PL_EINPUT, o->val_pos,
-                                   "stage '%s': '%s' must be an integer or a list of integers, "
-                                   "got '%s'",
+                                   "stage '%s': '%s' must be an integer or a list of integers "
+                                   "like [1, 1, 2, 4], got '%s'",
                                    st->name, o->key, o->str);
             for (int j = 0; o->is_list && j < o->n_items; j++)
                 if (!pl__parse_int(o->items[j], &iv))
                     return pl_error_at(err, PL_EINPUT, o->item_pos[j],
-                                       "stage '%s': each item of '%s' must be an integer, got "
-                                       "'%s'",
-                                       st->name, o->key, o->items[j]);
+                                       "stage '%s': item %d of '%s' is '%s', not an integer; "
+                                       "write an integer or a list of integers",
+                                       st->name, j + 1, o->key, o->items[j]);
             break;
         case PL_KEY_SIZE: {
             uint64_t sz;

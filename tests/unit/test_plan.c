@@ -464,9 +464,87 @@ static void test_chunk_links(void)
     pl_spec_free(s);
 }
 
+/* A list option (chunks: [a, b, ...]) from space-separated items. */
+static void t_opt_list(pl_spec *s, int si, const char *key, const char *items)
+{
+    pl_opt *o = pl_stage_add_opt(s, &s->stages[si], key, pl_t_pos());
+    o->is_list = true;
+    o->val_pos = (pl_pos){"t.yaml", pl_t_line, 10};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", items);
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " "))
+        pl_opt_add_item(s, o, tok, o->val_pos);
+}
+
+/* Uneven blocks (chunks: [128, 128, 256, 512]): chunked alike is the same rows in each block, so
+ * a list links to the same list and to an equal count that cuts the same rows (both forms are
+ * normalised at check), not to another list of as many blocks; descriptions say 128+128+256+512. */
+static void test_chunk_links_uneven(void)
+{
+    pl_spec *s = t_new();
+    const char *pairs[5][2] = {
+        {"128 128 256 512", "128 128 256 512"}, /* linked */
+        {"4", "256 256 256 256"},               /* linked: the same rows */
+        {"512 512", "256 768"},                 /* two blocks each, other rows */
+        {"256 768", "768 256"},                 /* the same sizes in another order */
+        {"1024", "1024"},                       /* one block: not chunked */
+    };
+    int up[5], down[5];
+    for (int i = 0; i < 5; i++) {
+        char n[5][16];
+        snprintf(n[0], 16, "h%d", i);
+        snprintf(n[1], 16, "d%d", i);
+        snprintf(n[2], 16, "o%d", i);
+        snprintf(n[3], 16, "up%d", i);
+        snprintf(n[4], 16, "down%d", i);
+        t_host(s, n[0], 1024);
+        t_dev(s, n[1], 1024);
+        t_host(s, n[2], 1024);
+        char gen[16], save[16];
+        snprintf(gen, sizeof gen, "gen%d", i);
+        snprintf(save, sizeof save, "save%d", i);
+        t_source(s, gen, n[0]);
+        up[i] = t_copy(s, n[3], pl_kind_find("h2d"), n[0], n[1]);
+        if (strchr(pairs[i][0], ' ') || i == 4)
+            t_opt_list(s, up[i], "chunks", pairs[i][0]);
+        else
+            t_opt(s, up[i], "chunks", pairs[i][0]);
+        down[i] = t_copy(s, n[4], pl_kind_find("d2h"), n[1], n[2]);
+        t_opt_list(s, down[i], "chunks", pairs[i][1]);
+        t_sink(s, save, n[2]);
+    }
+    pl_plan *p = t_plan(s);
+    CHECK(pl_plan_chunk_linked(p, down[0], up[0]));
+    CHECK(pl_plan_chunk_linked(p, down[1], up[1]));
+    CHECK(!pl_plan_chunk_linked(p, down[2], up[2]));
+    CHECK(!pl_plan_chunk_linked(p, down[3], up[3]));
+    CHECK(!pl_plan_chunk_linked(p, down[4], up[4]));
+    /* Both forms as rows once checked. */
+    const pl_stage *u1 = &s->stages[up[1]], *d0 = &s->stages[down[0]];
+    CHECK_EQ_INT(u1->chunks, 4);
+    CHECK(u1->chunk_rows && u1->chunk_rows[0] == 256 && u1->chunk_rows[3] == 256);
+    CHECK(!u1->chunks_listed && d0->chunks_listed);
+    CHECK(d0->chunk_rows && d0->chunk_rows[2] == 256 && d0->chunk_rows[3] == 512);
+    char *dump = t_dump(p, false);
+    CHECK(strstr(dump, "(up0, chunk by chunk: 128+128+256+512)") != NULL);
+    CHECK(strstr(dump, "(up1, chunk by chunk: 256+256+256+256)") != NULL);
+    CHECK(strstr(dump, "(up2, chunk by chunk") == NULL);
+    CHECK(strstr(dump, "(up3, chunk by chunk") == NULL);
+    CHECK(strstr(dump, "(up4, chunk by chunk") == NULL);
+    free(dump);
+    char buf[128];
+    d0->kind->describe(s, d0, buf, sizeof buf);
+    CHECK_STR(buf, "d0 -> o0, chunks 128+128+256+512");
+    u1->kind->describe(s, u1, buf, sizeof buf);
+    CHECK_STR(buf, "h1 -> d1, 4 chunks");
+    pl_plan_free(p);
+    pl_spec_free(s);
+}
+
 int main(void)
 {
     test_chunk_links();
+    test_chunk_links_uneven();
     test_graph_mode_auto();
     test_chain();
     test_diamond();
