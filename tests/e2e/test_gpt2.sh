@@ -1,7 +1,7 @@
 # test_gpt2: the gpt2 kind on the host executor against an independent numpy forward
 # (tests/e2e/gpt2_ref.py) on a tiny model (2 layers, 4 heads, 64 wide, vocab 512): logits,
 # argmax and log-probabilities, checkpoints in F32, BF16 and F16 (sharded with an index, as
-# save_pretrained writes large models), with and without the "transformer." prefix, identical outputs at depth 1 and 3 and chunked (chunks:), seeded random weights, and bad checkpoints refused
+# save_pretrained writes large models), with and without the "transformer." prefix, identical outputs at depth 1 and 3 and chunked (chunks: N and uneven lists), seeded random weights, and bad checkpoints refused
 # by `pipectl check` with exit 2 and the exact message. Needs /usr/bin/python3 with numpy (skips
 # otherwise).
 set -u
@@ -18,22 +18,24 @@ mkdir -p "$work"
 fail=0
 err() { echo "FAIL: $*"; fail=1; }
 
-# pipeline WEIGHTS [EXTRA_LM_KEYS]: the tiny pipeline reading snap/ids.npy, three gpt2 stages.
+# pipeline WEIGHTS [EXTRA_LM_KEYS]: the tiny pipeline reading snap/ids.npy, three gpt2 stages;
+# B sequences a batch (PB, default 2: the snapshot's --B).
 pipeline() {
+    local b=${PB:-2}
     cat <<YAML
 pipeline: gpt2_tiny
 run: {batches: 3, depth: 2, seed: 3}
 buffers:
-  ids:     {where: host, dtype: i32, shape: [2, 16]}
-  tg:      {where: host, dtype: i32, shape: [2, 16]}
-  ids_dev: {where: device, dtype: i32, shape: [2, 16]}
-  tg_dev:  {where: device, dtype: i32, shape: [2, 16]}
-  lg_dev:  {where: device, dtype: f32, shape: [2, 16, 512]}
-  nx_dev:  {where: device, dtype: i32, shape: [2]}
-  lp_dev:  {where: device, dtype: f32, shape: [2, 16]}
-  lg:      {where: host, dtype: f32, shape: [2, 16, 512]}
-  nx:      {where: host, dtype: i32, shape: [2]}
-  lp:      {where: host, dtype: f32, shape: [2, 16]}
+  ids:     {where: host, dtype: i32, shape: [$b, 16]}
+  tg:      {where: host, dtype: i32, shape: [$b, 16]}
+  ids_dev: {where: device, dtype: i32, shape: [$b, 16]}
+  tg_dev:  {where: device, dtype: i32, shape: [$b, 16]}
+  lg_dev:  {where: device, dtype: f32, shape: [$b, 16, 512]}
+  nx_dev:  {where: device, dtype: i32, shape: [$b]}
+  lp_dev:  {where: device, dtype: f32, shape: [$b, 16]}
+  lg:      {where: host, dtype: f32, shape: [$b, 16, 512]}
+  nx:      {where: host, dtype: i32, shape: [$b]}
+  lp:      {where: host, dtype: f32, shape: [$b, 16]}
 stages:
   - {name: lm, kind: gpt2, weights: $1, ids: ids_dev, out: lg_dev$2}
   - {name: read_ids, kind: source, to: ids, file: $1/ids.npy}
@@ -123,6 +125,49 @@ pipeline ../f32/snap ", chunks: 3" >"$d/bad.yaml"
 rc=$?
 want="$d/bad.yaml:15:85: error: gpt2 stage 'lm': chunks 3 does not divide the 2 rows of 'ids_dev' [2, 16] (the first dimension); choose a divisor of 2"
 [ $rc -eq 2 ] && [ "$(head -n 1 "$d/err")" = "$want" ] || err "chunks 3: exit $rc
+  got:  $(head -n 1 "$d/err")
+  want: $want"
+
+# Uneven chunks (4 sequences a batch; lm [1, 3], greedy [3, 1], score [1, 3] with a download
+# in 2 equal blocks): the host executor's bytes are the unchunked run's; the plan links each
+# download to its forward where the block rows agree and shows the lists; the stages' memory is
+# that of their largest block (3 sequences), the same as the unchunked stages' on B 3.
+d=$work/uneven
+mkdir -p "$d/snap" "$d/snap3"
+$PY "$ref" make "$d/snap" --seed 5 --B 4
+$PY "$ref" make "$d/snap3" --seed 5 --B 3
+PB=4 pipeline snap "" >"$d/p.yaml"
+PB=4 pipeline snap ", chunks: [1, 3]" |
+    sed -e 's/output: argmax, chunks: \[1, 3\]}/output: argmax, chunks: [3, 1]}/' \
+        -e 's/to: lg}/to: lg, chunks: [1, 3]}/' -e 's/to: nx}/to: nx, chunks: [3, 1]}/' \
+        -e 's/to: lp}/to: lp, chunks: 2}/' >"$d/pu.yaml"
+PB=3 pipeline snap3 "" >"$d/p3.yaml"
+for y in p pu; do
+    rm -rf "$d/out"
+    "$pipectl" run --quiet --executor host "$d/$y.yaml" >"$d/run.log" 2>&1 || err "uneven $y: $(cat "$d/run.log")"
+    mv "$d/out" "$d/out_$y"
+done
+for f in logits next logprob; do
+    cmp -s "$d/out_pu/$f.npy" "$d/out_p/$f.npy" || err "uneven chunks: $f.npy differs from the unchunked run"
+done
+"$pipectl" plan "$d/pu.yaml" >"$d/plan.txt" 2>&1 || err "uneven: pipectl plan: $(cat "$d/plan.txt")"
+grep -Eq "^    down +d2h +d2h +waits on e[0-9]+\(lm, chunk by chunk: 1\+3\)$" "$d/plan.txt" ||
+    err "uneven: down is not linked to lm by blocks 1+3: $(grep -E '^    down' "$d/plan.txt")"
+grep -Eq "^    down_nx +d2h +d2h +waits on e[0-9]+\(greedy, chunk by chunk: 3\+1\)$" "$d/plan.txt" ||
+    err "uneven: down_nx is not linked to greedy by blocks 3+1: $(grep -E '^    down_nx' "$d/plan.txt")"
+grep -E "^    down_lp " "$d/plan.txt" | grep -q "chunk by chunk" &&
+    err "uneven: down_lp (2 blocks of 2) is linked to score (1+3): $(grep -E '^    down_lp' "$d/plan.txt")"
+"$pipectl" plan "$d/p3.yaml" >"$d/plan3.txt" 2>&1 || err "uneven: pipectl plan (B 3): $(cat "$d/plan3.txt")"
+want=$(grep "of which stages allocate" "$d/plan3.txt")
+grep -qx "  of which stages allocate (model weights, activations): device 96.3 MiB (100973568 bytes) per slot, 880.5 KiB (901632 bytes) persistent" "$d/plan.txt" ||
+    err "uneven: the plan's stage memory: $(grep 'of which stages allocate' "$d/plan.txt")"
+[ "$(grep "of which stages allocate" "$d/plan.txt")" = "$want" ] ||
+    err "uneven: stage memory is not the largest block's: $(grep 'of which stages allocate' "$d/plan.txt"), B 3: $want"
+PB=4 pipeline snap ", chunks: [1, 1, 3]" >"$d/bad.yaml"
+"$pipectl" check "$d/bad.yaml" >/dev/null 2>"$d/err"
+rc=$?
+want="$d/bad.yaml:15:78: error: gpt2 stage 'lm': chunks [1, 1, 3] sum to 5 rows, but 'ids_dev' [4, 16] has 4 (the first dimension); make the blocks add up to 4"
+[ $rc -eq 2 ] && [ "$(head -n 1 "$d/err")" = "$want" ] || err "uneven chunks [1, 1, 3]: exit $rc
   got:  $(head -n 1 "$d/err")
   want: $want"
 
