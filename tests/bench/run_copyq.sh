@@ -10,20 +10,27 @@
 #   bash tests/bench/run_copyq.sh [PIPECTL]
 # Environment: OUT (default out/copyq), WEIGHTS (a GPT-2 snapshot directory; default random),
 # MODES (default "stage segment none"), CHUNKS (the forward's and the download's `chunks:`, a
-# list: each runs under every mode; default: the file's).
+# space-separated list: each runs under every mode; default: the file's; an entry with commas is
+# a list of block rows: "4 1,1,2,4 1,1,1,1,2,2" runs chunks: 4, chunks: [1, 1, 2, 4] and
+# chunks: [1, 1, 1, 1, 2, 2], in files and traces named c4, c1-1-2-4, c1-1-1-1-2-2).
 set -u
 pipectl=${1:-build-rel/pipectl}
 OUT=${OUT:-out/copyq}
 mkdir -p "$OUT"
-# gpt2_c<N>.yaml: the pipeline with chunks N (c0: as written).
+# gpt2_c<N>.yaml: the pipeline with chunks N (c0: as written); a list 1,1,2,4: gpt2_c1-1-2-4.yaml.
+tag() { echo "${1//,/-}"; }
 for n in ${CHUNKS:-0}; do
-    p=$OUT/gpt2_c$n.yaml
+    p=$OUT/gpt2_c$(tag "$n").yaml
     if [ -n "${WEIGHTS:-}" ]; then
         sed -e "s|weights: random, config: gpt2|weights: $WEIGHTS|" pipelines/gpt2.yaml >"$p"
     else
         cp pipelines/gpt2.yaml "$p"
     fi
-    [ "$n" = 0 ] || sed -i -e "s/chunks: [0-9]*/chunks: $n/g" "$p"
+    v=$n
+    [[ $n == *,* ]] && v="[${n//,/, }]"
+    # the file's chunks: N or [a, b, ...] (GNU sed's \| alternation)
+    [ "$n" = 0 ] || sed -i -e "s/chunks: \(\[[0-9, ]*\]\|[0-9]*\)/chunks: $v/g" "$p"
+    grep -qF "chunks: $v" "$p" || [ "$n" = 0 ] || { echo "run_copyq: could not set chunks: $v in $p"; exit 1; }
 done
 summary() { # LABEL: the run summary's wall, per batch and bound
     python3 -c '
@@ -38,14 +45,14 @@ for l in sys.stdin:
 }
 {
     for n in ${CHUNKS:-0}; do
-        p=$OUT/gpt2_c$n.yaml
+        p=$OUT/gpt2_c$(tag "$n").yaml
         for mode in ${MODES:-stage segment none}; do
             for r in 1 2 3; do
                 "$pipectl" run --executor gpu --graphs $mode --json "$p" 2>&1 |
                     summary "chunks $n, graphs $mode"
             done
             "$pipectl" run --executor gpu --graphs $mode --timing all \
-                --trace "$OUT/trace_c${n}_$mode.json" "$p" >/dev/null 2>&1
+                --trace "$OUT/trace_c$(tag "$n")_$mode.json" "$p" >/dev/null 2>&1
         done
     done
 } | tee "$OUT/runs.txt"

@@ -13,7 +13,9 @@
 #   source .gpu/setup.sh && bash tests/gpu/run_session.sh
 # Environment: OUT (default out/session), BUILD (build-rel), DEADLINE (seconds after which steps
 # are skipped; default 480), STEPS (default "build gpu blas copyq torch modes cli greedy next
-# compile"; also chunks: gpt2.yaml's forward and download in 1, 2, 4 and 8 chunks; headpad:
+# compile"; also chunks: gpt2.yaml's forward and download in CHUNK_SET's chunks (default
+# "1 2 4 8"; an entry with commas is a list of block rows, e.g. CHUNK_SET="4 1,1,2,4 1,1,1,1,2,2":
+# tests/bench/run_copyq.sh's CHUNKS), then 8 under segment and none; headpad:
 # bench_gpt2's full-logits forward with and without the padded LM head rows),
 # PYTHON.
 set -u
@@ -54,10 +56,11 @@ if want blas; then # the OpenBLAS kernels pipectl runs with here, and what they 
 fi
 want copyq && step "run_copyq.sh (gpt2.yaml, 3 graph modes)" 120 copyq.log \
     env OUT="$OUT/copyq" bash tests/bench/run_copyq.sh "$P"
-# gpt2.yaml's forward and download in 1, 2, 4 and 8 chunks under stage graphs, and 8 under the
-# other modes (with timelines).
-want chunks && step "run_copyq.sh (gpt2.yaml, chunks 1 2 4 8)" 200 chunks.log \
-    env OUT="$OUT/chunks" CHUNKS="1 2 4 8" MODES=stage bash tests/bench/run_copyq.sh "$P" &&
+# gpt2.yaml's forward and download in each of CHUNK_SET's chunks under stage graphs, and 8 under
+# the other modes (with timelines).
+CHUNK_SET=${CHUNK_SET:-1 2 4 8}
+want chunks && step "run_copyq.sh (gpt2.yaml, chunks $CHUNK_SET)" 200 chunks.log \
+    env OUT="$OUT/chunks" CHUNKS="$CHUNK_SET" MODES=stage bash tests/bench/run_copyq.sh "$P" &&
     step "run_copyq.sh (chunks 8, segment and none)" 100 chunks.log \
         env OUT="$OUT/chunks8" CHUNKS=8 MODES="segment none" bash tests/bench/run_copyq.sh "$P"
 SNAP=/tmp/pl_session_snap
