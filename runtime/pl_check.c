@@ -277,7 +277,7 @@ static pl_status pl__check_engine(const pl_spec *spec, const pl_stage *st, pl_er
  * only from there. */
 static pl_status pl__check_chunks(pl_spec *spec, pl_stage *st, pl_error *err)
 {
-    if (st->chunks <= 1) return PL_OK;
+    if (st->chunks <= 1 && !st->chunks_listed) return PL_OK; /* [8]: one block, still checked */
     const pl_buffer *b = &spec->buffers[st->reads[st->chunks_read].index];
     int64_t rows = b->rank > 0 ? b->shape[0] : 0;
     char shape[128];
@@ -324,6 +324,7 @@ static pl_status pl__check_chunks(pl_spec *spec, pl_stage *st, pl_error *err)
                            st->kind->name, st->name, list, past ? "more than " : "",
                            (long long)(past ? INT64_MAX : sum), b->name, shape, (long long)rows,
                            (long long)rows);
+    if (st->chunks <= 1) st->chunk_rows = NULL; /* one block: not chunked */
     return PL_OK;
 }
 
