@@ -95,7 +95,8 @@ YAML
     "$pipectl" plan "$d/pc.yaml" | grep -q "e[0-9]*(lm, chunk by chunk: 2)" ||
         err "$dt: the plan does not link down to lm chunk by chunk"
     # Uneven blocks (chunks: lists of 4 sequences, the largest first or last, the downloads
-    # behind them; lmh's download in other blocks than its forward's, so not linked): the same
+    # behind them; lmh's download in other blocks than its forward's, so not linked; the upload
+    # in [1, 3], so lm's blocks wait for its blocks, except under stage graphs): the same
     # tolerances and the same bytes in every graph mode.
     sed -e 's/out: lg_dev}/out: lg_dev, chunks: [1, 3]}/' -e 's/to: lg}/to: lg, chunks: [1, 3]}/' \
         -e 's/out: nx_dev}/out: nx_dev, chunks: [3, 1]}/' -e 's/to: nx}/to: nx, chunks: [3, 1]}/' \
@@ -103,12 +104,14 @@ YAML
         -e 's/out: l16_dev}/out: l16_dev, chunks: [1, 3]}/' -e 's/out: l32_dev}/out: l32_dev, chunks: [2, 1, 1]}/' \
         -e 's/out: nxl_dev}/out: nxl_dev, chunks: [1, 3]}/' -e 's/to: nxl}/to: nxl, chunks: [1, 3]}/' \
         -e 's/out: lgh_dev}/out: lgh_dev, chunks: [1, 1, 2]}/' -e 's/to: lgh}/to: lgh, chunks: 2}/' \
+        -e 's/to: ids_dev}/to: ids_dev, chunks: [1, 3]}/' \
         -e 's/^pipeline: gpt2_gpu_/pipeline: gpt2_uneven_/' "$d/p.yaml" >"$d/pu.yaml"
     grep -q "chunks: \[1, 1, 2\]}" "$d/pu.yaml" || err "$dt: the uneven pipeline was not written"
     "$pipectl" plan "$d/pu.yaml" >"$d/plan_pu.txt" || err "$dt: pipectl plan pu.yaml"
     grep -q "e[0-9]*(lm, chunk by chunk: 1+3)" "$d/plan_pu.txt" && grep -q "e[0-9]*(score, chunk by chunk: 1+1+2)" "$d/plan_pu.txt" ||
         err "$dt: the plan does not link down to lm (1+3) and down_lp to score (1+1+2)"
     grep -q "(lmh, chunk by chunk" "$d/plan_pu.txt" && err "$dt: downh (2 blocks) is linked to lmh (1+1+2)"
+    grep -q "(up, chunk by chunk: 1+3)" "$d/plan_pu.txt" || err "$dt: the plan does not link lm to up (1+3)"
     for yaml in p pc pu; do
         first=""
         modes=("--depth 1" "--depth 3" "--depth 3 --no-graph")
