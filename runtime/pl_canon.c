@@ -49,6 +49,7 @@ static bool pl__literal_default(const pl_key *k)
     errno = 0;
     switch (k->type) {
     case PL_KEY_INT:
+    case PL_KEY_INT_OR_INTS: /* chunks: 1 */
         (void)strtoll(k->def, &end, 10);
         return !*end && errno == 0;
     case PL_KEY_NUM:
