@@ -130,7 +130,7 @@ typedef struct pl_stage {
     int chunks;
     const int64_t *chunk_rows; /* [chunks] once checked (NULL when chunks <= 1): rows of block j */
     bool chunks_listed;        /* written as a list: descriptions say "1+1+2+4", not "4" */
-    int chunks_read;           /* the read whose first dimension the blocks cut (chunks > 1) */
+    int chunks_read;           /* the read whose first dimension the blocks cut (chunks: given) */
     pl_pos chunks_pos;
 } pl_stage;
 

@@ -103,9 +103,10 @@ typedef struct pl_dev_ctx {
     void *stream;           /* cudaStream_t, possibly capturing */
     void *state;            /* from the kind's open(), or NULL */
     /* Chunked stages (stage->chunks > 1): the kind enqueues its batch as stage->chunks row blocks
-     * in order, calling chunk_wait(ctx, j) before block j's work and chunk_mark(ctx, j) after it
-     * (pl_dev_chunk_wait / pl_dev_chunk_mark). The executor turns them into waits on the same
-     * block of producers chunked alike, and the events those wait on. NULL: nothing to do. */
+     * (block j: stage->chunk_rows[j] rows after the blocks before it) in order, calling
+     * chunk_wait(ctx, j) before block j's work and chunk_mark(ctx, j) after it (pl_dev_chunk_wait /
+     * pl_dev_chunk_mark). The executor turns them into waits on the same block of producers chunked
+     * alike, and the events those wait on. NULL: nothing to do. */
     pl_status (*chunk_mark)(const struct pl_dev_ctx *ctx, int j, pl_error *err);
     pl_status (*chunk_wait)(const struct pl_dev_ctx *ctx, int j, pl_error *err);
     void *exec; /* the executor's, for those two */
