@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 extern "C" {
 #include "gpt2.h"
@@ -44,8 +43,10 @@ int attention_launch(void *out, const void *qkv, int B, int T, int H, cudaStream
  * (tests/bench/run_gpt2_next.sh, 2026-12-01): 8 warps of one m-tile (128 rows) the same at
  * T = 1024 and 5-10% slower at T = 512 (fewer blocks to balance the causal triangle); 4 warps of
  * two m-tiles (FlashAttention-2's 128 x 64 tile, each K/V fragment serving two mma) the same at
- * T = 1024 and 10% slower at T = 512 (attention 0.428 vs 0.386 ms). The kernel keeps MT as a
- * template parameter (the emulation test covers MT = 2) for larger head sizes. */
+ * T = 1024 and 10% slower at T = 512 (attention 0.428 vs 0.386 ms); measured again after the
+ * unmasked tiles lost their mask code (fifth session): the same at T 1024 (0.930 against 0.928 ms
+ * f16, 0.955 against 0.964 bf16) and 10% slower at T 512 (0.376 against 0.341). The kernel keeps MT
+ * as a template parameter (the emulation test covers MT = 2) for larger head sizes. */
 template <typename E, int HD>
 int attention_hd(void *out, const void *qkv, int B, int T, int H, cudaStream_t s)
 {
@@ -114,22 +115,46 @@ extern "C" int pl_gpt2_launch_embed(int dtype, float *x, const int32_t *ids, con
     return (int)cudaGetLastError();
 }
 
+namespace
+{
+using namespace pl_gpt2;
+template <typename E, int NV>
+void layernorm_launch(void *out, void *lo, const float *x, const float *w, const float *b,
+                      int64_t rows, int64_t first, int64_t step, int C, float eps, cudaStream_t s)
+{
+    unsigned grid = (unsigned)((rows + 7) / 8);
+    layernorm_kernel<E, NV><<<grid, 256, 0, s>>>(static_cast<E *>(out), static_cast<E *>(lo), x, w,
+                                                 b, rows, first, step, C, eps);
+}
+
+/* The narrowest of kLnWidths that holds a row of C (4 C-aligned floats per float4). */
+template <typename E, int I = 0>
+void layernorm_pick(void *out, void *lo, const float *x, const float *w, const float *b,
+                    int64_t rows, int64_t first, int64_t step, int C, float eps, cudaStream_t s)
+{
+    constexpr int n = (int)(sizeof kLnWidths / sizeof kLnWidths[0]);
+    if constexpr (I == n) {
+        layernorm_launch<E, 0>(out, lo, x, w, b, rows, first, step, C, eps, s);
+    } else {
+        if (C % 4 == 0 && C <= 128 * kLnWidths[I])
+            layernorm_launch<E, kLnWidths[I]>(out, lo, x, w, b, rows, first, step, C, eps, s);
+        else
+            layernorm_pick<E, I + 1>(out, lo, x, w, b, rows, first, step, C, eps, s);
+    }
+}
+} // namespace
+
 extern "C" int pl_gpt2_launch_layernorm(int dtype, void *out, void *lo, const float *x,
                                         const float *w, const float *b, int64_t rows, int64_t first,
                                         int64_t step, int C, float eps, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    unsigned grid = (unsigned)((rows + 7) / 8);
     if (dtype == PL_F16)
-        layernorm_kernel<<<grid, 256, 0, s>>>(static_cast<__half *>(out), static_cast<__half *>(lo),
-                                              x, w, b, rows, first, step, C, eps);
+        layernorm_pick<__half>(out, lo, x, w, b, rows, first, step, C, eps, s);
     else if (dtype == PL_F32)
-        layernorm_kernel<<<grid, 256, 0, s>>>(static_cast<float *>(out), static_cast<float *>(lo),
-                                              x, w, b, rows, first, step, C, eps);
+        layernorm_pick<float>(out, lo, x, w, b, rows, first, step, C, eps, s);
     else if (dtype == PL_BF16)
-        layernorm_kernel<<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16 *>(out),
-                                              static_cast<__nv_bfloat16 *>(lo), x, w, b, rows,
-                                              first, step, C, eps);
+        layernorm_pick<__nv_bfloat16>(out, lo, x, w, b, rows, first, step, C, eps, s);
     else
         return (int)cudaErrorInvalidValue;
     return (int)cudaGetLastError();

@@ -62,6 +62,11 @@ __global__ void embed_kernel(float *x, const int32_t *ids, const E *wte, const f
 
 constexpr int kLnVec = 13; /* float4 per lane: 13 x 4 x 32 = 1664 floats */
 constexpr int kLnMax = kLnVec * 4 * 32;
+/* The kernel is built for NV float4 per lane (NV 0: the scalar path) and launched with the
+ * smallest NV that holds the row: one width for every C held 13 float4 in registers (84 a
+ * thread, two 256-thread blocks an SM) where GPT-2 124M's 768 needs 6; measured at T 1024 it then
+ * ran at 32% of the DRAM rate, latency-bound. */
+constexpr int kLnWidths[] = {1, 2, 4, 6, 8, 10, kLnVec};
 
 /* out = layernorm(x) rounded to E; lo (when not NULL) = what that rounding lost, also in E, so
  * out + lo carries about twice E's mantissa: the bf16 LM head runs on both halves (a GEMM each,
@@ -112,22 +117,23 @@ __device__ inline void ln_store4(E *out, E *lo, int64_t c4, float a, float b, fl
     }
 }
 
-template <typename E>
+template <typename E, int NV>
 __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, const float *b,
                                  int64_t rows, int64_t first, int64_t step, int C, float eps)
 {
+    static_assert(NV >= 0 && NV <= kLnVec, "float4 per lane");
     int lane = threadIdx.x & 31;
     int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     const float *xr = x + (first + r * step) * C;
     E *orow = out + r * C, *lrow = lo ? lo + r * C : nullptr;
-    if (C % 4 == 0 && C <= kLnMax) {
+    if constexpr (NV > 0) { /* the launcher checked C % 4 == 0 and C <= 128 NV */
         const float4 *x4 = reinterpret_cast<const float4 *>(xr);
         const int C4 = C / 4;
-        float4 v[kLnVec];
+        float4 v[NV];
         float s = 0;
 #pragma unroll
-        for (int j = 0; j < kLnVec; j++) {
+        for (int j = 0; j < NV; j++) {
             int c = lane + 32 * j;
             v[j] = c < C4 ? x4[c] : make_float4(0, 0, 0, 0);
             s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
@@ -136,7 +142,7 @@ __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, 
             s += __shfl_xor_sync(0xffffffffu, s, o);
         float mean = s / C, q = 0;
 #pragma unroll
-        for (int j = 0; j < kLnVec; j++) {
+        for (int j = 0; j < NV; j++) {
             if (lane + 32 * j >= C4) continue;
             float a = v[j].x - mean, bb = v[j].y - mean, c = v[j].z - mean, d = v[j].w - mean;
             q += (a * a + bb * bb) + (c * c + d * d);
@@ -145,7 +151,7 @@ __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, 
             q += __shfl_xor_sync(0xffffffffu, q, o);
         float rstd = rsqrtf(q / C + eps);
 #pragma unroll
-        for (int j = 0; j < kLnVec; j++) {
+        for (int j = 0; j < NV; j++) {
             int c = lane + 32 * j;
             if (c >= C4) continue;
             float4 wv = reinterpret_cast<const float4 *>(w)[c];
@@ -154,23 +160,23 @@ __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, 
                       (v[j].y - mean) * rstd * wv.y + bv.y, (v[j].z - mean) * rstd * wv.z + bv.z,
                       (v[j].w - mean) * rstd * wv.w + bv.w);
         }
-        return;
+    } else {
+        float s = 0;
+        for (int c = lane; c < C; c += 32)
+            s += xr[c];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        float mean = s / C, v = 0;
+        for (int c = lane; c < C; c += 32) {
+            float d = xr[c] - mean;
+            v += d * d;
+        }
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+        float rstd = rsqrtf(v / C + eps);
+        for (int c = lane; c < C; c += 32)
+            ln_store(orow, lrow, c, (xr[c] - mean) * rstd * w[c] + b[c]);
     }
-    float s = 0;
-    for (int c = lane; c < C; c += 32)
-        s += xr[c];
-    for (int o = 16; o > 0; o >>= 1)
-        s += __shfl_xor_sync(0xffffffffu, s, o);
-    float mean = s / C, v = 0;
-    for (int c = lane; c < C; c += 32) {
-        float d = xr[c] - mean;
-        v += d * d;
-    }
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    float rstd = rsqrtf(v / C + eps);
-    for (int c = lane; c < C; c += 32)
-        ln_store(orow, lrow, c, (xr[c] - mean) * rstd * w[c] + b[c]);
 }
 
 /* ---- attention: FlashAttention-2 style on mma.sync m16n8k16 ----
@@ -260,6 +266,15 @@ __device__ inline uint16_t bits_of(__nv_bfloat16 v)
 {
     return __bfloat16_as_ushort(v);
 }
+/* 2^x in one MUFU.EX2, subnormal results flushed to zero. exp2f also handles subnormals, at three
+ * more instructions an element (it scales the argument into range and the result back); a P
+ * under 2^-126 is a zero in f16 and adds nothing next to the row's largest weight, 1. */
+__device__ inline float ex2_ftz(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 #endif
 
 template <typename E> struct is_f16 {
@@ -278,15 +293,141 @@ __device__ inline float sum2_bf16(uint32_t w)
     return a + b;
 }
 
+/* One K/V tile for one warp (the kernel below): S = Q K^T into registers, the online softmax on
+ * them, O += P V. MASK: the tile holds keys after some of the warp's rows (the diagonal tile) or
+ * past the sequence's end; the other tiles, all but one per query block, run without any mask
+ * code (a compare and a select per score, and the branches around them, measured as a large
+ * part of the kernel's non-tensor instructions). */
+template <bool MASK, typename E, int HD, int MT, int LDE>
+__device__ __forceinline__ void
+attn_tile(const E *tK, const E *tV, const uint32_t (&qf)[MT][HD / 16][4], float (&o)[MT][HD / 8][4],
+          float (&m0)[MT], float (&m1)[MT], float (&l0)[MT], float (&l1)[MT], int k0, int q_first,
+          int T, float scale_log2, int lane)
+{
+    constexpr int NS = kBC / 8; /* S n-tiles (8 keys each) */
+    constexpr int NO = HD / 8;  /* O n-tiles (8 dims each) */
+    constexpr int KQ = HD / 16; /* k-steps of Q K^T */
+    const int g = lane >> 2, t4 = lane & 3;
+    float s[MT][NS][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+            s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0;
+            /* Each K fragment loaded serves the warp's MT m-tiles. */
+#pragma unroll
+    for (int j = 0; j < NS; j += 2)
+#pragma unroll
+        for (int kk = 0; kk < KQ; kk++) {
+            uint32_t kf[4]; /* b0, b1 of n-tile j, then of j + 1 */
+            ldsm_x4(kf, tK + (8 * j + 8 * (lane >> 4) + (lane & 7)) * LDE + kk * 16 +
+                            8 * ((lane >> 3) & 1));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma16816<E>(s[mt][j], qf[mt][kk], kf[0], kf[1]);
+                mma16816<E>(s[mt][j + 1], qf[mt][kk], kf[2], kf[3]);
+            }
+        }
+    /* The maxima are of the raw scores (the scale is positive), scaled once per row below, and
+     * each P element is one FFMA into exp2: exp2(s * scale_log2 - m). */
+    uint32_t pf[MT][kBC / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        if constexpr (MASK) {
+            /* Key k of row r is masked when k > r (causal) or k >= T: k > min(r, T - 1). The
+             * element (j, e) holds key k0 + 2 t4 + 8 j + (e & 1), so it is one compare of a
+             * constant with the row's limit. */
+            const int r0 = q_first + mt * 16 + g, c0 = k0 + 2 * t4;
+            const int lim0 = min(r0, T - 1) - c0, lim1 = min(r0 + 8, T - 1) - c0;
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (8 * j + (e & 1) > (e < 2 ? lim0 : lim1)) s[mt][j][e] = -INFINITY;
+        }
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+            mx0 = fmaxf(mx0, fmaxf(s[mt][j][0], s[mt][j][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[mt][j][2], s[mt][j][3]));
+        }
+        mx0 *= scale_log2;
+        mx1 *= scale_log2;
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float n0 = fmaxf(m0[mt], mx0), n1 = fmaxf(m1[mt], mx1);
+        /* A row with nothing unmasked yet keeps base 0: exp2(-inf - 0) = 0, no NaN. */
+        const float b0 = n0 == -INFINITY ? 0.0f : n0, b1 = n1 == -INFINITY ? 0.0f : n1;
+        const float a0 = ex2_ftz(m0[mt] - b0), a1 = ex2_ftz(m1[mt] - b1);
+        m0[mt] = n0;
+        m1[mt] = n1;
+        l0[mt] *= a0;
+        l1[mt] *= a1;
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            o[mt][j][0] *= a0;
+            o[mt][j][1] *= a0;
+            o[mt][j][2] *= a1;
+            o[mt][j][3] *= a1;
+        }
+        /* P's accumulator tiles 2 kk and 2 kk + 1 are the A fragment of k-step kk. The sum l: in
+         * f16 of the f32 values, as in FlashAttention-2 (P's rounding is then an unbiased error
+         * of 2^-11 in the product); in bf16 of the rounded values, so the weights P V uses sum to
+         * exactly 1 and their 2^-9 errors partly cancel (measured: the f32 sum costs bf16 about
+         * 0.3% of GPT-2 124M's argmaxes). */
+#pragma unroll
+        for (int kk = 0; kk < kBC / 16; kk++) {
+            const float *x = s[mt][2 * kk], *y = s[mt][2 * kk + 1];
+            float p[8];
+            p[0] = ex2_ftz(fmaf(x[0], scale_log2, -b0));
+            p[1] = ex2_ftz(fmaf(x[1], scale_log2, -b0));
+            p[2] = ex2_ftz(fmaf(x[2], scale_log2, -b1));
+            p[3] = ex2_ftz(fmaf(x[3], scale_log2, -b1));
+            p[4] = ex2_ftz(fmaf(y[0], scale_log2, -b0));
+            p[5] = ex2_ftz(fmaf(y[1], scale_log2, -b0));
+            p[6] = ex2_ftz(fmaf(y[2], scale_log2, -b1));
+            p[7] = ex2_ftz(fmaf(y[3], scale_log2, -b1));
+            pf[mt][kk][0] = pack2<E>(p[0], p[1]);
+            pf[mt][kk][1] = pack2<E>(p[2], p[3]);
+            pf[mt][kk][2] = pack2<E>(p[4], p[5]);
+            pf[mt][kk][3] = pack2<E>(p[6], p[7]);
+            if constexpr (sizeof(E) == 2 && !is_f16<E>::value) {
+                l0[mt] += sum2_bf16(pf[mt][kk][0]) + sum2_bf16(pf[mt][kk][2]);
+                l1[mt] += sum2_bf16(pf[mt][kk][1]) + sum2_bf16(pf[mt][kk][3]);
+            } else {
+                l0[mt] += (p[0] + p[1]) + (p[4] + p[5]);
+                l1[mt] += (p[2] + p[3]) + (p[6] + p[7]);
+            }
+        }
+    }
+    /* Each V fragment loaded serves the warp's MT m-tiles. */
+#pragma unroll
+    for (int kk = 0; kk < kBC / 16; kk++)
+#pragma unroll
+        for (int j = 0; j < NO; j += 2) {
+            uint32_t vf[4]; /* b0, b1 of O n-tile j, then of j + 1 */
+            ldsm_x4_trans(vf, tV + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDE + 8 * j +
+                                  8 * (lane >> 4));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma16816<E>(o[mt][j], pf[mt][kk], vf[0], vf[1]);
+                mma16816<E>(o[mt][j + 1], pf[mt][kk], vf[2], vf[3]);
+            }
+        }
+}
+
+/* Four blocks of one m-tile per SM (16 warps): at most 128 registers a thread, where the compiler
+ * would take 134 and fit only three. */
 template <typename E, int HD, int NW, int MT>
-__global__ void __launch_bounds__(NW * 32)
+__global__ void __launch_bounds__(NW * 32, MT == 1 ? 4 : 2)
     attention_kernel(E *out, const E *qkv, int T, int H, float scale_log2)
 {
     using L = attn_smem<HD, NW, MT>;
     constexpr int kBR = L::BR;
     constexpr int WR = 16 * MT; /* query rows per warp: MT m-tiles of 16 */
     static_assert(HD % 16 == 0 && HD <= 128, "head size must be a multiple of 16, at most 128");
-    constexpr int NS = kBC / 8; /* S n-tiles (8 keys each) */
     constexpr int NO = HD / 8;  /* O n-tiles (8 dims each) */
     constexpr int KQ = HD / 16; /* k-steps of Q K^T */
     PL_DYNAMIC_SMEM(smem);
@@ -357,114 +498,12 @@ __global__ void __launch_bounds__(NW * 32)
         __syncthreads(); /* tile it is in shared memory for every warp */
         const E *tK = sK + (it & 1) * kBC * L::LDE, *tV = sV + (it & 1) * kBC * L::LDE;
         if (k0 <= q_first + WR - 1) { /* else every key of the tile is after this warp's rows */
-            float s[MT][NS][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int j = 0; j < NS; j++)
-                    s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0;
-                    /* Each K fragment loaded serves the warp's MT m-tiles. */
-#pragma unroll
-            for (int j = 0; j < NS; j += 2)
-#pragma unroll
-                for (int kk = 0; kk < KQ; kk++) {
-                    uint32_t kf[4]; /* b0, b1 of n-tile j, then of j + 1 */
-                    ldsm_x4(kf, tK + (8 * j + 8 * (lane >> 4) + (lane & 7)) * L::LDE + kk * 16 +
-                                    8 * ((lane >> 3) & 1));
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma16816<E>(s[mt][j], qf[mt][kk], kf[0], kf[1]);
-                        mma16816<E>(s[mt][j + 1], qf[mt][kk], kf[2], kf[3]);
-                    }
-                }
-            /* Mask keys after the row (causal) or past the end. The maxima are of the raw
-             * scores (the scale is positive), scaled once per row below, and each P element is
-             * one FFMA into exp2: exp2(s * scale_log2 - m). */
-            const bool edge = k0 + kBC - 1 > q_first || k0 + kBC > T;
-            uint32_t pf[MT][kBC / 16][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                const int r0 = q_first + mt * 16 + g, r1 = r0 + 8;
-                float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-                for (int j = 0; j < NS; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float v = s[mt][j][e];
-                        if (edge) {
-                            int k = k0 + 8 * j + 2 * t4 + (e & 1), r = e < 2 ? r0 : r1;
-                            if (k > r || k >= T) v = s[mt][j][e] = -INFINITY;
-                        }
-                        if (e < 2)
-                            mx0 = fmaxf(mx0, v);
-                        else
-                            mx1 = fmaxf(mx1, v);
-                    }
-                mx0 *= scale_log2;
-                mx1 *= scale_log2;
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-                const float n0 = fmaxf(m0[mt], mx0), n1 = fmaxf(m1[mt], mx1);
-                /* A row with nothing unmasked yet keeps base 0: exp2(-inf - 0) = 0, no NaN. */
-                const float b0 = n0 == -INFINITY ? 0.0f : n0, b1 = n1 == -INFINITY ? 0.0f : n1;
-                const float a0 = exp2f(m0[mt] - b0), a1 = exp2f(m1[mt] - b1);
-                m0[mt] = n0;
-                m1[mt] = n1;
-                l0[mt] *= a0;
-                l1[mt] *= a1;
-#pragma unroll
-                for (int j = 0; j < NO; j++) {
-                    o[mt][j][0] *= a0;
-                    o[mt][j][1] *= a0;
-                    o[mt][j][2] *= a1;
-                    o[mt][j][3] *= a1;
-                }
-                /* P's accumulator tiles 2 kk and 2 kk + 1 are the A fragment of k-step kk. The
-                 * sum l: in f16 of the f32 values, as in FlashAttention-2 (P's rounding is then
-                 * an unbiased error of 2^-11 in the product); in bf16 of the rounded values, so
-                 * the weights P V uses sum to exactly 1 and their 2^-9 errors partly cancel
-                 * (measured: the f32 sum costs bf16 about 0.3% of GPT-2 124M's argmaxes). */
-#pragma unroll
-                for (int kk = 0; kk < kBC / 16; kk++) {
-                    const float *x = s[mt][2 * kk], *y = s[mt][2 * kk + 1];
-                    float p[8];
-                    p[0] = exp2f(fmaf(x[0], scale_log2, -b0));
-                    p[1] = exp2f(fmaf(x[1], scale_log2, -b0));
-                    p[2] = exp2f(fmaf(x[2], scale_log2, -b1));
-                    p[3] = exp2f(fmaf(x[3], scale_log2, -b1));
-                    p[4] = exp2f(fmaf(y[0], scale_log2, -b0));
-                    p[5] = exp2f(fmaf(y[1], scale_log2, -b0));
-                    p[6] = exp2f(fmaf(y[2], scale_log2, -b1));
-                    p[7] = exp2f(fmaf(y[3], scale_log2, -b1));
-                    pf[mt][kk][0] = pack2<E>(p[0], p[1]);
-                    pf[mt][kk][1] = pack2<E>(p[2], p[3]);
-                    pf[mt][kk][2] = pack2<E>(p[4], p[5]);
-                    pf[mt][kk][3] = pack2<E>(p[6], p[7]);
-                    if constexpr (sizeof(E) == 2 && !is_f16<E>::value) {
-                        l0[mt] += sum2_bf16(pf[mt][kk][0]) + sum2_bf16(pf[mt][kk][2]);
-                        l1[mt] += sum2_bf16(pf[mt][kk][1]) + sum2_bf16(pf[mt][kk][3]);
-                    } else {
-                        l0[mt] += (p[0] + p[1]) + (p[4] + p[5]);
-                        l1[mt] += (p[2] + p[3]) + (p[6] + p[7]);
-                    }
-                }
-            }
-            /* Each V fragment loaded serves the warp's MT m-tiles. */
-#pragma unroll
-            for (int kk = 0; kk < kBC / 16; kk++)
-#pragma unroll
-                for (int j = 0; j < NO; j += 2) {
-                    uint32_t vf[4]; /* b0, b1 of O n-tile j, then of j + 1 */
-                    ldsm_x4_trans(vf, tV + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * L::LDE +
-                                          8 * j + 8 * (lane >> 4));
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma16816<E>(o[mt][j], pf[mt][kk], vf[0], vf[1]);
-                        mma16816<E>(o[mt][j + 1], pf[mt][kk], vf[2], vf[3]);
-                    }
-                }
+            if (k0 + kBC - 1 > q_first || k0 + kBC > T)
+                attn_tile<true, E, HD, MT, L::LDE>(tK, tV, qf, o, m0, m1, l0, l1, k0, q_first, T,
+                                                   scale_log2, lane);
+            else
+                attn_tile<false, E, HD, MT, L::LDE>(tK, tV, qf, o, m0, m1, l0, l1, k0, q_first, T,
+                                                    scale_log2, lane);
         }
         __syncthreads(); /* every warp is done with this tile's K/V */
     }

@@ -101,7 +101,11 @@ print("pipectl greedy %s T=%s: %.3f M tok/s (%s)" % (sys.argv[1], sys.argv[2], j
     done
     rows+=("greedy: $OUT/greedy.log")
 fi
-want next && step "bench_gpt2 f16 T=512 (per op)" 60 next.log "$BUILD/bench_gpt2" --dtype f16 --T 512 --output argmax
+if want next; then
+    for T in 512 1024; do
+        step "bench_gpt2 f16 T=$T (per op)" 60 next.log "$BUILD/bench_gpt2" --dtype f16 --T $T --output argmax
+    done
+fi
 if want headpad; then # the full-logits forward with the LM head's rows padded (as the kind does) and packed
     for pad in 1 0; do
         step "bench_gpt2 f16 T=512 logits --pad $pad" 60 headpad.log "$BUILD/bench_gpt2" --dtype f16 --T 512 \
@@ -157,9 +161,15 @@ print("rag_gpt2 run %s: per batch %.3f ms, busiest engine %.3f ms -> %.3fx; retr
     rows+=("rag profile: $OUT/ragprof.log")
 fi
 if want ncu && command -v ncu >/dev/null; then
-    step "ncu attention (f16 T1024)" 90 ncu.log ncu --kernel-name regex:attention_kernel --launch-count 1 \
-        --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats \
-        --section ComputeWorkloadAnalysis "$BUILD/bench_gpt2" --dtype f16 --T 1024 --reps 1
+    # Pipe shares (tensor, MUFU for exp2, FMA/ALU), issue activity and stall reasons of the
+    # attention kernel and the layernorm at T 1024: which unit bounds them.
+    for k in attention_kernel layernorm_kernel; do
+        step "ncu $k (f16 T1024)" 90 ncu_$k.log ncu --kernel-name regex:$k --launch-skip 2 --launch-count 1 \
+            --section SpeedOfLight --section Occupancy --section WarpStateStats --section InstructionStats \
+            --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats \
+            --metrics sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum \
+            "$BUILD/bench_gpt2" --dtype f16 --T 1024 --reps 1
+    done
 fi
 if want bench; then
     step "pipectl bench --quick (stage graphs)" 60 bench.log "$P" bench --quick
@@ -202,9 +212,11 @@ for l in open(sys.argv[1]):
 [ -f "$OUT/cli.log" ] && grep -E "FAIL|test_depth_auto|overlap --depth auto  " "$OUT/cli.log" | head -5
 [ -f "$OUT/greedy.log" ] && cat "$OUT/greedy.log"
 [ -f "$OUT/headpad.log" ] && grep -E "^  (gemm lm head|forward) " "$OUT/headpad.log"
-[ -f "$OUT/next.log" ] && grep -E "^  (attention|forward|gemm|layernorm)" "$OUT/next.log" | head -8
+[ -f "$OUT/next.log" ] && grep -E "^  (attention|forward|gemm|layernorm)|T=" "$OUT/next.log" | head -20
 [ -f "$OUT/torch_compile.log" ] && grep -E "^torch forward" "$OUT/torch_compile.log"
 [ -f "$OUT/ragtrace.log" ] && head -20 "$OUT/ragtrace.log"
 [ -f "$OUT/ragprof.log" ] && cat "$OUT/ragprof.log"
-[ -f "$OUT/ncu.log" ] && grep -E "Duration|Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Stall|Issue Slots|Warp Cycles|Bank" "$OUT/ncu.log" | head -30
+for f in "$OUT"/ncu_*.log; do
+    [ -f "$f" ] && { echo "== $(basename "$f")"; grep -E "Duration|Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Issue Slots Busy|Warp Cycles Per Issued|pct_of_peak|bank_conflicts|Block Limit" "$f" | head -24; }
+done
 [ -f "$OUT/bench.log" ] && grep -E "^pipectl bench|^graphs|^no-graph|^sequential|^== " "$OUT/bench.log" | head -40

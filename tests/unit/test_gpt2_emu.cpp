@@ -112,6 +112,21 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
            tol);
 }
 
+/* The kernel at the width the launcher (gpt2_gpu.cu layernorm_pick) gives C: the narrowest of
+ * kLnWidths that holds it, or the scalar path. */
+template <int I = 0>
+static void layernorm_at(__half *out, __half *lo, const float *x, const float *w, const float *b,
+                         int64_t rows, int64_t first, int64_t step, int C, float eps)
+{
+    constexpr int n = (int)(sizeof kLnWidths / sizeof kLnWidths[0]);
+    if constexpr (I == n)
+        layernorm_kernel<__half, 0>(out, lo, x, w, b, rows, first, step, C, eps);
+    else if (C % 4 == 0 && C <= 128 * kLnWidths[I])
+        layernorm_kernel<__half, kLnWidths[I]>(out, lo, x, w, b, rows, first, step, C, eps);
+    else
+        layernorm_at<I + 1>(out, lo, x, w, b, rows, first, step, C, eps);
+}
+
 static void check_layernorm_embed_logprob(int C)
 {
     int B = 3, T = 5, V = 40, N = B * T;
@@ -127,8 +142,7 @@ static void check_layernorm_embed_logprob(int C)
     /* layernorm, last positions: rows b*T + T-1 */
     std::vector<__half> out((size_t)B * C), lo((size_t)B * C);
     emu::launch(dim3((B + 7) / 8), dim3(256), 0, [&] {
-        layernorm_kernel<__half>(out.data(), lo.data(), x.data(), w.data(), b.data(), B, T - 1, T,
-                                 C, 1e-5f);
+        layernorm_at(out.data(), lo.data(), x.data(), w.data(), b.data(), B, T - 1, T, C, 1e-5f);
     });
     double worst = 0, worst_split = 0;
     for (int r = 0; r < B; r++) {
@@ -282,7 +296,8 @@ int main()
     check_attention_last<__nv_bfloat16, 16>(1, 5, 3); /* fewer keys than lanes */
     check_head<__half>(3, 264, 37); /* C / 8 = 33 chunks: lanes with two and with one */
     check_head<__nv_bfloat16>(kHeadMaxRows, 64, 9); /* V % kHeadV != 0 */
-    check_layernorm_embed_logprob(48);              /* float4 path */
+    check_layernorm_embed_logprob(48);              /* float4 path, one float4 a lane */
+    check_layernorm_embed_logprob(768);             /* GPT-2 124M: six a lane */
     check_layernorm_embed_logprob(50);              /* C % 4 != 0: the scalar path */
     check_layernorm_embed_logprob(1600); /* GPT-2 XL's width: the float4 path at its limit */
     if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
