@@ -708,7 +708,9 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
     }
     for (int s = 0; s < spec->n_stages; s++) {
         const pl_kind *kind = spec->stages[s].kind;
-        if (kind && kind->ordered && pl__xadd(&v, s, s, 1, -1, PL_XDEP_ORDERED)) goto oom;
+        if (kind && kind->ordered && !spec->stages[s].unordered &&
+            pl__xadd(&v, s, s, 1, -1, PL_XDEP_ORDERED))
+            goto oom;
     }
     /* A stage waiting for itself (the last accessor of a buffer it writes) is implied on the host:
      * a stage's batches run in order on its stream. Not on the GPU for a persistent buffer: batch

@@ -132,6 +132,10 @@ typedef struct pl_stage {
     bool chunks_listed;        /* written as a list: descriptions say "1+1+2+4", not "4" */
     int chunks_read;           /* the read whose first dimension the blocks cut (chunks: given) */
     pl_pos chunks_pos;
+    /* An ordered kind (pl_kind.ordered) whose user said its batches may run at once (gpt2
+     * `ordered: false`): the plan then leaves out the kind's batch-order wait, and on the GPU the
+     * stage's work for different slots may share the device. Set by the kind's bind. */
+    bool unordered;
 } pl_stage;
 
 /* run.memory_budget (docs/pipeline-yaml.md): the most bytes the plan's buffers may take on each

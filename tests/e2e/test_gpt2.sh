@@ -171,6 +171,35 @@ want="$d/bad.yaml:15:78: error: gpt2 stage 'lm': chunks [1, 1, 3] sum to 5 rows,
   got:  $(head -n 1 "$d/err")
   want: $want"
 
+# ordered: false (on the three forwards): the plan leaves out their batch-order waits (the GPU
+# then may run the forwards of the batches in flight at once) and keeps the sinks'; the host
+# executor's bytes are the same; the key takes only a boolean.
+d=$work/unordered
+mkdir -p "$d"
+pipeline ../f32/snap "" >"$d/ordered.yaml"
+pipeline ../f32/snap ", ordered: false" >"$d/tiny.yaml"
+"$pipectl" plan "$d/ordered.yaml" | grep -qx "  lm waits for lm, d=1: runs in batch order" ||
+    err "ordered: the default plan has no batch-order wait for lm"
+"$pipectl" plan "$d/tiny.yaml" >"$d/plan.txt" 2>&1 || err "unordered: pipectl plan: $(cat "$d/plan.txt")"
+grep -Eq "(lm|greedy|score) waits for (lm|greedy|score)" "$d/plan.txt" &&
+    err "unordered: a forward still waits for itself: $(grep -E '(lm|greedy|score) waits for' "$d/plan.txt")"
+grep -q "save waits for save, d=1: runs in batch order" "$d/plan.txt" ||
+    err "unordered: the sink lost its batch-order wait"
+if "$pipectl" run --quiet --executor host --depth 3 "$d/tiny.yaml" >"$d/run.log" 2>&1; then
+    for f in logits next logprob; do
+        cmp -s "$d/out/$f.npy" "$work/f32/out1/$f.npy" || err "unordered: $f.npy differs from the ordered run"
+    done
+else
+    err "unordered: $(cat "$d/run.log")"
+fi
+pipeline ../f32/snap ", ordered: sometimes" >"$d/bad.yaml"
+"$pipectl" check "$d/bad.yaml" >/dev/null 2>"$d/err"
+rc=$?
+want="$d/bad.yaml:15:86: error: stage 'lm': 'ordered' must be true or false, got 'sometimes'"
+[ $rc -eq 2 ] && [ "$(head -n 1 "$d/err")" = "$want" ] || err "ordered: sometimes: exit $rc
+  got:  $(head -n 1 "$d/err")
+  want: $want"
+
 # The stages' own device memory: the plan counts each gpt2 stage's weights (f16 at this size:
 # 300544 bytes) once and its activations, cuBLASLt workspace and scratch logits per slot (lm
 # 33600000, greedy 33604608, score 33665536 bytes), and a budget below that is a check error.

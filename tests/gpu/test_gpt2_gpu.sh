@@ -8,7 +8,8 @@
 # log-probabilities within 2e-2; the same bytes
 # at depth 1 and 3, with graphs and with --no-graph; and all of it again with the forwards and
 # downloads chunked (chunks: 2, and under every graph mode), and again in uneven blocks
-# (chunks: [1, 3], [3, 1], [1, 1, 2], [2, 1, 1]), the same bytes under every graph mode. The f16 run reads f32 weights; the bf16 run
+# (chunks: [1, 3], [3, 1], [1, 1, 2], [2, 1, 1]), the same bytes under every graph mode; with
+# `ordered: false` on every forward, the ordered run's bytes under every graph mode. The f16 run reads f32 weights; the bf16 run
 # reads the same model written in bf16 (what a bf16 checkpoint is), which the numpy reference
 # reads too, so both compute from identical weights. Skips (77) without a GPU or numpy.
 set -u
@@ -112,7 +113,16 @@ YAML
         err "$dt: the plan does not link down to lm (1+3) and down_lp to score (1+1+2)"
     grep -q "(lmh, chunk by chunk" "$d/plan_pu.txt" && err "$dt: downh (2 blocks) is linked to lmh (1+1+2)"
     grep -q "(up, chunk by chunk: 1+3)" "$d/plan_pu.txt" || err "$dt: the plan does not link lm to up (1+3)"
-    for yaml in p pc pu; do
+    # The same stages with `ordered: false`: the forwards of the batches in flight may run at
+    # once; the same launches on each slot, so the bytes of the ordered run, in every mode.
+    sed -e '/kind: gpt2/s/}$/, ordered: false}/' -e 's/^pipeline: gpt2_gpu_/pipeline: gpt2_unordered_/' \
+        "$d/p.yaml" >"$d/po.yaml"
+    [ "$(grep -c "ordered: false}" "$d/po.yaml")" = 7 ] || err "$dt: the unordered pipeline was not written"
+    "$pipectl" plan "$d/p.yaml" | grep -q "lm waits for lm, d=1: runs in batch order" ||
+        err "$dt: the ordered plan lost the forward's batch-order wait"
+    ! "$pipectl" plan "$d/po.yaml" | grep -q "runs in batch order" ||
+        err "$dt: ordered: false kept a batch-order wait"
+    for yaml in p pc pu po; do
         first=""
         modes=("--depth 1" "--depth 3" "--depth 3 --no-graph")
         [ $yaml != p ] && modes+=("--depth 3 --graphs segment" "--depth 2 --graphs stage")
@@ -144,6 +154,10 @@ YAML
                 done
             fi
         done
+    done
+    for f in logits logits16 logits_last logits_last32 next next_last logprob; do
+        [ -f "$d/out1_po/$f.npy" ] && [ -f "$d/out1_p/$f.npy" ] || continue # a run failed (reported)
+        cmp -s "$d/out1_po/$f.npy" "$d/out1_p/$f.npy" || err "$dt po: $f.npy differs from the ordered run"
     done
     # Against the unchunked run: a block runs the same kernels on its own rows, but cuBLASLt
     # may pick (or tuning may keep) another algorithm for a block's smaller GEMMs, which changes
