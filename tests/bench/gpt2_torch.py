@@ -256,6 +256,29 @@ def mode_forward(snap):
                 print("torch forward %s %s B=%d T=%d: %.3f ms, %.3f M tok/s (first call %.1f s)"
                       % (name, dn, B, T, s * 1e3, tok / 1e6, first))
                 result(mode="forward", variant=name, dtype=dn, B=B, T=T, ms=s * 1e3, tok_s=tok)
+            if "--compile" in args:
+                # The compiled forward of two batches at once, one per stream, as pipectl's
+                # `ordered: false` runs the forwards of the batches in flight.
+                fn = variants[-1][1]
+                idx2 = [idx, torch.randint(0, cfg["vocab_size"], (B, T), device="cuda")]
+                ss = [torch.cuda.Stream(), torch.cuda.Stream()]
+
+                def two():
+                    for k in range(2):
+                        ss[k].wait_stream(torch.cuda.current_stream())
+                        with torch.cuda.stream(ss[k]):
+                            fn(idx2[k])
+                    for k in range(2):
+                        torch.cuda.current_stream().wait_stream(ss[k])
+
+                with torch.no_grad():
+                    two()
+                    s = timed(two, iters)
+                tok = 2 * B * T / s
+                print("torch forward compile-2streams %s B=%d T=%d: %.3f ms a batch, %.3f M tok/s"
+                      % (dn, B, T, s / 2 * 1e3, tok / 1e6))
+                result(mode="forward", variant="compile-2streams", dtype=dn, B=B, T=T, ms=s / 2 * 1e3,
+                       tok_s=tok)
         del m, variants
         torch.cuda.empty_cache()
 

@@ -89,13 +89,16 @@ if want greedy; then
     mkdir -p "$OUT/greedy"
     for dt in f16 bf16; do
         for T in 512 1024; do
-            g=$OUT/greedy/greedy-$dt-$T.yaml
-            sed -e "s/dtype: f16/dtype: $dt/" -e "s/\[8, 512\]/[8, $T]/g" -e "s/batches: 32/batches: 64/" \
-                pipelines/gpt2_greedy.yaml >"$g"
-            for r in 1 2; do
-                "$P" run --executor gpu --json "$g" 2>/dev/null | python3 -c 'import json, sys
+            # As written (ordered: false: the forwards in flight at once), and ordered.
+            for ord in false true; do
+                g=$OUT/greedy/greedy-$dt-$T-$ord.yaml
+                sed -e "s/dtype: f16/dtype: $dt/" -e "s/\[8, 512\]/[8, $T]/g" -e "s/batches: 32/batches: 64/" \
+                    -e "s/ordered: false/ordered: $ord/" pipelines/gpt2_greedy.yaml >"$g"
+                for r in 1 2; do
+                    "$P" run --executor gpu --json "$g" 2>/dev/null | python3 -c 'import json, sys
 j = json.loads([l for l in sys.stdin if l.startswith("{")][-1])
-print("pipectl greedy %s T=%s: %.3f M tok/s (%s)" % (sys.argv[1], sys.argv[2], j["batches_done"] * 8 * int(sys.argv[2]) / j["wall_s"] / 1e6, j["graph_mode"]))' $dt $T >>"$OUT/greedy.log" 2>&1
+print("pipectl greedy %s T=%s ordered=%s: %.3f M tok/s (%s)" % (sys.argv[1], sys.argv[2], sys.argv[3], j["batches_done"] * 8 * int(sys.argv[2]) / j["wall_s"] / 1e6, j["graph_mode"]))' $dt $T $ord >>"$OUT/greedy.log" 2>&1
+                done
             done
         done
     done
