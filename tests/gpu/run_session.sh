@@ -16,7 +16,8 @@
 # compile"; also chunks: gpt2.yaml's forward and download in CHUNK_SET's chunks (default
 # "1 2 4 8"; an entry with commas is a list of block rows, e.g. CHUNK_SET="4 1,1,2,4 1,1,1,1,2,2":
 # tests/bench/run_copyq.sh's CHUNKS), then 8 under segment and none; headpad:
-# bench_gpt2's full-logits forward with and without the padded LM head rows),
+# bench_gpt2's full-logits forward with and without the padded LM head rows; COPYQ_MODES and
+# COPYQ_CHUNKS: the copyq step's graph modes and chunks, default all three and the file's),
 # PYTHON.
 set -u
 OUT=${OUT:-out/session}
@@ -54,8 +55,9 @@ if want blas; then # the OpenBLAS kernels pipectl runs with here, and what they 
     done
     rows+=("rag_gpt2 by OpenBLAS kernels: $OUT/blas_rag.log")
 fi
-want copyq && step "run_copyq.sh (gpt2.yaml, 3 graph modes)" 120 copyq.log \
-    env OUT="$OUT/copyq" bash tests/bench/run_copyq.sh "$P"
+want copyq && step "run_copyq.sh (gpt2.yaml, graph modes)" 120 copyq.log \
+    env OUT="$OUT/copyq" MODES="${COPYQ_MODES:-stage segment none}" CHUNKS="${COPYQ_CHUNKS:-0}" \
+    bash tests/bench/run_copyq.sh "$P"
 # gpt2.yaml's forward and download in each of CHUNK_SET's chunks under stage graphs, and 8 under
 # the other modes (with timelines).
 CHUNK_SET=${CHUNK_SET:-1 2 4 8}
