@@ -127,21 +127,6 @@ void layernorm_launch(void *out, void *lo, const float *x, const float *w, const
                                                  b, rows, first, step, C, eps);
 }
 
-/* The narrowest of kLnWidths that holds a row of C (4 C-aligned floats per float4). */
-template <typename E, int I = 0>
-void layernorm_pick(void *out, void *lo, const float *x, const float *w, const float *b,
-                    int64_t rows, int64_t first, int64_t step, int C, float eps, cudaStream_t s)
-{
-    constexpr int n = (int)(sizeof kLnWidths / sizeof kLnWidths[0]);
-    if constexpr (I == n) {
-        layernorm_launch<E, 0>(out, lo, x, w, b, rows, first, step, C, eps, s);
-    } else {
-        if (C % 4 == 0 && C <= 128 * kLnWidths[I])
-            layernorm_launch<E, kLnWidths[I]>(out, lo, x, w, b, rows, first, step, C, eps, s);
-        else
-            layernorm_pick<E, I + 1>(out, lo, x, w, b, rows, first, step, C, eps, s);
-    }
-}
 } // namespace
 
 extern "C" int pl_gpt2_launch_layernorm(int dtype, void *out, void *lo, const float *x,
@@ -149,14 +134,16 @@ extern "C" int pl_gpt2_launch_layernorm(int dtype, void *out, void *lo, const fl
                                         int64_t step, int C, float eps, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (dtype == PL_F16)
-        layernorm_pick<__half>(out, lo, x, w, b, rows, first, step, C, eps, s);
-    else if (dtype == PL_F32)
-        layernorm_pick<float>(out, lo, x, w, b, rows, first, step, C, eps, s);
-    else if (dtype == PL_BF16)
-        layernorm_pick<__nv_bfloat16>(out, lo, x, w, b, rows, first, step, C, eps, s);
-    else
-        return (int)cudaErrorInvalidValue;
+    if (dtype != PL_F16 && dtype != PL_F32 && dtype != PL_BF16) return (int)cudaErrorInvalidValue;
+    ln_with_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if (dtype == PL_F16)
+            layernorm_launch<__half, NV>(out, lo, x, w, b, rows, first, step, C, eps, s);
+        else if (dtype == PL_F32)
+            layernorm_launch<float, NV>(out, lo, x, w, b, rows, first, step, C, eps, s);
+        else
+            layernorm_launch<__nv_bfloat16, NV>(out, lo, x, w, b, rows, first, step, C, eps, s);
+    });
     return (int)cudaGetLastError();
 }
 

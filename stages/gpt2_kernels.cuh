@@ -5,6 +5,8 @@
 #ifndef PL_GPT2_KERNELS_CUH
 #define PL_GPT2_KERNELS_CUH
 
+#include <type_traits>
+
 #ifndef PL_DYNAMIC_SMEM
 #define PL_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
 #endif
@@ -67,6 +69,20 @@ constexpr int kLnMax = kLnVec * 4 * 32;
  * thread, two 256-thread blocks an SM) where GPT-2 124M's 768 needs 6; measured at T 1024 it then
  * ran at 32% of the DRAM rate, latency-bound. */
 constexpr int kLnWidths[] = {1, 2, 4, 6, 8, 10, kLnVec};
+
+/* The launchers' choice, shared with the CPU emulation test: f(std::integral_constant<int, NV>())
+ * with the narrowest of kLnWidths that holds a row of C (C % 4 == 0, C <= 128 NV), else NV 0
+ * (the scalar path). Host code. */
+template <int I = 0, typename F> inline void ln_with_width(int C, F &&f)
+{
+    constexpr int n = (int)(sizeof kLnWidths / sizeof kLnWidths[0]);
+    if constexpr (I == n)
+        f(std::integral_constant<int, 0>());
+    else if (C % 4 == 0 && C <= 128 * kLnWidths[I])
+        f(std::integral_constant<int, kLnWidths[I]>());
+    else
+        ln_with_width<I + 1>(C, static_cast<F &&>(f));
+}
 
 /* out = layernorm(x) rounded to E; lo (when not NULL) = what that rounding lost, also in E, so
  * out + lo carries about twice E's mantissa: the bf16 LM head runs on both halves (a GEMM each,

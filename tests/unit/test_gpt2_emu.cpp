@@ -112,21 +112,6 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
            tol);
 }
 
-/* The kernel at the width the launcher (gpt2_gpu.cu layernorm_pick) gives C: the narrowest of
- * kLnWidths that holds it, or the scalar path. */
-template <int I = 0>
-static void layernorm_at(__half *out, __half *lo, const float *x, const float *w, const float *b,
-                         int64_t rows, int64_t first, int64_t step, int C, float eps)
-{
-    constexpr int n = (int)(sizeof kLnWidths / sizeof kLnWidths[0]);
-    if constexpr (I == n)
-        layernorm_kernel<__half, 0>(out, lo, x, w, b, rows, first, step, C, eps);
-    else if (C % 4 == 0 && C <= 128 * kLnWidths[I])
-        layernorm_kernel<__half, kLnWidths[I]>(out, lo, x, w, b, rows, first, step, C, eps);
-    else
-        layernorm_at<I + 1>(out, lo, x, w, b, rows, first, step, C, eps);
-}
-
 static void check_layernorm_embed_logprob(int C)
 {
     int B = 3, T = 5, V = 40, N = B * T;
@@ -142,7 +127,11 @@ static void check_layernorm_embed_logprob(int C)
     /* layernorm, last positions: rows b*T + T-1 */
     std::vector<__half> out((size_t)B * C), lo((size_t)B * C);
     emu::launch(dim3((B + 7) / 8), dim3(256), 0, [&] {
-        layernorm_at(out.data(), lo.data(), x.data(), w.data(), b.data(), B, T - 1, T, C, 1e-5f);
+        ln_with_width(C, [&](auto nv) { /* the width the launcher gives C */
+                                        layernorm_kernel<__half, decltype(nv)::value>(
+                                            out.data(), lo.data(), x.data(), w.data(), b.data(), B,
+                                            T - 1, T, C, 1e-5f);
+        });
     });
     double worst = 0, worst_split = 0;
     for (int r = 0; r < B; r++) {
