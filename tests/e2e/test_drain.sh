@@ -64,23 +64,20 @@ for at in kern:5 fast_copy:5 slow_save:7 fast_gen:3; do
                 echo "note: --fail-at $at, depth $depth: the fault was named at batch $j (batch $k's kern was running beside it)"
             fi
         fi
-        k_=$k
-        k=$want
         ok=1
         [ $rc -eq 1 ] || ok=0
-        [ "$f" = "$k" ] && [ "$s" = "$k" ] || ok=0
-        grep -q "stage '$stage', batch $k" "$work/run.err" || ok=0
-        grep -q "\"batches_done\": $k\b" "$work/run.json" || ok=0
+        [ "$f" = "$want" ] && [ "$s" = "$want" ] || ok=0
+        grep -q "stage '$stage', batch $want" "$work/run.err" || ok=0
+        grep -q "\"batches_done\": $want\b" "$work/run.json" || ok=0
         ls "$work/out"/*.partial >/dev/null 2>&1 && ok=0
         if [ $ok -eq 1 ]; then
-            echo "ok: --fail-at $at, depth $depth: both sinks hold $k batches"
+            echo "ok: --fail-at $at, depth $depth: both sinks hold $want batches"
         else
-            echo "FAIL: --fail-at $at, depth $depth: rc $rc, fast.npy $f, slow.npy $s batches (want $k)"
+            echo "FAIL: --fail-at $at, depth $depth: rc $rc, fast.npy $f, slow.npy $s batches (want $want)"
             head -c 600 "$work/run.err"
             grep -o '"batches_done": [0-9]*' "$work/run.json"
             fail=1
         fi
-        k=$k_
     done
 done
 exit $fail
