@@ -489,6 +489,20 @@ static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, 
 }
 
 /* The matmuls of blocks of M->Bc sequences (the weights laid out, s's head plan set). */
+/* The projection, fc and out GEMMs of one layer on `rows` rows: every position's, or, in the
+ * last layer when only the last positions are read, one row per sequence. */
+static pl_status pl__proj_mlp_new(const pl__gpt2_state *s, const pl__dlayer *D, pl_dtype E, int C,
+                                  int rows, pl_gpu_mm **proj, pl_gpu_mm **fc, pl_gpu_mm **out,
+                                  const char *nm, pl_error *err)
+{
+    pl_gpu_mm_shape p = {C, rows, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
+    pl_gpu_mm_shape f = {4 * C, rows, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
+    pl_gpu_mm_shape o = {C, rows, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
+    PL_CHECK(pl_gpu_mm_new(s->lt, &p, PL__WS_BYTES, proj, nm, err));
+    PL_CHECK(pl_gpu_mm_new(s->lt, &f, PL__WS_BYTES, fc, nm, err));
+    return pl_gpu_mm_new(s->lt, &o, PL__WS_BYTES, out, nm, err);
+}
+
 static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, pl__mmset *M,
                                const char *nm, pl_error *err)
 {
@@ -501,27 +515,16 @@ static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, 
         const pl__dlayer *D = &s->layers[l];
         pl__lmm *X = &M->l[l];
         pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
-        pl_gpu_mm_shape proj = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
-        pl_gpu_mm_shape fc = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
-        pl_gpu_mm_shape o2 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
         PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &X->qkv, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &X->proj, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &X->fc, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &X->out, nm, err));
+        PL_CHECK(pl__proj_mlp_new(s, D, E, C, N, &X->proj, &X->fc, &X->out, nm, err));
     }
     /* Last positions only: the last layer's outputs at the other positions are never read, so
      * after its QKV GEMM (every position's keys and values are needed) it runs on the B last
      * rows: one query's attention per (sequence, head), then the projection, layernorm and MLP
      * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
     if (!o->all) {
-        const pl__dlayer *D = &s->layers[c->n_layer - 1];
-        int B = M->Bc;
-        pl_gpu_mm_shape proj = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
-        pl_gpu_mm_shape fc = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
-        pl_gpu_mm_shape o2 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
-        PL_CHECK(pl_gpu_mm_new(s->lt, &proj, PL__WS_BYTES, &M->proj_last, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &fc, PL__WS_BYTES, &M->fc_last, nm, err));
-        PL_CHECK(pl_gpu_mm_new(s->lt, &o2, PL__WS_BYTES, &M->out_last, nm, err));
+        PL_CHECK(pl__proj_mlp_new(s, &s->layers[c->n_layer - 1], E, C, M->Bc, &M->proj_last,
+                                  &M->fc_last, &M->out_last, nm, err));
     }
     if (s->small_head) return PL_OK;
     int rows = o->all ? N : M->Bc;
