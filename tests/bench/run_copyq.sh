@@ -12,7 +12,8 @@
 # MODES (default "stage segment none"), CHUNKS (the forward's and the download's `chunks:`, a
 # space-separated list: each runs under every mode; default: the file's; an entry with commas is
 # a list of block rows: "4 1,1,2,4 1,1,1,1,2,2" runs chunks: 4, chunks: [1, 1, 2, 4] and
-# chunks: [1, 1, 1, 1, 2, 2], in files and traces named c4, c1-1-2-4, c1-1-1-1-2-2).
+# chunks: [1, 1, 1, 1, 2, 2], in files and traces named c4, c1-1-2-4, c1-1-1-1-2-2), DEPTH (the
+# run's depth; default: the file's).
 set -u
 pipectl=${1:-build-rel/pipectl}
 OUT=${OUT:-out/copyq}
@@ -31,6 +32,10 @@ for n in ${CHUNKS:-0}; do
     # the file's chunks: N or [a, b, ...] (GNU sed's \| alternation)
     [ "$n" = 0 ] || sed -i -e "s/chunks: \(\[[0-9, ]*\]\|[0-9]*\)/chunks: $v/g" "$p"
     grep -qF "chunks: $v" "$p" || [ "$n" = 0 ] || { echo "run_copyq: could not set chunks: $v in $p"; exit 1; }
+    if [ -n "${DEPTH:-}" ]; then
+        sed -i -e "s/depth: [0-9]*/depth: $DEPTH/" "$p"
+        grep -qF "depth: $DEPTH" "$p" || { echo "run_copyq: could not set depth: $DEPTH in $p"; exit 1; }
+    fi
 done
 summary() { # LABEL: the run summary's wall, per batch and bound
     python3 -c '
@@ -49,7 +54,7 @@ for l in sys.stdin:
         for mode in ${MODES:-stage segment none}; do
             for r in 1 2 3; do
                 "$pipectl" run --executor gpu --graphs $mode --json "$p" 2>&1 |
-                    summary "chunks $n, graphs $mode"
+                    summary "chunks $n${DEPTH:+, depth $DEPTH}, graphs $mode"
             done
             "$pipectl" run --executor gpu --graphs $mode --timing all \
                 --trace "$OUT/trace_c$(tag "$n")_$mode.json" "$p" >/dev/null 2>&1

@@ -16,10 +16,11 @@
 # compile"; also chunks: gpt2.yaml's forward and download in CHUNK_SET's chunks (default
 # "1 2 4 8"; an entry with commas is a list of block rows, e.g. CHUNK_SET="4 1,1,2,4 1,1,1,1,2,2":
 # tests/bench/run_copyq.sh's CHUNKS), then 8 under segment and none; headpad:
-# bench_gpt2's full-logits forward with and without the padded LM head rows; COPYQ_MODES and
-# COPYQ_CHUNKS: the copyq step's graph modes and chunks, default all three and the file's;
-# chunkslow: tests/bench/run_chunk_slow.sh, gpt2.yaml's variants around its slow first chunked
-# downloads),
+# bench_gpt2's full-logits forward with and without the padded LM head rows; dchunks: CHUNK_SET
+# at depth CHUNK_DEPTH (default 2), stage graphs; d2h: bench_d2h, one 412 MB download alone and
+# under load; chunkslow: tests/bench/run_chunk_slow.sh, gpt2.yaml's variants around its slow
+# first chunked downloads), COPYQ_MODES and COPYQ_CHUNKS (the copyq step's graph modes and
+# chunks, default all three and the file's),
 # PYTHON.
 set -u
 OUT=${OUT:-out/session}
@@ -67,7 +68,13 @@ want chunks && step "run_copyq.sh (gpt2.yaml, chunks $CHUNK_SET)" 200 chunks.log
     env OUT="$OUT/chunks" CHUNKS="$CHUNK_SET" MODES=stage bash tests/bench/run_copyq.sh "$P" &&
     step "run_copyq.sh (chunks 8, segment and none)" 100 chunks.log \
         env OUT="$OUT/chunks8" CHUNKS=8 MODES="segment none" bash tests/bench/run_copyq.sh "$P"
-# Why gpt2.yaml's first two chunked downloads are slower (not in the default STEPS; not yet run).
+# dchunks: CHUNK_SET at CHUNK_DEPTH slots (default 2), stage graphs only.
+want dchunks && step "run_copyq.sh (chunks $CHUNK_SET, depth ${CHUNK_DEPTH:-2})" 200 dchunks.log \
+    env OUT="$OUT/dchunks" CHUNKS="$CHUNK_SET" DEPTH="${CHUNK_DEPTH:-2}" MODES=stage \
+    bash tests/bench/run_copyq.sh "$P"
+# Why gpt2.yaml's first two chunked downloads ran slower at depth 3 and 4 (not in the default
+# STEPS): one download alone and beside load (bench_d2h), and gpt2.yaml's variants.
+want d2h && step "bench_d2h (one download, loaded)" 60 d2h.log "$(pwd)/$BUILD/bench_d2h"
 want chunkslow && step "run_chunk_slow.sh (gpt2.yaml variants)" 240 chunkslow.log \
     env OUT="$OUT/chunkslow" bash tests/bench/run_chunk_slow.sh "$P"
 SNAP=/tmp/pl_session_snap
@@ -204,7 +211,8 @@ for l in open(sys.argv[1]):
               l.strip(), j["per_batch_s"] * 1e3, st["retrieve"] * 1e3, st["generate"] * 1e3,
               max(eng.values()) * 1e3, j["per_batch_s"] / max(eng.values())))' "$OUT/blas_rag.log"
 [ -f "$OUT/copyq/runs.txt" ] && { echo "== gpt2.yaml"; cat "$OUT/copyq/runs.txt"; }
-for d in chunks chunks8; do
+[ -f "$OUT/d2h.log" ] && grep -A14 "^bench_d2h" "$OUT/d2h.log"
+for d in chunks chunks8 dchunks; do
     [ -f "$OUT/$d/runs.txt" ] && { echo "== gpt2.yaml ($d)"; cat "$OUT/$d/runs.txt"; }
 done
 [ -f "$OUT/chunks/timelines.txt" ] && grep -A4 "trace_c8_stage" "$OUT/chunks/timelines.txt"
