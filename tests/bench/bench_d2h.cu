@@ -14,6 +14,9 @@
  *   +gemm     one copy while cuBLAS runs f16 GEMMs (8192^3) back to back
  *   +fresh    one copy while a kernel stores once into 2 GB fresh from cudaMalloc, never written
  *   +fresh0   the same, the 2 GB zeroed by cudaMemset first (outside the timing)
+ *   reg4k     one copy into anonymous memory in 4 KB pages (MADV_NOHUGEPAGE), cudaHostRegister'ed
+ *   regthp    the same in transparent huge pages (MADV_HUGEPAGE; the line says how much of it
+ *             the kernel gave as huge pages)
  *
  *   bench_d2h [BYTES] [REPS]
  *
@@ -26,6 +29,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #define CHECK(call)                                                                                \
     do {                                                                                           \
@@ -108,6 +113,19 @@ static void copy_parts(char *h, const char *d, size_t bytes, int parts, int stre
     CHECK(cudaStreamSynchronize(g_s[0]));
     for (int k = 1; k < streams; k++)
         CHECK(cudaEventDestroy(done[k]));
+}
+
+/* kB of anonymous huge pages in this process (/proc/self/smaps_rollup), -1 if unreadable. */
+static long anon_huge_kb(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
+    fclose(f);
+    return kb;
 }
 
 static void report(const char *name, double ms, size_t bytes, double one_ms)
@@ -241,6 +259,31 @@ int main(int argc, char **argv)
         }
         printf("  %-8s %8.3f ms  %6.2f GB/s  %5.3fx one  (the store kernel %.2f ms)\n",
                k ? "+fresh0" : "+fresh", best, bytes / (best * 1e6), one / best, kern);
+    }
+    /* Registered anonymous memory, 4 KB pages against transparent huge pages. */
+    for (int k = 0; k < 2; k++) {
+        size_t al = (size_t)2 << 20, n = (bytes + al - 1) / al * al;
+        void *m = mmap(NULL, n + al, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            printf("  %-8s mmap failed\n", k ? "regthp" : "reg4k");
+            continue;
+        }
+        char *p = (char *)(((uintptr_t)m + al - 1) / al * al);
+        long before = anon_huge_kb();
+        madvise(p, n, k ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+        memset(p, 1, n);
+        long huge = anon_huge_kb() - before;
+        CHECK(cudaHostRegister(p, n, cudaHostRegisterDefault));
+        double best = 1e30;
+        for (int r = 0; r <= g_reps; r++) {
+            copy_parts(p, d, bytes, 1, 1);
+            t = elapsed();
+            if (r > 0 && t < best) best = t;
+        }
+        printf("  %-8s %8.3f ms  %6.2f GB/s  %5.3fx one  (%ld of %zu kB in huge pages)\n",
+               k ? "regthp" : "reg4k", best, bytes / (best * 1e6), one / best, huge, n >> 10);
+        CHECK(cudaHostUnregister(p));
+        munmap(m, n + al);
     }
     /* The background kernels' own time, to show they outlast the copy. */
     CHECK(cudaEventRecord(g_a, g_bg));
