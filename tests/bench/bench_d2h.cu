@@ -22,7 +22,8 @@
  *
  * prints a line per case: the best of REPS (default 5) in ms and GB/s (1e9 bytes), and the
  * ratio to `one`. Plain CUDA and cuBLAS calls, no pipectl code; exit 1 with the message of any
- * failed call. */
+ * failed call. Needs about 30 GB of device memory with the default REPS (+fresh keeps a new 2 GB
+ * buffer for every repetition until the program exits). */
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
