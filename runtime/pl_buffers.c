@@ -97,13 +97,7 @@ static pl_status pl__init_file_open(const pl_spec *spec, const pl_buffer *b, FIL
         if (!same) {
             char have[160], want[160];
             pl_npy_shape_str(info.rank, info.shape, have, sizeof have);
-            size_t k = 0; /* the buffer in the DSL's spelling: [128, 32] */
-            for (int i = 0; i < b->rank && k < sizeof want; i++) {
-                int w = snprintf(want + k, sizeof want - k, "%s%lld", i ? ", " : "[",
-                                 (long long)b->shape[i]);
-                k += w > 0 ? (size_t)w : 0;
-            }
-            if (k < sizeof want) snprintf(want + k, sizeof want - k, "]");
+            pl_dims_str(b->shape, b->rank, want, sizeof want); /* the DSL's spelling: [128, 32] */
             st = pl_error_at(err, PL_EINPUT, b->init_pos,
                              "buffer '%s' has shape %s but '%s' holds an array of shape %s; save "
                              "it with the buffer's shape (a transposed or reshaped array would be "

@@ -281,11 +281,7 @@ static pl_status pl__check_chunks(pl_spec *spec, pl_stage *st, pl_error *err)
     const pl_buffer *b = &spec->buffers[st->reads[st->chunks_read].index];
     int64_t rows = b->rank > 0 ? b->shape[0] : 0;
     char shape[128];
-    size_t k = (size_t)snprintf(shape, sizeof shape, "[");
-    for (int i = 0; i < b->rank && k < sizeof shape; i++)
-        k += (size_t)snprintf(shape + k, sizeof shape - k, i ? ", %lld" : "%lld",
-                              (long long)b->shape[i]);
-    if (k < sizeof shape) snprintf(shape + k, sizeof shape - k, "]");
+    pl_dims_str(b->shape, b->rank, shape, sizeof shape);
     if (!st->chunks_listed) {
         if (rows == 0 || rows % st->chunks != 0)
             return pl_error_at(err, PL_EINPUT, st->chunks_pos,
@@ -302,21 +298,14 @@ static pl_status pl__check_chunks(pl_spec *spec, pl_stage *st, pl_error *err)
     }
     int64_t sum = 0;
     bool past = false; /* the sum would pass INT64_MAX (entries are >= 1: bind) */
-    char list[PL_MAX_CHUNKS * 8 + 8];
-    k = (size_t)snprintf(list, sizeof list, "[");
     for (int j = 0; j < st->chunks; j++) {
         if (st->chunk_rows[j] > INT64_MAX - sum)
             past = true;
         else
             sum += st->chunk_rows[j];
-        if (k < sizeof list)
-            k += (size_t)snprintf(list + k, sizeof list - k, j ? ", %lld" : "%lld",
-                                  (long long)st->chunk_rows[j]);
     }
-    if (k + 1 < sizeof list)
-        snprintf(list + k, sizeof list - k, "]");
-    else
-        snprintf(list + sizeof list - 5, 5, "...]");
+    char list[PL_MAX_CHUNKS * 8 + 8];
+    pl_dims_str(st->chunk_rows, st->chunks, list, sizeof list);
     if (past || sum != rows)
         return pl_error_at(err, PL_EINPUT, st->chunks_pos,
                            "%s stage '%s': chunks %s sum to %s%lld rows, but '%s' %s has %lld (the "

@@ -251,6 +251,19 @@ int pl_spec_find_stage(const pl_spec *spec, const char *name)
     return -1;
 }
 
+const char *pl_dims_str(const int64_t *v, int n, char *buf, size_t cap)
+{
+    if (cap == 0) return buf;
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < n && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, i ? ", %lld" : "%lld", (long long)v[i]);
+    if (k + 1 < cap)
+        snprintf(buf + k, cap - k, "]");
+    else if (cap >= 5)
+        snprintf(buf + cap - 5, 5, "...]");
+    return buf;
+}
+
 const char *pl_stage_chunks_str(const pl_stage *st, char *buf, size_t cap)
 {
     if (!st->chunks_listed || !st->chunk_rows) {

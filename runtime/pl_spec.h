@@ -231,6 +231,10 @@ int pl_budget_max_depth(const pl_spec *spec, const pl_mem_sizes *m, const char *
  * entry that is too small, with the sizes and what to change. */
 pl_status pl_budget_check(const pl_spec *spec, const pl_mem_sizes *sizes, int depth, pl_error *err);
 
+/* n integers as the DSL writes a shape or a list, "[4, 1024]", into buf; one that does not fit
+ * ends "...]" (cap >= 5). Returns buf. */
+const char *pl_dims_str(const int64_t *v, int n, char *buf, size_t cap);
+
 /* A chunked stage's blocks as descriptions show them into buf: "4" (chunks: 4) or "1+1+2+4" (a
  * list). Returns buf. */
 const char *pl_stage_chunks_str(const pl_stage *st, char *buf, size_t cap);

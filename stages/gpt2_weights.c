@@ -342,12 +342,8 @@ static pl_status pl__check_open(const pl__ckpt *ck, const pl_gpt2_cfg *cfg, cons
         bool ok = s->rank == t[i].rank && s->shape[0] == t[i].shape[0] &&
                   (t[i].rank == 1 || s->shape[1] == t[i].shape[1]);
         if (!ok) {
-            char got[96] = "[", want[64];
-            size_t m = 1;
-            for (int d = 0; d < s->rank && m < sizeof got; d++)
-                m += (size_t)snprintf(got + m, sizeof got - m, d ? ", %lld" : "%lld",
-                                      (long long)s->shape[d]);
-            if (m < sizeof got) snprintf(got + m, sizeof got - m, "]");
+            char got[96], want[64];
+            pl_dims_str(s->shape, s->rank, got, sizeof got);
             if (t[i].rank == 1)
                 snprintf(want, sizeof want, "[%lld]", (long long)t[i].shape[0]);
             else

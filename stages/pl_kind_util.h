@@ -22,12 +22,7 @@ static inline const pl_buffer *pl_kind_wbuf(const pl_spec *spec, const pl_stage 
 /* "[4, 1024]" into buf. */
 static inline const char *pl_kind_shape(const pl_buffer *b, char *buf, size_t cap)
 {
-    size_t n = 0;
-    n += (size_t)snprintf(buf + n, cap - n, "[");
-    for (int i = 0; i < b->rank && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld", (long long)b->shape[i]);
-    if (n < cap) snprintf(buf + n, cap - n, "]");
-    return buf;
+    return pl_dims_str(b->shape, b->rank, buf, cap);
 }
 
 static inline bool pl_kind_same_shape(const pl_buffer *a, const pl_buffer *b)
