@@ -71,8 +71,10 @@ typedef struct pl_sched {
     void *worker_args; /* owned: what each thread was started with */
     int n_threads;     /* started */
     int n_running;     /* worker threads still in their loop */
+    int n_busy;        /* threads inside a stage (workers, or a helper: pl_sched_help) */
     bool spawned;      /* pl_sched_spawn ran */
     bool go;           /* pl_sched_start ran: workers may take streams */
+    bool go_spin;      /* atomic; set after `go`, mu let go: what workers spin on before it */
     uint64_t
         progress_gen; /* bumped with every broadcast of `progress` (pl_sched_wait_progress_since) */
     bool init;
@@ -138,6 +140,24 @@ void pl_sched_wait_progress_since(pl_sched *s, uint64_t gen, long us);
 void pl_sched_notify_progress(pl_sched *s);
 /* Every worker has left its loop. */
 bool pl_sched_idle(const pl_sched *s);
+/* The run's host work is over: every owned stream reached the limit and no stage is running
+ * (the workers may not have left yet). What the executors stop the run's clock at: the threads'
+ * leaving and joining (50-110 us, measured on the H200 host) is teardown. */
+bool pl_sched_finished(const pl_sched *s);
+/* The calling thread, which is not one of the workers, runs one queued host stage as worker
+ * `worker` would (unlocking mu while it runs) and returns true; false when none is queued. The
+ * caller guarantees that no other thread runs stages as `worker` (the GPU executor's issue loop:
+ * an index past the workers', pl_sched_help_worker). Used at a run's tail, when the issue loop
+ * has nothing left to launch: the sink of the last batch then starts without the 30-60 us a
+ * sleeping worker takes to wake (measured on the H200 host). */
+bool pl_sched_help(pl_sched *s, int worker);
+/* The worker index a helper thread may use: one the workers do not (they use 0..n_workers-1),
+ * below `of` (the stage runtime's env.workers); -1 when there is none. */
+int pl_sched_help_worker(const pl_sched *s, int of);
+/* Waits for progress like pl_sched_wait_progress_since, but first spins for up to `spin_us`
+ * without mu (the generation is read atomically): a condition variable's wake-up took 6-17 us on
+ * the H200 host, the whole wait at the run's start and end. For waits known to be short. */
+void pl_sched_spin_progress_since(pl_sched *s, uint64_t gen, long spin_us, long us);
 
 int64_t pl_now_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
 

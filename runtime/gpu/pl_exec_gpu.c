@@ -232,6 +232,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
                                 gx->rt.env.workers, gx->stats, err),
                   st, close);
     gx->sched_init = true;
+    gx->help_worker = pl_sched_help_worker(&gx->sched, gx->rt.env.workers);
     pl_sched_set_clock(&gx->sched, &res->batch_clock);
     pl_gx_wake_attach(gx, &gx->sched);
     pl_sched_spawn(&gx->sched); /* the workers are setup: before the clock */
@@ -255,6 +256,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
     pl_sched_start(&gx->sched, gx->t_start);
 
     pl_gx_issue_loop(gx);
+    gx->t_end = pl_now_ns(); /* the work is done; the workers' leaving is teardown */
 
     pthread_mutex_lock(&gx->sched.mu);
     pl_sched_abort(&gx->sched); /* the loop ends when the workers are idle: this wakes them */
@@ -296,6 +298,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
             }
             if (gst == PL_OK) {
                 gx->sched_init = true;
+                gx->help_worker = pl_sched_help_worker(&gx->sched, gx->rt.env.workers);
                 pl_sched_set_clock(&gx->sched, &res->batch_clock);
                 pl_gx_wake_attach(gx, &gx->sched);
                 pl_sched_begin_at(&gx->sched, first);
@@ -306,6 +309,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
                 gx->monitored = first;
                 pl_sched_start(&gx->sched, gx->t_start);
                 pl_gx_issue_loop(gx);
+                gx->t_end = pl_now_ns();
                 pthread_mutex_lock(&gx->sched.mu);
                 pl_sched_abort(&gx->sched);
                 pthread_mutex_unlock(&gx->sched.mu);
@@ -330,7 +334,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
     }
     res->batches_issued = gx->nseg ? gx->launched[0] : gx->sched_init ? gx->sched.started : first;
     res->batches_done = done;
-    res->wall_ns = pl_now_ns() - gx->t_start;
+    res->wall_ns = (gx->t_end > gx->t_start ? gx->t_end : pl_now_ns()) - gx->t_start;
     if (active_ns)
         *active_ns = gx->t_first_launch > 0 && gx->t_last_done > gx->t_first_launch
                          ? gx->t_last_done - gx->t_first_launch

@@ -309,10 +309,17 @@ void pl_gx_issue_loop(pl_gx *gx)
             if (!adv) pl_sched_wait_progress_since(s, gen, armed ? 5000 : 20);
             continue;
         }
-        if (!can_issue && pl_sched_idle(s)) break;
+        /* Nothing left to launch or read back: the host stages of the last batches. The loop
+         * runs them itself rather than wait for a sleeping worker to wake (it is free now), and
+         * the run's work is over when the last of them is, before the workers leave. */
+        if (!can_issue && pl_sched_help(s, gx->help_worker)) continue;
+        if (!can_issue && (pl_sched_idle(s) || pl_sched_finished(s))) break;
         if (s->abort && pl_sched_idle(s)) break;
-        pl_sched_wait_progress(&gx->sched,
-                               can_issue ? 20000 : 5000); /* host stages; polls cfg->stop */
+        /* Host stages; polls cfg->stop. At the start (the first batch's host stages gate the
+         * first launch) and at the tail the wait is short and on the critical path: spin first. */
+        bool spin = !can_issue || (gx->nseg > 0 && gx->launched[0] == 0);
+        pl_sched_spin_progress_since(s, pl_sched_progress_gen(s), spin ? 200 : 0,
+                                     can_issue ? 20000 : 5000);
         pl__report_progress(gx);
     }
     pl__report_progress(gx);
