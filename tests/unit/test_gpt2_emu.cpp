@@ -242,6 +242,29 @@ template <typename E, int HD> static void check_attention_last(int B, int T, int
             EXPECT(d32[r * 5 + c] == r * 8 + c, "unpad 32-bit: row %d col %d", r, c);
         }
     EXPECT(d16[20] == 0xffff && d32[20] == -1, "unpad wrote past the packed rows");
+    /* Rows long enough for the 16-byte stores, the output starting at every element offset in
+     * 16 bytes (a packed row starts anywhere), odd and even widths. */
+    for (int V : {37, 61, 64, 7})
+        for (int off = 0; off < 8; off++) {
+            const int R = 5, LD = 64;
+            std::vector<uint16_t> ps(R * LD), ds(R * V + 16, 0xffff);
+            std::vector<float> pf(R * LD), df(R * V + 16, -1);
+            for (int i = 0; i < R * LD; i++)
+                ps[i] = (uint16_t)(i + 1), pf[i] = (float)(i + 1);
+            emu::launch(dim3(2), dim3(3), 0,
+                        [&] { unpad_rows_kernel(ds.data() + off, ps.data(), R, V, LD); });
+            emu::launch(dim3(3), dim3(2), 0,
+                        [&] { unpad_rows_kernel(df.data() + off % 4, pf.data(), R, V, LD); });
+            for (int i = 0; i < R * V + 16; i++) {
+                int k = i - off, kf = i - off % 4;
+                uint16_t w16 = k >= 0 && k < R * V ? (uint16_t)((k / V) * LD + k % V + 1) : 0xffff;
+                float w32 = kf >= 0 && kf < R * V ? (float)((kf / V) * LD + kf % V + 1) : -1;
+                EXPECT(ds[i] == w16, "unpad 16-bit V %d offset %d: element %d is %d, want %d", V,
+                       off, i, ds[i], w16);
+                EXPECT(df[i] == w32, "unpad 32-bit V %d offset %d: element %d is %g, want %g", V,
+                       off % 4, i, df[i], w32);
+            }
+        }
 }
 
 /* The f32 LM head at a few rows against a double-precision product. */
