@@ -40,7 +40,7 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     pl_buffers *bufs = NULL;
     pl_plan *grown = NULL; /* depth: auto: the plan at the chosen depth */
     memset(&sched, 0, sizeof sched);
-    int64_t t0 = pl_now_ns(), first = 0;
+    int64_t t0 = pl_now_ns(), t_end = 0, first = 0;
     size_t ns = (size_t)(plan->n_stages ? plan->n_stages : 1);
     int64_t calib = pl_depth_calib_batches(plan);
     /* Rows for the batches in flight: slots bound them to about depth (depth: auto: what the ring
@@ -103,7 +103,8 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
          * every 20 ms, for a stop), not per stage: on a machine the search fills, each wake-up
          * takes a core from it. The generation keeps a batch completed during the callback. */
         pthread_mutex_lock(&sched.mu);
-        while (!pl_sched_idle(&sched)) {
+        /* Until the work is over (the workers' leaving is teardown, after the clock). */
+        while (!pl_sched_idle(&sched) && !pl_sched_finished(&sched)) {
             uint64_t gen = pl_sched_progress_gen(&sched);
             int64_t dn = pl_sched_batches_done(&sched);
             while (reported < dn) {
@@ -118,9 +119,11 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
                 stopped = true;
                 pl_sched_set_limit(&sched, sched.started);
             }
-            if (!pl_sched_idle(&sched)) pl_sched_wait_progress_since(&sched, gen, 20000);
+            if (!pl_sched_idle(&sched) && !pl_sched_finished(&sched))
+                pl_sched_wait_progress_since(&sched, gen, 20000);
         }
         d = pl_sched_batches_done(&sched);
+        t_end = pl_now_ns();
         pthread_mutex_unlock(&sched.mu);
         while (reported < d && cfg->on_batch)
             cfg->on_batch(cfg->user, ++reported, plan->batches);
@@ -183,7 +186,7 @@ done:
             if (err) *err = cerr;
         }
     }
-    res->wall_ns = pl_now_ns() - t0;
+    res->wall_ns = (t_end > t0 ? t_end : pl_now_ns()) - t0;
     if (st == PL_OK || rt_open) {
         res->timing = timing;
         timing = NULL;
