@@ -21,6 +21,10 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
 {
     memset(rt, 0, sizeof *rt);
     const pl_spec *spec = plan->spec;
+    /* NVTX's first range initializes it (the domain, the tool's hooks): here, before the run's
+     * clock, rather than in the run's first stage. */
+    pl_nvtx_push("setup", -1);
+    pl_nvtx_pop();
     rt->plan = plan;
     rt->env.spec = spec;
     rt->env.batches = plan->batches;
