@@ -488,7 +488,6 @@ static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, 
 #undef PL__PUT
 }
 
-/* The matmuls of blocks of M->Bc sequences (the weights laid out, s's head plan set). */
 /* The projection, fc and out GEMMs of one layer on `rows` rows: every position's, or, in the
  * last layer when only the last positions are read, one row per sequence. */
 static pl_status pl__proj_mlp_new(const pl__gpt2_state *s, const pl__dlayer *D, pl_dtype E, int C,
@@ -503,6 +502,7 @@ static pl_status pl__proj_mlp_new(const pl__gpt2_state *s, const pl__dlayer *D, 
     return pl_gpu_mm_new(s->lt, &o, PL__WS_BYTES, out, nm, err);
 }
 
+/* The matmuls of blocks of M->Bc sequences (the weights laid out, s's head plan set). */
 static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, pl__mmset *M,
                                const char *nm, pl_error *err)
 {

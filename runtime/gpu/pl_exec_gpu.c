@@ -259,7 +259,7 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
     gx->t_end = pl_now_ns(); /* the work is done; the workers' leaving is teardown */
 
     pthread_mutex_lock(&gx->sched.mu);
-    pl_sched_abort(&gx->sched); /* the loop ends when the workers are idle: this wakes them */
+    pl_sched_abort(&gx->sched); /* the loop ends with the work: this sends the workers off */
     pthread_mutex_unlock(&gx->sched.mu);
     pl_sched_join(&gx->sched);
 

@@ -113,10 +113,10 @@ typedef struct pl_gx {
     pl_timing *stats;                    /* device stages' spans are recorded here */
     int64_t t_start;                     /* CLOCK_MONOTONIC at run start */
     int64_t t_first_launch, t_last_done; /* CLOCK_MONOTONIC: first issue, last read-back (bench) */
-    int64_t
-        t_end; /* CLOCK_MONOTONIC: the issue loop saw the run's work finished (the wall's end) */
-    int help_worker; /* the worker index the issue loop runs host stages as (pl_sched_help), or -1
-                      */
+    /* CLOCK_MONOTONIC: the issue loop saw the run's work finished (the wall's end). */
+    int64_t t_end;
+    /* The worker index the issue loop runs host stages as (pl_sched_help), or -1. */
+    int help_worker;
 } pl_gx;
 
 static inline const char *pl_gx_sname(const pl_gx *gx, int st)
