@@ -198,14 +198,16 @@ bool pl_sched_finished(const pl_sched *s)
 void pl_sched_spin_progress_since(pl_sched *s, uint64_t gen, long spin_us, long us)
 {
     if (s->progress_gen != gen) return;
-    pthread_mutex_unlock(&s->mu);
-    int64_t until = pl_now_ns() + (int64_t)spin_us * 1000;
     bool moved = false;
-    for (int i = 0; !moved; i++) {
-        moved = __atomic_load_n(&s->progress_gen, __ATOMIC_ACQUIRE) != gen;
-        if (!moved && (i & 63) == 63 && pl_now_ns() >= until) break;
+    if (spin_us > 0) {
+        pthread_mutex_unlock(&s->mu);
+        int64_t until = pl_now_ns() + (int64_t)spin_us * 1000;
+        for (int i = 0; !moved; i++) {
+            moved = __atomic_load_n(&s->progress_gen, __ATOMIC_ACQUIRE) != gen;
+            if (!moved && (i & 63) == 63 && pl_now_ns() >= until) break;
+        }
+        pthread_mutex_lock(&s->mu);
     }
-    pthread_mutex_lock(&s->mu);
     if (!moved) pl_sched_wait_progress_since(s, gen, us);
 }
 

@@ -156,7 +156,8 @@ bool pl_sched_help(pl_sched *s, int worker);
 int pl_sched_help_worker(const pl_sched *s, int of);
 /* Waits for progress like pl_sched_wait_progress_since, but first spins for up to `spin_us`
  * without mu (the generation is read atomically): a condition variable's wake-up took 6-17 us on
- * the H200 host, the whole wait at the run's start and end. For waits known to be short. */
+ * the H200 host, the whole wait at the run's start and end. For waits known to be short; spin_us
+ * 0: the plain wait. */
 void pl_sched_spin_progress_since(pl_sched *s, uint64_t gen, long spin_us, long us);
 
 int64_t pl_now_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
