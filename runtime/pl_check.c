@@ -272,23 +272,36 @@ static pl_status pl__check_engine(const pl_spec *spec, const pl_stage *st, pl_er
 }
 
 /* `chunks:` (pl_kind_bind_chunks) against the rows the blocks cut, the first dimension of the
- * stage's read st->chunks_read: N equal blocks must divide them, a list must add up to them.
+ * stage's read st->chunks_read (its first chunk_dims dimensions taken as one): N equal blocks must
+ * divide them, a list must add up to them.
  * Then both forms become st->chunk_rows (see pl_stage.chunks): the kinds and the plan read rows
  * only from there. */
 static pl_status pl__check_chunks(pl_spec *spec, pl_stage *st, pl_error *err)
 {
-    if (st->chunks <= 1 && !st->chunks_listed) return PL_OK; /* [8]: one block, still checked */
+    if (!st->kind || st->chunks_read < 0 || st->chunks_read >= st->n_reads) return PL_OK;
     const pl_buffer *b = &spec->buffers[st->reads[st->chunks_read].index];
-    int64_t rows = b->rank > 0 ? b->shape[0] : 0;
-    char shape[128];
+    char shape[128], what[64] = "the first dimension";
     pl_dims_str(b->shape, b->rank, shape, sizeof shape);
+    int nd = st->chunk_dims > 1 ? st->chunk_dims : 1;
+    const pl_opt *od = pl_stage_opt(st, "chunk_dims");
+    if (nd > b->rank && nd > 1)
+        return pl_error_at(err, PL_EINPUT, od ? od->val_pos : st->pos,
+                           "%s stage '%s': chunk_dims %d needs a buffer of at least %d dimensions, "
+                           "but '%s' is %s; use chunk_dims: %d or less",
+                           st->kind->name, st->name, nd, nd, b->name, shape,
+                           b->rank > 1 ? b->rank : 1);
+    if (st->chunks <= 1 && !st->chunks_listed) return PL_OK; /* [8]: one block, still checked */
+    int64_t rows = b->rank > 0 ? 1 : 0;
+    for (int i = 0; i < nd && i < b->rank; i++)
+        rows *= b->shape[i]; /* no overflow: the buffer's element count fits (pl_spec) */
+    if (nd > 1) snprintf(what, sizeof what, "the first %d dimensions", nd);
     if (!st->chunks_listed) {
         if (rows == 0 || rows % st->chunks != 0)
             return pl_error_at(err, PL_EINPUT, st->chunks_pos,
                                "%s stage '%s': chunks %d does not divide the %lld rows of '%s' %s "
-                               "(the first dimension); choose a divisor of %lld",
+                               "(%s); choose a divisor of %lld",
                                st->kind->name, st->name, st->chunks, (long long)rows, b->name,
-                               shape, (long long)rows);
+                               shape, what, (long long)rows);
         int64_t *r = pl_spec_alloc(spec, (size_t)st->chunks * sizeof *r);
         if (!r) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
         for (int j = 0; j < st->chunks; j++)
@@ -308,11 +321,11 @@ static pl_status pl__check_chunks(pl_spec *spec, pl_stage *st, pl_error *err)
     pl_dims_str(st->chunk_rows, st->chunks, list, sizeof list);
     if (past || sum != rows)
         return pl_error_at(err, PL_EINPUT, st->chunks_pos,
-                           "%s stage '%s': chunks %s sum to %s%lld rows, but '%s' %s has %lld (the "
-                           "first dimension); make the blocks add up to %lld",
+                           "%s stage '%s': chunks %s sum to %s%lld rows, but '%s' %s has %lld "
+                           "(%s); make the blocks add up to %lld",
                            st->kind->name, st->name, list, past ? "more than " : "",
                            (long long)(past ? INT64_MAX : sum), b->name, shape, (long long)rows,
-                           (long long)rows);
+                           what, (long long)rows);
     if (st->chunks <= 1) st->chunk_rows = NULL; /* one block: not chunked */
     return PL_OK;
 }
@@ -551,11 +564,12 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
         pl_error_clear(&e);
         pl_status rs = pl__resolve_stage(spec, s, &bufs, bnames, &stages, snames, &e);
         /* The generic rules run before the kind's validate, so validators may rely on them
-         * (a copy has exactly one read and one write, a kernel's operands are on the device). */
+         * (a copy has exactly one read and one write, a kernel's operands are on the device,
+         * chunk_rows holds the blocks however `chunks:` was written). */
         if (rs == PL_OK) rs = pl__check_engine(spec, s, &e);
+        if (rs == PL_OK) rs = pl__check_chunks(spec, s, &e);
         const pl_kind *kind = s->kind;
         if (rs == PL_OK && kind->validate) rs = kind->validate(spec, s, &e);
-        if (rs == PL_OK) rs = pl__check_chunks(spec, s, &e);
         if (pl__note(rs, &e, diags, err, &first)) goto done;
     }
     if (first != PL_OK) goto done;

@@ -10,16 +10,32 @@
 
 #include "pl_graph.h"
 
+/* Do two checked stages' blocks cut their batches at the same places? Each side counts rows of its
+ * own buffer (a forward's ids [B, T] and its logits [B, T, V] share B; with chunk_dims: 2 on both,
+ * B x T), and one side may count finer rows than the other (chunk_dims 2 against 1), so the blocks'
+ * ends are compared as fractions of each side's whole: end_c / total_c == end_p / total_p. */
+static bool pl__blocks_alike(const pl_stage *sc, const pl_stage *sp)
+{
+    int64_t tc = 0, tp = 0;
+    for (int j = 0; j < sc->chunks; j++)
+        tc += sc->chunk_rows[j], tp += sp->chunk_rows[j];
+    int64_t ec = 0, ep = 0;
+    for (int j = 0; j < sc->chunks; j++) {
+        ec += sc->chunk_rows[j], ep += sp->chunk_rows[j];
+        int64_t a, b;
+        if (__builtin_mul_overflow(ec, tp, &a) || __builtin_mul_overflow(ep, tc, &b) || a != b)
+            return false; /* overflow: beyond any buffer, so never alike in practice */
+    }
+    return true;
+}
+
 bool pl_plan_chunk_linked(const pl_plan *plan, int c, int p)
 {
     const pl_stage *sc = &plan->spec->stages[c], *sp = &plan->spec->stages[p];
     /* Alike: the same row blocks, however written (checked specs hold both forms as a list:
-     * chunks: 4 and [2, 2, 2, 2] over 8 rows are alike). Each side's rows are of its own buffer:
-     * a forward's ids [B, T] and its logits [B, T, V] share B. */
+     * chunks: 4 and [2, 2, 2, 2] over 8 rows are alike). */
     if (sc->chunks <= 1 || sc->chunks != sp->chunks) return false;
-    if (sc->chunk_rows && sp->chunk_rows &&
-        memcmp(sc->chunk_rows, sp->chunk_rows, (size_t)sc->chunks * sizeof *sc->chunk_rows) != 0)
-        return false;
+    if (!sc->chunk_rows || !sp->chunk_rows || !pl__blocks_alike(sc, sp)) return false;
     const pl_plan_stage *pc = &plan->stages[c], *pp = &plan->stages[p];
     if (pc->segment < 0 || pc->segment != pp->segment) return false;
     bool pred = false;

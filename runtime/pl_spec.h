@@ -119,7 +119,8 @@ typedef struct pl_stage {
     int n_after, cap_after;
     void *priv; /* the kind's parsed options, owned by the spec (allocated in its arena) */
     /* `chunks: N` or `chunks: [1, 1, 2, 4]` (kinds that take it: h2d, d2h, gpt2): the GPU
-     * executor issues the batch as row blocks along the first dimension, N equal ones or one per
+     * executor issues the batch as row blocks along the first dimension (the first chunk_dims
+     * dimensions taken as one), N equal ones or one per
      * entry with that many rows, in order, and a consumer chunked the same way starts on block j
      * as soon as its producer has finished it (docs/pipeline-yaml.md). chunks: the blocks; 0 or 1:
      * one block. The kind's bind (pl_kind_bind_chunks) sets chunks, chunks_listed, chunks_pos,
@@ -131,6 +132,9 @@ typedef struct pl_stage {
     const int64_t *chunk_rows; /* [chunks] once checked (NULL when chunks <= 1): rows of block j */
     bool chunks_listed;        /* written as a list: descriptions say "1+1+2+4", not "4" */
     int chunks_read;           /* the read whose first dimension the blocks cut (chunks: given) */
+    /* `chunk_dims: k`: a block's rows are rows of chunks_read's first k dimensions (1: the first
+     * dimension; 2 on ids [B, T]: positions, so a block may be part of a sequence). Set by bind. */
+    int chunk_dims;
     pl_pos chunks_pos;
     /* An ordered kind (pl_kind.ordered) whose user said its batches may run at once (gpt2
      * `ordered: false`): the plan then leaves out the kind's batch-order wait, and on the GPU the

@@ -132,7 +132,90 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
         return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "targets")->val_pos,
                            "gpt2 stage '%s': 'targets:' is only read by output logprob", st->name);
     st->priv = o;
-    return pl_kind_bind_chunks(spec, st, o->r_ids, err); /* blocks of whole sequences */
+    /* blocks of whole sequences, or with chunk_dims: 2 of positions */
+    return pl_kind_bind_chunks(spec, st, o->r_ids, err);
+}
+
+/* ---- blocks (`chunks:`) ---- */
+
+/* Blocks that end before their sequence does, each on a side stream of its own. */
+#define PL__GPT2_MAX_SIDE 4
+
+/* One block of a checked stage's forward. Whole: `seqs` sequences from `seq`, every position (t0
+ * 0, t1 T). Part (chunk_dims: 2, a block inside one sequence): positions [t0, t1) of sequence
+ * `seq`. Attention is causal, so those positions' outputs are what a forward of the sequence's
+ * first t1 positions gives (up to the GEMMs' rounding): a part runs that forward and its head
+ * reads only the last t1 - t0 rows. A part that ends before its sequence does (t1 < T) needs no
+ * block before it, so it runs on a side stream of its own (side >= 0) from the stage's start, at
+ * the same time as the blocks before it: the first positions' logits of a batch can start down
+ * while its first sequence is still being computed. The part that ends a sequence runs on the
+ * stage's stream with the whole blocks (side -1). */
+typedef struct pl__gpt2_blk {
+    int seq, seqs, t0, t1, side;
+} pl__gpt2_blk;
+
+/* The blocks of a stage whose chunk_rows are checked, into bk (at most PL_MAX_CHUNKS), and how
+ * many there are and run on side streams. Returns -1, or the index of the first block that
+ * crosses into another sequence without covering whole ones (no block table then). */
+static int pl__gpt2_blocks(const pl_stage *st, int B, int T, pl__gpt2_blk *bk, int *n, int *n_side)
+{
+    *n = st->chunks > 1 ? st->chunks : 1;
+    *n_side = 0;
+    if (st->chunks <= 1) {
+        bk[0] = (pl__gpt2_blk){0, B, 0, T, -1};
+        return -1;
+    }
+    bool pos = st->chunk_dims >= 2; /* rows are positions, else sequences */
+    int64_t at = 0;                 /* the block's first row, in positions */
+    for (int j = 0; j < *n; j++) {
+        int64_t r = pos ? st->chunk_rows[j] : st->chunk_rows[j] * T;
+        int seq = (int)(at / T), t0 = (int)(at % T);
+        if (t0 == 0 && r % T == 0)
+            bk[j] = (pl__gpt2_blk){seq, (int)(r / T), 0, T, -1};
+        else if (t0 + r <= T)
+            bk[j] = (pl__gpt2_blk){seq, 1, t0, (int)(t0 + r), t0 + r < T ? (*n_side)++ : -1};
+        else
+            return j;
+        at += r;
+    }
+    return -1;
+}
+
+/* validate's rules for the blocks: each is whole sequences or part of one; parts only where every
+ * position is computed; at most PL__GPT2_MAX_SIDE parts end before their sequence does. */
+static pl_status pl__gpt2_check_blocks(const pl_stage *st, const pl__gpt2_opts *o, int B, int T,
+                                       pl_error *err)
+{
+    pl__gpt2_blk bk[PL_MAX_CHUNKS];
+    int n, n_side, bad = pl__gpt2_blocks(st, B, T, bk, &n, &n_side);
+    if (bad >= 0) {
+        int64_t a = 0;
+        for (int j = 0; j < bad; j++)
+            a += st->chunk_rows[j];
+        int64_t b = a + st->chunk_rows[bad];
+        return pl_error_at(err, PL_EINPUT, st->chunks_pos,
+                           "gpt2 stage '%s': chunks entry %d covers positions %lld-%lld of the "
+                           "batch's %d x %d, from sequence %lld into sequence %lld; a block is "
+                           "whole sequences or part of one (split it at position %lld)",
+                           st->name, bad + 1, (long long)a, (long long)(b - 1), B, T,
+                           (long long)(a / T), (long long)((b - 1) / T),
+                           (long long)(a / T + 1) * T);
+    }
+    for (int j = 0; j < n && !o->all; j++)
+        if (bk[j].seqs == 1 && (bk[j].t0 > 0 || bk[j].t1 < T))
+            return pl_error_at(err, PL_EINPUT, st->chunks_pos,
+                               "gpt2 stage '%s': chunks entry %d is part of sequence %d "
+                               "(positions %d-%d), but with positions: last only each "
+                               "sequence's last position is computed; use positions: all, or "
+                               "blocks of whole sequences",
+                               st->name, j + 1, bk[j].seq, bk[j].t0, bk[j].t1 - 1);
+    if (n_side > PL__GPT2_MAX_SIDE)
+        return pl_error_at(err, PL_EINPUT, st->chunks_pos,
+                           "gpt2 stage '%s': %d blocks of chunks end before their sequence does; "
+                           "each runs on a stream of its own, and a stage has at most %d (merge "
+                           "some of them)",
+                           st->name, n_side, PL__GPT2_MAX_SIDE);
+    return PL_OK;
 }
 
 /* The checkpoint's config.json and model.safetensors for `weights` as written. */
@@ -245,8 +328,7 @@ static pl_status pl__gpt2_validate(const pl_spec *spec, const pl_stage *st, pl_e
                            pl_where_name(out->where), pl_dtype_name(out->dtype),
                            pl_kind_shape(out, s2, sizeof s2));
     }
-    (void)B;
-    return PL_OK;
+    return pl__gpt2_check_blocks(st, o, (int)B, (int)T, err);
 }
 
 /* ---- device memory: what the GPU forward allocates in open() ---- */
@@ -258,33 +340,43 @@ static size_t pl__al(size_t n)
     return (n + 255) & ~(size_t)255;
 }
 
-/* The sequences of a checked stage's largest block (`chunks:`; the batch when unchunked): the GPU
- * forward runs one block at a time on one slot's scratch, so the largest sizes it. */
-static int pl__gpt2_max_block(const pl_spec *spec, const pl_stage *st)
-{
-    const pl__gpt2_opts *o = st->priv;
-    int64_t m = pl_kind_rbuf(spec, st, o->r_ids)->shape[0];
-    if (st->chunks > 1) {
-        m = 0;
-        for (int j = 0; j < st->chunks; j++)
-            m = st->chunk_rows[j] > m ? st->chunk_rows[j] : m;
-    }
-    return (int)m;
-}
+/* One scratch's sizes (bytes, each rounded up to 256): the activations of a forward of N positions
+ * of Bc sequences, whose head writes `rows` rows. */
+typedef struct pl__scr_sz {
+    size_t x, h, qkv, u, hl, xl, lg, all;
+} pl__scr_sz;
 
 /* The GPU forward's shapes and memory for a checked stage: its head (the padded columns, the f32
- * kernel at the last positions), one slot's activations and the weights' device copy, for its
- * largest block (Bc sequences; every block runs on the same scratch). open() allocates exactly
- * this (and checks that its layout agrees); the kind's device_memory hook reports it, so
- * run.memory_budget and depth: auto count what runs. Build-independent: the same figures with or
- * without CUDA. */
+ * kernel at the last positions), one slot's activations and the weights' device copy. A slot's
+ * main scratch is for the largest block on the stage's stream (Bc sequences; those blocks run one
+ * after the other on it), and each side-stream block has a scratch of its own (side[k], for its
+ * t1 positions). open() allocates exactly this (and checks that its layout agrees); the kind's
+ * device_memory hook reports it, so run.memory_budget and depth: auto count what runs.
+ * Build-independent: the same figures with or without CUDA. */
 typedef struct pl__gpt2_mem {
     int Bc, rows, ldv;
     pl_dtype lg_dtype;
     bool small_head, unpad;
-    size_t sz_x, sz_h, sz_qkv, sz_u, sz_hl, sz_xl, sz_lg;
+    pl__scr_sz main, side[PL__GPT2_MAX_SIDE];
+    int n_side;
     size_t per_slot, weights;
 } pl__gpt2_mem;
+
+static void pl__scr_of(const pl__gpt2_opts *o, const pl__gpt2_mem *m, size_t N, size_t rows,
+                       size_t Bc, pl__scr_sz *z)
+{
+    size_t C = (size_t)o->cfg.n_embd, es = pl_dtype_size(o->dtype);
+    z->x = pl__al(N * C * 4);
+    z->h = pl__al(N * C * es);
+    z->qkv = pl__al(N * 3 * C * es);
+    z->u = pl__al(N * 4 * C * es);
+    z->hl = pl__al(Bc * C * 4); /* f32 (small head), or E and its residual */
+    z->xl = o->all ? 0 : pl__al(Bc * C * 4);
+    z->lg = o->output == PL_GPT2_LOGITS && !m->unpad
+                ? 0
+                : pl__al(rows * (size_t)m->ldv * pl_dtype_size(m->lg_dtype));
+    z->all = z->x + 2 * z->h + z->qkv + z->u + z->hl + z->xl + z->lg + PL__WS_BYTES;
+}
 
 static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_mem *m)
 {
@@ -294,8 +386,12 @@ static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_me
                     *out = pl_kind_wbuf(spec, st, o->w_out);
     memset(m, 0, sizeof *m);
     size_t C = (size_t)c->n_embd, es = pl_dtype_size(o->dtype);
-    m->Bc = pl__gpt2_max_block(spec, st);
-    size_t T = (size_t)ids->shape[1], N = (size_t)m->Bc * T;
+    pl__gpt2_blk bk[PL_MAX_CHUNKS];
+    int nb, T = (int)ids->shape[1];
+    pl__gpt2_blocks(st, (int)ids->shape[0], T, bk, &nb, &m->n_side); /* checked: no bad block */
+    for (int j = 0; j < nb; j++)
+        if (bk[j].side < 0 && bk[j].seqs > m->Bc) m->Bc = bk[j].seqs;
+    size_t N = (size_t)m->Bc * (size_t)T;
     m->rows = o->all ? (int)N : m->Bc;
     /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
     m->lg_dtype = o->output == PL_GPT2_LOGITS ? out->dtype : PL_F32;
@@ -311,17 +407,14 @@ static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_me
      * argmax and logprob (f32 scratch logits, read by their own kernels) are not padded yet. */
     m->ldv = o->output == PL_GPT2_LOGITS && !m->small_head ? (c->vocab + 63) / 64 * 64 : c->vocab;
     m->unpad = m->ldv != c->vocab;
-    m->sz_x = pl__al(N * C * 4);
-    m->sz_h = pl__al(N * C * es);
-    m->sz_qkv = pl__al(N * 3 * C * es);
-    m->sz_u = pl__al(N * 4 * C * es);
-    m->sz_hl = pl__al((size_t)m->Bc * C * 4); /* f32 (small head), or E and its residual */
-    m->sz_xl = o->all ? 0 : pl__al((size_t)m->Bc * C * 4);
-    m->sz_lg = o->output == PL_GPT2_LOGITS && !m->unpad
-                   ? 0
-                   : pl__al((size_t)m->rows * (size_t)m->ldv * pl_dtype_size(m->lg_dtype));
-    m->per_slot =
-        m->sz_x + 2 * m->sz_h + m->sz_qkv + m->sz_u + m->sz_hl + m->sz_xl + m->sz_lg + PL__WS_BYTES;
+    pl__scr_of(o, m, N, (size_t)m->rows, (size_t)m->Bc, &m->main);
+    m->per_slot = m->main.all;
+    for (int j = 0; j < nb; j++)
+        if (bk[j].side >= 0 && bk[j].side < PL__GPT2_MAX_SIDE) {
+            pl__scr_sz *z = &m->side[bk[j].side];
+            pl__scr_of(o, m, (size_t)bk[j].t1, (size_t)(bk[j].t1 - bk[j].t0), 1, z);
+            m->per_slot += z->all;
+        }
     /* The weights as pl__layout lays them out: every tensor on a 256-byte boundary, wte with its
      * padding rows. */
     size_t f4 = pl__al(C * 4),
@@ -349,27 +442,39 @@ typedef struct pl__dlayer {
     void *qkv_w, *qkv_b, *proj_w, *fc_w, *fc_b, *out_w; /* E; matrices [out, in] */
 } pl__dlayer;
 
-/* The matmuls of one block size: a cuBLASLt plan (and its tuned algorithm) is for one shape, so
- * each distinct block size (`chunks: [1, 1, 2, 4]` has three) has its own set. */
+/* The matmuls of one block shape: a cuBLASLt plan (and its tuned algorithm) is for one shape, so
+ * each distinct block shape (`chunks: [1, 1, 2, 4]` has three) has its own set. */
 typedef struct pl__lmm {
     pl_gpu_mm *qkv, *proj, *fc, *out;
 } pl__lmm;
 typedef struct pl__mmset {
     int Bc;     /* sequences of the blocks that use it */
+    int T;      /* their positions: the trunk runs Bc x T (a part's t1) */
+    int hrows;  /* the rows the head computes: Bc x T, Bc (last positions), a part's t1 - t0 */
     pl__lmm *l; /* [n_layer] */
     /* Last positions only: the last layer after its QKV GEMM runs on the Bc last rows. */
     pl_gpu_mm *proj_last, *fc_last, *out_last;
     pl_gpu_mm *head, *head_lo; /* head_lo: split head (bf16 into f32 logits) */
 } pl__mmset;
 
-typedef struct pl__dslot {
-    void *mem;
+/* One forward's activations (pointers into a slot's allocation). */
+typedef struct pl__dscr {
     float *x;                /* [N, C] residual stream */
     void *h, *qkv, *att, *u; /* E: [N, C], [N, 3C], [N, C], [N, 4C] */
     void *hl, *hl_lo;        /* E [B, C]: ln_f of the last positions, its rounding residual */
     float *xl;               /* [B, C]: the last layer's residual stream at the last positions */
-    void *logits;            /* scratch logits for argmax/logprob ([rows, V], lg_dtype) */
+    void *logits;            /* scratch logits (argmax/logprob, padded head) [rows, ldv] */
     void *ws;                /* cuBLASLt workspace */
+} pl__dscr;
+
+/* A slot's device state: one allocation (mem) holding the main scratch and each side block's; the
+ * side blocks' streams and the events that fork them off the stage's stream and join them back
+ * (the slot's graphs are captured with them, so each slot has its own). */
+typedef struct pl__dslot {
+    void *mem;
+    pl__dscr main, side[PL__GPT2_MAX_SIDE];
+    void *stream[PL__GPT2_MAX_SIDE];
+    void *fork, *join[PL__GPT2_MAX_SIDE];
 } pl__dslot;
 #endif
 
@@ -383,9 +488,11 @@ typedef struct pl__gpt2_state {
     float *wpe, *lnf_w, *lnf_b;
     pl__dlayer *layers;
     pl_gpu_lt *lt;
-    int Bc; /* sequences of the largest block: the scratch's size */
-    /* The matmuls of each distinct block size; block j (of `chunks`, or the one unchunked block)
-     * runs mms[blk_mm[j]]. */
+    int Bc; /* sequences of the largest block on the stage's stream: the main scratch's size */
+    /* The blocks (`chunks:`, or the one unchunked block) and the matmuls of each distinct block
+     * shape: block j runs mms[blk_mm[j]]. */
+    pl__gpt2_blk blk[PL_MAX_CHUNKS];
+    int n_blk, n_side;
     pl__mmset *mms;
     int n_mms;
     int blk_mm[PL_MAX_CHUNKS];
@@ -508,7 +615,7 @@ static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, 
 {
     const pl_gpt2_cfg *c = &o->cfg;
     pl_dtype E = o->dtype;
-    int N = M->Bc * s->T, C = c->n_embd;
+    int N = M->Bc * M->T, C = c->n_embd;
     M->l = calloc((size_t)c->n_layer, sizeof *M->l);
     if (!M->l) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     for (int l = 0; l < c->n_layer; l++) {
@@ -527,7 +634,7 @@ static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, 
                                   &M->fc_last, &M->out_last, nm, err));
     }
     if (s->small_head) return PL_OK;
-    int rows = o->all ? N : M->Bc;
+    int rows = M->hrows;
     pl_gpu_mm_shape head = {s->ldv, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false, s->ldv};
     PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &M->head, nm, err));
     /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
@@ -557,14 +664,15 @@ static void pl__mmset_free(pl__mmset *M, int n_layer)
     pl_gpu_mm_free(M->head_lo);
 }
 
-/* Times the heuristic's candidates of M's shapes on slot 0's scratch (sized for the largest
- * block, so any block's operands fit) and lg (the head's output, as large); every layer then
- * runs the winner of its shape. */
+/* Times the heuristic's candidates of M's shapes on slot 0's main scratch (sized for the largest
+ * block on the stage's stream, at least one whole sequence, so any block's operands fit, a side
+ * block's too) and lg (the head's output, as large); every layer then runs the winner of its
+ * shape. */
 static pl_status pl__mmset_tune(const pl__gpt2_state *s, const pl__gpt2_opts *o, pl__mmset *M,
                                 void *lg, const char *nm, pl_error *err)
 {
     const pl_gpt2_cfg *c = &o->cfg;
-    const pl__dslot *d0 = &s->slots[0];
+    const pl__dscr *d0 = &s->slots[0].main;
     const pl__dlayer *L0 = &s->layers[0];
     pl__lmm *X0 = &M->l[0];
     PL_CHECK(pl_gpu_mm_tune(X0->qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
@@ -589,6 +697,32 @@ static pl_status pl__mmset_tune(const pl__gpt2_state *s, const pl__gpt2_opts *o,
         PL_CHECK(pl_gpu_mm_tune(M->head_lo, s->wte, o->all ? d0->u : d0->hl_lo, lg, d0->ws, nm,
                                 NULL, err));
     return PL_OK;
+}
+
+/* Points d into the allocation at *p (advanced past it), laid out as z says; hl_lo sits in hl's
+ * bytes after hl_off (the model dtype's rows of the last positions). */
+static void pl__carve(unsigned char **p, const pl__scr_sz *z, size_t hl_off, pl__dscr *d)
+{
+    unsigned char *q = *p;
+    d->x = (float *)q;
+    q += z->x;
+    d->h = q;
+    q += z->h;
+    d->att = q;
+    q += z->h;
+    d->qkv = q;
+    q += z->qkv;
+    d->u = q;
+    q += z->u;
+    d->hl = q;
+    d->hl_lo = q + hl_off;
+    q += z->hl;
+    d->xl = z->xl ? (float *)q : NULL;
+    q += z->xl;
+    d->logits = z->lg ? q : NULL;
+    q += z->lg;
+    d->ws = q;
+    *p = q + PL__WS_BYTES;
 }
 
 static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
@@ -639,62 +773,51 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     free(b.p);
     PL_CHECK(ps);
     pl_gpt2_weights_free(&s->w); /* the device copy is what runs */
-    /* Matmuls, algorithms fixed now: one set per distinct block size. */
+    /* Matmuls, algorithms fixed now: one set per distinct block shape. */
     PL_CHECK(pl_gpu_lt_new(&s->lt, err));
     s->Bc = m.Bc;
-    int nb = st->chunks > 1 ? st->chunks : 1;
-    s->mms = calloc((size_t)nb, sizeof *s->mms);
+    pl__gpt2_blocks(st, s->B, s->T, s->blk, &s->n_blk, &s->n_side); /* checked in validate */
+    s->mms = calloc((size_t)s->n_blk, sizeof *s->mms);
     if (!s->mms) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    for (int j = 0; j < nb; j++) {
-        int bc = st->chunks > 1 ? (int)st->chunk_rows[j] : s->B, k = 0;
-        while (k < s->n_mms && s->mms[k].Bc != bc)
+    for (int j = 0; j < s->n_blk; j++) {
+        const pl__gpt2_blk *bk = &s->blk[j];
+        int bc = bk->seqs, t = bk->t1, hr = !o->all ? bc : bk->seqs * (bk->t1 - bk->t0), k = 0;
+        while (k < s->n_mms && (s->mms[k].Bc != bc || s->mms[k].T != t || s->mms[k].hrows != hr))
             k++;
         if (k == s->n_mms) {
-            s->mms[s->n_mms++].Bc = bc; /* counted first: close frees a half-made set */
+            s->n_mms++; /* counted first: close frees a half-made set */
+            s->mms[k].Bc = bc, s->mms[k].T = t, s->mms[k].hrows = hr;
             PL_CHECK(pl__mmset_new(s, o, &s->mms[k], nm, err));
         }
         s->blk_mm[j] = k;
     }
     /* Per-slot activations: a slot's graph runs while others' do. */
-    int C = c->n_embd;
     s->depth = env->depth;
     s->slots = calloc((size_t)s->depth, sizeof *s->slots);
     if (!s->slots) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    size_t es = pl_dtype_size(E);
     for (int i = 0; i < s->depth; i++) {
         pl__dslot *d = &s->slots[i];
         PL_CHECK(pl_gpu_alloc(m.per_slot, &d->mem, nm, err));
         unsigned char *p = d->mem;
-        d->x = (float *)p;
-        p += m.sz_x;
-        d->h = p;
-        p += m.sz_h;
-        d->att = p;
-        p += m.sz_h;
-        d->qkv = p;
-        p += m.sz_qkv;
-        d->u = p;
-        p += m.sz_u;
-        d->hl = p;
-        d->hl_lo = p + (size_t)s->Bc * C * es;
-        p += m.sz_hl;
-        d->xl = m.sz_xl ? (float *)p : NULL;
-        p += m.sz_xl;
-        d->logits = m.sz_lg ? p : NULL;
-        p += m.sz_lg;
-        d->ws = p;
+        pl__carve(&p, &m.main, (size_t)s->Bc * (size_t)c->n_embd * pl_dtype_size(E), &d->main);
+        for (int k = 0; k < m.n_side; k++) {
+            pl__carve(&p, &m.side[k], (size_t)c->n_embd * pl_dtype_size(E), &d->side[k]);
+            PL_CHECK(pl_gpu_stream_new(&d->stream[k], nm, err));
+            PL_CHECK(pl_gpu_event_new(&d->join[k], nm, err));
+        }
+        if (m.n_side) PL_CHECK(pl_gpu_event_new(&d->fork, nm, err));
     }
     /* Time the heuristic's candidates once on slot 0's scratch (PIPECTL_GPT2_TUNE=0: keep its
      * first choice), for each block size; every layer then runs the winner of its shape. */
     const char *tune = getenv("PIPECTL_GPT2_TUNE");
     if (tune && strcmp(tune, "0") == 0) return PL_OK;
-    void *lg = s->slots[0].logits; /* the head's output: scratch logits of the largest block */
+    void *lg = s->slots[0].main.logits; /* the head's output: scratch logits of the largest block */
     if (!lg && !s->small_head)
         PL_CHECK(pl_gpu_alloc((size_t)m.rows * s->ldv * pl_dtype_size(s->lg_dtype), &lg, nm, err));
     pl_status ts = PL_OK;
     for (int k = 0; k < s->n_mms && ts == PL_OK; k++)
         ts = pl__mmset_tune(s, o, &s->mms[k], lg, nm, err);
-    if (lg != s->slots[0].logits) pl_gpu_free(lg);
+    if (lg != s->slots[0].main.logits) pl_gpu_free(lg);
     return ts;
 }
 #endif
@@ -731,8 +854,15 @@ static pl_status pl__gpt2_close(const pl_run_env *env, const pl_stage *st, void 
     if (!s) return PL_OK;
 #ifdef PL_WITH_CUDA
     if (s->slots)
-        for (int i = 0; i < s->depth; i++)
-            pl_gpu_free(s->slots[i].mem);
+        for (int i = 0; i < s->depth; i++) {
+            pl__dslot *d = &s->slots[i];
+            pl_gpu_free(d->mem);
+            for (int k = 0; k < PL__GPT2_MAX_SIDE; k++) {
+                pl_gpu_stream_free(d->stream[k]);
+                pl_gpu_event_free(d->join[k]);
+            }
+            pl_gpu_event_free(d->fork);
+        }
     free(s->slots);
     for (int k = 0; k < s->n_mms; k++)
         pl__mmset_free(&s->mms[k], ((const pl__gpt2_opts *)st->priv)->cfg.n_layer);
@@ -780,20 +910,22 @@ static pl_status pl__launch(int rc, const char *what, const pl_dev_ctx *ctx, pl_
     return rc ? pl_cuda_check(rc, what, ctx->stage->name, ctx->batch, err) : PL_OK;
 }
 
-/* The forward of one block of B = M->Bc sequences (M: that size's matmuls): ids [B, T] in, out
- * (and targets) for those sequences. */
-static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, const int32_t *ids,
-                                  const int32_t *tg, void *out, pl_error *err)
+/* The forward of one block of B = M->Bc sequences of T = M->T positions (M: that shape's
+ * matmuls) on scratch d and ctx->stream: ids [B, T] in (T positions a sequence apart: a part's
+ * first t1), out (and targets) for those sequences; with every position's output, the head reads
+ * the M->hrows rows from position t0 (a part's t0; 0 otherwise). */
+static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, const pl__dscr *d,
+                                  const int32_t *ids, const int32_t *tg, void *out, int t0,
+                                  pl_error *err)
 {
     const pl_stage *st = ctx->stage;
     const pl__gpt2_opts *o = st->priv;
     const pl__gpt2_state *s = ctx->state;
     const pl_gpt2_cfg *c = &o->cfg;
-    const pl__dslot *d = &s->slots[ctx->slot];
     const char *nm = st->name;
     int64_t bt = ctx->batch;
     void *sm = ctx->stream;
-    int B = M->Bc, T = s->T, C = c->n_embd, N = B * T;
+    int B = M->Bc, T = M->T, C = c->n_embd, N = B * T;
     int E = (int)o->dtype;
     PL_CHECK(pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
                         "gpt2 embedding kernel launch", ctx, err));
@@ -831,7 +963,7 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, con
         PL_CHECK(pl_gpu_mm_run(X->fc, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
         PL_CHECK(pl_gpu_mm_run(X->out, L->out_w, d->u, d->x, d->ws, sm, nm, bt, err));
     }
-    int rows = o->all ? N : B;
+    int rows = M->hrows; /* o->all: N, or a part's T - t0; else B */
     void *hn = o->all ? d->h : d->hl;
     void *lo = !M->head_lo ? NULL : o->all ? d->u : d->hl_lo; /* u is free by now */
     void *lg = o->output == PL_GPT2_LOGITS && !s->unpad ? out : d->logits;
@@ -844,7 +976,7 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, con
             "gpt2 LM head kernel launch", ctx, err));
     } else {
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, hn, lo, o->all ? d->x : d->xl, s->lnf_w,
-                                                     s->lnf_b, rows, 0, 1, C, c->eps, sm),
+                                                     s->lnf_b, rows, t0, 1, C, c->eps, sm),
                             "gpt2 layernorm kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(M->head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
     }
@@ -858,37 +990,56 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, con
             pl_gpu_launch_argmax((int)s->lg_dtype, lg, rows, c->vocab, out, pl_gpu_sm_count(), sm),
             "gpt2 argmax kernel launch", ctx, err);
     if (o->output == PL_GPT2_LOGPROB) {
-        return pl__launch(pl_gpt2_launch_logprob((int)s->lg_dtype, out, lg, tg, rows,
-                                                 o->all ? T : 1, T, c->vocab, sm),
+        /* Every position: row r is position r % P of sequence r / P; a part's rows are positions
+         * t0.. of one sequence (P = rows, its targets from t0). The last positions: P = 1. */
+        int P = !o->all ? 1 : rows == N ? T : rows;
+        return pl__launch(pl_gpt2_launch_logprob((int)s->lg_dtype, out, lg, tg ? tg + t0 : NULL,
+                                                 rows, P, o->all ? P : T, c->vocab, sm),
                           "gpt2 logprob kernel launch", ctx, err);
     }
     return PL_OK;
 }
 
-/* `chunks:`: the forward runs one block of sequences at a time (chunk_rows[j] of them, from the
- * prefix sum of the blocks before it), on the same scratch (one stream, in order), and each
- * block's output is marked done for a consumer chunked alike: the first block's logits can go
- * down while the next block computes. */
+/* `chunks:`: the forward runs one block at a time (pl__gpt2_blk) on the stage's stream and main
+ * scratch, in order, and each block's output is marked done for a consumer chunked alike: the
+ * first block's logits can go down while the next block computes. Blocks that end before their
+ * sequence does run first, each on its side stream and scratch, forked off the stage's stream at
+ * its start and joined back at its end (so the stage's end, and whatever waits for it, includes
+ * them). */
 static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
     const pl__gpt2_opts *o = st->priv;
     const pl__gpt2_state *s = ctx->state;
+    const pl__dslot *d = &s->slots[ctx->slot];
     const pl_buffer *ob = pl_kind_wbuf(ctx->spec, st, o->w_out);
     const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
     const int32_t *tg = o->r_targets >= 0 ? ctx->dev_bufs[st->reads[o->r_targets].index] : NULL;
     char *out = ctx->dev_bufs[st->writes[o->w_out].index];
-    int n = st->chunks > 1 ? st->chunks : 1;
-    size_t out_seq = (size_t)(ob->bytes / (uint64_t)s->B), first = 0; /* bytes a sequence, row */
-    for (int j = 0; j < n; j++) {
-        const pl__mmset *M = &s->mms[s->blk_mm[j]];
-        size_t id_off = first * (size_t)s->T;
-        PL_CHECK(pl_dev_chunk_wait(ctx, j, err));
-        PL_CHECK(pl__gpt2_forward(ctx, M, ids + id_off, tg ? tg + id_off : NULL,
-                                  out + first * out_seq, err));
-        PL_CHECK(pl_dev_chunk_mark(ctx, j, err));
-        first += (size_t)M->Bc;
-    }
+    /* Bytes of a sequence's output, and of a position's (every position's output only). */
+    size_t out_seq = (size_t)(ob->bytes / (uint64_t)s->B), out_pos = out_seq / (size_t)s->T;
+    for (int pass = s->n_side ? 0 : 1; pass < 2; pass++) /* 0: the side blocks, 1: the rest */
+        for (int j = 0; j < s->n_blk; j++) {
+            const pl__gpt2_blk *bk = &s->blk[j];
+            if ((bk->side >= 0) != (pass == 0)) continue;
+            pl_dev_ctx on = *ctx; /* the block's stream */
+            if (bk->side >= 0) {
+                on.stream = d->stream[bk->side];
+                PL_CHECK(pl_gpu_stream_after(on.stream, ctx->stream, d->fork, st->name, ctx->batch,
+                                             err));
+            }
+            size_t id_off = (size_t)bk->seq * (size_t)s->T;
+            char *o_at =
+                out + (o->all ? (id_off + (size_t)bk->t0) * out_pos : (size_t)bk->seq * out_seq);
+            PL_CHECK(pl_dev_chunk_wait(&on, j, err));
+            PL_CHECK(pl__gpt2_forward(&on, &s->mms[s->blk_mm[j]],
+                                      bk->side >= 0 ? &d->side[bk->side] : &d->main, ids + id_off,
+                                      tg ? tg + id_off : NULL, o_at, bk->t0, err));
+            PL_CHECK(pl_dev_chunk_mark(&on, j, err));
+        }
+    for (int k = 0; k < s->n_side; k++)
+        PL_CHECK(
+            pl_gpu_stream_after(ctx->stream, d->stream[k], d->join[k], st->name, ctx->batch, err));
     return PL_OK;
 }
 #define PL__GPT2_RECORD pl__gpt2_record

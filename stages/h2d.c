@@ -61,8 +61,11 @@ pl_status pl_copy_record(const pl_dev_ctx *ctx, pl_error *err)
         return pl_gpu_copy_async(dst, src, b->bytes, to_device, ctx->stream, st->name, ctx->batch,
                                  err);
     /* Block j: chunk_rows[j] rows from the prefix sum of the rows before it (checked to add up
-     * to the source's first dimension; both ends have its size). */
-    uint64_t row = b->bytes / (uint64_t)b->shape[0], off = 0;
+     * to the rows of the source's first chunk_dims dimensions; both ends have its size). */
+    uint64_t rows = 0, off = 0;
+    for (int j = 0; j < st->chunks; j++)
+        rows += (uint64_t)st->chunk_rows[j];
+    uint64_t row = b->bytes / rows;
     for (int j = 0; j < st->chunks; j++) {
         uint64_t part = (uint64_t)st->chunk_rows[j] * row;
         PL_CHECK(pl_dev_chunk_wait(ctx, j, err));

@@ -53,14 +53,18 @@ static inline pl_status pl_kind_bind_ref(pl_spec *spec, pl_stage *st, const char
 }
 
 /* `chunks:` (the kinds whose key tables list PL_KIND_CHUNKS_KEY): an integer N (N equal blocks) or
- * a list of the rows of each block, in order. */
+ * a list of the rows of each block, in order; `chunk_dims:` the leading dimensions a row spans.
+ * Two key-table entries. */
 #define PL_KIND_CHUNKS_KEY                                                                         \
+    {"chunks", PL_KEY_INT_OR_INTS, NULL, "1",                                                      \
+     "GPU: issue the batch as row blocks (first dimension): this many equal ones, or one per "     \
+     "entry of a list with that many rows ([1, 1, 2, 4]); a consumer with the same blocks starts " \
+     "on block j once it is done (e.g. a download behind each block of a forward)"},               \
     {                                                                                              \
-        "chunks", PL_KEY_INT_OR_INTS, NULL, "1",                                                   \
-            "GPU: issue the batch as row blocks (first dimension): this many equal ones, or one "  \
-            "per entry of a list with that many rows ([1, 1, 2, 4]); a consumer with the same "    \
-            "blocks starts on block j once it is done (e.g. a download behind each block of a "    \
-            "forward)"                                                                             \
+        "chunk_dims", PL_KEY_INT, NULL, "1",                                                       \
+            "GPU: the leading dimensions a chunks row spans: 1 counts rows of the first "          \
+            "dimension, 2 of the first two taken as one (positions of [B, T]: a block may be "     \
+            "part of a sequence)"                                                                  \
     }
 /* Into st->chunks (and, for a list, st->chunk_rows as written); `read` is the index in st->reads
  * of the buffer whose first dimension the blocks cut. pl_spec_check checks the blocks against
@@ -70,6 +74,9 @@ static inline pl_status pl_kind_bind_chunks(pl_spec *spec, pl_stage *st, int rea
     const pl_opt *o = pl_stage_opt(st, "chunks");
     st->chunks_pos = o ? o->val_pos : st->pos;
     st->chunks_read = read;
+    int64_t dims;
+    PL_CHECK(pl_opt_get_int(st, "chunk_dims", 1, 1, PL_MAX_RANK, &dims, err));
+    st->chunk_dims = (int)dims;
     if (!o || !o->is_list) {
         int64_t n;
         PL_CHECK(pl_opt_get_int(st, "chunks", 1, 1, PL_MAX_CHUNKS, &n, err));
@@ -108,10 +115,11 @@ static inline pl_status pl_kind_bind_chunks(pl_spec *spec, pl_stage *st, int rea
 static inline void pl_kind_chunks_describe(const pl_stage *st, char *buf, size_t cap)
 {
     char s[PL_MAX_CHUNKS * 21];
-    if (st->chunks_listed)
-        snprintf(buf, cap, ", chunks %s", pl_stage_chunks_str(st, s, sizeof s));
-    else
-        snprintf(buf, cap, ", %d chunks", st->chunks);
+    int n = st->chunks_listed
+                ? snprintf(buf, cap, ", chunks %s", pl_stage_chunks_str(st, s, sizeof s))
+                : snprintf(buf, cap, ", %d chunks", st->chunks);
+    if (st->chunk_dims > 1 && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " of the first %d dimensions", st->chunk_dims);
 }
 
 /* Inside a chunked stage's record: chunk j's work is enqueued (mark) / about to be (wait). No-ops

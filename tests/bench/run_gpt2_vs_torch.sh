@@ -13,15 +13,23 @@
 # each batch's download, the largest gap between downloads, the end of the last), to find what
 # the runs 0.5-2.8 ms slower than the rest (docs/perf.md, seventh session) spend it on.
 # Environment: OUT (default out/gpt2_vs_torch), REPS (7), BASE (unset), TRACE (unset),
-# DEADLINE (200).
+# TESTS (1; 0 leaves the gpt2 GPU tests out), DEADLINE (200).
+# VARIANTS: space-separated chunk lists in positions (e.g. "128,384,512,1024,1024,1024"): each
+# runs gpt2.yaml with `chunks: [that], chunk_dims: 2` on the forward and the download, alternating
+# with the file as it is, labelled by its list.
 set -u
 OUT=${OUT:-out/gpt2_vs_torch}
 REPS=${REPS:-7}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+for v in ${VARIANTS:-}; do
+    sed "s/chunks: \[1, 1, 2, 2, 2\]}/chunks: [${v//,/, }], chunk_dims: 2}/" pipelines/gpt2.yaml >"$OUT/gpt2_$v.yaml"
+    [ "$(grep -c chunk_dims "$OUT/gpt2_$v.yaml")" = 2 ] || echo "variant $v: gpt2.yaml's chunks were not replaced"
+done
 OUT=$OUT STEPS="build torch" DEADLINE=${DEADLINE:-200} bash tests/gpu/run_session.sh >"$OUT/session.txt" 2>&1
-PIPECTL_TEST_HF=1 timeout 150 ctest --test-dir build-rel -L gpu -R gpt2 --output-on-failure \
+[ "${TESTS:-1}" = 0 ] || PIPECTL_TEST_HF=1 timeout 150 ctest --test-dir build-rel -L gpu -R gpt2 --output-on-failure \
     >"$OUT/ctest.log" 2>&1
-echo "ctest -L gpu -R gpt2: rc=$? $(grep 'tests passed' "$OUT/ctest.log")"
+[ "${TESTS:-1}" = 0 ] || echo "ctest -L gpu -R gpt2: rc=$? $(grep 'tests passed' "$OUT/ctest.log")"
 for b in 1 2 8; do
     echo "bench_gpt2 B $b T 512 logits: $(build-rel/bench_gpt2 --B $b --T 512 --output logits 2>&1 |
         grep -E '^  (gemm lm head|forward)' | tr -s ' ' | tr '\n' ';')"
@@ -30,10 +38,10 @@ if [ -n "${BASE:-}" ]; then
     (cd "$BASE" && cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/base_build.log" 2>&1 &&
         cmake --build build-rel -j16 >>"$OUT/base_build.log" 2>&1) || tail "$OUT/base_build.log"
 fi
-one() { # LABEL DIR [TRACE_FILE]: one run of gpt2.yaml from DIR's build
+one() { # LABEL DIR [TRACE_FILE [YAML]]: one run of gpt2.yaml (or YAML) from DIR's build
     local tr=()
     [ -n "${3:-}" ] && tr=(--timing all --trace "$3")
-    (cd "$2" && build-rel/pipectl run --executor gpu --json "${tr[@]}" pipelines/gpt2.yaml 2>/dev/null) |
+    (cd "$2" && build-rel/pipectl run --executor gpu --json "${tr[@]}" "${4:-pipelines/gpt2.yaml}" 2>/dev/null) |
         python3 -c 'import json, sys
 j = json.loads([l for l in sys.stdin if l.startswith("{")][-1])
 print("%s %.3f ms %.1f%%" % (sys.argv[1], j["wall_s"] * 1e3, 100 * j["achieved"]))' "$1"
@@ -41,18 +49,19 @@ print("%s %.3f ms %.1f%%" % (sys.argv[1], j["wall_s"] * 1e3, 100 * j["achieved"]
 for r in $(seq "$REPS"); do
     [ -n "${BASE:-}" ] && one base "$BASE"
     if [ -n "${TRACE:-}" ]; then
-        one pipectl . "$(pwd)/$OUT/trace$r.json"
-        python3 - "$OUT/trace$r.json" <<'PY'
-import json, sys
-ev = json.load(open(sys.argv[1]))["traceEvents"]
-d = sorted((e["ts"] / 1e3, e["dur"] / 1e3) for e in ev if e.get("ph") == "X" and e["name"] == "download")
-gaps = [b[0] - (a[0] + a[1]) for a, b in zip(d, d[1:])]
-print("  trace: first download at %.3f ms; downloads %s ms; largest gap %.3f ms; last ends %.3f ms" % (
-    d[0][0], " ".join("%.3f" % x[1] for x in d), max(gaps) if gaps else 0, d[-1][0] + d[-1][1]))
-PY
+        one pipectl . "$OUT/trace$r.json"
+        python3 tests/bench/trace_downloads.py "$OUT/trace$r.json"
     else
         one pipectl .
     fi
+    for v in ${VARIANTS:-}; do
+        if [ -n "${TRACE:-}" ]; then
+            one "$v" . "$OUT/trace_${v}_$r.json" "$OUT/gpt2_$v.yaml"
+            python3 tests/bench/trace_downloads.py "$OUT/trace_${v}_$r.json"
+        else
+            one "$v" . "" "$OUT/gpt2_$v.yaml"
+        fi
+    done
 done | tee "$OUT/runs.txt"
 python3 - "$OUT/runs.txt" "$OUT/session.txt" <<'PY'
 import re, statistics, sys

@@ -8,7 +8,8 @@
 # log-probabilities within 2e-2; the same bytes
 # at depth 1 and 3, with graphs and with --no-graph; and all of it again with the forwards and
 # downloads chunked (chunks: 2, and under every graph mode), and again in uneven blocks
-# (chunks: [1, 3], [3, 1], [1, 1, 2], [2, 1, 1]), the same bytes under every graph mode; with
+# (chunks: [1, 3], [3, 1], [1, 1, 2], [2, 1, 1]), and in blocks of positions (chunk_dims: 2:
+# parts of sequences, some on side streams), the same bytes under every graph mode; with
 # `ordered: false` on every forward, the ordered run's bytes under every graph mode. The f16 run reads f32 weights; the bf16 run
 # reads the same model written in bf16 (what a bf16 checkpoint is), which the numpy reference
 # reads too, so both compute from identical weights. Skips (77) without a GPU or numpy.
@@ -113,6 +114,27 @@ YAML
         err "$dt: the plan does not link down to lm (1+3) and down_lp to score (1+1+2)"
     grep -q "(lmh, chunk by chunk" "$d/plan_pu.txt" && err "$dt: downh (2 blocks) is linked to lmh (1+1+2)"
     grep -q "(up, chunk by chunk: 1+3)" "$d/plan_pu.txt" || err "$dt: the plan does not link lm to up (1+3)"
+    # Blocks of positions (chunk_dims: 2, rows of [B, T]): parts of a sequence, the ones that end
+    # before it on side streams (lm: one, lmh: two at once, greedy: one in sequence 1, score: one,
+    # with its targets from the part's first position), each download behind its forward's
+    # blocks; lm16 (positions: last) in whole sequences counted in positions. The same tolerances,
+    # and the same bytes in every graph mode.
+    sed -e 's/out: lg_dev}/out: lg_dev, chunks: [30, 70, 100, 200], chunk_dims: 2}/' \
+        -e 's/to: lg}/to: lg, chunks: [30, 70, 100, 200], chunk_dims: 2}/' \
+        -e 's/out: lgh_dev}/out: lgh_dev, chunks: [10, 20, 70, 100, 100, 100], chunk_dims: 2}/' \
+        -e 's/to: lgh}/to: lgh, chunks: [10, 20, 70, 100, 100, 100], chunk_dims: 2}/' \
+        -e 's/out: nx_dev}/out: nx_dev, chunks: [100, 50, 50, 200], chunk_dims: 2}/' \
+        -e 's/to: nx}/to: nx, chunks: [100, 50, 50, 200], chunk_dims: 2}/' \
+        -e 's/out: lp_dev}/out: lp_dev, chunks: [64, 36, 300], chunk_dims: 2}/' \
+        -e 's/to: lp}/to: lp, chunks: [64, 36, 300], chunk_dims: 2}/' \
+        -e 's/out: l16_dev}/out: l16_dev, chunks: [100, 300], chunk_dims: 2}/' \
+        -e 's/^pipeline: gpt2_gpu_/pipeline: gpt2_positions_/' "$d/p.yaml" >"$d/pt.yaml"
+    [ "$(grep -c "chunk_dims: 2}" "$d/pt.yaml")" = 9 ] || err "$dt: the positions pipeline was not written"
+    "$pipectl" plan "$d/pt.yaml" >"$d/plan_pt.txt" || err "$dt: pipectl plan pt.yaml"
+    for l in "lm, chunk by chunk: 30+70+100+200" "lmh, chunk by chunk: 10+20+70+100+100+100" \
+        "greedy, chunk by chunk: 100+50+50+200" "score, chunk by chunk: 64+36+300"; do
+        grep -qF "($l)" "$d/plan_pt.txt" || err "$dt: the positions plan does not link ($l)"
+    done
     # The same stages with `ordered: false`: the forwards of the batches in flight may run at
     # once; the same launches on each slot, so the bytes of the ordered run, in every mode.
     sed -e '/kind: gpt2/s/}$/, ordered: false}/' -e 's/^pipeline: gpt2_gpu_/pipeline: gpt2_unordered_/' \
@@ -122,7 +144,7 @@ YAML
         err "$dt: the ordered plan lost the forward's batch-order wait"
     ! "$pipectl" plan "$d/po.yaml" | grep -Eq "^  (lm|lmh|lm16|lm32|greedy_last|greedy|score) waits for [a-z_0-9]+, d=1: runs in batch order" ||
         err "$dt: ordered: false kept a forward's batch-order wait"
-    for yaml in p pc pu po; do
+    for yaml in p pc pu pt po; do
         first=""
         modes=("--depth 1" "--depth 3" "--depth 3 --no-graph")
         [ $yaml != p ] && modes+=("--depth 3 --graphs segment" "--depth 2 --graphs stage")
@@ -163,7 +185,7 @@ YAML
     # may pick (or tuning may keep) another algorithm for a block's smaller GEMMs, which changes
     # the rounding; so by default this only reports which files differ (the tolerances above
     # hold either way). EXACT_CHUNKS=1 makes a difference a failure.
-    for y in pc pu; do
+    for y in pc pu pt; do
         for f in logits logits16 logits_last logits_last32 next next_last logprob; do
             [ -f "$d/out1_$y/$f.npy" ] && [ -f "$d/out1_p/$f.npy" ] || continue # a run failed (reported)
             if ! cmp -s "$d/out1_$y/$f.npy" "$d/out1_p/$f.npy"; then
