@@ -451,6 +451,8 @@ typedef struct pl__mmset {
     int Bc;     /* sequences of the blocks that use it */
     int T;      /* their positions: the trunk runs Bc x T (a part's t1) */
     int hrows;  /* the rows the head computes: Bc x T, Bc (last positions), a part's t1 - t0 */
+    int sms;    /* the SMs its GEMMs plan for (pl_gpu_mm_shape.sm_target): 0, or a side block's
+                 * share, or what the side blocks beside it leave */
     pl__lmm *l; /* [n_layer] */
     /* Last positions only: the last layer after its QKV GEMM runs on the Bc last rows. */
     pl_gpu_mm *proj_last, *fc_last, *out_last;
@@ -598,12 +600,12 @@ static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, 
 /* The projection, fc and out GEMMs of one layer on `rows` rows: every position's, or, in the
  * last layer when only the last positions are read, one row per sequence. */
 static pl_status pl__proj_mlp_new(const pl__gpt2_state *s, const pl__dlayer *D, pl_dtype E, int C,
-                                  int rows, pl_gpu_mm **proj, pl_gpu_mm **fc, pl_gpu_mm **out,
-                                  const char *nm, pl_error *err)
+                                  int rows, int sms, pl_gpu_mm **proj, pl_gpu_mm **fc,
+                                  pl_gpu_mm **out, const char *nm, pl_error *err)
 {
-    pl_gpu_mm_shape p = {C, rows, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
-    pl_gpu_mm_shape f = {4 * C, rows, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
-    pl_gpu_mm_shape o = {C, rows, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
+    pl_gpu_mm_shape p = {C, rows, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0, sms};
+    pl_gpu_mm_shape f = {4 * C, rows, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0, sms};
+    pl_gpu_mm_shape o = {C, rows, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0, sms};
     PL_CHECK(pl_gpu_mm_new(s->lt, &p, PL__WS_BYTES, proj, nm, err));
     PL_CHECK(pl_gpu_mm_new(s->lt, &f, PL__WS_BYTES, fc, nm, err));
     return pl_gpu_mm_new(s->lt, &o, PL__WS_BYTES, out, nm, err);
@@ -621,28 +623,30 @@ static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, 
     for (int l = 0; l < c->n_layer; l++) {
         const pl__dlayer *D = &s->layers[l];
         pl__lmm *X = &M->l[l];
-        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
+        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0, M->sms};
         PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &X->qkv, nm, err));
-        PL_CHECK(pl__proj_mlp_new(s, D, E, C, N, &X->proj, &X->fc, &X->out, nm, err));
+        PL_CHECK(pl__proj_mlp_new(s, D, E, C, N, M->sms, &X->proj, &X->fc, &X->out, nm, err));
     }
     /* Last positions only: the last layer's outputs at the other positions are never read, so
      * after its QKV GEMM (every position's keys and values are needed) it runs on the B last
      * rows: one query's attention per (sequence, head), then the projection, layernorm and MLP
      * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
     if (!o->all) {
-        PL_CHECK(pl__proj_mlp_new(s, &s->layers[c->n_layer - 1], E, C, M->Bc, &M->proj_last,
+        PL_CHECK(pl__proj_mlp_new(s, &s->layers[c->n_layer - 1], E, C, M->Bc, 0, &M->proj_last,
                                   &M->fc_last, &M->out_last, nm, err));
     }
     if (s->small_head) return PL_OK;
     int rows = M->hrows;
-    pl_gpu_mm_shape head = {s->ldv, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false, s->ldv};
+    pl_gpu_mm_shape head = {s->ldv,          rows, C,     E,      s->lg_dtype,
+                            PL_GPU_EPI_NONE, NULL, false, s->ldv, M->sms};
     PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &M->head, nm, err));
     /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
      * as the rest of the forward together (measured at 124M: it flips a fifth of the argmaxes
      * that differ from f32), so the head also multiplies the rounding residual and accumulates:
      * one more GEMM of the head's size. */
     if (E == PL_BF16 && s->lg_dtype == PL_F32) {
-        pl_gpu_mm_shape lo = {s->ldv, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, s->ldv};
+        pl_gpu_mm_shape lo = {s->ldv,          rows, C,    E,      PL_F32,
+                              PL_GPU_EPI_NONE, NULL, true, s->ldv, M->sms};
         PL_CHECK(pl_gpu_mm_new(s->lt, &lo, PL__WS_BYTES, &M->head_lo, nm, err));
     }
     return PL_OK;
@@ -779,14 +783,30 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     pl__gpt2_blocks(st, s->B, s->T, s->blk, &s->n_blk, &s->n_side); /* checked in validate */
     s->mms = calloc((size_t)s->n_blk, sizeof *s->mms);
     if (!s->mms) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    /* Side blocks and the block that ends their sequence run at once: their GEMMs plan for a
+     * share of the SMs each (PIPECTL_GPT2_SIDE_SMS, default a quarter), the block beside them for
+     * the rest. */
+    int all_sms = pl_gpu_sm_count(), side_sms = all_sms / 4;
+    const char *ss = getenv("PIPECTL_GPT2_SIDE_SMS");
+    if (ss && atoi(ss) >= 0) side_sms = atoi(ss);
     for (int j = 0; j < s->n_blk; j++) {
         const pl__gpt2_blk *bk = &s->blk[j];
         int bc = bk->seqs, t = bk->t1, hr = !o->all ? bc : bk->seqs * (bk->t1 - bk->t0), k = 0;
-        while (k < s->n_mms && (s->mms[k].Bc != bc || s->mms[k].T != t || s->mms[k].hrows != hr))
+        int sms = 0;
+        if (side_sms > 0 && bk->side >= 0) sms = side_sms;
+        if (side_sms > 0 && bk->side < 0 && bk->t0 > 0) {
+            int beside = 0;
+            for (int i = 0; i < s->n_blk; i++)
+                beside += s->blk[i].side >= 0 && s->blk[i].seq == bk->seq;
+            sms = beside ? all_sms - beside * side_sms : 0;
+            sms = sms < 8 ? 8 : sms;
+        }
+        while (k < s->n_mms && (s->mms[k].Bc != bc || s->mms[k].T != t || s->mms[k].hrows != hr ||
+                                s->mms[k].sms != sms))
             k++;
         if (k == s->n_mms) {
             s->n_mms++; /* counted first: close frees a half-made set */
-            s->mms[k].Bc = bc, s->mms[k].T = t, s->mms[k].hrows = hr;
+            s->mms[k].Bc = bc, s->mms[k].T = t, s->mms[k].hrows = hr, s->mms[k].sms = sms;
             PL_CHECK(pl__mmset_new(s, o, &s->mms[k], nm, err));
         }
         s->blk_mm[j] = k;

@@ -73,6 +73,9 @@ typedef struct pl_gpu_mm_shape {
     int ldd;          /* Y's column stride in elements (rows of the row-major result), >= m; 0: m.
                        * cuBLASLt's Hopper kernels need every column of Y 16-byte aligned: an
                        * odd m (GPT-2's vocabulary, 50257) otherwise leaves it the slow ones */
+    int sm_target;    /* > 0: the SMs this GEMM may count on while a concurrent stream uses the
+                       * rest (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET: the heuristic plans its
+                       * grid for that many); 0: the whole GPU */
 } pl_gpu_mm_shape;
 typedef struct pl_gpu_lt pl_gpu_lt; /* a cuBLASLt handle */
 pl_status pl_gpu_lt_new(pl_gpu_lt **out, pl_error *err);

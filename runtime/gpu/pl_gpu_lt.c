@@ -204,6 +204,13 @@ pl_status pl_gpu_mm_new(pl_gpu_lt *lt, const pl_gpu_mm_shape *s, size_t workspac
                              "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)", stage, -1, err),
                       st, fail);
     }
+    if (s->sm_target > 0) {
+        int32_t t = s->sm_target;
+        PL_CHECK_GOTO(pl__lt(cublasLtMatmulDescSetAttribute(
+                                 mm->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &t, sizeof t),
+                             "cublasLtMatmulDescSetAttribute(SM_COUNT_TARGET)", stage, -1, err),
+                      st, fail);
+    }
     PL_CHECK_GOTO(
         pl__lt(cublasLtMatrixLayoutCreate(&mm->a, ab, (uint64_t)s->k, (uint64_t)s->m, s->k),
                "cublasLtMatrixLayoutCreate(A)", stage, -1, err),

@@ -13,7 +13,8 @@
 # each batch's download, the largest gap between downloads, the end of the last), to find what
 # the runs 0.5-2.8 ms slower than the rest (docs/perf.md, seventh session) spend it on.
 # Environment: OUT (default out/gpt2_vs_torch), REPS (7), BASE (unset), TRACE (unset),
-# TESTS (1; 0 leaves the gpt2 GPU tests out), DEADLINE (200).
+# TESTS (1; 0 leaves the gpt2 GPU tests out), STEPS (run_session's, "build torch"), BENCH_B
+# (bench_gpt2's batch sizes, "1 2 8"; empty: none), DEADLINE (200).
 # VARIANTS: space-separated chunk lists in positions (e.g. "128,384,512,1024,1024,1024"): each
 # runs gpt2.yaml with `chunks: [that], chunk_dims: 2` on the forward and the download, alternating
 # with the file as it is, labelled by its list.
@@ -26,11 +27,13 @@ for v in ${VARIANTS:-}; do
     sed "s/chunks: \[1, 1, 2, 2, 2\]}/chunks: [${v//,/, }], chunk_dims: 2}/" pipelines/gpt2.yaml >"$OUT/gpt2_$v.yaml"
     [ "$(grep -c chunk_dims "$OUT/gpt2_$v.yaml")" = 2 ] || echo "variant $v: gpt2.yaml's chunks were not replaced"
 done
-OUT=$OUT STEPS="build torch" DEADLINE=${DEADLINE:-200} bash tests/gpu/run_session.sh >"$OUT/session.txt" 2>&1
-[ "${TESTS:-1}" = 0 ] || PIPECTL_TEST_HF=1 timeout 150 ctest --test-dir build-rel -L gpu -R gpt2 --output-on-failure \
-    >"$OUT/ctest.log" 2>&1
-[ "${TESTS:-1}" = 0 ] || echo "ctest -L gpu -R gpt2: rc=$? $(grep 'tests passed' "$OUT/ctest.log")"
-for b in 1 2 8; do
+OUT=$OUT STEPS="${STEPS:-build torch}" DEADLINE=${DEADLINE:-200} bash tests/gpu/run_session.sh >"$OUT/session.txt" 2>&1
+if [ "${TESTS:-1}" != 0 ]; then
+    PIPECTL_TEST_HF=1 timeout 150 ctest --test-dir build-rel -L gpu -R gpt2 --output-on-failure \
+        >"$OUT/ctest.log" 2>&1
+    echo "ctest -L gpu -R gpt2: rc=$? $(grep 'tests passed' "$OUT/ctest.log")"
+fi
+for b in ${BENCH_B-1 2 8}; do
     echo "bench_gpt2 B $b T 512 logits: $(build-rel/bench_gpt2 --B $b --T 512 --output logits 2>&1 |
         grep -E '^  (gemm lm head|forward)' | tr -s ' ' | tr '\n' ';')"
 done
