@@ -138,31 +138,28 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 
 /* ---- blocks (`chunks:`) ---- */
 
-/* Blocks that end before their sequence does, each on a side stream of its own. */
-#define PL__GPT2_MAX_SIDE 4
-
 /* One block of a checked stage's forward. Whole: `seqs` sequences from `seq`, every position (t0
  * 0, t1 T). Part (chunk_dims: 2, a block inside one sequence): positions [t0, t1) of sequence
- * `seq`. Attention is causal, so those positions' outputs are what a forward of the sequence's
- * first t1 positions gives (up to the GEMMs' rounding): a part runs that forward and its head
- * reads only the last t1 - t0 rows. A part that ends before its sequence does (t1 < T) needs no
- * block before it, so it runs on a side stream of its own (side >= 0) from the stage's start, at
- * the same time as the blocks before it: the first positions' logits of a batch can start down
- * while its first sequence is still being computed. The part that ends a sequence runs on the
- * stage's stream with the whole blocks (side -1). */
+ * `seq`. The first part of a sequence runs the layers (the trunk) on all of its T positions and
+ * the head (ln_f, the LM head and what follows) on its own rows; the parts after it run only the
+ * head, on their rows of the trunk's output, which stays in the scratch until the sequence's last
+ * part (the blocks run in order on one scratch). Only the head is split: the first rows' logits of
+ * a batch can start down while the rest of the head is computed, and the layers run once
+ * (measured against running each part as a forward of its first t1 positions on a stream of its
+ * own, which lost: docs/perf.md). */
 typedef struct pl__gpt2_blk {
-    int seq, seqs, t0, t1, side;
+    int seq, seqs, t0, t1;
+    bool trunk; /* runs the layers (a whole block, or a sequence's first part) */
 } pl__gpt2_blk;
 
 /* The blocks of a stage whose chunk_rows are checked, into bk (at most PL_MAX_CHUNKS), and how
- * many there are and run on side streams. Returns -1, or the index of the first block that
- * crosses into another sequence without covering whole ones (no block table then). */
-static int pl__gpt2_blocks(const pl_stage *st, int B, int T, pl__gpt2_blk *bk, int *n, int *n_side)
+ * many there are. Returns -1, or the index of the first block that crosses into another sequence
+ * without covering whole ones (no block table then). */
+static int pl__gpt2_blocks(const pl_stage *st, int B, int T, pl__gpt2_blk *bk, int *n)
 {
     *n = st->chunks > 1 ? st->chunks : 1;
-    *n_side = 0;
     if (st->chunks <= 1) {
-        bk[0] = (pl__gpt2_blk){0, B, 0, T, -1};
+        bk[0] = (pl__gpt2_blk){0, B, 0, T, true};
         return -1;
     }
     bool pos = st->chunk_dims >= 2; /* rows are positions, else sequences */
@@ -171,9 +168,9 @@ static int pl__gpt2_blocks(const pl_stage *st, int B, int T, pl__gpt2_blk *bk, i
         int64_t r = pos ? st->chunk_rows[j] : st->chunk_rows[j] * T;
         int seq = (int)(at / T), t0 = (int)(at % T);
         if (t0 == 0 && r % T == 0)
-            bk[j] = (pl__gpt2_blk){seq, (int)(r / T), 0, T, -1};
+            bk[j] = (pl__gpt2_blk){seq, (int)(r / T), 0, T, true};
         else if (t0 + r <= T)
-            bk[j] = (pl__gpt2_blk){seq, 1, t0, (int)(t0 + r), t0 + r < T ? (*n_side)++ : -1};
+            bk[j] = (pl__gpt2_blk){seq, 1, t0, (int)(t0 + r), t0 == 0};
         else
             return j;
         at += r;
@@ -182,12 +179,12 @@ static int pl__gpt2_blocks(const pl_stage *st, int B, int T, pl__gpt2_blk *bk, i
 }
 
 /* validate's rules for the blocks: each is whole sequences or part of one; parts only where every
- * position is computed; at most PL__GPT2_MAX_SIDE parts end before their sequence does. */
+ * position is computed. */
 static pl_status pl__gpt2_check_blocks(const pl_stage *st, const pl__gpt2_opts *o, int B, int T,
                                        pl_error *err)
 {
     pl__gpt2_blk bk[PL_MAX_CHUNKS];
-    int n, n_side, bad = pl__gpt2_blocks(st, B, T, bk, &n, &n_side);
+    int n, bad = pl__gpt2_blocks(st, B, T, bk, &n);
     if (bad >= 0) {
         int64_t a = 0;
         for (int j = 0; j < bad; j++)
@@ -209,12 +206,6 @@ static pl_status pl__gpt2_check_blocks(const pl_stage *st, const pl__gpt2_opts *
                                "sequence's last position is computed; use positions: all, or "
                                "blocks of whole sequences",
                                st->name, j + 1, bk[j].seq, bk[j].t0, bk[j].t1 - 1);
-    if (n_side > PL__GPT2_MAX_SIDE)
-        return pl_error_at(err, PL_EINPUT, st->chunks_pos,
-                           "gpt2 stage '%s': %d blocks of chunks end before their sequence does; "
-                           "each runs on a stream of its own, and a stage has at most %d (merge "
-                           "some of them)",
-                           st->name, n_side, PL__GPT2_MAX_SIDE);
     return PL_OK;
 }
 
@@ -347,18 +338,16 @@ typedef struct pl__scr_sz {
 } pl__scr_sz;
 
 /* The GPU forward's shapes and memory for a checked stage: its head (the padded columns, the f32
- * kernel at the last positions), one slot's activations and the weights' device copy. A slot's
- * main scratch is for the largest block on the stage's stream (Bc sequences; those blocks run one
- * after the other on it), and each side-stream block has a scratch of its own (side[k], for its
- * t1 positions). open() allocates exactly this (and checks that its layout agrees); the kind's
+ * kernel at the last positions), one slot's activations and the weights' device copy, for its
+ * largest block (Bc sequences; a part counts one; every block runs on the same scratch). open()
+ * allocates exactly this (and checks that its layout agrees); the kind's
  * device_memory hook reports it, so run.memory_budget and depth: auto count what runs.
  * Build-independent: the same figures with or without CUDA. */
 typedef struct pl__gpt2_mem {
     int Bc, rows, ldv;
     pl_dtype lg_dtype;
     bool small_head, unpad;
-    pl__scr_sz main, side[PL__GPT2_MAX_SIDE];
-    int n_side;
+    pl__scr_sz main;
     size_t per_slot, weights;
 } pl__gpt2_mem;
 
@@ -388,9 +377,9 @@ static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_me
     size_t C = (size_t)c->n_embd, es = pl_dtype_size(o->dtype);
     pl__gpt2_blk bk[PL_MAX_CHUNKS];
     int nb, T = (int)ids->shape[1];
-    pl__gpt2_blocks(st, (int)ids->shape[0], T, bk, &nb, &m->n_side); /* checked: no bad block */
+    pl__gpt2_blocks(st, (int)ids->shape[0], T, bk, &nb); /* checked: no bad block */
     for (int j = 0; j < nb; j++)
-        if (bk[j].side < 0 && bk[j].seqs > m->Bc) m->Bc = bk[j].seqs;
+        m->Bc = bk[j].seqs > m->Bc ? bk[j].seqs : m->Bc;
     size_t N = (size_t)m->Bc * (size_t)T;
     m->rows = o->all ? (int)N : m->Bc;
     /* argmax and logprob read f32 logits: 16-bit ones tie near the top (bf16 keeps 8 bits). */
@@ -409,12 +398,6 @@ static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_me
     m->unpad = m->ldv != c->vocab;
     pl__scr_of(o, m, N, (size_t)m->rows, (size_t)m->Bc, &m->main);
     m->per_slot = m->main.all;
-    for (int j = 0; j < nb; j++)
-        if (bk[j].side >= 0 && bk[j].side < PL__GPT2_MAX_SIDE) {
-            pl__scr_sz *z = &m->side[bk[j].side];
-            pl__scr_of(o, m, (size_t)bk[j].t1, (size_t)(bk[j].t1 - bk[j].t0), 1, z);
-            m->per_slot += z->all;
-        }
     /* The weights as pl__layout lays them out: every tensor on a 256-byte boundary, wte with its
      * padding rows. */
     size_t f4 = pl__al(C * 4),
@@ -449,10 +432,8 @@ typedef struct pl__lmm {
 } pl__lmm;
 typedef struct pl__mmset {
     int Bc;     /* sequences of the blocks that use it */
-    int T;      /* their positions: the trunk runs Bc x T (a part's t1) */
+    bool trunk; /* has the layers' matmuls (not: the head of a sequence's later parts only) */
     int hrows;  /* the rows the head computes: Bc x T, Bc (last positions), a part's t1 - t0 */
-    int sms;    /* the SMs its GEMMs plan for (pl_gpu_mm_shape.sm_target): 0, or a side block's
-                 * share, or what the side blocks beside it leave */
     pl__lmm *l; /* [n_layer] */
     /* Last positions only: the last layer after its QKV GEMM runs on the Bc last rows. */
     pl_gpu_mm *proj_last, *fc_last, *out_last;
@@ -469,14 +450,10 @@ typedef struct pl__dscr {
     void *ws;                /* cuBLASLt workspace */
 } pl__dscr;
 
-/* A slot's device state: one allocation (mem) holding the main scratch and each side block's; the
- * side blocks' streams and the events that fork them off the stage's stream and join them back
- * (the slot's graphs are captured with them, so each slot has its own). */
+/* A slot's device state: one allocation (mem) holding its scratch. */
 typedef struct pl__dslot {
     void *mem;
-    pl__dscr main, side[PL__GPT2_MAX_SIDE];
-    void *stream[PL__GPT2_MAX_SIDE];
-    void *fork, *join[PL__GPT2_MAX_SIDE];
+    pl__dscr main;
 } pl__dslot;
 #endif
 
@@ -490,11 +467,11 @@ typedef struct pl__gpt2_state {
     float *wpe, *lnf_w, *lnf_b;
     pl__dlayer *layers;
     pl_gpu_lt *lt;
-    int Bc; /* sequences of the largest block on the stage's stream: the main scratch's size */
+    int Bc; /* sequences of the largest block: the scratch's size */
     /* The blocks (`chunks:`, or the one unchunked block) and the matmuls of each distinct block
      * shape: block j runs mms[blk_mm[j]]. */
     pl__gpt2_blk blk[PL_MAX_CHUNKS];
-    int n_blk, n_side;
+    int n_blk;
     pl__mmset *mms;
     int n_mms;
     int blk_mm[PL_MAX_CHUNKS];
@@ -600,53 +577,52 @@ static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, 
 /* The projection, fc and out GEMMs of one layer on `rows` rows: every position's, or, in the
  * last layer when only the last positions are read, one row per sequence. */
 static pl_status pl__proj_mlp_new(const pl__gpt2_state *s, const pl__dlayer *D, pl_dtype E, int C,
-                                  int rows, int sms, pl_gpu_mm **proj, pl_gpu_mm **fc,
-                                  pl_gpu_mm **out, const char *nm, pl_error *err)
+                                  int rows, pl_gpu_mm **proj, pl_gpu_mm **fc, pl_gpu_mm **out,
+                                  const char *nm, pl_error *err)
 {
-    pl_gpu_mm_shape p = {C, rows, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0, sms};
-    pl_gpu_mm_shape f = {4 * C, rows, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0, sms};
-    pl_gpu_mm_shape o = {C, rows, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0, sms};
+    pl_gpu_mm_shape p = {C, rows, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
+    pl_gpu_mm_shape f = {4 * C, rows, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
+    pl_gpu_mm_shape o = {C, rows, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, D->out_b, true, 0};
     PL_CHECK(pl_gpu_mm_new(s->lt, &p, PL__WS_BYTES, proj, nm, err));
     PL_CHECK(pl_gpu_mm_new(s->lt, &f, PL__WS_BYTES, fc, nm, err));
     return pl_gpu_mm_new(s->lt, &o, PL__WS_BYTES, out, nm, err);
 }
 
-/* The matmuls of blocks of M->Bc sequences (the weights laid out, s's head plan set). */
+/* The matmuls of blocks of M->Bc sequences (the weights laid out, s's head plan set): the layers'
+ * (M->trunk) and the head's, for M->hrows rows. */
 static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, pl__mmset *M,
                                const char *nm, pl_error *err)
 {
     const pl_gpt2_cfg *c = &o->cfg;
     pl_dtype E = o->dtype;
-    int N = M->Bc * M->T, C = c->n_embd;
-    M->l = calloc((size_t)c->n_layer, sizeof *M->l);
-    if (!M->l) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    for (int l = 0; l < c->n_layer; l++) {
+    int N = M->Bc * s->T, C = c->n_embd;
+    M->l = M->trunk ? calloc((size_t)c->n_layer, sizeof *M->l) : NULL;
+    if (M->trunk && !M->l) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    for (int l = 0; M->l && l < c->n_layer; l++) {
         const pl__dlayer *D = &s->layers[l];
         pl__lmm *X = &M->l[l];
-        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0, M->sms};
+        pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
         PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &X->qkv, nm, err));
-        PL_CHECK(pl__proj_mlp_new(s, D, E, C, N, M->sms, &X->proj, &X->fc, &X->out, nm, err));
+        PL_CHECK(pl__proj_mlp_new(s, D, E, C, N, &X->proj, &X->fc, &X->out, nm, err));
     }
     /* Last positions only: the last layer's outputs at the other positions are never read, so
      * after its QKV GEMM (every position's keys and values are needed) it runs on the B last
      * rows: one query's attention per (sequence, head), then the projection, layernorm and MLP
      * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
     if (!o->all) {
-        PL_CHECK(pl__proj_mlp_new(s, &s->layers[c->n_layer - 1], E, C, M->Bc, 0, &M->proj_last,
+        PL_CHECK(pl__proj_mlp_new(s, &s->layers[c->n_layer - 1], E, C, M->Bc, &M->proj_last,
                                   &M->fc_last, &M->out_last, nm, err));
     }
     if (s->small_head) return PL_OK;
     int rows = M->hrows;
-    pl_gpu_mm_shape head = {s->ldv,          rows, C,     E,      s->lg_dtype,
-                            PL_GPU_EPI_NONE, NULL, false, s->ldv, M->sms};
+    pl_gpu_mm_shape head = {s->ldv, rows, C, E, s->lg_dtype, PL_GPU_EPI_NONE, NULL, false, s->ldv};
     PL_CHECK(pl_gpu_mm_new(s->lt, &head, PL__WS_BYTES, &M->head, nm, err));
     /* bf16 into f32 logits at every position: ln_f's output rounded to bf16 costs as much accuracy
      * as the rest of the forward together (measured at 124M: it flips a fifth of the argmaxes
      * that differ from f32), so the head also multiplies the rounding residual and accumulates:
      * one more GEMM of the head's size. */
     if (E == PL_BF16 && s->lg_dtype == PL_F32) {
-        pl_gpu_mm_shape lo = {s->ldv,          rows, C,    E,      PL_F32,
-                              PL_GPU_EPI_NONE, NULL, true, s->ldv, M->sms};
+        pl_gpu_mm_shape lo = {s->ldv, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, s->ldv};
         PL_CHECK(pl_gpu_mm_new(s->lt, &lo, PL__WS_BYTES, &M->head_lo, nm, err));
     }
     return PL_OK;
@@ -668,22 +644,23 @@ static void pl__mmset_free(pl__mmset *M, int n_layer)
     pl_gpu_mm_free(M->head_lo);
 }
 
-/* Times the heuristic's candidates of M's shapes on slot 0's main scratch (sized for the largest
- * block on the stage's stream, at least one whole sequence, so any block's operands fit, a side
- * block's too) and lg (the head's output, as large); every layer then runs the winner of its
- * shape. */
+/* Times the heuristic's candidates of M's shapes on slot 0's scratch (sized for the largest
+ * block, so any block's operands fit) and lg (the head's output, as large); every layer then
+ * runs the winner of its shape. */
 static pl_status pl__mmset_tune(const pl__gpt2_state *s, const pl__gpt2_opts *o, pl__mmset *M,
                                 void *lg, const char *nm, pl_error *err)
 {
     const pl_gpt2_cfg *c = &o->cfg;
     const pl__dscr *d0 = &s->slots[0].main;
     const pl__dlayer *L0 = &s->layers[0];
-    pl__lmm *X0 = &M->l[0];
-    PL_CHECK(pl_gpu_mm_tune(X0->qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
-    PL_CHECK(pl_gpu_mm_tune(X0->proj, L0->proj_w, d0->att, d0->x, d0->ws, nm, NULL, err));
-    PL_CHECK(pl_gpu_mm_tune(X0->fc, L0->fc_w, d0->h, d0->u, d0->ws, nm, NULL, err));
-    PL_CHECK(pl_gpu_mm_tune(X0->out, L0->out_w, d0->u, d0->x, d0->ws, nm, NULL, err));
-    for (int l = 1; l < c->n_layer; l++) {
+    pl__lmm *X0 = M->l;
+    if (X0) {
+        PL_CHECK(pl_gpu_mm_tune(X0->qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
+        PL_CHECK(pl_gpu_mm_tune(X0->proj, L0->proj_w, d0->att, d0->x, d0->ws, nm, NULL, err));
+        PL_CHECK(pl_gpu_mm_tune(X0->fc, L0->fc_w, d0->h, d0->u, d0->ws, nm, NULL, err));
+        PL_CHECK(pl_gpu_mm_tune(X0->out, L0->out_w, d0->u, d0->x, d0->ws, nm, NULL, err));
+    }
+    for (int l = 1; X0 && l < c->n_layer; l++) {
         pl_gpu_mm_copy_algo(M->l[l].qkv, X0->qkv);
         pl_gpu_mm_copy_algo(M->l[l].proj, X0->proj);
         pl_gpu_mm_copy_algo(M->l[l].fc, X0->fc);
@@ -780,33 +757,18 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     /* Matmuls, algorithms fixed now: one set per distinct block shape. */
     PL_CHECK(pl_gpu_lt_new(&s->lt, err));
     s->Bc = m.Bc;
-    pl__gpt2_blocks(st, s->B, s->T, s->blk, &s->n_blk, &s->n_side); /* checked in validate */
+    pl__gpt2_blocks(st, s->B, s->T, s->blk, &s->n_blk); /* checked in validate */
     s->mms = calloc((size_t)s->n_blk, sizeof *s->mms);
     if (!s->mms) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    /* Side blocks and the block that ends their sequence run at once: their GEMMs plan for a
-     * share of the SMs each (PIPECTL_GPT2_SIDE_SMS, default a quarter), the block beside them for
-     * the rest. */
-    int all_sms = pl_gpu_sm_count(), side_sms = all_sms / 4;
-    const char *ss = getenv("PIPECTL_GPT2_SIDE_SMS");
-    if (ss && atoi(ss) >= 0) side_sms = atoi(ss);
     for (int j = 0; j < s->n_blk; j++) {
         const pl__gpt2_blk *bk = &s->blk[j];
-        int bc = bk->seqs, t = bk->t1, hr = !o->all ? bc : bk->seqs * (bk->t1 - bk->t0), k = 0;
-        int sms = 0;
-        if (side_sms > 0 && bk->side >= 0) sms = side_sms;
-        if (side_sms > 0 && bk->side < 0 && bk->t0 > 0) {
-            int beside = 0;
-            for (int i = 0; i < s->n_blk; i++)
-                beside += s->blk[i].side >= 0 && s->blk[i].seq == bk->seq;
-            sms = beside ? all_sms - beside * side_sms : 0;
-            sms = sms < 8 ? 8 : sms;
-        }
-        while (k < s->n_mms && (s->mms[k].Bc != bc || s->mms[k].T != t || s->mms[k].hrows != hr ||
-                                s->mms[k].sms != sms))
+        int bc = bk->seqs, hr = !o->all ? bc : bk->seqs * (bk->t1 - bk->t0), k = 0;
+        while (k < s->n_mms &&
+               (s->mms[k].Bc != bc || s->mms[k].trunk != bk->trunk || s->mms[k].hrows != hr))
             k++;
         if (k == s->n_mms) {
             s->n_mms++; /* counted first: close frees a half-made set */
-            s->mms[k].Bc = bc, s->mms[k].T = t, s->mms[k].hrows = hr, s->mms[k].sms = sms;
+            s->mms[k].Bc = bc, s->mms[k].trunk = bk->trunk, s->mms[k].hrows = hr;
             PL_CHECK(pl__mmset_new(s, o, &s->mms[k], nm, err));
         }
         s->blk_mm[j] = k;
@@ -820,12 +782,6 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         PL_CHECK(pl_gpu_alloc(m.per_slot, &d->mem, nm, err));
         unsigned char *p = d->mem;
         pl__carve(&p, &m.main, (size_t)s->Bc * (size_t)c->n_embd * pl_dtype_size(E), &d->main);
-        for (int k = 0; k < m.n_side; k++) {
-            pl__carve(&p, &m.side[k], (size_t)c->n_embd * pl_dtype_size(E), &d->side[k]);
-            PL_CHECK(pl_gpu_stream_new(&d->stream[k], nm, err));
-            PL_CHECK(pl_gpu_event_new(&d->join[k], nm, err));
-        }
-        if (m.n_side) PL_CHECK(pl_gpu_event_new(&d->fork, nm, err));
     }
     /* Time the heuristic's candidates once on slot 0's scratch (PIPECTL_GPT2_TUNE=0: keep its
      * first choice), for each block size; every layer then runs the winner of its shape. */
@@ -874,15 +830,8 @@ static pl_status pl__gpt2_close(const pl_run_env *env, const pl_stage *st, void 
     if (!s) return PL_OK;
 #ifdef PL_WITH_CUDA
     if (s->slots)
-        for (int i = 0; i < s->depth; i++) {
-            pl__dslot *d = &s->slots[i];
-            pl_gpu_free(d->mem);
-            for (int k = 0; k < PL__GPT2_MAX_SIDE; k++) {
-                pl_gpu_stream_free(d->stream[k]);
-                pl_gpu_event_free(d->join[k]);
-            }
-            pl_gpu_event_free(d->fork);
-        }
+        for (int i = 0; i < s->depth; i++)
+            pl_gpu_free(s->slots[i].mem);
     free(s->slots);
     for (int k = 0; k < s->n_mms; k++)
         pl__mmset_free(&s->mms[k], ((const pl__gpt2_opts *)st->priv)->cfg.n_layer);
@@ -930,10 +879,10 @@ static pl_status pl__launch(int rc, const char *what, const pl_dev_ctx *ctx, pl_
     return rc ? pl_cuda_check(rc, what, ctx->stage->name, ctx->batch, err) : PL_OK;
 }
 
-/* The forward of one block of B = M->Bc sequences of T = M->T positions (M: that shape's
- * matmuls) on scratch d and ctx->stream: ids [B, T] in (T positions a sequence apart: a part's
- * first t1), out (and targets) for those sequences; with every position's output, the head reads
- * the M->hrows rows from position t0 (a part's t0; 0 otherwise). */
+/* The forward of one block of B = M->Bc sequences (M: that shape's matmuls) on scratch d: ids
+ * [B, T] in, out (and targets) for those sequences. Without M->trunk (a sequence's later part)
+ * only the head runs, on the layers' output its first part left in d. With every position's
+ * output, the head reads the M->hrows rows from position t0 (a part's t0; 0 otherwise). */
 static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, const pl__dscr *d,
                                   const int32_t *ids, const int32_t *tg, void *out, int t0,
                                   pl_error *err)
@@ -945,12 +894,14 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, con
     const char *nm = st->name;
     int64_t bt = ctx->batch;
     void *sm = ctx->stream;
-    int B = M->Bc, T = M->T, C = c->n_embd, N = B * T;
+    int B = M->Bc, T = s->T, C = c->n_embd, N = B * T;
     int E = (int)o->dtype;
-    PL_CHECK(pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
-                        "gpt2 embedding kernel launch", ctx, err));
+    if (M->trunk)
+        PL_CHECK(
+            pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
+                       "gpt2 embedding kernel launch", ctx, err));
     const int hd = C / c->n_head;
-    for (int l = 0; l < c->n_layer; l++) { /* !o->all: the last layer ends in its own branch */
+    for (int l = 0; M->trunk && l < c->n_layer; l++) { /* !o->all: the last one branches */
         const pl__dlayer *L = &s->layers[l];
         const pl__lmm *X = &M->l[l];
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln1_w, L->ln1_b, N, 0,
@@ -1020,46 +971,30 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, con
     return PL_OK;
 }
 
-/* `chunks:`: the forward runs one block at a time (pl__gpt2_blk) on the stage's stream and main
- * scratch, in order, and each block's output is marked done for a consumer chunked alike: the
- * first block's logits can go down while the next block computes. Blocks that end before their
- * sequence does run first, each on its side stream and scratch, forked off the stage's stream at
- * its start and joined back at its end (so the stage's end, and whatever waits for it, includes
- * them). */
+/* `chunks:`: the forward runs one block at a time (pl__gpt2_blk) on the same scratch (one stream,
+ * in order), and each block's output is marked done for a consumer chunked alike: the first
+ * block's logits can go down while the next block computes. */
 static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
     const pl__gpt2_opts *o = st->priv;
     const pl__gpt2_state *s = ctx->state;
-    const pl__dslot *d = &s->slots[ctx->slot];
+    const pl__dscr *d = &s->slots[ctx->slot].main;
     const pl_buffer *ob = pl_kind_wbuf(ctx->spec, st, o->w_out);
     const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
     const int32_t *tg = o->r_targets >= 0 ? ctx->dev_bufs[st->reads[o->r_targets].index] : NULL;
     char *out = ctx->dev_bufs[st->writes[o->w_out].index];
     /* Bytes of a sequence's output, and of a position's (every position's output only). */
     size_t out_seq = (size_t)(ob->bytes / (uint64_t)s->B), out_pos = out_seq / (size_t)s->T;
-    for (int pass = s->n_side ? 0 : 1; pass < 2; pass++) /* 0: the side blocks, 1: the rest */
-        for (int j = 0; j < s->n_blk; j++) {
-            const pl__gpt2_blk *bk = &s->blk[j];
-            if ((bk->side >= 0) != (pass == 0)) continue;
-            pl_dev_ctx on = *ctx; /* the block's stream */
-            if (bk->side >= 0) {
-                on.stream = d->stream[bk->side];
-                PL_CHECK(pl_gpu_stream_after(on.stream, ctx->stream, d->fork, st->name, ctx->batch,
-                                             err));
-            }
-            size_t id_off = (size_t)bk->seq * (size_t)s->T;
-            char *o_at =
-                out + (o->all ? (id_off + (size_t)bk->t0) * out_pos : (size_t)bk->seq * out_seq);
-            PL_CHECK(pl_dev_chunk_wait(&on, j, err));
-            PL_CHECK(pl__gpt2_forward(&on, &s->mms[s->blk_mm[j]],
-                                      bk->side >= 0 ? &d->side[bk->side] : &d->main, ids + id_off,
-                                      tg ? tg + id_off : NULL, o_at, bk->t0, err));
-            PL_CHECK(pl_dev_chunk_mark(&on, j, err));
-        }
-    for (int k = 0; k < s->n_side; k++)
-        PL_CHECK(
-            pl_gpu_stream_after(ctx->stream, d->stream[k], d->join[k], st->name, ctx->batch, err));
+    for (int j = 0; j < s->n_blk; j++) {
+        const pl__gpt2_blk *bk = &s->blk[j];
+        size_t id_off = (size_t)bk->seq * (size_t)s->T;
+        char *at = out + (o->all ? (id_off + (size_t)bk->t0) * out_pos : (size_t)bk->seq * out_seq);
+        PL_CHECK(pl_dev_chunk_wait(ctx, j, err));
+        PL_CHECK(pl__gpt2_forward(ctx, &s->mms[s->blk_mm[j]], d, ids + id_off,
+                                  tg ? tg + id_off : NULL, at, bk->t0, err));
+        PL_CHECK(pl_dev_chunk_mark(ctx, j, err));
+    }
     return PL_OK;
 }
 #define PL__GPT2_RECORD pl__gpt2_record

@@ -43,17 +43,6 @@ pl_status pl_gpu_upload(void *dst, const void *src, size_t bytes, const char *st
 pl_status pl_gpu_download(void *dst, const void *src, size_t bytes, const char *stage,
                           pl_error *err);
 pl_status pl_gpu_sync(const char *stage, pl_error *err);
-/* A stream of a stage's own, for work beside the stream the executor gives it (a chunked gpt2's
- * prefix blocks), and an event to fork and join it: pl_gpu_stream_after makes `to` wait for the
- * work enqueued on `from` so far (records ev on from), in a capture (where it is an edge, and a
- * stream forked in must be joined back before the capture ends) or not. Non-blocking stream,
- * event without timing; created in open(), freed in close() (both frees accept NULL). */
-pl_status pl_gpu_stream_new(void **stream, const char *stage, pl_error *err);
-void pl_gpu_stream_free(void *stream);
-pl_status pl_gpu_event_new(void **event, const char *stage, pl_error *err);
-void pl_gpu_event_free(void *event);
-pl_status pl_gpu_stream_after(void *to, void *from, void *ev, const char *stage, int64_t batch,
-                              pl_error *err);
 
 /* One cuBLASLt matmul with its algorithm chosen once (the heuristic's first answer), so every
  * capture records the same kernels. In row-major terms: Y[n, m] = X[n, k] W[m, k]^T (+ bias[m])
@@ -73,9 +62,6 @@ typedef struct pl_gpu_mm_shape {
     int ldd;          /* Y's column stride in elements (rows of the row-major result), >= m; 0: m.
                        * cuBLASLt's Hopper kernels need every column of Y 16-byte aligned: an
                        * odd m (GPT-2's vocabulary, 50257) otherwise leaves it the slow ones */
-    int sm_target;    /* > 0: the SMs this GEMM may count on while a concurrent stream uses the
-                       * rest (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET: the heuristic plans its
-                       * grid for that many); 0: the whole GPU */
 } pl_gpu_mm_shape;
 typedef struct pl_gpu_lt pl_gpu_lt; /* a cuBLASLt handle */
 pl_status pl_gpu_lt_new(pl_gpu_lt **out, pl_error *err);

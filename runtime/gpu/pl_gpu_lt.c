@@ -49,39 +49,6 @@ pl_status pl_gpu_sync(const char *stage, pl_error *err)
     return PL_CUDA(cudaDeviceSynchronize(), stage, -1, err);
 }
 
-pl_status pl_gpu_stream_new(void **stream, const char *stage, pl_error *err)
-{
-    cudaStream_t s = NULL;
-    PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), stage, -1, err));
-    *stream = s;
-    return PL_OK;
-}
-
-void pl_gpu_stream_free(void *stream)
-{
-    if (stream) cudaStreamDestroy((cudaStream_t)stream);
-}
-
-pl_status pl_gpu_event_new(void **event, const char *stage, pl_error *err)
-{
-    cudaEvent_t e = NULL;
-    PL_CHECK(PL_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), stage, -1, err));
-    *event = e;
-    return PL_OK;
-}
-
-void pl_gpu_event_free(void *event)
-{
-    if (event) cudaEventDestroy((cudaEvent_t)event);
-}
-
-pl_status pl_gpu_stream_after(void *to, void *from, void *ev, const char *stage, int64_t batch,
-                              pl_error *err)
-{
-    PL_CHECK(PL_CUDA(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)from), stage, batch, err));
-    return PL_CUDA(cudaStreamWaitEvent((cudaStream_t)to, (cudaEvent_t)ev, 0), stage, batch, err);
-}
-
 int pl_gpu_sm_count(void)
 {
     int dev = 0, sms = 0;
@@ -202,13 +169,6 @@ pl_status pl_gpu_mm_new(pl_gpu_lt *lt, const pl_gpu_mm_shape *s, size_t workspac
         PL_CHECK_GOTO(pl__lt(cublasLtMatmulDescSetAttribute(
                                  mm->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof dt),
                              "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)", stage, -1, err),
-                      st, fail);
-    }
-    if (s->sm_target > 0) {
-        int32_t t = s->sm_target;
-        PL_CHECK_GOTO(pl__lt(cublasLtMatmulDescSetAttribute(
-                                 mm->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &t, sizeof t),
-                             "cublasLtMatmulDescSetAttribute(SM_COUNT_TARGET)", stage, -1, err),
                       st, fail);
     }
     PL_CHECK_GOTO(

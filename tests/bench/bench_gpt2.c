@@ -5,11 +5,10 @@
  * rate". No graph, plain launches on one stream.
  *   bench_gpt2 [--B 8] [--T 512] [--layers 12] [--heads 12] [--embd 768] [--vocab 50257]
  *              [--dtype f16|bf16] [--output logits|argmax] [--reps 20] [--tune 0|1] [--pad 0|1]
- *              [--graph 0|1] [--sms N]
+ *              [--graph 0|1]
  * (--pad: with --output logits, the head runs on wte's rows padded to 64 and a copy packs its
  * output, as the kind does; 0: the vocabulary's columns, written packed, to compare; --graph 1:
- * also the forward captured as one graph and replayed, its mean and best time; --sms N: the
- * GEMMs at every position plan for N SMs, pl_gpu_mm_shape.sm_target) */
+ * also the forward captured as one graph and replayed, its mean and best time) */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,20 +127,17 @@ int main(int argc, char **argv)
     CU(cudaMalloc((void **)&ids, (size_t)N * 4));
     CU(cudaMemset(ids, 0, (size_t)N * 4));
     CU(cudaMalloc((void **)&nx, (size_t)B * 4));
-    /* --sms N: the GEMMs plan for N SMs (cuBLASLt's SM_COUNT_TARGET), as a gpt2 block beside a
-     * side block does; 0: the whole GPU. */
-    int sms_t = (int)arg(argc, argv, "--sms", 0);
     size_t wsb = 32u << 20;
     void *ws = NULL;
     CU(cudaMalloc(&ws, wsb));
     pl_gpu_lt *lt = NULL;
     CK(pl_gpu_lt_new(&lt, &err));
     pl_gpu_mm *mqkv, *mproj, *mfc, *mout, *mhead;
-    pl_gpu_mm_shape s1 = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, bqkv, false, 0, sms_t};
-    pl_gpu_mm_shape s2 = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0, sms_t};
-    pl_gpu_mm_shape s3 = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false, 0, sms_t};
-    pl_gpu_mm_shape s4 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0, sms_t};
-    pl_gpu_mm_shape s5 = {ldv, rows, C, E, lgt, PL_GPU_EPI_NONE, NULL, false, ldv, sms_t};
+    pl_gpu_mm_shape s1 = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, bqkv, false, 0};
+    pl_gpu_mm_shape s2 = {C, N, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
+    pl_gpu_mm_shape s3 = {4 * C, N, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false, 0};
+    pl_gpu_mm_shape s4 = {C, N, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
+    pl_gpu_mm_shape s5 = {ldv, rows, C, E, lgt, PL_GPU_EPI_NONE, NULL, false, ldv};
     CK(pl_gpu_mm_new(lt, &s1, wsb, &mqkv, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s2, wsb, &mproj, NULL, &err));
     CK(pl_gpu_mm_new(lt, &s3, wsb, &mfc, NULL, &err));
@@ -153,9 +149,9 @@ int main(int argc, char **argv)
     /* argmax (the last positions): the last layer after its QKV GEMM runs on B rows. */
     float *xl = dev_random((size_t)B * C, PL_F32);
     pl_gpu_mm *mproj_l = NULL, *mfc_l = NULL, *mout_l = NULL;
-    pl_gpu_mm_shape l2 = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0, 0};
-    pl_gpu_mm_shape l3 = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false, 0, 0};
-    pl_gpu_mm_shape l4 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0, 0};
+    pl_gpu_mm_shape l2 = {C, B, C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
+    pl_gpu_mm_shape l3 = {4 * C, B, C, E, E, PL_GPU_EPI_GELU_BIAS, bfc, false, 0};
+    pl_gpu_mm_shape l4 = {C, B, 4 * C, E, PL_F32, PL_GPU_EPI_BIAS, bC, true, 0};
     if (argmax) {
         CK(pl_gpu_mm_new(lt, &l2, wsb, &mproj_l, NULL, &err));
         CK(pl_gpu_mm_new(lt, &l3, wsb, &mfc_l, NULL, &err));
@@ -163,7 +159,7 @@ int main(int argc, char **argv)
     }
     bool split = !small && E == PL_BF16 && lgt == PL_F32;
     float *hf = dev_random((size_t)rows * C, PL_F32);
-    pl_gpu_mm_shape s6 = {V, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, 0, sms_t};
+    pl_gpu_mm_shape s6 = {V, rows, C, E, PL_F32, PL_GPU_EPI_NONE, NULL, true, 0};
     pl_gpu_mm *mhead_lo = NULL;
     if (split) CK(pl_gpu_mm_new(lt, &s6, wsb, &mhead_lo, NULL, &err));
     /* As the gpt2 kind does in open(): time the heuristic's candidates, keep the fastest. */
@@ -314,7 +310,7 @@ int main(int argc, char **argv)
     void *ga = dev_random((size_t)G * G, E), *gb = dev_random((size_t)G * G, E),
          *gc = dev_random((size_t)G * G, E);
     pl_gpu_mm *mg;
-    pl_gpu_mm_shape sg = {G, G, G, E, E, PL_GPU_EPI_NONE, NULL, false, 0, 0};
+    pl_gpu_mm_shape sg = {G, G, G, E, E, PL_GPU_EPI_NONE, NULL, false, 0};
     CK(pl_gpu_mm_new(lt, &sg, wsb, &mg, NULL, &err));
     for (int i = 0; i < 3; i++)
         CK(pl_gpu_mm_run(mg, ga, gb, gc, ws, sm, NULL, -1, &err));

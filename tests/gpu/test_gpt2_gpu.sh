@@ -9,7 +9,8 @@
 # at depth 1 and 3, with graphs and with --no-graph; and all of it again with the forwards and
 # downloads chunked (chunks: 2, and under every graph mode), and again in uneven blocks
 # (chunks: [1, 3], [3, 1], [1, 1, 2], [2, 1, 1]), and in blocks of positions (chunk_dims: 2:
-# parts of sequences, some on side streams), the same bytes under every graph mode; with
+# parts of sequences, whose later parts reuse the first one's layers), the same bytes under
+# every graph mode; with
 # `ordered: false` on every forward, the ordered run's bytes under every graph mode. The f16 run reads f32 weights; the bf16 run
 # reads the same model written in bf16 (what a bf16 checkpoint is), which the numpy reference
 # reads too, so both compute from identical weights. Skips (77) without a GPU or numpy.
@@ -114,11 +115,12 @@ YAML
         err "$dt: the plan does not link down to lm (1+3) and down_lp to score (1+1+2)"
     grep -q "(lmh, chunk by chunk" "$d/plan_pu.txt" && err "$dt: downh (2 blocks) is linked to lmh (1+1+2)"
     grep -q "(up, chunk by chunk: 1+3)" "$d/plan_pu.txt" || err "$dt: the plan does not link lm to up (1+3)"
-    # Blocks of positions (chunk_dims: 2, rows of [B, T]): parts of a sequence, the ones that end
-    # before it on side streams (lm: one, lmh: two at once, greedy: one in sequence 1, score: one,
-    # with its targets from the part's first position), each download behind its forward's
-    # blocks; lm16 (positions: last) in whole sequences counted in positions. The same tolerances,
-    # and the same bytes in every graph mode.
+    # Blocks of positions (chunk_dims: 2, rows of [B, T]): sequences cut in parts, the first part
+    # running the layers and each part the head on its rows (lm: sequence 0 in two, lmh: in
+    # three, greedy: sequence 1 in two, score: sequence 0 in two, with the targets from each
+    # part's first position), each download behind its forward's blocks; lm16 (positions: last)
+    # in whole sequences counted in positions. The same tolerances, and the same bytes in every
+    # graph mode.
     sed -e 's/out: lg_dev}/out: lg_dev, chunks: [30, 70, 100, 200], chunk_dims: 2}/' \
         -e 's/to: lg}/to: lg, chunks: [30, 70, 100, 200], chunk_dims: 2}/' \
         -e 's/out: lgh_dev}/out: lgh_dev, chunks: [10, 20, 70, 100, 100, 100], chunk_dims: 2}/' \
