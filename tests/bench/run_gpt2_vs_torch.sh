@@ -16,15 +16,15 @@
 # TESTS (1; 0 leaves the gpt2 GPU tests out), STEPS (run_session's, "build torch"), BENCH_B
 # (bench_gpt2's batch sizes, "1 2 8"; empty: none), DEADLINE (200).
 # VARIANTS: space-separated chunk lists in positions (e.g. "128,384,512,1024,1024,1024"): each
-# runs gpt2.yaml with `chunks: [that], chunk_dims: 2` on the forward and the download, alternating
-# with the file as it is, labelled by its list.
+# runs gpt2.yaml with `chunks: [that], chunk_dims: 2` on the forward and the download (in place
+# of the file's chunks), alternating with the file as it is, labelled by its list.
 set -u
 OUT=${OUT:-out/gpt2_vs_torch}
 REPS=${REPS:-7}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 for v in ${VARIANTS:-}; do
-    sed "s/chunks: \[1, 1, 2, 2, 2\]}/chunks: [${v//,/, }], chunk_dims: 2}/" pipelines/gpt2.yaml >"$OUT/gpt2_$v.yaml"
+    sed -E "s/chunks: \[[0-9, ]*\](, chunk_dims: [0-9])?}/chunks: [${v//,/, }], chunk_dims: 2}/" pipelines/gpt2.yaml >"$OUT/gpt2_$v.yaml"
     [ "$(grep -c chunk_dims "$OUT/gpt2_$v.yaml")" = 2 ] || echo "variant $v: gpt2.yaml's chunks were not replaced"
 done
 OUT=$OUT STEPS="${STEPS:-build torch}" DEADLINE=${DEADLINE:-200} bash tests/gpu/run_session.sh >"$OUT/session.txt" 2>&1
