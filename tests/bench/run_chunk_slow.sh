@@ -20,14 +20,15 @@ v() { # NAME SED_ARGS...: writes $OUT/NAME.yaml, gpt2.yaml edited
     sed "$@" "$base" >"$OUT/$n.yaml"
 }
 cp "$base" "$OUT/asis.yaml"
-v c1 -e 's/chunks: \(\[[0-9, ]*\]\|[0-9]*\)/chunks: 1/g'
-v c4 -e 's/chunks: \(\[[0-9, ]*\]\|[0-9]*\)/chunks: 4/g'
+# (the file's chunk_dims goes: these count sequences)
+v c1 -e 's/chunks: \(\[[0-9, ]*\]\|[0-9]*\)/chunks: 1/g' -e 's/, chunk_dims: [0-9]*//g'
+v c4 -e 's/chunks: \(\[[0-9, ]*\]\|[0-9]*\)/chunks: 4/g' -e 's/, chunk_dims: [0-9]*//g'
 v nodigest -e '/name: digest/d' -e '/name: save/d' -e '/sum_dev:/d' -e '/  sum:/d'
 v depth2 -e 's/depth: [0-9]*/depth: 2/'
 v depth3 -e 's/depth: [0-9]*/depth: 3/'
 v depth4 -e 's/depth: [0-9]*/depth: 4/'
 v b16 -e 's/batches: 8,/batches: 16,/'
-v unordered -e 's/out: logits_dev, chunks: \(\[[0-9, ]*\]\)}/out: logits_dev, chunks: \1, ordered: false}/'
+v unordered -e 's/out: logits_dev, chunks: \(\[[0-9, ]*\]\)\(, chunk_dims: [0-9]\)\?}/out: logits_dev, chunks: \1\2, ordered: false}/'
 spans() { # TRACE LABEL
     python3 - "$1" "$2" <<'PY'
 import json, sys

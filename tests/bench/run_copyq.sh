@@ -30,7 +30,7 @@ for n in ${CHUNKS:-0}; do
     v=$n
     [[ $n == *,* ]] && v="[${n//,/, }]"
     # the file's chunks: N or [a, b, ...] (GNU sed's \| alternation)
-    [ "$n" = 0 ] || sed -i -e "s/chunks: \(\[[0-9, ]*\]\|[0-9]*\)/chunks: $v/g" "$p"
+    [ "$n" = 0 ] || sed -i -e "s/chunks: \(\[[0-9, ]*\]\|[0-9]*\)/chunks: $v/g" -e 's/, chunk_dims: [0-9]*//g' "$p"
     grep -qF "chunks: $v" "$p" || [ "$n" = 0 ] || { echo "run_copyq: could not set chunks: $v in $p"; exit 1; }
     if [ -n "${DEPTH:-}" ]; then
         sed -i -e "s/depth: [0-9]*/depth: $DEPTH/" "$p"

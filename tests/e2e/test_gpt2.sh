@@ -1,7 +1,7 @@
 # test_gpt2: the gpt2 kind on the host executor against an independent numpy forward
 # (tests/e2e/gpt2_ref.py) on a tiny model (2 layers, 4 heads, 64 wide, vocab 512): logits,
 # argmax and log-probabilities, checkpoints in F32, BF16 and F16 (sharded with an index, as
-# save_pretrained writes large models), with and without the "transformer." prefix, identical outputs at depth 1 and 3 and chunked (chunks: N and uneven lists), seeded random weights, and bad checkpoints refused
+# save_pretrained writes large models), with and without the "transformer." prefix, identical outputs at depth 1 and 3 and chunked (chunks: N, uneven lists and blocks of positions), seeded random weights, and bad checkpoints refused
 # by `pipectl check` with exit 2 and the exact message. Needs /usr/bin/python3 with numpy (skips
 # otherwise).
 set -u
@@ -170,6 +170,31 @@ want="$d/bad.yaml:15:78: error: gpt2 stage 'lm': chunks [1, 1, 3] sum to 5 rows,
 [ $rc -eq 2 ] && [ "$(head -n 1 "$d/err")" = "$want" ] || err "uneven chunks [1, 1, 3]: exit $rc
   got:  $(head -n 1 "$d/err")
   want: $want"
+
+# Blocks of positions (chunk_dims: 2, rows of [4, 16]): lm cuts sequence 0 in parts (5 + 11),
+# score too (3 + 13), greedy (positions: last) counts whole sequences in positions and its
+# download the same blocks in sequences ([1, 3]): the host executor's bytes are the unchunked
+# run's, and the plan links each download to its forward, greedy's across the two units.
+d=$work/uneven
+PB=4 pipeline snap "" |
+    sed -e 's/out: lg_dev}/out: lg_dev, chunks: [5, 11, 16, 32], chunk_dims: 2}/' \
+        -e 's/to: lg}/to: lg, chunks: [5, 11, 16, 32], chunk_dims: 2}/' \
+        -e 's/output: argmax}/output: argmax, chunks: [16, 48], chunk_dims: 2}/' \
+        -e 's/to: nx}/to: nx, chunks: [1, 3]}/' \
+        -e 's/output: logprob}/output: logprob, chunks: [3, 13, 48], chunk_dims: 2}/' \
+        -e 's/to: lp}/to: lp, chunks: [3, 13, 48], chunk_dims: 2}/' >"$d/pt.yaml"
+[ "$(grep -c "chunk_dims: 2}" "$d/pt.yaml")" = 5 ] || err "positions: the pipeline was not written"
+rm -rf "$d/out"
+"$pipectl" run --quiet --executor host "$d/pt.yaml" >"$d/run.log" 2>&1 || err "positions: $(cat "$d/run.log")"
+for f in logits next logprob; do
+    cmp -s "$d/out/$f.npy" "$d/out_p/$f.npy" || err "positions: $f.npy differs from the unchunked run"
+done
+"$pipectl" plan "$d/pt.yaml" >"$d/plan_pt.txt" 2>&1 || err "positions: pipectl plan: $(cat "$d/plan_pt.txt")"
+for l in "down +d2h +d2h +waits on e[0-9]+\(lm, chunk by chunk: 5\+11\+16\+32\)" \
+    "down_nx +d2h +d2h +waits on e[0-9]+\(greedy, chunk by chunk: 1\+3\)" \
+    "down_lp +d2h +d2h +waits on e[0-9]+\(score, chunk by chunk: 3\+13\+48\)"; do
+    grep -Eq "^    $l$" "$d/plan_pt.txt" || err "positions: the plan has no line '$l': $(grep -E '^    down' "$d/plan_pt.txt")"
+done
 
 # ordered: false (on the three forwards): the plan leaves out their batch-order waits (the GPU
 # then may run the forwards of the batches in flight at once) and keeps the sinks'; the host

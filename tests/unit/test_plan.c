@@ -541,10 +541,60 @@ static void test_chunk_links_uneven(void)
     pl_spec_free(s);
 }
 
+/* chunk_dims: 2 counts rows of the first two dimensions ([4, 256]: 1024 positions). Chunked alike
+ * compares where the blocks end as shares of the whole, so a list in positions links to one in
+ * first-dimension rows that cuts the same places ([256, 256, 512] and [1, 1, 2]), not to one that
+ * cuts inside a row ([128, 384, 512]); a block's bytes are its rows' (the kinds' copies). */
+static void test_chunk_links_dims(void)
+{
+    pl_spec *s = t_new();
+    const char *pairs[3][2] = {
+        {"256 256 512", "1 1 2"}, {"128 384 512", "1 1 2"}, {"128 384 512", "128 384 512"}};
+    int up[3], down[3];
+    for (int i = 0; i < 3; i++) {
+        char n[5][16], gen[16], save[16];
+        const char *pre[5] = {"h", "d", "o", "up", "down"};
+        for (int k = 0; k < 5; k++)
+            snprintf(n[k], 16, "%s%d", pre[k], i);
+        for (int k = 0; k < 3; k++) {
+            (k == 1 ? t_dev : t_host)(s, n[k], 1024);
+            pl_buffer *b = &s->buffers[s->n_buffers - 1];
+            b->rank = 2, b->shape[0] = 4, b->shape[1] = 256;
+        }
+        snprintf(gen, sizeof gen, "gen%d", i);
+        snprintf(save, sizeof save, "save%d", i);
+        t_source(s, gen, n[0]);
+        up[i] = t_copy(s, n[3], pl_kind_find("h2d"), n[0], n[1]);
+        t_opt_list(s, up[i], "chunks", pairs[i][0]);
+        t_opt(s, up[i], "chunk_dims", "2");
+        down[i] = t_copy(s, n[4], pl_kind_find("d2h"), n[1], n[2]);
+        t_opt_list(s, down[i], "chunks", pairs[i][1]);
+        if (i == 2) t_opt(s, down[i], "chunk_dims", "2");
+        t_sink(s, save, n[2]);
+    }
+    pl_plan *p = t_plan(s);
+    CHECK(pl_plan_chunk_linked(p, down[0], up[0]));
+    CHECK(!pl_plan_chunk_linked(p, down[1], up[1]));
+    CHECK(pl_plan_chunk_linked(p, down[2], up[2]));
+    const pl_stage *u0 = &s->stages[up[0]], *d0 = &s->stages[down[0]];
+    CHECK_EQ_INT(u0->chunk_dims, 2);
+    CHECK_EQ_INT(d0->chunk_dims, 1);
+    char buf[128];
+    u0->kind->describe(s, u0, buf, sizeof buf);
+    CHECK_STR(buf, "h0 -> d0, chunks 256+256+512 of the first 2 dimensions");
+    char *dump = t_dump(p, false);
+    CHECK(strstr(dump, "(up0, chunk by chunk: 1+1+2)") != NULL);
+    CHECK(strstr(dump, "(up1, chunk by chunk") == NULL);
+    free(dump);
+    pl_plan_free(p);
+    pl_spec_free(s);
+}
+
 int main(void)
 {
     test_chunk_links();
     test_chunk_links_uneven();
+    test_chunk_links_dims();
     test_graph_mode_auto();
     test_chain();
     test_diamond();
