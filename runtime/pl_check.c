@@ -278,14 +278,14 @@ static pl_status pl__check_engine(const pl_spec *spec, const pl_stage *st, pl_er
  * only from there. */
 static pl_status pl__check_chunks(pl_spec *spec, pl_stage *st, pl_error *err)
 {
-    if (!st->kind || st->chunks_read < 0 || st->chunks_read >= st->n_reads) return PL_OK;
+    /* Kinds without the keys leave chunks and chunk_dims 0; chunk_dims alone is still checked. */
+    if (st->chunks <= 1 && !st->chunks_listed && st->chunk_dims <= 1) return PL_OK;
     const pl_buffer *b = &spec->buffers[st->reads[st->chunks_read].index];
     char shape[128], what[64] = "the first dimension";
     pl_dims_str(b->shape, b->rank, shape, sizeof shape);
     int nd = st->chunk_dims > 1 ? st->chunk_dims : 1;
-    const pl_opt *od = pl_stage_opt(st, "chunk_dims");
     if (nd > b->rank && nd > 1)
-        return pl_error_at(err, PL_EINPUT, od ? od->val_pos : st->pos,
+        return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "chunk_dims")->val_pos, /* given */
                            "%s stage '%s': chunk_dims %d needs a buffer of at least %d dimensions, "
                            "but '%s' is %s; use chunk_dims: %d or less",
                            st->kind->name, st->name, nd, nd, b->name, shape,
