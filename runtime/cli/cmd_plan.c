@@ -6,6 +6,7 @@
 #include "pl_json.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
+#include "pl_plan_dump.h"
 
 enum { PL__O_DOT = 256, PL__O_DEPTH, PL__O_JSON };
 

@@ -18,6 +18,7 @@
 
 #include "pl_buffers.h"
 #include "pl_exec.h"
+#include "pl_exec_host.h"
 #include "pl_hash.h"
 #include "pl_npy.h"
 #include "pl_plan.h"

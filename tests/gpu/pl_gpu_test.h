@@ -14,6 +14,7 @@
 
 #include "../unit/pl_test.h"
 #include "pl_exec.h"
+#include "pl_exec_host.h"
 #include "pl_half.h"
 #include "pl_npy.h"
 #include "pl_ops.h"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_long_run.sh: issue 13 item 10 on the GPU executor (unverified without a GPU: for the lead's
 # device call). The fixed-size run statistics and the span log on the GPU path
-# (runtime/gpu/pl_gpu_complete.c records device spans, {0, 0} for unsampled batches):
+# (runtime/exec/gpu/pl_gpu_complete.c records device spans, {0, 0} for unsampled batches):
 # 1. peak RSS of `pipectl run --executor gpu` at 10^5 and 10^6 batches of the five-stage pipeline
 #    of tests/e2e/test_long_run.sh: must not grow by more than 4 MiB (before: about 117 B a batch);
 # 2. the summary: every stage counted on every batch with --timing all, device stages on the

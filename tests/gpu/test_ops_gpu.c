@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "pl_gpu.h"
+#include "kernel_gpu.h"
 #include "pl_half.h"
 #include "pl_hash.h"
 #include "pl_ops.h"
@@ -273,7 +273,7 @@ static int cmp_exact(const char *what, pl_dtype t, const void *got, const void *
     return 0;
 }
 
-/* The C reference (pl_op_run_ref, stages/ops_ref.c) on the host copies: inputs as uploaded,
+/* The C reference (pl_op_run_ref, stages/kernel/ops_ref.c) on the host copies: inputs as uploaded,
  * outputs into want[b], poisoned first so the reference too must write every element. */
 static void run_ref(tcase *tc, void **want)
 {

@@ -188,7 +188,7 @@ static int t_load_file(lua_State *L)
     return 1;
 }
 
-/* test.check(path) -> true | nil, err: pl_load_checked (needs runtime/pl_check.c) */
+/* test.check(path) -> true | nil, err: pl_load_checked (needs runtime/core/pl_check.c) */
 static int t_check(lua_State *L)
 {
     pl_spec *spec = NULL;

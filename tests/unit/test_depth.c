@@ -1,4 +1,4 @@
-/* test_depth: depth: auto's choice (runtime/pl_depth.c) from made-up calibration spans, under
+/* test_depth: depth: auto's choice (runtime/exec/pl_depth.c) from made-up calibration spans, under
  * several stage timings and memory budgets; the size parser; the budget's cap and check. */
 #include <stdlib.h>
 #include <string.h>

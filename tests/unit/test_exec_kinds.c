@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pl_exec.h"
+#include "pl_exec_host.h"
 #include "pl_hash.h"
 #include "pl_npy.h"
 #include "pl_parse.h"

@@ -1,4 +1,4 @@
-/* test_gpt2_emu: the gpt2 kind's CUDA kernels (stages/gpt2_kernels.cuh) run on the CPU through
+/* test_gpt2_emu: the gpt2 kind's CUDA kernels (stages/gpt2/gpt2_kernels.cuh) run on the CPU through
  * tests/unit/cuda_emu.h and compared with plain double-precision references: flash attention at
  * head sizes 16, 32, 64 and lengths that are and are not multiples of its 64-row tile, in f16 and
  * bf16 (through the emulated ldmatrix and mma.sync, with their PTX fragment layouts); the plain

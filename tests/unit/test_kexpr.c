@@ -1,4 +1,4 @@
-/* test_kexpr: the grid/block/argument expression evaluator (stages/pl_kexpr.c): values, exact
+/* test_kexpr: the grid/block/argument expression evaluator (stages/kernel/pl_kexpr.c): values, exact
  * division under ceil/floor, precedence, and errors with the column where the text goes wrong. */
 #include "pl_kexpr.h"
 #include "pl_test.h"

@@ -1,4 +1,4 @@
-/* test_kimage: reading kernels and parameters out of PTX without a GPU (stages/pl_kimage.c), on the
+/* test_kimage: reading kernels and parameters out of PTX without a GPU (stages/kernel/pl_kimage.c), on the
  * committed example module pipelines/kernels/scale.ptx and on hand-written PTX. (Cubins are
  * tested through pipectl check in tests/ukern, which builds one with nvcc.) */
 #include <stdint.h>

@@ -5,6 +5,7 @@
 
 #include "pl_exec.h"
 #include "pl_plan.h"
+#include "pl_plan_dump.h"
 #include "pl_test.h"
 #include "pl_test_spec.h"
 

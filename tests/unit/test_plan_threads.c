@@ -8,6 +8,7 @@
 
 #include "pl_parse.h"
 #include "pl_plan.h"
+#include "pl_plan_dump.h"
 #include "pl_test.h"
 
 enum { ROUNDS = 40 };

@@ -107,8 +107,8 @@ int main(void)
     CHECK_EQ_INT(bs, dbl);
     CHECK(bound > 0.006666 && bound < 0.006667);
     CHECK(st[dbl].mean_s > 0.0199 && st[dbl].mean_s < 0.0201); /* the stage's own mean: 20 ms */
-    pl_engine_stats *eng = pl_report_engines_new(plan);
-    int n_eng = 0, be = pl_report_engines(plan, &r, eng, &n_eng);
+    pl_engine_stats *eng = pl_engines_new(plan);
+    int n_eng = 0, be = pl_engines_measure(plan, &r, eng, &n_eng);
     CHECK(be >= 0 && strcmp(eng[be].name, "compute") == 0);
     CHECK(eng[be].occupancy > 0.952 && eng[be].occupancy < 0.953);
     CHECK_EQ_INT(eng[be].timed, 3);

@@ -1,4 +1,4 @@
-/* test_search: the exact search engine (stages/search_exact.c) against a brute-force reference in
+/* test_search: the exact search engine (stages/search/search_exact.c) against a brute-force reference in
  * double: random corpora over several tiles in f32/f16/bf16 for ip, l2 and cosine; adversarial
  * data (integer vectors whose scores are exact, so ties must go to the smaller index; duplicate
  * rows; NaN in a query); the same ids and scores, bit for bit, at every thread count; and
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "pl_exec.h"
+#include "pl_exec_host.h"
 #include "pl_half.h"
 #include "pl_parse.h"
 #include "pl_plan.h"

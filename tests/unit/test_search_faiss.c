@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "pl_exec.h"
+#include "pl_exec_host.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_search.h"

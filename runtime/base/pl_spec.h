@@ -1,0 +1,285 @@
+/* pl_spec: the pipeline as written, resolved: buffers, stages, run options. Both front ends
+ * (parser/pl_yaml.c, parser/pl_lua_front.c) build it through the functions below; check
+ * (pl_check.c) resolves names and validates; the plan compiler (pl_plan.c) reads it.
+ *
+ * Ownership: a pl_spec owns everything reachable from it, allocated in its arena. Strings stored
+ * in a spec (names, file names, option values) are interned copies; pointers into a spec stay
+ * valid until pl_spec_free. */
+#ifndef PL_SPEC_H
+#define PL_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl_status.h"
+
+/* Documented limits (docs/pipeline-yaml.md). */
+#define PL_MAX_RANK 8
+#define PL_MAX_BUFFER_BYTES (UINT64_C(1) << 36) /* 64 GiB per buffer (per slot) */
+#define PL_MAX_NAME 64                          /* bytes in a buffer or stage name */
+#define PL_MAX_STAGES 100000
+#define PL_MAX_BUFFERS 100000
+#define PL_MAX_DEPTH 64   /* slots in flight */
+#define PL_MAX_NESTING 16 /* YAML/Lua nesting depth */
+#define PL_MAX_BATCHES (INT64_C(1) << 40)
+#define PL_MAX_CHUNKS 64 /* row blocks of one chunked stage */
+
+typedef enum pl_where { PL_HOST, PL_DEVICE } pl_where;
+
+typedef enum pl_dtype {
+    PL_U8,
+    PL_I32,
+    PL_I64,
+    PL_F16,
+    PL_BF16,
+    PL_F32,
+    PL_F64,
+    PL_DTYPE_COUNT
+} pl_dtype;
+
+size_t pl_dtype_size(pl_dtype t);
+const char *pl_dtype_name(pl_dtype t);
+/* Returns true and sets *out when `s` names a dtype ("u8", "i32", "i64", "f16", "bf16", "f32",
+ * "f64"). */
+bool pl_dtype_parse(const char *s, pl_dtype *out);
+bool pl_dtype_is_float(pl_dtype t);
+const char *pl_where_name(pl_where w);
+
+/* How a buffer starts out. Per-batch buffers with PL_INIT_NONE must be written by a stage of the
+ * batch before anything reads them (checked). */
+typedef enum pl_init {
+    PL_INIT_NONE,
+    PL_INIT_ZEROS,
+    PL_INIT_RANDOM, /* seeded: run seed, buffer index: see pl_rng.h */
+    PL_INIT_FILE,   /* raw bytes or .npy, exactly the buffer's size */
+} pl_init;
+
+typedef struct pl_buffer {
+    const char *name;
+    pl_pos pos; /* of the name */
+    int index;  /* position in spec->buffers */
+    pl_where where;
+    pl_pos where_pos;
+    pl_dtype dtype;
+    pl_pos dtype_pos;
+    int rank;
+    int64_t shape[PL_MAX_RANK];
+    pl_pos shape_pos;
+    bool persistent; /* one copy for the whole run; otherwise one per slot */
+    pl_pos persistent_pos;
+    pl_init init;
+    const char *init_file; /* PL_INIT_FILE */
+    pl_pos init_pos;
+    /* Filled by pl_spec_check: */
+    int64_t count; /* elements */
+    uint64_t bytes;
+} pl_buffer;
+
+/* A stage option as written: a scalar (text) or a list of scalars. Typing happens against the
+ * stage kind's key table (runtime/core/pl_stage.h), so YAML and Lua give identical options. */
+typedef struct pl_opt {
+    const char *key;
+    pl_pos pos; /* of the key */
+    bool is_list;
+    const char *str; /* scalar text (NULL for a list) */
+    pl_pos val_pos;
+    int n_items;
+    const char **items;
+    pl_pos *item_pos;
+    const char **item_tags; /* [n_items]: an item's tag when written {tag: value}, else NULL */
+} pl_opt;
+
+/* A reference by name to a buffer or stage; `index` is -1 until pl_spec_check resolves it. */
+typedef struct pl_ref {
+    const char *name;
+    pl_pos pos;
+    int index;
+} pl_ref;
+
+/* A stage's kind: its whole behaviour (runtime/core/pl_stage.h). The spec only points at it, so adding a
+ * kind changes nothing here. */
+struct pl_kind;
+
+typedef struct pl_stage {
+    const char *name;
+    pl_pos pos; /* of the stage (its name) */
+    int index;
+    const struct pl_kind *kind; /* static, from the kind table; NULL until the front end sets it */
+    pl_pos kind_pos;
+    pl_opt *opts; /* kind-specific options, in the order written */
+    int n_opts, cap_opts;
+    /* reads/writes as written, plus those the kind derives from its options (h2d `from`/`to`,
+     * search `corpus`, ...): filled by pl_spec_check through the kind's bind hook. */
+    pl_ref *reads;
+    int n_reads, cap_reads;
+    pl_ref *writes;
+    int n_writes, cap_writes;
+    pl_ref *after;
+    int n_after, cap_after;
+    void *priv; /* the kind's parsed options, owned by the spec (allocated in its arena) */
+    /* `chunks: N` or `chunks: [1, 1, 2, 4]` (kinds that take it: h2d, d2h, gpt2): the GPU
+     * executor issues the batch as row blocks along the first dimension (the first chunk_dims
+     * dimensions taken as one), N equal ones or one per
+     * entry with that many rows, in order, and a consumer chunked the same way starts on block j
+     * as soon as its producer has finished it (docs/pipeline-yaml.md). chunks: the blocks; 0 or 1:
+     * one block. The kind's bind (pl_kind_bind_chunks) sets chunks, chunks_listed, chunks_pos,
+     * chunks_read and, for a list, chunk_rows as written; pl_spec_check then checks them against
+     * the rows they cut and normalises both forms into chunk_rows, because only then are the
+     * rows known, and because "chunked alike" (pl_plan_chunk_linked) and the kinds' block
+     * offsets are then one comparison and one prefix sum whichever form was written. */
+    int chunks;
+    const int64_t *chunk_rows; /* [chunks] once checked (NULL when chunks <= 1): rows of block j */
+    bool chunks_listed;        /* written as a list: descriptions say "1+1+2+4", not "4" */
+    int chunks_read;           /* the read whose first dimension the blocks cut (chunks: given) */
+    /* `chunk_dims: k`: a block's rows are rows of chunks_read's first k dimensions (1: the first
+     * dimension; 2 on ids [B, T]: positions, so a block may be part of a sequence). Set by bind. */
+    int chunk_dims;
+    pl_pos chunks_pos;
+    /* An ordered kind (pl_kind.ordered) whose user said its batches may run at once (gpt2
+     * `ordered: false`): the plan then leaves out the kind's batch-order wait, and on the GPU the
+     * stage's work for different slots may share the device. Set by the kind's bind. */
+    bool unordered;
+} pl_stage;
+
+/* run.memory_budget (docs/pipeline-yaml.md): the most bytes the plan's buffers may take on each
+ * side, every slot and the persistent buffers together; 0 on a side = no limit there. The GPU
+ * executor's host buffers are pinned, so `host_pinned` bounds them (on the host executor the same
+ * sizes are plain memory: the same budget gives the same depth on both). */
+typedef struct pl_budget {
+    bool set;
+    pl_pos pos; /* of the memory_budget value */
+    uint64_t device, host_pinned;
+    pl_pos device_pos, host_pos;
+} pl_budget;
+
+typedef struct pl_run_opts {
+    int64_t batches; /* default 16; with batches_all, 0 until pl_spec_resolve_batches */
+    pl_pos batches_pos;
+    bool batches_all; /* `batches: all`: as many as the shortest source file holds */
+    int batches_from; /* after pl_spec_resolve_batches: the stage that set the count, or -1 */
+    int depth;        /* slots in flight; default 4 (docs/perf.md); ignored when depth_auto */
+    pl_pos depth_pos;
+    bool depth_auto; /* depth: auto: chosen at run time (runtime/exec/pl_depth.h) */
+    pl_budget budget;
+    int device; /* CUDA device ordinal; default 0 */
+    pl_pos device_pos;
+    uint64_t seed; /* default 0 */
+    pl_pos seed_pos;
+} pl_run_opts;
+
+typedef struct pl_arena pl_arena;
+
+typedef struct pl_spec {
+    const char *name; /* pipeline name; default: file's base name */
+    const char *file; /* path of the pipeline file, as given */
+    const char *dir;  /* its directory: relative paths in options resolve against it */
+    pl_buffer *buffers;
+    int n_buffers, cap_buffers;
+    pl_stage *stages;
+    int n_stages, cap_stages;
+    pl_run_opts run;
+    bool checked;
+    pl_arena *arena;
+} pl_spec;
+
+/* Lifecycle. pl_spec_new sets run-option defaults and file/dir/name from `file` (may be NULL). */
+pl_status pl_spec_new(const char *file, pl_spec **out, pl_error *err);
+void pl_spec_free(pl_spec *spec); /* NULL is fine */
+
+/* Arena allocation, zeroed; freed with the spec. Abort-free: returns NULL on OOM. */
+void *pl_spec_alloc(pl_spec *spec, size_t bytes);
+const char *pl_spec_strdup(pl_spec *spec, const char *s);
+const char *pl_spec_strndup(pl_spec *spec, const char *s, size_t n);
+
+/* Builders used by the front ends. Returned pointers stay valid only until the next add of the
+ * same kind (arrays grow): finish filling one element before adding the next. NULL on OOM. */
+pl_buffer *pl_spec_add_buffer(pl_spec *spec, const char *name, pl_pos pos);
+pl_stage *pl_spec_add_stage(pl_spec *spec, const char *name, pl_pos pos);
+pl_opt *pl_stage_add_opt(pl_spec *spec, pl_stage *st, const char *key, pl_pos pos);
+pl_status pl_opt_add_item(pl_spec *spec, pl_opt *opt, const char *text, pl_pos pos);
+/* An item written as a one-entry mapping {tag: text} (PL_KEY_ITEMS keys). */
+pl_status pl_opt_add_tagged_item(pl_spec *spec, pl_opt *opt, const char *tag, const char *text,
+                                 pl_pos pos);
+pl_ref *pl_stage_add_read(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
+pl_ref *pl_stage_add_write(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
+pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
+
+/* The 64 GiB rule, written once (the front ends and pl_spec_check call it): the element count of
+ * b's shape against int64 and count * dtype size against PL_MAX_BUFFER_BYTES. PL_OK and *count,
+ * or PL_EINPUT at b->shape_pos naming the buffer. The shape's dimensions must be >= 1. */
+pl_status pl_buffer_count(const pl_buffer *b, uint64_t *count, pl_error *err);
+
+/* A size in bytes as written in a pipeline: a whole number of bytes ("4096"), or a number and a
+ * unit, with or without a space: KiB, MiB, GiB, TiB (powers of 1024), kB, MB, GB, TB (powers of
+ * 1000), B ("8GiB", "1.5 GiB", "512MiB"). false on anything else, or past 2^64-1. */
+bool pl_bytes_parse(const char *s, uint64_t *out);
+/* "1.2 GiB" (one decimal, binary units; "512 B" below 1 KiB) into buf. Returns buf. */
+const char *pl_bytes_str(uint64_t bytes, char *buf, size_t cap);
+
+/* Bytes of the spec's buffers (checked sizes): one slot of the per-batch ones, and the persistent
+ * ones, on each side. The plan compiler adds the device memory stage kinds allocate themselves
+ * (pl_kind.device_memory) to the device totals and repeats it in stage_* (0 here). */
+typedef struct pl_mem_sizes {
+    uint64_t host_per_slot, device_per_slot;
+    uint64_t host_persistent, device_persistent;
+    uint64_t stage_per_slot, stage_persistent; /* device, included above */
+} pl_mem_sizes;
+void pl_spec_mem_sizes(const pl_spec *spec, pl_mem_sizes *out);
+/* The most slots run.memory_budget allows for these sizes (persistent + depth x per slot on each
+ * side within its budget), at most PL_MAX_DEPTH; PL_MAX_DEPTH without a budget. *side (may be
+ * NULL) = the side that limits it ("device", "host_pinned"), or NULL when nothing does. 0 when even
+ * one slot does not fit. */
+int pl_budget_max_depth(const pl_spec *spec, const pl_mem_sizes *m, const char **side);
+/* PL_OK when `depth` slots of these sizes fit run.memory_budget; else PL_EINPUT at the budget
+ * entry that is too small, with the sizes and what to change. */
+pl_status pl_budget_check(const pl_spec *spec, const pl_mem_sizes *sizes, int depth, pl_error *err);
+
+/* n integers as the DSL writes a shape or a list, "[4, 1024]", into buf; one that does not fit
+ * ends "...]" (cap >= 5). Returns buf. */
+const char *pl_dims_str(const int64_t *v, int n, char *buf, size_t cap);
+
+/* A chunked stage's blocks as descriptions show them into buf: "4" (chunks: 4) or "1+1+2+4" (a
+ * list). Returns buf. */
+const char *pl_stage_chunks_str(const pl_stage *st, char *buf, size_t cap);
+
+/* Lookups (linear or hashed; -1 when absent). */
+int pl_spec_find_buffer(const pl_spec *spec, const char *name);
+int pl_spec_find_stage(const pl_spec *spec, const char *name);
+const pl_opt *pl_stage_opt(const pl_stage *st, const char *key); /* NULL when not given */
+
+/* Resolves and validates the whole spec (pl_check.c): duplicate names, buffer sizes and caps,
+ * each kind's options (bind hook), names in reads/writes/after, copy endpoints, cycles, hazards,
+ * reads of never-written per-batch buffers, run options. The first error wins. */
+pl_status pl_spec_check(pl_spec *spec, pl_error *err);
+
+struct pl_diags;
+/* pl_spec_check that lists every error it finds in `diags` (pl_diag.h; may be NULL: then it is
+ * pl_spec_check): all bad buffers, all bad stage declarations, all stages whose names, engines or
+ * kind rules fail; each phase runs only when the ones before it passed. *err is the first error,
+ * the one pl_spec_check returns. */
+pl_status pl_spec_check_all(pl_spec *spec, struct pl_diags *diags, pl_error *err);
+
+/* `batches: all` (run.batches_all): sets run.batches to the whole batches the shortest file
+ * source holds (stages whose kind's count_batches says their data ends) and run.batches_from to
+ * that stage; a no-op otherwise. Reads the files' headers and sizes; a file it cannot use gives
+ * the error its check_files gives (PL_EINPUT at the stage's file:line:col). Call it on a checked
+ * spec, before pl_spec_check_files and planning: check, plan, run and capture do. */
+pl_status pl_spec_resolve_batches(pl_spec *spec, pl_error *err);
+
+/* Check-time validation of the files a run of `batches` batches will touch, before anything
+ * runs: every `init: file` buffer and every stage kind's check_files hook (source inputs exist,
+ * are readable, have the buffer's dtype and shape and enough batches; sink targets can be written
+ * and are not directories). Errors are PL_EINPUT with the stage's or buffer's file:line:col; all
+ * of them go to `diags` (may be NULL), the first to *err. The spec must be checked. Reads only
+ * headers and metadata; creates nothing. */
+pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, struct pl_diags *diags,
+                              pl_error *err);
+
+/* "did you mean" helper: the candidate closest to `word` by edit distance (<= 2 edits and less
+ * than half its length), or NULL. */
+const char *pl_closest(const char *word, const char *const *candidates, int n);
+/* User text inside a message: its first line, at most 60 bytes (then "..."), copied into buf. */
+const char *pl_clip(const char *s, char buf[72]);
+
+#endif

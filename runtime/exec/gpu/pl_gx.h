@@ -1,0 +1,208 @@
+/* pl_gx: the GPU executor's run state, shared by its files, one job each:
+ *   pl_gpu_mem.c       device and pinned host memory, initial contents
+ *   pl_gpu_capture.c   CUDA objects, recording a stage, capturing segment graphs per slot
+ *   pl_gpu_launch.c    the issuing loop: launch conditions, run-ahead, plain launches
+ *   pl_gpu_complete.c  read-back of device completions, timings, fault location
+ *   pl_exec_gpu.c      setup, teardown, the run, the bench entry points
+ * Everything it needs to know about the pipeline comes from the plan (segments, launch deps,
+ * observed and recorded ends, cross-batch deps); host stages run on the shared host scheduler
+ * (runtime/exec/pl_sched.c), whose mutex also guards the fields marked "mu" below.
+ *
+ * Graphs: one per (ring entry, segment), lean (only the end events the host or a later launch
+ * waits for) and timed (start and end events around every device stage, launched on sampled
+ * batches). Ring entries b % ring: with graphs ring = 2 x depth (run-ahead: batch b + depth is
+ * queued behind batch b on the slot's launch stream before b is read back), buffers per slot
+ * b % depth; plain launches use ring = depth + 1 so a wait always names the exact batch.
+ *
+ * Stage graphs (--graphs stage): the plain launch path, with each compute stage's work replaced
+ * by the launch of its graph for the slot (one per slot and compute stage: its kernels and
+ * library calls, no events). Copies stay plain calls on their engine's one stream, so every
+ * upload sits in the H2D engine's queue and every download in the D2H engine's, in batch order:
+ * a small upload never waits behind another slot's large download, which per-segment graphs
+ * cannot promise (the driver places each graph's copy nodes itself). */
+#ifndef PL_GX_H
+#define PL_GX_H
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "pl_buffers.h"
+#include "pl_run.h"
+#include "kernel_gpu.h"
+#include "pl_sched.h"
+#include "pl_stage_rt.h"
+
+typedef CUresult (*pl_gx_write_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+typedef struct pl_gx {
+    const pl_plan *plan;
+    const pl_spec *spec;
+    const pl_run_cfg *cfg;
+    int depth, ring, nst, nbuf, nseg;
+    int64_t batches;
+    bool graphs;
+    int device;
+
+    pl_buffers *hbufs; /* host buffers (pinned); device entries NULL */
+    pl_buffers *dbufs; /* device buffers (cudaMalloc); host entries NULL */
+    pl_stage_rt rt;    /* rt.env is valid (spec, gpu) even when stages are not opened */
+    bool rt_open;
+    pl_gpu_ctx *gctx;
+    pl_sched sched; /* host stages, completion counters, the mutex */
+    bool sched_init;
+
+    cudaStream_t *streams;       /* [plan stream]: capture streams (graphs) or issue streams */
+    cudaStream_t *launch;        /* [slot]: each slot's graphs launch on its own stream */
+    cudaStream_t *cstreams;      /* plain launches and stage graphs: [slot * n_streams + plan
+                                  * stream], compute streams only: each slot's kernels on their
+                                  * own streams, so kernels of different batches may run at once
+                                  * (as with segment graphs); copies share one stream per plan
+                                  * stream. Every cross-batch dep is an explicit wait there. */
+    cudaGraphExec_t *exec;       /* [r * nseg + k]: lean graphs (NULL when every batch is timed) */
+    cudaGraphExec_t *exec_timed; /* [r * nseg + k]: timed graphs (NULL when timing is off) */
+    bool sgraphs;                /* stage graphs (graphs is false: the plain launch path) */
+    cudaGraphExec_t *sexec;      /* [slot * nst + stage]: stage graphs; NULL entry: recorded */
+    cudaEvent_t *ev_start;       /* [r * nst + stage]: timing, recorded before the stage */
+    cudaEvent_t *ev_end;         /* [r * nst + stage]: timing and completion (timed, plain) */
+    cudaEvent_t *ev_sync;        /* [r * nst + stage]: completion only, in lean graphs */
+    cudaEvent_t *ev_cap;         /* [stage]: cross-stream edges inside a capture */
+    bool *cap_src;               /* [stage]: some stage of its segment waits on it in a capture */
+    cudaEvent_t *ev_join;        /* [plan stream] */
+    /* Chunked stages (pl_stage.chunks, pl_gx_chunk_linked): chunk_off[st] >= 0 for a device
+     * stage some consumer waits on block by block. ev_chunk[chunk_off[st] + slot * chunks + j]:
+     * block j of the slot's batch done (plain launches; stage graphs record it as an External
+     * node); ev_capch[chunk_coff[st] + j]: the same inside a segment capture, where it becomes an
+     * edge. Per slot, not per ring entry: a chunked pair sits in one segment, whose stages a batch
+     * issues together, so a wait always follows its own batch's record. */
+    int *chunk_off, *chunk_coff;
+    cudaEvent_t *ev_chunk, *ev_capch;
+    int n_ev_chunk, n_ev_capch;
+    cudaEvent_t ev_fork, ev_t0;
+    bool created_t0, created_fork;
+    uint32_t *marks; /* host-mapped [ring * nst]: 1 once the stage finished its batch */
+    CUdeviceptr marks_dev;
+    pl_gx_write_value_fn write_value; /* cuStreamWriteValue32, NULL unless fault marks are on */
+    uint32_t *trigger;                /* host-mapped fault-injection word */
+    void *trigger_dev;
+    int fail_dev_stage; /* device stage with injected fault, -1 if none */
+    int timing;         /* timing period: 0 every batch, -1 never, N: one batch in N */
+    int per_slot;       /* graphs per slot and segment in the ring (run-ahead: 2) */
+    int user_timing;    /* depth: auto: the timing asked for, used after the calibration (which
+                         * times every batch: it needs the stage times) */
+
+    /* Launch and read-back state: written by the issuing thread; read by others under mu. */
+    int64_t *launched; /* [segment]: batches whose segment is issued (in batch order); mu */
+    int64_t *mon_b;    /* [segment]: the batch being read back */
+    int *mon_i;        /* [segment]: its next stage to read back, index into the segment */
+    int *mon_conf;     /* [segment]: stages before this index are known finished */
+    int64_t monitored; /* batches read back in every segment; mu */
+    int64_t reported;  /* batches passed to cfg->on_batch */
+    bool stopped;      /* cfg->stop seen */
+    bool has_late_err; /* an issue-side error, used when the read-back finds nothing better */
+    pl_status late_status;
+    pl_error late_err;
+
+    /* Device wake-ups (pl_gpu_launch.c): while host stages gate the next launch, the loop sleeps
+     * on the scheduler's progress condition and the device's next completions signal it, from a
+     * host function on a side stream per segment, instead of the loop polling every 20 us. */
+    struct pl_gx_waker *waker;  /* owned; NULL: none (bench replays), the loop polls */
+    cudaStream_t *wake_streams; /* [segment] */
+    int64_t *armed_b;           /* [segment]: the batch and stage index whose end is armed */
+    int *armed_i;
+
+    pl_timing *stats;                    /* device stages' spans are recorded here */
+    int64_t t_start;                     /* CLOCK_MONOTONIC at run start */
+    int64_t t_first_launch, t_last_done; /* CLOCK_MONOTONIC: first issue, last read-back (bench) */
+    /* CLOCK_MONOTONIC: the issue loop saw the run's work finished (the wall's end). */
+    int64_t t_end;
+    /* The worker index the issue loop runs host stages as (pl_sched_help), or -1. */
+    int help_worker;
+} pl_gx;
+
+static inline const char *pl_gx_sname(const pl_gx *gx, int st)
+{
+    return gx->spec->stages[st].name;
+}
+
+/* A device stage on the compute engine: what stage graphs capture (and --no-graph preloads). */
+static inline bool pl_gx_compute_stage(const pl_gx *gx, int st)
+{
+    return gx->plan->stages[st].segment >= 0 && gx->plan->stages[st].engine == PL_ENGINE_COMPUTE;
+}
+
+/* pl_plan_chunk_linked on the run's plan, once the chunk events exist (false before). */
+bool pl_gx_chunk_linked(const pl_gx *gx, int c, int p);
+
+/* Is batch b launched with start and end events around every device stage? The sampled batches
+ * sit in the middle of each period (b % N == N / 2), not at the run's first or last batch: those
+ * are not overlapped with neighbours, so a timed graph there adds its whole cost to the run
+ * (measured at 4 MiB: 64-100 us per timed first/last batch against about 20 us in the middle). A
+ * run shorter than that times its middle batch. */
+static inline bool pl_gx_batch_timed(const pl_gx *gx, int64_t b)
+{
+    if (gx->timing < 0) return false;
+    if (gx->timing == 0 || (!gx->graphs && !gx->sgraphs)) return true; /* --no-graph: all */
+    int64_t half = gx->timing / 2;
+    if (gx->batches <= half) return b == gx->batches / 2;
+    return b % gx->timing == half;
+}
+
+/* The event that says device stage st of batch b finished (the set batch b's launch records). */
+static inline cudaEvent_t pl_gx_end_event(const pl_gx *gx, int64_t b, int st)
+{
+    size_t k = (size_t)(b % gx->ring) * (size_t)gx->nst + (size_t)st;
+    return gx->graphs && !pl_gx_batch_timed(gx, b) ? gx->ev_sync[k] : gx->ev_end[k];
+}
+
+/* pl_gpu_mem.c */
+pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err);
+/* depth: auto: adds slots gx->depth..depth-1 to both buffer tables (existing slots and persistent
+ * buffers do not move: graphs captured on them stay valid) with their initial contents. Call with
+ * the device idle. gx->depth is not changed here. */
+pl_status pl_gx_grow_buffers(pl_gx *gx, int depth, pl_error *err);
+
+/* pl_gpu_capture.c */
+/* Creates the streams, per-slot launch streams, per-ring events, graph tables and fault marks for
+ * gx->depth and gx->ring (and ev_t0, the run clock, unless it exists: growing the ring keeps it).
+ */
+pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err);
+/* Destroys what pl_gx_create_objects made but ev_t0, and the graphs; NULLs the tables (the device
+ * must be idle). */
+void pl_gx_destroy_objects(pl_gx *gx);
+void pl_gx_probe_marks(pl_gx *gx);
+/* Records device stage st of one batch (slot, ring entry r) on s; batch -1 while capturing. */
+pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, cudaStream_t s,
+                             bool capturing, bool timed, pl_error *err);
+/* The in-capture waits of stage st (its segment's device preds on other streams). */
+pl_status pl_gx_record_cap_waits(pl_gx *gx, int st, cudaStream_t s, pl_error *err);
+/* Captures, instantiates and uploads the graph of ring entry r, segment k. */
+pl_status pl_gx_capture(pl_gx *gx, int r, int k, bool timed, cudaGraphExec_t *exec, pl_error *err);
+/* Stage graphs: captures the graph of compute stage st for slot (its work only), instantiated
+ * and uploaded. */
+pl_status pl_gx_capture_stage(pl_gx *gx, int slot, int st, cudaGraphExec_t *exec, pl_error *err);
+/* --no-graph: loads every compute stage's kernels before the clock starts, by capturing each once
+ * and instantiating it (then discarded). Under lazy module loading (CUDA's default) a kernel's
+ * first launch loads its module, and that waits for the work in flight: the first checksum after
+ * a 412 MB download stalled the compute stream for the whole download. Best effort: a stage that
+ * cannot be captured is left to load at its first launch. */
+void pl_gx_warm_modules(pl_gx *gx);
+/* --no-graph and stage graphs: segment k of batch b on the shared streams. */
+pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err);
+
+/* pl_gpu_launch.c */
+void pl_gx_issue_loop(pl_gx *gx);
+/* Creates the waker and its side streams (before the clock). */
+pl_status pl_gx_wake_init(pl_gx *gx, pl_error *err);
+/* Points the waker at the scheduler whose progress it signals (NULL: none, before that
+ * scheduler is freed), and forgets what was armed. Not with the scheduler's mutex held. */
+void pl_gx_wake_attach(pl_gx *gx, pl_sched *s);
+/* After the device is synchronized: destroys the side streams and frees the waker, or leaves it
+ * allocated when some host function never ran (after a device fault they are not run). */
+void pl_gx_wake_fini(pl_gx *gx);
+
+/* pl_gpu_complete.c */
+/* Reads back what it can of segment k's pending batch; `block` waits for the next end event.
+ * Returns true when something advanced. Caller does not hold mu. */
+bool pl_gx_monitor_step(pl_gx *gx, int k, bool block);
+
+#endif

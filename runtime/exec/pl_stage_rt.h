@@ -1,0 +1,48 @@
+/* pl_stage_rt: the per-run side of stage kinds, shared by both executors: open every stage's
+ * state before the first batch, run one (stage, batch) on the host with its NVTX range and the
+ * test failure injection, and close every opened stage with its completed count, also after an
+ * error or Ctrl-C, collecting what the sinks wrote. */
+#ifndef PL_STAGE_RT_H
+#define PL_STAGE_RT_H
+
+#include "pl_run.h"
+
+typedef struct pl_stage_rt {
+    const pl_plan *plan; /* borrowed */
+    pl_run_env env;      /* what every hook sees (env.spec borrowed from the plan) */
+    void **state;        /* [stage index]: from the kind's open(), or NULL */
+    bool *opened;        /* [stage index]: open() succeeded, so close() is owed */
+    int n_stages;
+} pl_stage_rt;
+
+/* Default number of host workers for a plan: max(online CPUs, streams), at most 64. */
+int pl_default_workers(const pl_plan *plan);
+
+/* Fills rt->env (batches and depth from the plan (with depth: auto, env.depth = plan->depth_cap:
+ * the most slots the run may grow to; the executor points rt->plan at the plan of the chosen depth
+ * before the batches after the calibration run), seed from the spec, `workers` host workers,
+ * `open_bufs`: slot 0's buffers, for the kinds' open() only (pl_run_env.open_bufs), `gpu`: the
+ * GPU executor's device state, NULL on the host executor), starts the run's thread
+ * pool (env.pool: workers - 1 helpers; freed by pl_stage_rt_close after every stage closed) and
+ * opens every stage in plan order. On failure the stages already opened are closed (completed 0,
+ * failed) and everything is freed; the error record names the stage (err->stage; the message is
+ * the kind's own). */
+pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
+                           void *const *open_bufs, struct pl_gpu_ctx *gpu, pl_error *err);
+
+/* Runs stage `stage` of batch `batch` with run_host: ctx.worker = worker (0..env.workers-1; the
+ * caller guarantees no two threads run hooks with the same worker at once), bufs = that slot's
+ * buffer table. Wraps it in an NVTX range "<stage> #<batch>". A failure is attached to the stage
+ * and batch with pl_error_stage (so hooks need not name them). When cfg->fail_stage/fail_batch
+ * match, fails instead with "stage 'x', batch N: injected failure" (PL_ERUNTIME). */
+pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
+                               int64_t batch, int worker, void *const *bufs, pl_error *err);
+
+/* Closes every opened stage: completed[stage] = batches that stage finished (NULL: 0 each),
+ * `failed` = the run ended with an error or a stop. Before closing a sink, records its output in
+ * res->outputs (when res is not NULL). Always frees rt's memory. Returns the first close error
+ * (in err, which may be NULL); the caller keeps an earlier run error in preference. */
+pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool failed,
+                            pl_run_result *res, pl_error *err);
+
+#endif

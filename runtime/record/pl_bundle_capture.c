@@ -1,0 +1,552 @@
+/* pl_bundle_capture: runs a pipeline and writes its bundle (pl_bundle_capture): inputs hashed
+ * (and copied), the canonical pipeline checked to give the same plan, the plan, the runs, the
+ * outputs' checksums (and copies), the timeline, the environment, the manifest last. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pl_buffers.h"
+#include "pl_bundle.h"
+#include "pl_bundle_int.h"
+#include "pl_canon.h"
+#include "pl_env.h"
+#include "pl_exec.h"
+#include "pl_parse.h"
+#include "pl_plan_dump.h"
+#include "pl_report.h"
+#include "pl_trace.h"
+
+/* ---- capture ---- */
+
+/* One file the pipeline reads: a stage's path option (not an output kind's) or a buffer's
+ * init file. */
+typedef struct pl__input {
+    int stage;  /* -1: buffer */
+    int buffer; /* -1: stage */
+    const char *key;
+    char as_written[PL__PATH];
+    char resolved[PL__PATH];
+    char bundled[PL__PATH]; /* relative to the bundle, "" when not copied */
+    char canon[PL__PATH];   /* what pipeline.yaml says */
+    bool code;              /* a script or kernel source: always copied */
+} pl__input;
+
+typedef struct pl__capture {
+    const pl_capture_cfg *cfg;
+    pl_spec *raw;  /* as loaded: written as pipeline.yaml */
+    pl_spec *spec; /* checked: run */
+    pl_plan *plan;
+    pl__input *in;
+    int n_in;
+    char (*out_canon)[PL__PATH]; /* [stage]: canonical path of an output kind's path option */
+    struct {
+        int stage;
+        const char *key; /* static, from the kind's key table */
+    } * omit;            /* defaults left out of the canonical file */
+    int n_omit;
+} pl__capture;
+
+static int pl__find_input(const pl__capture *c, int stage, int buffer, const char *key)
+{
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i].stage == stage && c->in[i].buffer == buffer && strcmp(c->in[i].key, key) == 0)
+            return i;
+    return -1;
+}
+
+static const char *pl__canon_map(void *user, const pl_stage *st, const char *key, const char *path)
+{
+    pl__capture *c = user;
+    (void)path;
+    if (!st) {
+        /* buffers are written in order: find the buffer by its init file pointer */
+        for (int i = 0; i < c->raw->n_buffers; i++)
+            if (c->raw->buffers[i].init_file == path) {
+                int k = pl__find_input(c, -1, i, "file");
+                return k >= 0 ? c->in[k].canon : NULL;
+            }
+        return NULL;
+    }
+    if (st->kind->role & PL_ROLE_OUTPUT) return c->out_canon[st->index];
+    int k = pl__find_input(c, st->index, -1, key);
+    return k >= 0 ? c->in[k].canon : NULL;
+}
+
+static pl_status pl__add_input(pl__capture *c, int stage, int buffer, const char *key,
+                               const char *written, pl_error *err)
+{
+    pl__input *n = realloc(c->in, (size_t)(c->n_in + 1) * sizeof *n);
+    if (!n) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    c->in = n;
+    pl__input *x = &c->in[c->n_in++];
+    memset(x, 0, sizeof *x);
+    x->stage = stage;
+    x->buffer = buffer;
+    x->key = key;
+    pl__bundle_fmt(x->as_written, sizeof x->as_written, "%s", written);
+    char p[PL__PATH];
+    pl_spec_path(c->spec, written, p, sizeof p);
+    if (!realpath(p, x->resolved)) pl__bundle_fmt(x->resolved, sizeof x->resolved, "%s", p);
+    /* Code (a lua stage's script, a kernel's source: path options of kinds that are not data
+     * sources) is always copied; data (source files, init files) with --copy-inputs. */
+    x->code = stage >= 0 && !(c->spec->stages[stage].kind->role & PL_ROLE_INPUT);
+    if (c->cfg->copy_inputs || x->code)
+        pl__bundle_fmt(x->bundled, sizeof x->bundled, "inputs/%d-%s", c->n_in - 1,
+                       pl__bundle_base(written));
+    pl__bundle_fmt(x->canon, sizeof x->canon, "%s", x->bundled[0] ? x->bundled : x->resolved);
+    return PL_OK;
+}
+
+static pl_status pl__collect_inputs(pl__capture *c, pl_error *err)
+{
+    const pl_spec *sp = c->spec;
+    for (int i = 0; i < sp->n_buffers; i++)
+        if (sp->buffers[i].init == PL_INIT_FILE && sp->buffers[i].init_file)
+            PL_CHECK(pl__add_input(c, -1, i, "file", sp->buffers[i].init_file, err));
+    c->out_canon = calloc((size_t)(sp->n_stages > 0 ? sp->n_stages : 1), sizeof *c->out_canon);
+    if (!c->out_canon) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    for (int s = 0; s < sp->n_stages; s++) {
+        const pl_stage *st = &sp->stages[s];
+        for (int o = 0; o < st->n_opts; o++) {
+            const pl_opt *op = &st->opts[o];
+            const pl_key *k = pl_kind_key(st->kind, op->key);
+            if (!k || k->type != PL_KEY_PATH || !op->str) continue;
+            if (st->kind->role & PL_ROLE_OUTPUT)
+                pl__bundle_fmt(c->out_canon[s], sizeof c->out_canon[s], "outputs/%s-%s", st->name,
+                               pl__bundle_base(op->str));
+            else
+                PL_CHECK(pl__add_input(c, s, -1, k->name, op->str, err));
+        }
+    }
+    return PL_OK;
+}
+
+static bool pl__canon_omit(void *user, const pl_stage *st, const char *key)
+{
+    const pl__capture *c = user;
+    for (int i = 0; i < c->n_omit; i++)
+        if (c->omit[i].stage == st->index && strcmp(c->omit[i].key, key) == 0) return true;
+    return false;
+}
+
+/* Writes the canonical pipeline to path. A default the kind refuses next to the keys given (a
+ * source with `file` refuses `generator`, even the default one) fails the check at that key's
+ * line: it is then left out (written as a comment) and the file written again. */
+static pl_status pl__write_canon(pl__capture *c, const char *path, pl_error *err)
+{
+    for (int attempt = 0;; attempt++) {
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return pl_error_set(err, PL_EIO, "error: cannot write %s: %s", path, strerror(errno));
+        pl_status st = pl_canon_write(c->raw, f, pl__canon_map, pl__canon_omit, c, err);
+        if (fclose(f) != 0 && st == PL_OK)
+            st = pl_error_set(err, PL_EIO, "error: cannot write %s", path);
+        if (st != PL_OK) return st;
+        pl_spec *cs = NULL;
+        pl_error ce;
+        pl_error_clear(&ce);
+        st = pl_load_checked(path, &cs, &ce);
+        pl_spec_free(cs);
+        if (st == PL_OK) return PL_OK;
+        /* Which defaulted key is at the error's line? */
+        int stage = -1;
+        const char *key = NULL;
+        cs = NULL;
+        if (ce.line > 0 && attempt < 256 && pl_load_file(path, &cs, NULL) == PL_OK) {
+            for (int s = 0; s < cs->n_stages && !key; s++)
+                for (int o = 0; o < cs->stages[s].n_opts && !key; o++)
+                    if (cs->stages[s].opts[o].pos.line == ce.line && s < c->raw->n_stages &&
+                        !pl_stage_opt(&c->raw->stages[s], cs->stages[s].opts[o].key)) {
+                        stage = s;
+                        key = pl_kind_key(c->raw->stages[s].kind, cs->stages[s].opts[o].key)->name;
+                    }
+        }
+        pl_spec_free(cs);
+        if (!key) {
+            *err = ce;
+            return pl_error_prefix(err,
+                                   "error: the canonical pipeline %s does not load (a pipectl "
+                                   "bug)",
+                                   path);
+        }
+        void *n = realloc(c->omit, (size_t)(c->n_omit + 1) * sizeof *c->omit);
+        if (!n) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        c->omit = n;
+        c->omit[c->n_omit].stage = stage;
+        c->omit[c->n_omit].key = key;
+        c->n_omit++;
+    }
+}
+
+static pl_status pl__bundle_empty(const char *dir, pl_error *err)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return pl__bundle_mkdir_p(dir, err);
+        return pl_error_set(err, PL_EIO, "error: cannot use %s as the bundle folder: %s", dir,
+                            strerror(errno));
+    }
+    struct dirent *e;
+    bool empty = true;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = false;
+    closedir(d);
+    if (!empty)
+        return pl_error_set(err, PL_EINPUT,
+                            "error: the bundle folder %s is not empty; remove it or choose "
+                            "another with -o",
+                            dir);
+    return PL_OK;
+}
+
+static void pl__now_iso(char *buf, size_t cap)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static const char pl__readme[] =
+    "This folder is a pipectl capture bundle: everything that made a run's result what it was.\n"
+    "\n"
+    "  pipectl replay .                      run it again; checks the inputs, compares every\n"
+    "                                        batch's checksum and the stage times (exit 0: all\n"
+    "                                        outputs match; 1: one differs; 2: bad bundle/input)\n"
+    "  pipectl replay --executor host .      the same on the CPU (bit-identical where the ops\n"
+    "                                        are, within stated tolerances where they are not)\n"
+    "  pipectl diff . OTHER_BUNDLE           compare two bundles\n"
+    "  pipectl run pipeline.yaml             just run the canonical pipeline\n"
+    "\n"
+    "manifest.json lists every file with its SHA-256; docs/bundles.md describes each field.\n"
+    "Paths inside are relative to this folder: it may be moved, tarred and sent. Inputs that were\n"
+    "not copied (capture without --copy-inputs) are referred to by absolute path.\n";
+
+static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_error *err)
+{
+    const pl_capture_cfg *cfg = c->cfg;
+    const char *dir = cfg->dir;
+    char p[PL__PATH], hex[PL_SHA256_HEX];
+    pl_status st = PL_OK;
+    pl_run_result *res = NULL;
+    json_t **rep_stats = NULL;
+    json_t *m = json_object(), *files = json_array(), *inputs = json_array();
+    json_t *rep_walls = json_array();
+    /* Owned here until done (the manifest takes references of its own). */
+    json_t *outs = NULL, *graphs = NULL, *env = NULL, *stages = NULL;
+    if (!m || !files || !inputs || !rep_walls) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        goto done;
+    }
+    static const char *const sub[] = {"original", "inputs", "outputs", "graphs"};
+    for (int i = 0; i < 4; i++)
+        PL_CHECK_GOTO(pl__bundle_mkdir(pl_bundle_path(dir, sub[i], p, sizeof p), err), st, done);
+
+    /* The original file, and the inputs (hashed; copied with --copy-inputs). */
+    char orig_rel[PL__PATH];
+    pl__bundle_fmt(orig_rel, sizeof orig_rel, "original/%s", pl__bundle_base(cfg->file));
+    PL_CHECK_GOTO(pl__bundle_copy_file(cfg->file, pl_bundle_path(dir, orig_rel, p, sizeof p), err),
+                  st, done);
+    PL_CHECK_GOTO(pl__bundle_file_entry(dir, orig_rel, files, err), st, done);
+    PL_CHECK_GOTO(pl__collect_inputs(c, err), st, done);
+    for (int i = 0; i < c->n_in; i++) {
+        pl__input *x = &c->in[i];
+        unsigned long long bytes = 0;
+        PL_CHECK_GOTO(pl_sha256_file(x->resolved, hex, &bytes, err), st, done);
+        if (x->bundled[0])
+            PL_CHECK_GOTO(pl__bundle_copy_file(x->resolved,
+                                               pl_bundle_path(dir, x->bundled, p, sizeof p), err),
+                          st, done);
+        json_t *e =
+            json_pack("{s:s, s:s, s:s, s:s, s:I}", "key", x->key, "as_written", x->as_written,
+                      "path", x->resolved, "sha256", hex, "bytes", (json_int_t)bytes);
+        if (e && x->stage >= 0)
+            json_object_set_new(e, "stage", json_string(c->spec->stages[x->stage].name));
+        if (e && x->buffer >= 0)
+            json_object_set_new(e, "buffer", json_string(c->spec->buffers[x->buffer].name));
+        json_object_set_new(e, "bundled", x->bundled[0] ? json_string(x->bundled) : json_null());
+        json_object_set_new(e, "code", json_boolean(x->code));
+        PL_CHECK_GOTO(pl_json_append(inputs, e, err), st, done);
+    }
+
+    /* The canonical pipeline; loading it must give the plan the original gives. */
+    FILE *f = NULL;
+    PL_CHECK_GOTO(pl__write_canon(c, pl_bundle_path(dir, "pipeline.yaml", p, sizeof p), err), st,
+                  done);
+    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "pipeline.yaml", files, err), st, done);
+    PL_CHECK_GOTO(pl_plan_digest(c->plan, info->plan_digest, err), st, done);
+    {
+        pl_spec *cs = NULL;
+        pl_plan *cp = NULL;
+        char chex[PL_SHA256_HEX];
+        st = pl_load_checked(p, &cs, err);
+        if (st == PL_OK) st = pl_plan_compile(cs, &cp, err);
+        if (st == PL_OK) st = pl_plan_digest(cp, chex, err);
+        pl_plan_free(cp);
+        pl_spec_free(cs);
+        if (st != PL_OK) {
+            pl_error_prefix(err, "error: the canonical pipeline %s does not load (a pipectl bug)",
+                            p);
+            goto done;
+        }
+        if (strcmp(chex, info->plan_digest) != 0) {
+            st = pl_error_set(err, PL_ERUNTIME,
+                              "error: the canonical pipeline %s gives another plan than %s (a "
+                              "pipectl bug; please report it with both files)",
+                              p, cfg->file);
+            goto done;
+        }
+    }
+    PL_CHECK_GOTO(pl_sha256_file(p, info->spec_digest, NULL, err), st, done);
+
+    /* The plan: text, DOT, JSON. */
+    PL_CHECK_GOTO(pl__bundle_write_text(pl_bundle_path(dir, "plan.txt", p, sizeof p), pl_plan_dump,
+                                        c->plan, err),
+                  st, done);
+    PL_CHECK_GOTO(pl__bundle_write_text(pl_bundle_path(dir, "plan.dot", p, sizeof p),
+                                        pl_plan_dump_dot, c->plan, err),
+                  st, done);
+    {
+        json_t *pj = pl_plan_json(c->plan);
+        if (!pj) {
+            st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+            goto done;
+        }
+        st = pl_json_write_file(pl_bundle_path(dir, "plan.json", p, sizeof p), pj, err);
+        json_decref(pj);
+        if (st != PL_OK) goto done;
+    }
+    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "plan.txt", files, err), st, done);
+    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "plan.dot", files, err), st, done);
+    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "plan.json", files, err), st, done);
+
+    /* The runs. */
+    int reps = cfg->reps > 0 ? cfg->reps : 1;
+    res = calloc((size_t)reps, sizeof *res);
+    rep_stats = calloc((size_t)reps, sizeof *rep_stats);
+    if (!res || !rep_stats) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        goto done;
+    }
+    pl_run_cfg rc = cfg->run;
+    rc.executor = pl_exec_pick(c->plan, cfg->run.executor, info->note, sizeof info->note);
+    char gdir[PL__PATH];
+    pl_bundle_path(dir, "graphs", gdir, sizeof gdir);
+    for (int r = 0; r < reps; r++) {
+        rc.dot_dir = r == 0 ? gdir : NULL;
+        rc.trace_batches = r == reps - 1 ? pl_trace_batches_for(c->plan) : 0; /* trace.json */
+        st = pl_run(c->plan, &rc, &res[r], err);
+        if (st != PL_OK) {
+            if (r > 0) pl_error_prefix(err, "capture run %d of %d", r + 1, reps);
+            goto done;
+        }
+        rep_stats[r] = pl__bundle_stats_json(c->plan, &res[r]);
+        if (!rep_stats[r]) {
+            st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+            goto done;
+        }
+        json_array_append_new(rep_walls, json_real((double)res[r].wall_ns * 1e-9));
+    }
+    const pl_run_result *r0 = &res[0], *last = &res[reps - 1];
+    info->executor = r0->executor;
+    info->batches_done = r0->batches_done;
+    info->reps = reps;
+    info->reps_identical = true;
+    info->reps_batch = -1;
+    for (int r = 1; r < reps && info->reps_identical; r++)
+        for (int i = 0; i < r0->n_outputs && info->reps_identical; i++) {
+            const pl_output *a = &r0->outputs[i], *b = &res[r].outputs[i];
+            for (int64_t k = 0; k < a->n_batch_checksums && b->batch_checksums; k++)
+                if (k >= b->n_batch_checksums || a->batch_checksums[k] != b->batch_checksums[k]) {
+                    info->reps_identical = false;
+                    snprintf(info->reps_sink, sizeof info->reps_sink, "%s", a->stage);
+                    info->reps_batch = k;
+                    break;
+                }
+            /* Past the per-batch record (PL_BATCH_CHECKSUMS_MAX): the whole output's checksum,
+             * reported at the first batch not recorded. */
+            if (info->reps_identical && a->checksummed &&
+                (a->batches != b->batches || a->checksum != b->checksum)) {
+                info->reps_identical = false;
+                snprintf(info->reps_sink, sizeof info->reps_sink, "%s", a->stage);
+                info->reps_batch = a->n_batch_checksums;
+            }
+        }
+
+    /* Outputs: the first run's checksums; the last run's files, copied with --copy-outputs. */
+    outs = pl__bundle_outputs_json(c->plan, r0);
+    if (!outs) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < last->n_outputs; i++) {
+        const pl_output *o = &last->outputs[i];
+        json_t *e = json_array_get(outs, (size_t)i);
+        json_object_set_new(e, "identical_in_every_run", json_boolean(info->reps_identical));
+        int s = pl_spec_find_stage(c->spec, o->stage);
+        if (!o->path || s < 0 || !c->out_canon[s][0] || !cfg->copy_outputs || !o->finalized) {
+            json_object_set_new(e, "bundled", json_null());
+            continue;
+        }
+        PL_CHECK_GOTO(
+            pl__bundle_copy_file(o->path, pl_bundle_path(dir, c->out_canon[s], p, sizeof p), err),
+            st, done);
+        PL_CHECK_GOTO(pl__bundle_file_entry(dir, c->out_canon[s], files, err), st, done);
+        json_object_set_new(e, "bundled", json_string(c->out_canon[s]));
+    }
+    info->n_outputs = last->n_outputs;
+    info->n_inputs = c->n_in;
+
+    /* The timeline and the summary of the last run. */
+    PL_CHECK_GOTO(
+        pl_trace_write(pl_bundle_path(dir, "trace.json", p, sizeof p), c->plan, last, err), st,
+        done);
+    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "trace.json", files, err), st, done);
+    f = fopen(pl_bundle_path(dir, "summary.json", p, sizeof p), "w");
+    if (!f) {
+        st = pl_error_set(err, PL_EIO, "error: cannot write %s: %s", p, strerror(errno));
+        goto done;
+    }
+    pl_report_json(f, c->plan, last, PL_OK, NULL);
+    if (fclose(f) != 0) {
+        st = pl_error_set(err, PL_EIO, "error: cannot write %s", p);
+        goto done;
+    }
+    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "summary.json", files, err), st, done);
+    PL_CHECK_GOTO(pl__bundle_graphs(dir, files, &graphs, &info->n_graphs, err), st, done);
+    /* Folders with nothing in them (no graphs on the host, no copies) are not kept. */
+    static const char *const maybe_empty[] = {"graphs", "inputs", "outputs"};
+    for (int i = 0; i < 3; i++)
+        rmdir(pl_bundle_path(dir, maybe_empty[i], p, sizeof p)); /* fails when not empty */
+
+    PL_CHECK_GOTO(pl_env_json(strcmp(r0->executor, "gpu") == 0, c->spec->run.device, &env, err), st,
+                  done);
+
+    /* The manifest, written last. */
+    char created[32];
+    pl__now_iso(created, sizeof created);
+    PL_CHECK_GOTO(pl_json_set(m, "schema", json_string(PL_BUNDLE_SCHEMA), err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "schema_version", json_integer(PL_BUNDLE_SCHEMA_VERSION), err), st,
+                  done);
+    PL_CHECK_GOTO(pl_json_set(m, "created", json_string(created), err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "command", pl_json_str(cfg->command), err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "pipeline",
+                              json_pack("{s:s, s:s, s:s, s:o, s:s}", "name", c->spec->name, "file",
+                                        "pipeline.yaml", "digest", info->spec_digest, "original",
+                                        pl_json_str(orig_rel), "original_path", cfg->file),
+                              err),
+                  st, done);
+    PL_CHECK_GOTO(
+        pl_json_set(m, "plan",
+                    json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:i, s:i}", "text", "plan.txt",
+                              "json", "plan.json", "dot", "plan.dot", "digest", info->plan_digest,
+                              "depth", c->plan->depth, "batches", (json_int_t)c->plan->batches,
+                              "stages", c->plan->n_stages, "streams", c->plan->n_streams),
+                    err),
+        st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "run",
+                              json_pack("{s:s, s:b, s:s, s:i, s:i, s:I, s:I, s:i, s:o}", "executor",
+                                        r0->executor, "graphs", r0->graphs, "graph_mode",
+                                        r0->graph_mode ? r0->graph_mode : "none", "timing_period",
+                                        cfg->run.timing_period, "workers", r0->workers, "seed",
+                                        (json_int_t)c->spec->run.seed, "batches_done",
+                                        (json_int_t)r0->batches_done, "reps", reps, "wall_s",
+                                        json_incref(rep_walls)),
+                              err),
+                  st, done);
+    if (r0->device_name[0])
+        json_object_set_new(json_object_get(m, "run"), "device", pl_json_str(r0->device_name));
+    PL_CHECK_GOTO(pl_json_set(m, "inputs", json_incref(inputs), err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "outputs", json_incref(outs), err), st, done);
+    stages = pl__bundle_stages_over_reps(rep_stats, reps);
+    PL_CHECK_GOTO(pl_json_set(m, "stages", json_incref(stages), err), st, done);
+    PL_CHECK_GOTO(
+        pl_json_set(
+            m, "noise",
+            json_pack("{s:i, s:s}", "reps", reps, "method",
+                      reps > 1
+                          ? "per stage: (max - min) / median of the reps' p50 times; replay calls "
+                            "a p50 ratio beyond noise outside 1 +- max(2 noise, 0.05)"
+                          : "none recorded: one run (capture with --reps N, N >= 2)"),
+            err),
+        st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "graphs", json_incref(graphs), err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "timeline", json_string("trace.json"), err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "summary", json_string("summary.json"), err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "environment", json_incref(env), err), st, done);
+    f = fopen(pl_bundle_path(dir, "README.txt", p, sizeof p), "w");
+    if (!f || fputs(pl__readme, f) == EOF || fclose(f) != 0) {
+        st = pl_error_set(err, PL_EIO, "error: cannot write %s", p);
+        goto done;
+    }
+    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "README.txt", files, err), st, done);
+    PL_CHECK_GOTO(pl_json_set(m, "files", json_incref(files), err), st, done);
+    st = pl_json_write_file(pl_bundle_path(dir, "manifest.json", p, sizeof p), m, err);
+done:
+    for (int r = 0; res && r < (cfg->reps > 0 ? cfg->reps : 1); r++) {
+        pl_run_result_fini(&res[r]);
+        if (rep_stats) json_decref(rep_stats[r]);
+    }
+    free(res);
+    free(rep_stats);
+    json_decref(m);
+    json_decref(files);
+    json_decref(inputs);
+    json_decref(rep_walls);
+    json_decref(outs);
+    json_decref(graphs);
+    json_decref(env);
+    json_decref(stages);
+    return st;
+}
+
+pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl_error *err)
+{
+    memset(info, 0, sizeof *info);
+    info->reps_batch = -1;
+    pl__capture c;
+    memset(&c, 0, sizeof c);
+    c.cfg = cfg;
+    pl_status st;
+    PL_CHECK_GOTO(pl_load_checked(cfg->file, &c.spec, err), st, done);
+    PL_CHECK_GOTO(pl_load_file(cfg->file, &c.raw, err), st, done);
+    if (cfg->batches > 0) c.spec->run.batches_all = false;
+    if (cfg->batches > 0) c.spec->run.batches = c.raw->run.batches = cfg->batches;
+    if (cfg->batches == -1) c.spec->run.batches_all = true;
+    PL_CHECK_GOTO(pl_spec_resolve_batches(c.spec, err), st, done);
+    /* The bundled pipeline says the count this capture ran, so replay runs the same batches. */
+    c.raw->run.batches = c.spec->run.batches;
+    c.raw->run.batches_all = false;
+    if (cfg->depth > 0) {
+        c.spec->run.depth = c.raw->run.depth = cfg->depth;
+        c.spec->run.depth_auto = c.raw->run.depth_auto = false;
+    } else if (cfg->depth == PL_DEPTH_AUTO) {
+        c.spec->run.depth_auto = c.raw->run.depth_auto = true;
+    }
+    PL_CHECK_GOTO(pl_plan_compile(c.spec, &c.plan, err), st, done);
+    /* Refused before the folder is made: a run that cannot start leaves nothing behind. */
+    if (cfg->run.executor == PL_EXEC_GPU && !pl_gpu_available()) {
+        pl_run_result none;
+        memset(&none, 0, sizeof none);
+        st = pl_exec_gpu_run(c.plan, &cfg->run, &none, err);
+        pl_run_result_fini(&none);
+        if (st == PL_OK) st = pl_error_set(err, PL_ENODEV, "error: no usable GPU");
+        goto done;
+    }
+    PL_CHECK_GOTO(pl__bundle_empty(cfg->dir, err), st, done);
+    st = pl__capture_write(&c, info, err);
+done:
+    free(c.in);
+    free(c.out_canon);
+    free(c.omit);
+    pl_plan_free(c.plan);
+    pl_spec_free(c.spec);
+    pl_spec_free(c.raw);
+    return st;
+}

@@ -1,0 +1,65 @@
+/* gpt2_gpu: the launchers of the gpt2 kind's own kernels (stages/gpt2/gpt2_gpu.cu), callable from C.
+ * Each enqueues on `stream` (a cudaStream_t, always last), never synchronizes, works inside
+ * stream capture and returns a cudaError_t as int (0 = success). `dtype` is the model's pl_dtype
+ * (PL_F16 or PL_BF16); activations `x` are f32. Built only with PL_WITH_CUDA. */
+#ifndef PL_GPT2_GPU_H
+#define PL_GPT2_GPU_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Once per process before the first attention launch, outside any capture: raises the
+ * attention kernels' dynamic shared-memory limit. */
+int pl_gpt2_gpu_setup(void);
+/* Head sizes the attention kernel is built for. */
+int pl_gpt2_gpu_head_ok(int head_dim);
+
+/* x[n, :] = wte[ids[n], :] + wpe[n % T, :] for n < N (x f32, wte dtype, wpe f32); ids outside
+ * [0, V) read row 0. */
+int pl_gpt2_launch_embed(int dtype, float *x, const int32_t *ids, const void *wte, const float *wpe,
+                         int64_t N, int T, int C, int V, void *stream);
+/* out[r, :] = layernorm(x[first + r * step, :]) * w + b for r < rows (x f32, w/b f32, out
+ * dtype); f32 statistics. step = T, first = T - 1 takes each sequence's last position. lo, when
+ * not NULL, receives the rounding residual (value - out, in dtype). */
+int pl_gpt2_launch_layernorm(int dtype, void *out, void *lo, const float *x, const float *w,
+                             const float *b, int64_t rows, int64_t first, int64_t step, int C,
+                             float eps, void *stream);
+/* The LM head at a few rows (the last positions), in f32: out[r, v] = h[r, :] . wte[v, :] (h, out
+ * f32; wte dtype [V, C]); a warp per vocabulary row, about the time to read wte once. Valid when
+ * pl_gpt2_head_small_ok(rows, C). */
+int pl_gpt2_head_small_ok(int rows, int C);
+int pl_gpt2_launch_head_f32(int dtype, float *out, const float *h, const void *wte, int rows, int C,
+                            int V, int sms, void *stream);
+/* Causal self-attention, flash style (online softmax over 64-key tiles in shared memory, no
+ * T x T matrix): qkv [B, T, 3C] (q | k | v, heads of head_dim adjacent) -> out [B, T, C], both
+ * dtype, f32 accumulation. */
+int pl_gpt2_launch_attention(int dtype, void *out, const void *qkv, int B, int T, int H,
+                             int head_dim, void *stream);
+/* Causal self-attention of each sequence's last position only: qkv [B, T, 3C] -> out [B, C]
+ * (row b: sequence b's position T - 1), f32 arithmetic; a warp per (sequence, head). */
+int pl_gpt2_launch_attention_last(int dtype, void *out, const void *qkv, int B, int T, int H,
+                                  int head_dim, void *stream);
+/* dst[r, :] = src[first + r * step, :] for r < rows (f32 rows of C). */
+int pl_gpt2_launch_gather_rows(float *dst, const float *src, int rows, int64_t first, int64_t step,
+                               int C, void *stream);
+/* dst[r, :V] = src[r, :V] for r < rows, src rows ld elements apart (elem_bytes 2 or 4). */
+int pl_gpt2_launch_unpad(int elem_bytes, void *dst, const void *src, int64_t rows, int V, int ld,
+                         void *stream);
+/* The same attention, plainly: a warp per (position, head), keys one by one (head_dim <= 64).
+ * Slow; PIPECTL_GPT2_ATTENTION=naive selects it, to tell an attention bug from the rest. */
+int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T, int H,
+                                   int head_dim, void *stream);
+/* out[r] = log_softmax(logits[r, :])[target_r] for r < rows, logits of dtype ldtype (f16, bf16,
+ * f32) [rows, V]; row r is sequence r / P, position (P == T ? r % T : T - 1) and target_r =
+ * targets[b * T + t]. */
+int pl_gpt2_launch_logprob(int ldtype, float *out, const void *logits, const int32_t *targets,
+                           int64_t rows, int P, int T, int V, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,829 @@
+/* gpt2_kernels: the gpt2 kind's device code (included by stages/gpt2/gpt2_gpu.cu, which holds the
+ * launchers): embedding, layernorm, flash attention, plain attention, log-probabilities. Device
+ * code only, so tests/unit/test_gpt2_emu.cpp can also compile it on the CPU against a small
+ * emulation of the CUDA built-ins, ldmatrix and mma.sync it uses, and check it without a GPU. */
+#ifndef PL_GPT2_KERNELS_CUH
+#define PL_GPT2_KERNELS_CUH
+
+#include <type_traits>
+
+#ifndef PL_DYNAMIC_SMEM
+#define PL_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
+
+namespace pl_gpt2
+{
+
+template <typename E> __device__ inline float to_f(E v);
+template <> __device__ inline float to_f<__half>(__half v)
+{
+    return __half2float(v);
+}
+template <> __device__ inline float to_f<__nv_bfloat16>(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+template <> __device__ inline float to_f<float>(float v)
+{
+    return v;
+}
+template <typename E> __device__ inline E from_f(float v);
+template <> __device__ inline __half from_f<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+template <> __device__ inline float from_f<float>(float v)
+{
+    return v;
+}
+
+/* ---- embedding ---- */
+
+template <typename E>
+__global__ void embed_kernel(float *x, const int32_t *ids, const E *wte, const float *wpe,
+                             int64_t N, int T, int C, int V)
+{
+    int64_t total = N * C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t n = i / C;
+        int c = (int)(i - n * C);
+        int32_t id = ids[n];
+        if (id < 0 || id >= V) id = 0;
+        x[i] = to_f(wte[(int64_t)id * C + c]) + wpe[(int64_t)(n % T) * C + c];
+    }
+}
+
+/* ---- layernorm: one warp per row, f32 statistics ----
+ * Rows of up to kLnMax floats (GPT-2's widest is 1600) with C % 4 == 0 are read once, as float4,
+ * into registers; others take two more passes over the row (which stays in L1). */
+
+constexpr int kLnVec = 13; /* float4 per lane: 13 x 4 x 32 = 1664 floats */
+constexpr int kLnMax = kLnVec * 4 * 32;
+/* The kernel is built for NV float4 per lane (NV 0: the scalar path) and launched with the
+ * smallest NV that holds the row: one width for every C held 13 float4 in registers (84 a
+ * thread, two 256-thread blocks an SM) where GPT-2 124M's 768 needs 6; measured at T 1024 it then
+ * ran at 32% of the DRAM rate, latency-bound. */
+constexpr int kLnWidths[] = {1, 2, 4, 6, 8, 10, kLnVec};
+
+/* The launchers' choice, shared with the CPU emulation test: f(std::integral_constant<int, NV>())
+ * with the narrowest of kLnWidths that holds a row of C (C % 4 == 0, C <= 128 NV), else NV 0
+ * (the scalar path). Host code. */
+template <int I = 0, typename F> inline void ln_with_width(int C, F &&f)
+{
+    constexpr int n = (int)(sizeof kLnWidths / sizeof kLnWidths[0]);
+    if constexpr (I == n)
+        f(std::integral_constant<int, 0>());
+    else if (C % 4 == 0 && C <= 128 * kLnWidths[I])
+        f(std::integral_constant<int, kLnWidths[I]>());
+    else
+        ln_with_width<I + 1>(C, static_cast<F &&>(f));
+}
+
+/* out = layernorm(x) rounded to E; lo (when not NULL) = what that rounding lost, also in E, so
+ * out + lo carries about twice E's mantissa: the bf16 LM head runs on both halves (a GEMM each,
+ * the second accumulating) and its logits miss only the weights' own rounding. */
+template <typename E> __device__ inline void ln_store(E *out, E *lo, int64_t i, float v)
+{
+    E hi = from_f<E>(v);
+    out[i] = hi;
+    if (lo) lo[i] = from_f<E>(v - to_f(hi));
+}
+
+#ifndef PL_CUDA_EMU
+template <typename E> __device__ inline uint32_t pack2(float lo, float hi);
+template <> __device__ inline uint32_t pack2<__half>(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi); /* one cvt.rn.f16x2.f32 */
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ inline uint32_t pack2<__nv_bfloat16>(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+#else
+/* Rounds (lo, hi) to E and packs them as one register, lo in the low half (the lower column). */
+template <typename E> inline uint32_t pack2(float lo, float hi)
+{
+    return (uint32_t)bits_of(from_f<E>(lo)) | (uint32_t)bits_of(from_f<E>(hi)) << 16;
+}
+#endif
+
+/* Four consecutive outputs (index 4 c4 ..) as one 8-byte store (16 for f32), and their rounding
+ * residuals when lo is not NULL. */
+template <typename E>
+__device__ inline void ln_store4(E *out, E *lo, int64_t c4, float a, float b, float c, float d)
+{
+    if constexpr (sizeof(E) == 4) {
+        reinterpret_cast<float4 *>(out)[c4] = make_float4(a, b, c, d);
+    } else {
+        uint2 v = {pack2<E>(a, b), pack2<E>(c, d)};
+        reinterpret_cast<uint2 *>(out)[c4] = v;
+        if (lo) {
+            float ra = a - to_f(from_f<E>(a)), rb = b - to_f(from_f<E>(b));
+            float rc = c - to_f(from_f<E>(c)), rd = d - to_f(from_f<E>(d));
+            uint2 r = {pack2<E>(ra, rb), pack2<E>(rc, rd)};
+            reinterpret_cast<uint2 *>(lo)[c4] = r;
+        }
+    }
+}
+
+template <typename E, int NV>
+__global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, const float *b,
+                                 int64_t rows, int64_t first, int64_t step, int C, float eps)
+{
+    static_assert(NV >= 0 && NV <= kLnVec, "float4 per lane");
+    int lane = threadIdx.x & 31;
+    int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    const float *xr = x + (first + r * step) * C;
+    E *orow = out + r * C, *lrow = lo ? lo + r * C : nullptr;
+    if constexpr (NV > 0) { /* the launcher checked C % 4 == 0 and C <= 128 NV */
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
+        const int C4 = C / 4;
+        float4 v[NV];
+        float s = 0;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            int c = lane + 32 * j;
+            v[j] = c < C4 ? x4[c] : make_float4(0, 0, 0, 0);
+            s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+        }
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        float mean = s / C, q = 0;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            if (lane + 32 * j >= C4) continue;
+            float a = v[j].x - mean, bb = v[j].y - mean, c = v[j].z - mean, d = v[j].w - mean;
+            q += (a * a + bb * bb) + (c * c + d * d);
+        }
+        for (int o = 16; o > 0; o >>= 1)
+            q += __shfl_xor_sync(0xffffffffu, q, o);
+        float rstd = rsqrtf(q / C + eps);
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            int c = lane + 32 * j;
+            if (c >= C4) continue;
+            float4 wv = reinterpret_cast<const float4 *>(w)[c];
+            float4 bv = reinterpret_cast<const float4 *>(b)[c];
+            ln_store4(orow, lrow, c, (v[j].x - mean) * rstd * wv.x + bv.x,
+                      (v[j].y - mean) * rstd * wv.y + bv.y, (v[j].z - mean) * rstd * wv.z + bv.z,
+                      (v[j].w - mean) * rstd * wv.w + bv.w);
+        }
+    } else {
+        float s = 0;
+        for (int c = lane; c < C; c += 32)
+            s += xr[c];
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        float mean = s / C, v = 0;
+        for (int c = lane; c < C; c += 32) {
+            float d = xr[c] - mean;
+            v += d * d;
+        }
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+        float rstd = rsqrtf(v / C + eps);
+        for (int c = lane; c < C; c += 32)
+            ln_store(orow, lrow, c, (xr[c] - mean) * rstd * w[c] + b[c]);
+    }
+}
+
+/* ---- attention: FlashAttention-2 style on mma.sync m16n8k16 ----
+ * A block of NW warps owns 16 NW query rows of one (sequence, head); each warp 16 of them, its
+ * Q fragments held in registers for the whole kernel. K/V tiles of kBC keys stream through two
+ * shared-memory buffers with cp.async (the next tile loads while this one computes). Per tile and
+ * warp: S = Q K^T lands in registers (the m16n8k16 accumulator layout), the online softmax runs
+ * on those registers (a row's 64 scores live in the 4 lanes of a quad: two shuffles reduce it),
+ * and the accumulator layout of P is, element for element, the A-operand layout of the next
+ * product, so O += P V follows without P touching shared memory. ldmatrix loads the K (plain)
+ * and V (transposed) fragments; the 16-byte row padding keeps its eight rows on distinct banks.
+ * Causal: tiles past the block's last query are skipped, the diagonal tile masked. Only the
+ * output passes through shared memory (the warp's own Q rows), for 16-byte stores. */
+
+constexpr int kBC = 64; /* keys per K/V tile */
+
+template <int HD, int NW, int MT = 1> struct attn_smem {
+    static constexpr int BR = 16 * MT * NW; /* query rows per block: NW warps of MT m-tiles */
+    static constexpr int LDE = HD + 8;      /* dtype row stride of Q, K, V tiles (16-byte pad) */
+    /* Q, two K and two V buffers. */
+    static constexpr size_t bytes = (size_t)(BR + 4 * kBC) * LDE * 2;
+};
+
+#ifndef PL_CUDA_EMU
+/* 16 bytes global -> shared without passing through registers; valid = false writes zeros (the
+ * source is then not read). */
+__device__ inline void cp_async16(void *dst, const void *src, bool valid)
+{
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ inline void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+/* Waits until at most N of this thread's committed groups are still in flight. */
+template <int N> __device__ inline void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+/* Four 8 x 8 b16 matrices from shared memory; lane i gives the address of row i % 8 of matrix
+ * i / 8, and register j receives matrix j's row lane / 4, columns 2 (lane % 4) and + 1 (trans:
+ * column lane / 4, rows 2 (lane % 4) and + 1). */
+__device__ inline void ldsm_x4(uint32_t (&r)[4], const void *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+__device__ inline void ldsm_x4_trans(uint32_t (&r)[4], const void *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+/* d += a b for one 16 x 8 x 16 tile, f32 accumulation. */
+template <typename E>
+__device__ inline void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ inline void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, "
+                 "%6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ inline void mma16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, "
+                 "%6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ inline uint16_t bits_of(__half v)
+{
+    return __half_as_ushort(v);
+}
+__device__ inline uint16_t bits_of(__nv_bfloat16 v)
+{
+    return __bfloat16_as_ushort(v);
+}
+/* 2^x in one MUFU.EX2, subnormal results flushed to zero. exp2f also handles subnormals, at three
+ * more instructions an element (it scales the argument into range and the result back); a P
+ * under 2^-126 is a zero in f16 and adds nothing next to the row's largest weight, 1. */
+__device__ inline float ex2_ftz(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+#endif
+
+template <typename E> struct is_f16 {
+    static constexpr bool value = false;
+};
+template <> struct is_f16<__half> {
+    static constexpr bool value = true;
+};
+/* The two bf16 halves of a packed register, as f32 (a bf16 is the top half of an f32). */
+__device__ inline float sum2_bf16(uint32_t w)
+{
+    uint32_t lo = w << 16, hi = w & 0xffff0000u;
+    float a, b;
+    memcpy(&a, &lo, 4);
+    memcpy(&b, &hi, 4);
+    return a + b;
+}
+
+/* One K/V tile for one warp (the kernel below): S = Q K^T into registers, the online softmax on
+ * them, O += P V. MASK: the tile holds keys after some of the warp's rows (the diagonal tile) or
+ * past the sequence's end; the other tiles, all but one per query block, run without any mask
+ * code (a compare and a select per score, and the branches around them, measured as a large
+ * part of the kernel's non-tensor instructions). */
+template <bool MASK, typename E, int HD, int MT, int LDE>
+__device__ __forceinline__ void
+attn_tile(const E *tK, const E *tV, const uint32_t (&qf)[MT][HD / 16][4], float (&o)[MT][HD / 8][4],
+          float (&m0)[MT], float (&m1)[MT], float (&l0)[MT], float (&l1)[MT], int k0, int q_first,
+          int T, float scale_log2, int lane)
+{
+    constexpr int NS = kBC / 8; /* S n-tiles (8 keys each) */
+    constexpr int NO = HD / 8;  /* O n-tiles (8 dims each) */
+    constexpr int KQ = HD / 16; /* k-steps of Q K^T */
+    const int g = lane >> 2, t4 = lane & 3;
+    float s[MT][NS][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+            s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0;
+            /* Each K fragment loaded serves the warp's MT m-tiles. */
+#pragma unroll
+    for (int j = 0; j < NS; j += 2)
+#pragma unroll
+        for (int kk = 0; kk < KQ; kk++) {
+            uint32_t kf[4]; /* b0, b1 of n-tile j, then of j + 1 */
+            ldsm_x4(kf, tK + (8 * j + 8 * (lane >> 4) + (lane & 7)) * LDE + kk * 16 +
+                            8 * ((lane >> 3) & 1));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma16816<E>(s[mt][j], qf[mt][kk], kf[0], kf[1]);
+                mma16816<E>(s[mt][j + 1], qf[mt][kk], kf[2], kf[3]);
+            }
+        }
+    /* The maxima are of the raw scores (the scale is positive), scaled once per row below, and
+     * each P element is one FFMA into exp2: exp2(s * scale_log2 - m). */
+    uint32_t pf[MT][kBC / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        if constexpr (MASK) {
+            /* Key k of row r is masked when k > r (causal) or k >= T: k > min(r, T - 1). The
+             * element (j, e) holds key k0 + 2 t4 + 8 j + (e & 1), so it is one compare of a
+             * constant with the row's limit. */
+            const int r0 = q_first + mt * 16 + g, c0 = k0 + 2 * t4;
+            const int lim0 = min(r0, T - 1) - c0, lim1 = min(r0 + 8, T - 1) - c0;
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (8 * j + (e & 1) > (e < 2 ? lim0 : lim1)) s[mt][j][e] = -INFINITY;
+        }
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+            mx0 = fmaxf(mx0, fmaxf(s[mt][j][0], s[mt][j][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[mt][j][2], s[mt][j][3]));
+        }
+        mx0 *= scale_log2;
+        mx1 *= scale_log2;
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float n0 = fmaxf(m0[mt], mx0), n1 = fmaxf(m1[mt], mx1);
+        /* A row with nothing unmasked yet keeps base 0: exp2(-inf - 0) = 0, no NaN. */
+        const float b0 = n0 == -INFINITY ? 0.0f : n0, b1 = n1 == -INFINITY ? 0.0f : n1;
+        const float a0 = ex2_ftz(m0[mt] - b0), a1 = ex2_ftz(m1[mt] - b1);
+        m0[mt] = n0;
+        m1[mt] = n1;
+        l0[mt] *= a0;
+        l1[mt] *= a1;
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            o[mt][j][0] *= a0;
+            o[mt][j][1] *= a0;
+            o[mt][j][2] *= a1;
+            o[mt][j][3] *= a1;
+        }
+        /* P's accumulator tiles 2 kk and 2 kk + 1 are the A fragment of k-step kk. The sum l: in
+         * f16 of the f32 values, as in FlashAttention-2 (P's rounding is then an unbiased error
+         * of 2^-11 in the product); in bf16 of the rounded values, so the weights P V uses sum to
+         * exactly 1 and their 2^-9 errors partly cancel (measured: the f32 sum costs bf16 about
+         * 0.3% of GPT-2 124M's argmaxes). */
+#pragma unroll
+        for (int kk = 0; kk < kBC / 16; kk++) {
+            const float *x = s[mt][2 * kk], *y = s[mt][2 * kk + 1];
+            float p[8];
+            p[0] = ex2_ftz(fmaf(x[0], scale_log2, -b0));
+            p[1] = ex2_ftz(fmaf(x[1], scale_log2, -b0));
+            p[2] = ex2_ftz(fmaf(x[2], scale_log2, -b1));
+            p[3] = ex2_ftz(fmaf(x[3], scale_log2, -b1));
+            p[4] = ex2_ftz(fmaf(y[0], scale_log2, -b0));
+            p[5] = ex2_ftz(fmaf(y[1], scale_log2, -b0));
+            p[6] = ex2_ftz(fmaf(y[2], scale_log2, -b1));
+            p[7] = ex2_ftz(fmaf(y[3], scale_log2, -b1));
+            pf[mt][kk][0] = pack2<E>(p[0], p[1]);
+            pf[mt][kk][1] = pack2<E>(p[2], p[3]);
+            pf[mt][kk][2] = pack2<E>(p[4], p[5]);
+            pf[mt][kk][3] = pack2<E>(p[6], p[7]);
+            if constexpr (sizeof(E) == 2 && !is_f16<E>::value) {
+                l0[mt] += sum2_bf16(pf[mt][kk][0]) + sum2_bf16(pf[mt][kk][2]);
+                l1[mt] += sum2_bf16(pf[mt][kk][1]) + sum2_bf16(pf[mt][kk][3]);
+            } else {
+                l0[mt] += (p[0] + p[1]) + (p[4] + p[5]);
+                l1[mt] += (p[2] + p[3]) + (p[6] + p[7]);
+            }
+        }
+    }
+    /* Each V fragment loaded serves the warp's MT m-tiles. */
+#pragma unroll
+    for (int kk = 0; kk < kBC / 16; kk++)
+#pragma unroll
+        for (int j = 0; j < NO; j += 2) {
+            uint32_t vf[4]; /* b0, b1 of O n-tile j, then of j + 1 */
+            ldsm_x4_trans(vf, tV + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDE + 8 * j +
+                                  8 * (lane >> 4));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma16816<E>(o[mt][j], pf[mt][kk], vf[0], vf[1]);
+                mma16816<E>(o[mt][j + 1], pf[mt][kk], vf[2], vf[3]);
+            }
+        }
+}
+
+/* Four blocks of one m-tile per SM (16 warps): at most 128 registers a thread, where the compiler
+ * would take 134 and fit only three. */
+template <typename E, int HD, int NW, int MT>
+__global__ void __launch_bounds__(NW * 32, MT == 1 ? 4 : 2)
+    attention_kernel(E *out, const E *qkv, int T, int H, float scale_log2)
+{
+    using L = attn_smem<HD, NW, MT>;
+    constexpr int kBR = L::BR;
+    constexpr int WR = 16 * MT; /* query rows per warp: MT m-tiles of 16 */
+    static_assert(HD % 16 == 0 && HD <= 128, "head size must be a multiple of 16, at most 128");
+    constexpr int NO = HD / 8;  /* O n-tiles (8 dims each) */
+    constexpr int KQ = HD / 16; /* k-steps of Q K^T */
+    PL_DYNAMIC_SMEM(smem);
+    E *sQ = reinterpret_cast<E *>(smem);
+    E *sK = sQ + kBR * L::LDE; /* [2][kBC][LDE] */
+    E *sV = sK + 2 * kBC * L::LDE;
+
+    const int qb = (int)gridDim.x - 1 - (int)blockIdx.x; /* longest rows first */
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int C = H * HD;
+    const int64_t row3 = 3 * (int64_t)C;
+    const E *base = qkv + (int64_t)b * T * row3 + (int64_t)h * HD;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t4 = lane & 3;   /* the quad (row) and the lane in it */
+    constexpr int CH = HD / 8;                /* 16-byte chunks per row */
+    const int q_first = qb * kBR + warp * WR; /* this warp's first query */
+    const int kv_end = min(T, (qb + 1) * kBR);
+    const int n_tiles = (kv_end + kBC - 1) / kBC;
+
+    for (int i = tid; i < kBR * CH; i += blockDim.x) {
+        int r = i / CH, c = (i % CH) * 8, q = qb * kBR + r;
+        cp_async16(sQ + r * L::LDE + c, q < T ? base + (int64_t)q * row3 + c : base, q < T);
+    }
+    cp_async_commit();
+    /* K/V tile t into buffer t & 1. */
+#define PL__LOAD_KV(t)                                                                             \
+    do {                                                                                           \
+        E *dk = sK + ((t)&1) * kBC * L::LDE, *dv = sV + ((t)&1) * kBC * L::LDE;                    \
+        for (int i = tid; i < kBC * CH; i += blockDim.x) {                                         \
+            int rr = i / CH, c = (i % CH) * 8, k = (t)*kBC + rr;                                   \
+            const E *src = k < T ? base + (int64_t)k * row3 + c : base;                            \
+            cp_async16(dk + rr * L::LDE + c, src + (k < T ? C : 0), k < T);                        \
+            cp_async16(dv + rr * L::LDE + c, src + (k < T ? 2 * C : 0), k < T);                    \
+        }                                                                                          \
+        cp_async_commit();                                                                         \
+    } while (0)
+    PL__LOAD_KV(0);
+    cp_async_wait<1>(); /* Q has landed (tile 0 may still be in flight) */
+    __syncthreads();
+    /* A fragments of m-tile mt: rows g, g + 8; columns 2 t4 (+1), 2 t4 + 8 (+1) */
+    uint32_t qf[MT][KQ][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int kk = 0; kk < KQ; kk++)
+            ldsm_x4(qf[mt][kk],
+                    sQ + (warp * WR + mt * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * L::LDE +
+                        kk * 16 + 8 * (lane >> 4));
+
+    float o[MT][NO][4]; /* rows g (0, 1) and g + 8 (2, 3); columns 8 j + 2 t4 (+1) */
+    float m0[MT], m1[MT], l0[MT], l1[MT]; /* l: this lane's part of the sum */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+            o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0;
+        m0[mt] = m1[mt] = -INFINITY;
+        l0[mt] = l1[mt] = 0;
+    }
+    for (int it = 0; it < n_tiles; it++) {
+        const int k0 = it * kBC;
+        if (it + 1 < n_tiles) {
+            PL__LOAD_KV(it + 1); /* into the buffer the previous tile used: all are done with it */
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads(); /* tile it is in shared memory for every warp */
+        const E *tK = sK + (it & 1) * kBC * L::LDE, *tV = sV + (it & 1) * kBC * L::LDE;
+        if (k0 <= q_first + WR - 1) { /* else every key of the tile is after this warp's rows */
+            if (k0 + kBC - 1 > q_first || k0 + kBC > T)
+                attn_tile<true, E, HD, MT, L::LDE>(tK, tV, qf, o, m0, m1, l0, l1, k0, q_first, T,
+                                                   scale_log2, lane);
+            else
+                attn_tile<false, E, HD, MT, L::LDE>(tK, tV, qf, o, m0, m1, l0, l1, k0, q_first, T,
+                                                    scale_log2, lane);
+        }
+        __syncthreads(); /* every warp is done with this tile's K/V */
+    }
+#undef PL__LOAD_KV
+    /* The warp's own Q rows (read only by it, into registers) stage its output. */
+    E *sO = sQ + warp * WR * L::LDE;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        float a = l0[mt], c = l1[mt];
+        a += __shfl_xor_sync(0xffffffffu, a, 1);
+        a += __shfl_xor_sync(0xffffffffu, a, 2);
+        c += __shfl_xor_sync(0xffffffffu, c, 1);
+        c += __shfl_xor_sync(0xffffffffu, c, 2);
+        const float i0 = a > 0 ? 1.0f / a : 0.0f, i1 = c > 0 ? 1.0f / c : 0.0f;
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            *reinterpret_cast<uint32_t *>(sO + (mt * 16 + g) * L::LDE + 8 * j + 2 * t4) =
+                pack2<E>(o[mt][j][0] * i0, o[mt][j][1] * i0);
+            *reinterpret_cast<uint32_t *>(sO + (mt * 16 + g + 8) * L::LDE + 8 * j + 2 * t4) =
+                pack2<E>(o[mt][j][2] * i1, o[mt][j][3] * i1);
+        }
+    }
+    __syncwarp();
+    for (int i = lane; i < WR * CH; i += 32) {
+        int r = i / CH, c = (i % CH) * 8, q = q_first + r;
+        if (q < T)
+            *reinterpret_cast<int4 *>(out + ((int64_t)b * T + q) * C + (int64_t)h * HD + c) =
+                *reinterpret_cast<const int4 *>(sO + r * L::LDE + c);
+    }
+}
+
+/* ---- attention at the last position only: one warp per (sequence, head) ----
+ * When only each sequence's last position is wanted, the last layer needs the attention of that
+ * one query (its keys and values are every position's, from the full QKV GEMM). A lane takes keys
+ * lane, lane + 32, ...: the whole dot product, an online softmax and its own output in f32; the
+ * 32 partial results then merge by log-sum-exp through shuffles. K and V rows are read as 16-byte
+ * vectors. out is [B, C]: row b is sequence b's last position. */
+/* Eight E (one 16-byte load) as f32. */
+template <typename E> __device__ inline void unpack8(const int4 *p, float (&f)[8])
+{
+    int4 raw = *p;
+    E e[8];
+    memcpy(e, &raw, sizeof raw);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        f[i] = to_f(e[i]);
+}
+
+template <typename E, int HD>
+__global__ void __launch_bounds__(32)
+    attention_last_kernel(E *out, const E *qkv, int T, int H, float scale)
+{
+    static_assert(HD % 8 == 0, "head size must be a multiple of 8");
+    const int h = blockIdx.x, b = blockIdx.y, lane = threadIdx.x & 31;
+    const int C = H * HD;
+    const int64_t row3 = 3 * (int64_t)C;
+    const E *base = qkv + (int64_t)b * T * row3 + (int64_t)h * HD;
+    float q[HD], o[HD];
+    {
+        const E *qr = base + (int64_t)(T - 1) * row3;
+#pragma unroll
+        for (int i = 0; i < HD; i++) {
+            q[i] = to_f(qr[i]) * scale;
+            o[i] = 0;
+        }
+    }
+    float m = -INFINITY, l = 0;
+    for (int s = lane; s < T; s += 32) {
+        const int4 *k4 = reinterpret_cast<const int4 *>(base + (int64_t)s * row3 + C);
+        const int4 *v4 = reinterpret_cast<const int4 *>(base + (int64_t)s * row3 + 2 * C);
+        float d = 0;
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++) {
+            float kv[8];
+            unpack8<E>(k4 + c, kv);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                d += q[8 * c + i] * kv[i];
+        }
+        const float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn); /* exp(-inf) = 0 */
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++) {
+            float vv[8];
+            unpack8<E>(v4 + c, vv);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                o[8 * c + i] = o[8 * c + i] * a + p * vv[i];
+        }
+        l = l * a + p;
+        m = mn;
+    }
+    /* Merge the lanes' (m, l, o): every lane ends with the whole result. A lane that saw no key
+     * (T < 32) has m = -inf and weight 0. */
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+        const float mn = fmaxf(m, m2);
+        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
+        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+#pragma unroll
+        for (int i = 0; i < HD; i++) {
+            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
+            o[i] = o[i] * a + o2 * a2;
+        }
+        l = l * a + l2 * a2;
+        m = mn;
+    }
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    E *orow = out + (int64_t)b * C + (int64_t)h * HD;
+#pragma unroll
+    for (int i = 0; i < HD; i++)
+        if (i % 32 == lane) orow[i] = from_f<E>(o[i] * inv);
+}
+
+/* dst[r, :] = src[first + r * step, :] for r < rows (f32 rows of C). */
+__global__ void gather_rows_kernel(float *dst, const float *src, int rows, int64_t first,
+                                   int64_t step, int C)
+{
+    int64_t total = (int64_t)rows * C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / C;
+        dst[i] = src[(first + r * step) * C + (i - r * C)];
+    }
+}
+
+/* dst[r, :V] = src[r, :V] for r < rows: rows of ld elements packed to rows of V (the LM head's
+ * padded logits into the output buffer). A block per row at a time, so no element needs a 64-bit
+ * division to find its row (the first version, one flat index per element, took about as long
+ * as the head's GEMM). Each thread stores 16 aligned bytes at a time, gathered from 16/sizeof(T)
+ * loads (a packed row starts anywhere: V is odd for GPT-2): 2-byte stores left the copy at a
+ * third of the HBM's bandwidth, 0.1 ms of the one-sequence forward before its download. */
+struct alignas(16) pl_vec16 {
+    unsigned w[4];
+};
+
+template <typename T>
+__global__ void unpad_rows_kernel(T *dst, const T *src, int64_t rows, int V, int ld)
+{
+    static_assert(16 % sizeof(T) == 0, "whole elements per 16 bytes");
+    constexpr int VE = (int)(16 / sizeof(T));
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T *sr = src + r * ld;
+        T *dr = dst + r * V;
+        /* Elements before dr's first 16-byte boundary, then whole vectors, then the rest. */
+        int head = (int)(((16 - (uintptr_t)dr % 16) % 16) / sizeof(T));
+        head = head < V ? head : V;
+        int nvec = (V - head) / VE;
+        for (int c = threadIdx.x; c < head; c += blockDim.x)
+            dr[c] = sr[c];
+#pragma unroll 2
+        for (int k = threadIdx.x; k < nvec; k += blockDim.x) {
+            int c = head + k * VE;
+            union {
+                pl_vec16 v;
+                T e[VE];
+            } u;
+#pragma unroll
+            for (int j = 0; j < VE; j++)
+                u.e[j] = sr[c + j];
+            *reinterpret_cast<pl_vec16 *>(dr + c) = u.v;
+        }
+        for (int c = head + nvec * VE + threadIdx.x; c < V; c += blockDim.x)
+            dr[c] = sr[c];
+    }
+}
+
+/* ---- attention, plain: one warp per (query, head), keys in order, f32 online softmax. The
+ * fallback PIPECTL_GPT2_ATTENTION=naive selects, to tell an attention bug from the rest. ---- */
+
+template <typename E>
+__global__ void attention_naive_kernel(E *out, const E *qkv, int B, int T, int H, int HD,
+                                       float scale)
+{
+    int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (w >= (int64_t)B * T * H) return;
+    int h = (int)(w % H);
+    int64_t bt = w / H;
+    int t = (int)(bt % T);
+    int64_t b = bt / T;
+    int C = H * HD;
+    const E *q = qkv + (b * T + t) * 3 * C + (int64_t)h * HD;
+    float m = -INFINITY, l = 0, o0 = 0, o1 = 0; /* lane owns dims lane and lane + 32 */
+    for (int s = 0; s <= t; s++) {
+        const E *k = qkv + (b * T + s) * 3 * C + C + (int64_t)h * HD;
+        float d = 0;
+        for (int i = lane; i < HD; i += 32)
+            d += to_f(q[i]) * to_f(k[i]);
+        for (int o = 16; o > 0; o >>= 1)
+            d += __shfl_xor_sync(0xffffffffu, d, o);
+        d *= scale;
+        float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn);
+        const E *v = k + C;
+        o0 = o0 * a + (lane < HD ? p * to_f(v[lane]) : 0.0f);
+        o1 = o1 * a + (lane + 32 < HD ? p * to_f(v[lane + 32]) : 0.0f);
+        l = l * a + p;
+        m = mn;
+    }
+    E *orow = out + (b * T + t) * C + (int64_t)h * HD;
+    if (lane < HD) orow[lane] = from_f<E>(o0 / l);
+    if (lane + 32 < HD) orow[lane + 32] = from_f<E>(o1 / l);
+}
+
+/* ---- LM head for a few rows, in f32: logits[r, v] = h[r, :] . wte[v, :] ----
+ * At the last positions there are only B rows, and the GEMM of [B, C] x [C, V] is a
+ * matrix-vector product bound by reading the V x C embedding once (77 MB at 124M). A warp takes
+ * kHeadV vocabulary rows at a time and reads them as 16-byte vectors; each h chunk (f32, from
+ * L1: rows x C floats) it loads serves all kHeadV of them. The activations are never rounded to
+ * 16 bits. */
+constexpr int kHeadMaxRows = 16, kHeadV = 4;
+
+template <typename E>
+__global__ void head_f32_kernel(float *out, const float *h, const E *wte, int rows, int C, int V)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t w0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int C8 = C / 8; /* C % 8 == 0: 16-byte chunks of E */
+    for (int64_t v0 = w0 * kHeadV; v0 < V; v0 += nw * kHeadV) {
+        float acc[kHeadMaxRows][kHeadV];
+#pragma unroll
+        for (int r = 0; r < kHeadMaxRows; r++)
+#pragma unroll
+            for (int u = 0; u < kHeadV; u++)
+                acc[r][u] = 0;
+        for (int c8 = lane; c8 < C8; c8 += 32) {
+            float wv[kHeadV][8];
+#pragma unroll
+            for (int u = 0; u < kHeadV; u++) {
+                int64_t v = v0 + u < V ? v0 + u : V - 1; /* past the end: a repeat, not stored */
+                int4 raw = reinterpret_cast<const int4 *>(wte + v * C)[c8];
+                E e[8]; /* memcpy, not a cast: no aliasing questions in the CPU build of tests */
+                memcpy(e, &raw, sizeof raw);
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    wv[u][i] = to_f(e[i]);
+            }
+#pragma unroll
+            for (int r = 0; r < kHeadMaxRows; r++) {
+                if (r >= rows) break;
+                const float4 *hr = reinterpret_cast<const float4 *>(h + (int64_t)r * C) + 2 * c8;
+                float4 a = hr[0], b = hr[1];
+#pragma unroll
+                for (int u = 0; u < kHeadV; u++)
+                    acc[r][u] += wv[u][0] * a.x + wv[u][1] * a.y + wv[u][2] * a.z + wv[u][3] * a.w +
+                                 wv[u][4] * b.x + wv[u][5] * b.y + wv[u][6] * b.z + wv[u][7] * b.w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < kHeadMaxRows; r++) {
+            if (r >= rows) break;
+#pragma unroll
+            for (int u = 0; u < kHeadV; u++) {
+                float x = acc[r][u];
+                for (int o = 16; o > 0; o >>= 1)
+                    x += __shfl_xor_sync(0xffffffffu, x, o);
+                if (lane == u && v0 + u < V) out[(int64_t)r * V + v0 + u] = x;
+            }
+        }
+    }
+}
+
+/* ---- log-probabilities: one block per row ---- */
+
+template <typename E>
+__global__ void logprob_kernel(float *out, const E *logits, const int32_t *targets, int64_t rows,
+                               int P, int T, int V)
+{
+    __shared__ float red[32];
+    int64_t r = blockIdx.x;
+    if (r >= rows) return;
+    const E *x = logits + r * V;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    float mx = -INFINITY;
+    for (int c = tid; c < V; c += blockDim.x)
+        mx = fmaxf(mx, to_f(x[c]));
+    for (int o = 16; o > 0; o >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int i = 1; i < nw; i++)
+        mx = fmaxf(mx, red[i]);
+    __syncthreads();
+    float s = 0;
+    for (int c = tid; c < V; c += blockDim.x)
+        s += expf(to_f(x[c]) - mx);
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) red[warp] = s;
+    __syncthreads();
+    if (tid == 0) {
+        float tot = 0;
+        for (int i = 0; i < nw; i++)
+            tot += red[i];
+        int64_t bq = r / P;
+        int t = P == T ? (int)(r % P) : T - 1;
+        int32_t tg = targets[bq * T + t];
+        if (tg < 0 || tg >= V) tg = 0;
+        out[r] = to_f(x[tg]) - mx - logf(tot);
+    }
+}
+
+} // namespace pl_gpt2
+
+#endif
