@@ -2,8 +2,9 @@
  * tree (parser/pl_value.h) against them and builds the pl_spec. The YAML and the Lua front end
  * only turn their source into a value tree; every rule (unknown keys with "did you mean",
  * duplicates, types, caps, shapes, the 64 GiB limit, kind names) is written here once. The same
- * tables, with the kinds' key tables (runtime/core/pl_stage.h), give `pipectl schema` (JSON Schema),
- * `pipectl help kinds|KIND` and the rows of docs/pipeline-yaml.md (a test compares them). */
+ * tables, with the kinds' key tables (runtime/core/pl_stage.h), give `pipectl schema` (JSON
+ * Schema), `pipectl help kinds|KIND` and the rows of docs/pipeline-yaml.md (a test compares them).
+ */
 #ifndef PL_SCHEMA_H
 #define PL_SCHEMA_H
 

@@ -1,8 +1,8 @@
-/* pl_json: pipectl's one JSON layer, over jansson. Bundles (runtime/record/pl_bundle.c) read and write
- * through it, and every --json output (check, plan, the run summary, errors) and the trace. What it
- * adds to jansson: strings from any bytes (invalid UTF-8 is replaced, never an error), files
- * written whole or not at all, and typed getters whose failures are error records naming the file
- * and the key. */
+/* pl_json: pipectl's one JSON layer, over jansson. Bundles (runtime/record/pl_bundle.c) read and
+ * write through it, and every --json output (check, plan, the run summary, errors) and the trace.
+ * What it adds to jansson: strings from any bytes (invalid UTF-8 is replaced, never an error),
+ * files written whole or not at all, and typed getters whose failures are error records naming the
+ * file and the key. */
 #ifndef PL_JSON_H
 #define PL_JSON_H
 

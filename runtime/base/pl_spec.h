@@ -97,8 +97,8 @@ typedef struct pl_ref {
     int index;
 } pl_ref;
 
-/* A stage's kind: its whole behaviour (runtime/core/pl_stage.h). The spec only points at it, so adding a
- * kind changes nothing here. */
+/* A stage's kind: its whole behaviour (runtime/core/pl_stage.h). The spec only points at it, so
+ * adding a kind changes nothing here. */
 struct pl_kind;
 
 typedef struct pl_stage {

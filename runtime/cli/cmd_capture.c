@@ -1,5 +1,6 @@
 /* cmd_capture: `pipectl capture FILE -o DIR` (and `pipectl run --capture DIR`): runs a pipeline
- * and writes a bundle (runtime/record/pl_bundle.h, docs/bundles.md) that `pipectl replay` checks. */
+ * and writes a bundle (runtime/record/pl_bundle.h, docs/bundles.md) that `pipectl replay` checks.
+ */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>

@@ -264,8 +264,8 @@ static pl_status pl__assign_streams(pl_plan *plan)
             sid = d2h;
         } else {
             /* An output stage (a sink) opens its own stream: it runs a batch only once the whole
-             * batch is done (the commit point, runtime/exec/pl_sched.h), and on its producer's stream
-             * it would hold that producer's next batch back behind the device work. */
+             * batch is done (the commit point, runtime/exec/pl_sched.h), and on its producer's
+             * stream it would hold that producer's next batch back behind the device work. */
             bool out = (plan->spec->stages[v].kind->role & PL_ROLE_OUTPUT) != 0;
             for (int i = 0; i < ps->n_preds && sid < 0 && !out; i++) {
                 const pl_plan_stage *pp = &plan->stages[ps->preds[i]];

@@ -64,8 +64,8 @@ typedef struct pl_run_env {
     /* The GPU executor's per-device state (runtime/device/pl_gpu.h: cuBLAS, scratch, modules);
      * NULL on the host executor. Borrowed: valid from open() to close(). */
     struct pl_gpu_ctx *gpu;
-    /* The run's host thread pool (runtime/base/pl_pool.h): workers - 1 helpers, as the calling worker
-     * joins in. Owned by the stage runtime; kinds borrow it and may grow it in open(). */
+    /* The run's host thread pool (runtime/base/pl_pool.h): workers - 1 helpers, as the calling
+     * worker joins in. Owned by the stage runtime; kinds borrow it and may grow it in open(). */
     struct pl_pool *pool;
     /* During open() only: slot 0's buffers as pl_stage_ctx.bufs has them, so a persistent buffer
      * (its only copy, with its initial contents) can be read, e.g. to precompute over a corpus no

@@ -46,8 +46,8 @@ typedef struct pl_run_cfg {
     /* gpu, CUDA Graphs: when set, each lean graph of ring entry r < depth (one per slot and
      * segment) is written before instantiation as "graph_slot<r>_seg<k>.dot"
      * (cudaGraphDebugDotPrint) and "graph_slot<r>_seg<k>.topo" (its node types and edges, the
-     * text a bundle digests) into this existing folder (runtime/exec/gpu/pl_gpu_dot.c). Borrowed; NULL:
-     * none. The host executor ignores it. */
+     * text a bundle digests) into this existing folder (runtime/exec/gpu/pl_gpu_dot.c). Borrowed;
+     * NULL: none. The host executor ignores it. */
     const char *dot_dir;
     /* Spans of the first `trace_batches` batches are kept as they were (pl_timing.h: the log),
      * for the timeline (`--trace`, bundles' trace.json) and tests; 0 (default): none. Every

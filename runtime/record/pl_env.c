@@ -1,4 +1,5 @@
-/* pl_env: the environment a bundle records (host, build, libraries; the GPU from runtime/device/pl_gpu_env.c). */
+/* pl_env: the environment a bundle records (host, build, libraries; the GPU from
+ * runtime/device/pl_gpu_env.c). */
 #include "pl_env.h"
 
 #include <stdio.h>

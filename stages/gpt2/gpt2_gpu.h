@@ -1,5 +1,5 @@
-/* gpt2_gpu: the launchers of the gpt2 kind's own kernels (stages/gpt2/gpt2_gpu.cu), callable from C.
- * Each enqueues on `stream` (a cudaStream_t, always last), never synchronizes, works inside
+/* gpt2_gpu: the launchers of the gpt2 kind's own kernels (stages/gpt2/gpt2_gpu.cu), callable from
+ * C. Each enqueues on `stream` (a cudaStream_t, always last), never synchronizes, works inside
  * stream capture and returns a cudaError_t as int (0 = success). `dtype` is the model's pl_dtype
  * (PL_F16 or PL_BF16); activations `x` are f32. Built only with PL_WITH_CUDA. */
 #ifndef PL_GPT2_GPU_H

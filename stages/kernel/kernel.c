@@ -1,6 +1,6 @@
-/* kernel: a built-in op (stages/kernel/pl_ops.h) on device buffers; operands are reads then writes. On
- * the host executor each op runs its C reference (ops_ref.c); `busy` sleeps for duration_us.
- * Or a user kernel (source:, code: or module:), handled by stages/kernel/kernel_user.c. */
+/* kernel: a built-in op (stages/kernel/pl_ops.h) on device buffers; operands are reads then writes.
+ * On the host executor each op runs its C reference (ops_ref.c); `busy` sleeps for duration_us. Or
+ * a user kernel (source:, code: or module:), handled by stages/kernel/kernel_user.c. */
 #include "pl_kind_util.h"
 #include "pl_ops.h"
 #include "pl_ukern.h"

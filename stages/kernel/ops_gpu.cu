@@ -1,6 +1,6 @@
 /* ops_gpu: the GPU kernels of the built-in ops (stages/kernel/pl_ops.h) and one thin launcher each
- * (stages/kernel/ops_gpu.h). Semantics match the C references in stages/kernel/ops_ref.c element for element;
- * stages/kernel/kernel_gpu.c picks the operands and names the stage in errors. */
+ * (stages/kernel/ops_gpu.h). Semantics match the C references in stages/kernel/ops_ref.c element
+ * for element; stages/kernel/kernel_gpu.c picks the operands and names the stage in errors. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -326,7 +326,8 @@ __global__ void sum_final_kernel(const double *partials, int nb, int out_dtype, 
     }
 }
 
-/* ---- checksum: runtime/base/pl_hash.h, order-independent so atomicAdd gives the host's bits ---- */
+/* ---- checksum: runtime/base/pl_hash.h, order-independent so atomicAdd gives the host's bits ----
+ */
 
 __device__ inline uint64_t hash_mix64(uint64_t z)
 {

@@ -1,6 +1,6 @@
-/* ops_gpu: the launchers of the GPU kernel ops (stages/kernel/ops_gpu.cu), callable from C. Each enqueues
- * its kernels on `stream` (a cudaStream_t; the stream is always last), never synchronizes, works
- * inside stream capture, and returns a cudaError_t as int (0 = cudaSuccess) for the C caller
+/* ops_gpu: the launchers of the GPU kernel ops (stages/kernel/ops_gpu.cu), callable from C. Each
+ * enqueues its kernels on `stream` (a cudaStream_t; the stream is always last), never synchronizes,
+ * works inside stream capture, and returns a cudaError_t as int (0 = cudaSuccess) for the C caller
  * (stages/kernel/kernel_gpu.c) to name the stage and batch. `dtype` is a pl_dtype. Element counts
  * are int64_t. Built only with PL_WITH_CUDA. */
 #ifndef PL_OPS_GPU_H
@@ -35,8 +35,8 @@ int pl_gpu_sum_blocks(int64_t n, int sms);
  * `partials` holds pl_gpu_sum_blocks(n, sms) doubles. Deterministic, not the host's order. */
 int pl_gpu_launch_sum(int in_dtype, const void *x, int64_t n, int out_dtype, void *out,
                       double *partials, int sms, void *stream);
-/* out[0] = pl_hash of the nbytes bytes at x (runtime/base/pl_hash.h), computed with 64-bit atomicAdd:
- * bit-identical to the host. `out` must be 8-byte aligned. */
+/* out[0] = pl_hash of the nbytes bytes at x (runtime/base/pl_hash.h), computed with 64-bit
+ * atomicAdd: bit-identical to the host. `out` must be 8-byte aligned. */
 int pl_gpu_launch_checksum(const void *x, uint64_t nbytes, uint64_t *out, int sms, void *stream);
 /* y[r] = index of the largest x[r, c] over c < cols, the first one on ties (see pl_ops.h). */
 int pl_gpu_launch_argmax(int dtype, const void *x, int64_t rows, int64_t cols, int32_t *y, int sms,

@@ -1,7 +1,7 @@
 /* pl_ops: the built-in kernel ops of the `kernel` stage kind. Each op has a C reference
- * implementation (stages/kernel/ops_ref.c, used by the host executor and as the GPU tests' reference)
- * and a GPU launcher (stages/kernel/ops_gpu.cu). Operands are the stage's reads then writes, in the
- * order written. */
+ * implementation (stages/kernel/ops_ref.c, used by the host executor and as the GPU tests'
+ * reference) and a GPU launcher (stages/kernel/ops_gpu.cu). Operands are the stage's reads then
+ * writes, in the order written. */
 #ifndef PL_OPS_H
 #define PL_OPS_H
 
@@ -35,8 +35,8 @@ bool pl_op_parse(const char *name, pl_op_id *out);
 
 /* Parsed options of a kernel stage (stage->priv). */
 typedef struct pl_kernel_opts {
-    /* A user kernel (source:, code: or module:; stages/kernel/pl_ukern.h), or NULL for a built-in op:
-     * then `op` and the rest apply. */
+    /* A user kernel (source:, code: or module:; stages/kernel/pl_ukern.h), or NULL for a built-in
+     * op: then `op` and the rest apply. */
     const struct pl_ukern *user;
     pl_op_id op;
     double value;       /* fill */

@@ -1,6 +1,7 @@
 /* pl_ukern: a user kernel of a `kernel` stage (CUDA source compiled with NVRTC, or a PTX, cubin or
- * fatbin module), as stages/kernel/kernel_user.c parses it and runtime/device/pl_nvrtc.c compiles, loads and
- * launches it. Everything here lives in the spec's arena (owned by the spec) unless said. */
+ * fatbin module), as stages/kernel/kernel_user.c parses it and runtime/device/pl_nvrtc.c compiles,
+ * loads and launches it. Everything here lives in the spec's arena (owned by the spec) unless said.
+ */
 #ifndef PL_UKERN_H
 #define PL_UKERN_H
 
@@ -87,7 +88,8 @@ typedef struct pl_ukern {
     const char *info;     /* "stage 'k': kernels/my.cu for sm_90 compiled with NVRTC (...)" */
 } pl_ukern;
 
-/* The kernel kind's user-kernel side (stages/kernel/kernel_user.c), called by stages/kernel/kernel.c. */
+/* The kernel kind's user-kernel side (stages/kernel/kernel_user.c), called by
+ * stages/kernel/kernel.c. */
 bool pl_ukern_wanted(const pl_stage *st); /* source:, code: or module: is given */
 pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *err);
 pl_status pl_ukern_validate(const pl_spec *spec, const pl_stage *st, const pl_ukern *uk,

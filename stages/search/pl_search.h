@@ -1,10 +1,10 @@
-/* pl_search: the engines behind the search stage (stages/search/search.c), callable on their own (the
- * benchmark tests/bench/bench_search.c, the tests):
- * - exact top-k (stages/search/search_exact.c): the query batch times corpus tiles through BLAS sgemm,
- *   one tile per pool task, then a bounded heap per query; the tiles depend on the corpus shape
- *   only, so results never depend on the thread count;
- * - FAISS indexes (stages/search/search_faiss.cpp, when built with FAISS): load, search (IVF-Flat scanned
- *   with BLAS by pipectl, others by FAISS), build. */
+/* pl_search: the engines behind the search stage (stages/search/search.c), callable on their own
+ * (the benchmark tests/bench/bench_search.c, the tests):
+ * - exact top-k (stages/search/search_exact.c): the query batch times corpus tiles through BLAS
+ * sgemm, one tile per pool task, then a bounded heap per query; the tiles depend on the corpus
+ * shape only, so results never depend on the thread count;
+ * - FAISS indexes (stages/search/search_faiss.cpp, when built with FAISS): load, search (IVF-Flat
+ * scanned with BLAS by pipectl, others by FAISS), build. */
 #ifndef PL_SEARCH_H
 #define PL_SEARCH_H
 

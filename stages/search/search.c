@@ -1,7 +1,8 @@
 /* search: top-k nearest corpus vectors of each query, then gathers the hits' payload rows: the
  * retrieval step of RAG. Exact (the default): BLAS over corpus tiles on the run's thread pool
- * (stages/search/search_exact.c), ties to the smaller index, results independent of the thread count.
- * With `index:`, a prebuilt FAISS index (IVF, HNSW, PQ...) answers instead (search_faiss.cpp). */
+ * (stages/search/search_exact.c), ties to the smaller index, results independent of the thread
+ * count. With `index:`, a prebuilt FAISS index (IVF, HNSW, PQ...) answers instead
+ * (search_faiss.cpp). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

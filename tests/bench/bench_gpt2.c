@@ -1,6 +1,6 @@
 /* bench_gpt2: where a GPT-2 forward's time goes on the GPU. Runs the gpt2 kind's launch sequence
- * (the same launchers and cuBLASLt matmuls stages/gpt2/gpt2.c records) on random device data, with an
- * event between every op, and prints per op type: ms per forward, share, TFLOP/s; then the
+ * (the same launchers and cuBLASLt matmuls stages/gpt2/gpt2.c records) on random device data, with
+ * an event between every op, and prints per op type: ms per forward, share, TFLOP/s; then the
  * cuBLASLt GEMM rate of an 8192^3 product in the same dtype, the yardstick for "share of the GEMM
  * rate". No graph, plain launches on one stream.
  *   bench_gpt2 [--B 8] [--T 512] [--layers 12] [--heads 12] [--embd 768] [--vocab 50257]

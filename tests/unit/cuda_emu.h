@@ -1,7 +1,7 @@
 /* cuda_emu: just enough of CUDA's device built-ins, ldmatrix and mma.sync to run the gpt2 kind's
- * kernels (stages/gpt2/gpt2_kernels.cuh) on CPU threads, one block at a time, one std::thread per CUDA
- * thread: __syncthreads and __syncwarp are barriers, shuffles go through per-warp slots, and the
- * warp-wide ldmatrix and mma.sync m16n8k16 gather every lane's registers through per-thread
+ * kernels (stages/gpt2/gpt2_kernels.cuh) on CPU threads, one block at a time, one std::thread per
+ * CUDA thread: __syncthreads and __syncwarp are barriers, shuffles go through per-warp slots, and
+ * the warp-wide ldmatrix and mma.sync m16n8k16 gather every lane's registers through per-thread
  * slots and hand each lane its part by the PTX ISA's fragment layouts, so a kernel that gets a
  * layout wrong computes a wrong result here too. __shared__ is block-wide static storage (blocks
  * run in turn).

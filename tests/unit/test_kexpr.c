@@ -1,5 +1,6 @@
-/* test_kexpr: the grid/block/argument expression evaluator (stages/kernel/pl_kexpr.c): values, exact
- * division under ceil/floor, precedence, and errors with the column where the text goes wrong. */
+/* test_kexpr: the grid/block/argument expression evaluator (stages/kernel/pl_kexpr.c): values,
+ * exact division under ceil/floor, precedence, and errors with the column where the text goes
+ * wrong. */
 #include "pl_kexpr.h"
 #include "pl_test.h"
 

@@ -1,5 +1,5 @@
-/* test_kimage: reading kernels and parameters out of PTX without a GPU (stages/kernel/pl_kimage.c), on the
- * committed example module pipelines/kernels/scale.ptx and on hand-written PTX. (Cubins are
+/* test_kimage: reading kernels and parameters out of PTX without a GPU (stages/kernel/pl_kimage.c),
+ * on the committed example module pipelines/kernels/scale.ptx and on hand-written PTX. (Cubins are
  * tested through pipectl check in tests/ukern, which builds one with nvcc.) */
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
-/* test_pool: the run's host thread pool (runtime/base/pl_pool.c): every task runs exactly once, no two
- * threads hold one slot of a job at once, slots stay below `parallel`, several threads submit
+/* test_pool: the run's host thread pool (runtime/base/pl_pool.c): every task runs exactly once, no
+ * two threads hold one slot of a job at once, slots stay below `parallel`, several threads submit
  * jobs at the same time, the pool grows on reserve, and a pool of no helpers (or parallel 1)
  * runs everything on the caller in order. Runs under ThreadSanitizer in CI (.ci/run). */
 #include <pthread.h>

@@ -1,7 +1,7 @@
-/* test_search: the exact search engine (stages/search/search_exact.c) against a brute-force reference in
- * double: random corpora over several tiles in f32/f16/bf16 for ip, l2 and cosine; adversarial
- * data (integer vectors whose scores are exact, so ties must go to the smaller index; duplicate
- * rows; NaN in a query); the same ids and scores, bit for bit, at every thread count; and
+/* test_search: the exact search engine (stages/search/search_exact.c) against a brute-force
+ * reference in double: random corpora over several tiles in f32/f16/bf16 for ip, l2 and cosine;
+ * adversarial data (integer vectors whose scores are exact, so ties must go to the smaller index;
+ * duplicate rows; NaN in a query); the same ids and scores, bit for bit, at every thread count; and
  * through the stage: a NaN in the corpus is an error naming the row. */
 #include <math.h>
 #include <stdlib.h>
