@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_cli.sh: one GPU-machine call for issue 14 (items 4, 6, 7, 8): build with the default CUDA
+# run_cli.sh: the CLI's GPU checks in one run on the GPU machine: build with the default CUDA
 # architectures (timed), `pipectl doctor` names the kernel image the device runs, the reports of
 # the overlap example and of three concurrent 20 ms kernels with --timing all stay at or under
 # 100% of the bound (union per engine), and their traces pass check_trace.py; depth: auto on the
