@@ -5,6 +5,9 @@
  *
  * Threads: a pl_lua (and its lua_State) is used by one thread at a time. Different pl_lua objects
  * are independent and may run on different threads at once. */
+/* Layer lua: owns the embedded Lua binding (sandboxed states, protected calls, buffer views, the
+ * `pipectl` module) that the lua stage kind and the Lua front end run on. May include runtime/base
+ * and the Lua 5.4 headers; it knows no stage kind, plan or executor. */
 #ifndef PL_LUA_H
 #define PL_LUA_H
 

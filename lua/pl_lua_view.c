@@ -25,7 +25,7 @@ struct pl_lua_view {
     char stage[PL_MAX_NAME + 1];
 };
 
-/* Half precision: stages/pl_half.h, the conversions the ops and the host executor use. */
+/* Half precision: runtime/base/pl_half.h, the conversions the ops and the host executor use. */
 
 /* ---- element access ---- */
 

@@ -1,5 +1,8 @@
 /* pl_parse: the front ends. Each turns a pipeline file into a pl_spec (unchecked: call
  * pl_spec_check next). Errors are "file:line:col: error: ..." with status PL_EINPUT. */
+/* Layer parser: owns the front ends (YAML through libyaml, Lua through the lua layer), the generic
+ * value tree both build and the schema that validates it, and pl_load (front end by extension,
+ * then the check). May include runtime/base, lua, runtime/device, runtime/core and stages. */
 #ifndef PL_PARSE_H
 #define PL_PARSE_H
 

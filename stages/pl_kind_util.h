@@ -1,5 +1,10 @@
 /* pl_kind_util: small helpers the built-in kinds share (operand buffers, shape text, option refs).
  */
+/* Layer stages: owns the stage kinds, one file (source.c, sink.c, h2d.c, d2h.c, lua.c) or folder
+ * (kernel/, gpt2/, search/) each, their table (pl_kinds.c), and their CUDA side (*_gpu.c, .cu).
+ * May include runtime/base, lua, runtime/device and runtime/core. Layers above run a stage through
+ * pl_stage.h's hooks and include a kind's own header only for its engines (the kernel kind's GPU
+ * context and op launchers, the search index). */
 #ifndef PL_KIND_UTIL_H
 #define PL_KIND_UTIL_H
 

@@ -435,8 +435,8 @@ static size_t pl__header(const pl_buffer *b, int64_t first, char *buf, size_t ca
     return pl_npy_format_header(buf, cap, b->dtype, first, b->rank, b->shape);
 }
 
-/* Opens `partial` for writing under an exclusive lock held until close, and empties it. Two runs
- * used to open it with O_TRUNC together and interleave their batches. After locking, the name
+/* Opens `partial` for writing under an exclusive lock held until close, and empties it: two runs
+ * that open it with O_TRUNC together interleave their batches. After locking, the name
  * must still lead to the locked file: otherwise the run that held it renamed or removed it
  * meanwhile, and the new name is tried again. Filesystems without locks (ENOLCK) are written
  * unlocked. */

@@ -27,6 +27,9 @@
  *
  * Everything is declared here: no other header of pipectl is needed, and every public name starts
  * with pipectl_ or PIPECTL_ (the library's internal names are pl_ and hidden). */
+/* Layer runtime/api: owns the public C API: this header and pl_api.c, the functions libpipectl
+ * exports. This header includes nothing of ours (an embedder needs only this file); pl_api.c may
+ * include every layer up to runtime/record. */
 #ifndef PIPECTL_H
 #define PIPECTL_H
 

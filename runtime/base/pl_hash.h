@@ -2,7 +2,8 @@
  * `checksum` kernel op, bundles). Order-independent so a GPU can compute it with one atomicAdd per
  * word, in any order, and get the same bits as the host.
  *
- * The exact formula (helper D's CUDA version must match it bit for bit):
+ * The exact formula (the CUDA version, checksum_kernel in stages/kernel/ops_gpu.cu, must match it
+ * bit for bit):
  *
  *   mix64(z):  z ^= z >> 30; z *= 0xBF58476D1CE4E5B9;
  *              z ^= z >> 27; z *= 0x94D049BB133111EB;

@@ -1,4 +1,9 @@
 /* pl_status: one status table for all of pipectl, and the error record that carries a message. */
+/* Layer runtime/base, the lowest: owns what every other folder shares and nothing that knows a
+ * stage kind, a plan or an executor: status and error records, the spec (the pipeline as
+ * written), a run's memory, checksums and SHA-256, .npy, random numbers, the dependency graph, the
+ * thread pool, and the doors to OpenBLAS, jansson and NVTX. May include its own headers only (and
+ * system or third-party ones); tests/layering.sh has the order of the layers. */
 #ifndef PL_STATUS_H
 #define PL_STATUS_H
 

@@ -412,7 +412,7 @@ static int pl__bench_main(const pl__bench_opts *o)
         printf("%-18s %10s %12s %9s %9s %12s %9s\n", "config", "total_ms", "per_batch_us",
                "of_bound", "speedup", "baseline_ms", "vs_base");
         /* Graphs rows without a suffix use the default timing (1 batch in 16 timed); "all"
-         * times every batch (the earlier default), "off" none. --no-graph times every batch. */
+         * times every batch, "off" none. --no-graph times every batch. */
         struct {
             const char *name;
             int depth;

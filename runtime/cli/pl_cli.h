@@ -2,6 +2,9 @@
  * name, usage, summary, options and function. Each command's options are one table (pl_cli_opt)
  * that drives getopt_long parsing, `--help`, docs/cli.md, the man page and the bash and zsh
  * completions alike, so none of them can drift from what the parser accepts. */
+/* Layer runtime/cli, the top: owns the `pipectl` command line (main.c, the commands, the progress
+ * line, the generated docs/cli.md, man page and completions) and runtime/cli/gpu, its CUDA-only
+ * part (`doctor`). May include every layer below it; nothing includes it. */
 #ifndef PL_CLI_H
 #define PL_CLI_H
 

@@ -3,6 +3,10 @@
  * in stages/pl_kinds.c. Nothing outside stages/ asks which kind a stage is: the checker, the plan
  * compiler, both executors, the report, the front ends and the CLI call these hooks and read these
  * fields, so every list of kinds and every key table comes from here. */
+/* Layer runtime/core: owns the stage contract (pl_kind, its hooks, typed option access), the
+ * checker (pl_check.c) and the plan compiler (pl_plan.h): everything between a pipeline as written
+ * and what the executors run, without running it. May include runtime/base, lua and
+ * runtime/device; the kinds themselves and their table live above it, in stages/. */
 #ifndef PL_STAGE_H
 #define PL_STAGE_H
 

@@ -1,8 +1,12 @@
 /* pl_gpu: the CUDA services that the GPU executor, the kinds, `doctor` and `bench` share: checks,
- * copies, device memory, cuBLASLt matmuls. cudaError_t and CUDA types
- * stay inside runtime/device/, runtime/exec/gpu/ and the .cu files under stages/: this header
- * speaks in pl_status and void pointers so C code elsewhere never includes CUDA headers. Built only
- * with PL_WITH_CUDA. */
+ * copies, device memory, cuBLASLt matmuls. cudaError_t and CUDA types stay inside the CUDA-only
+ * code (runtime/device/, runtime/exec/gpu/, runtime/cli/gpu/, and under stages/ the .cu files and
+ * *_gpu.c): this header speaks in pl_status and void pointers so C code elsewhere never includes
+ * CUDA headers. Built only with PL_WITH_CUDA. */
+/* Layer runtime/device: owns the CUDA services kinds, executors and commands call: error checks,
+ * copies, device memory, cuBLAS, cuBLASLt and NVRTC loaded on first use, user-kernel modules, the
+ * GPU part of a bundle's environment. May include runtime/base and lua, and the CUDA headers; it
+ * knows no stage kind, plan or executor. */
 #ifndef PL_GPU_H
 #define PL_GPU_H
 

@@ -1,6 +1,10 @@
 /* pl_exec: running a plan. One entry point, pl_run, over two executors (host: pl_exec_host.c;
  * gpu: runtime/exec/gpu/pl_exec_gpu.c), whose configuration and result record (read by the
  * report, the trace and bundles) are pl_run.h's. */
+/* Layer runtime/exec: owns running a plan: the run's configuration and result (pl_run.h), the
+ * host scheduler both executors share, the per-run stage runtime, timing statistics, engine busy
+ * times, the `depth: auto` driver and the host executor; the GPU executor is runtime/exec/gpu.
+ * May include runtime/base, lua, runtime/device, runtime/core, stages and parser. */
 #ifndef PL_EXEC_H
 #define PL_EXEC_H
 

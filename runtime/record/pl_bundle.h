@@ -4,6 +4,10 @@
  *
  * Ownership: a pl_bundle owns its manifest; results own their arrays (free with the _fini
  * functions, which accept zeroed records). */
+/* Layer runtime/record: owns what a run leaves behind for people and for later runs: the
+ * end-of-run report, the trace, capture bundles with their replay and comparison, the recorded
+ * environment, the canonical YAML and the plan listings. May include every layer up to
+ * runtime/exec/gpu (a replay runs the plan again). */
 #ifndef PL_BUNDLE_H
 #define PL_BUNDLE_H
 

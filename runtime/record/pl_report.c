@@ -18,7 +18,7 @@ static bool pl__is_device_stage(const pl_plan *plan, int s)
  * the others report {0, 0}, which the timing skips: count says how many batches were timed,
  * mean/p50/p99 are over those (p50/p99 from a histogram: within 0.79%, pl_hist.h; mean, min and
  * max exact), and busy is mean * batches / wall. The bound is the busiest engine's busy time per
- * batch (pl_report_engines); its stage, the slowest stage on it. */
+ * batch (pl_engines_measure, runtime/exec/pl_engines.h); its stage, the slowest stage on it. */
 double pl_report_stats(const pl_plan *plan, const pl_run_result *res, pl_stage_stats *stats,
                        int *bound_stage)
 {

@@ -1033,7 +1033,7 @@ const pl_kind pl_kind_gpt2 = {
      * batch's result (and the download that follows) comes later. The copies still overlap.
      * `ordered: false` (st->unordered) lifts it where throughput is what counts: two forwards at
      * once fill each other's kernel tails and launch gaps (each slot has its own activations and
-     * cuBLASLt workspace; the weights are read only). Measured on the H200 (greedy B8, fifth
-     * session): T1024 2.22 -> 2.45 M tok/s (f16), T512 2.13 -> 2.53-2.61. */
+     * cuBLASLt workspace; the weights are read only). Measured on the H200 (greedy B8):
+     * T1024 2.22 -> 2.45 M tok/s (f16), T512 2.13 -> 2.53-2.61. */
     .ordered = true,
 };

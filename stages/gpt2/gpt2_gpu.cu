@@ -39,14 +39,14 @@ int attention_launch(void *out, const void *qkv, int B, int T, int H, cudaStream
     return (int)cudaGetLastError();
 }
 
-/* 4 warps of one m-tile each (64 query rows per block). Measured on the H200
- * (tests/bench/run_gpt2_next.sh, 2026-12-01): 8 warps of one m-tile (128 rows) the same at
- * T = 1024 and 5-10% slower at T = 512 (fewer blocks to balance the causal triangle); 4 warps of
- * two m-tiles (FlashAttention-2's 128 x 64 tile, each K/V fragment serving two mma) the same at
- * T = 1024 and 10% slower at T = 512 (attention 0.428 vs 0.386 ms); measured again after the
- * unmasked tiles lost their mask code (fifth session): the same at T 1024 (0.930 against 0.928 ms
- * f16, 0.955 against 0.964 bf16) and 10% slower at T 512 (0.376 against 0.341). The kernel keeps MT
- * as a template parameter (the emulation test covers MT = 2) for larger head sizes. */
+/* 4 warps of one m-tile each (64 query rows per block). Measured on the H200 (bench_gpt2): 8 warps
+ * of one m-tile (128 rows) the same at T = 1024 and 5-10% slower at T = 512 (fewer blocks to
+ * balance the causal triangle); 4 warps of two m-tiles (FlashAttention-2's 128 x 64 tile, each K/V
+ * fragment serving two mma) the same at T = 1024 and 10% slower at T = 512 (attention 0.428 vs
+ * 0.386 ms), and with the unmasked tiles free of mask code the same at T 1024 (0.930 against
+ * 0.928 ms f16, 0.955 against 0.964 bf16) and 10% slower at T 512 (0.376 against 0.341). The
+ * kernel keeps MT as a template parameter (the emulation test covers MT = 2) for larger head
+ * sizes. */
 template <typename E, int HD>
 int attention_hd(void *out, const void *qkv, int B, int T, int H, cudaStream_t s)
 {

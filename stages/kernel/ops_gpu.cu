@@ -20,7 +20,7 @@ constexpr int kBlock = 256;
 
 /* Element types: S is how an element is stored, C the type the op computes (floats) or compares
  * (integers, exactly, as int64) in. f16/bf16 compute in f32 and round back to nearest even, as
- * stages/pl_half.h does on the host. */
+ * runtime/base/pl_half.h does on the host. */
 struct t_u8 {
     using S = uint8_t;
     using C = int64_t;

@@ -59,7 +59,7 @@ typedef struct pl_kernel_opts {
  *   BLAS's order; f16/bf16 widened to f32, C rounded once); C = alpha * acc + beta * C in f32.
  *   beta != 0 reads C (C must be persistent). Deterministic for a given shape and row split.
  * - busy: sleeps (nanosleep) duration_us on the host; operands are not touched.
- * Added by helper C (the spec parameter gives buffer dtypes and shapes). */
+ * The spec parameter gives buffer dtypes and shapes. */
 pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bufs, pl_error *err);
 
 /* The same, with the ops that parallelise (gemm: blocks of rows of C) spread over `pool` on up

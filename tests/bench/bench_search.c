@@ -14,10 +14,10 @@
  * alone and, with --gemm, one sgemm on OpenBLAS's own threads. Those are measured last, after
  * every pool run: OpenBLAS's threads spin (sched_yield) for about 2^28 cycles after each call
  * and would take cores from whatever runs next. --rep-budget S: at a thread count whose warm-up
- * batch took w seconds, min(reps, max(1, S / w)) reps (a sweep at 1M rows fits a device call).
+ * batch took w seconds, min(reps, max(1, S / w)) reps (the budget keeps a sweep at 1M rows short).
  * --after-blas: at the end, the exact search at the most threads measured again right after one
- * sgemm on as many OpenBLAS threads (the order this benchmark measured in before: what=exact_
- * after_blas against what=exact shows what OpenBLAS's spinning threads cost). */
+ * sgemm on as many OpenBLAS threads (what=exact_after_blas against what=exact shows what
+ * OpenBLAS's spinning threads cost). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 ru_maxrss starts at its parent's RSS at fork (Linux keeps the pre-exec high-water mark).
 
 usage: python3 tests/bench/rss_peak.py [--executor host|gpu] PIPECTL FILE N...
-(the GPU check of the lead: --executor gpu build/pipectl five.yaml 100000 1000000 10000000, with
+(the GPU check: --executor gpu build/pipectl five.yaml 100000 1000000 10000000, with
 five.yaml from tests/e2e/test_long_run.sh)
 """
 import os

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# run_bench.sh: everything one GPU-machine call does for the GPU executor: configure and build
-# (Release), the GPU tests (ctest -L gpu), `pipectl bench` (which runs bench_baseline beside it),
-# examples through `pipectl run --executor gpu` in each timing mode, a small-batch bench at depth
-# 6, the host-step row (tests/bench/run_host_step.sh: pipelines/host_step.yaml's bench version
-# beside the hand-written bench_host_step), and compute-sanitizer memcheck on `pipectl run` (lean
-# and timed graphs, plain launches). Logs under $OUT; a short table and the bench tables are
+# run_bench.sh: the GPU executor's checks and benchmarks in one run on the GPU machine: configure
+# and build (Release), the GPU tests (ctest -L gpu), `pipectl bench` (which runs bench_baseline
+# beside it), examples through `pipectl run --executor gpu` in each timing mode, a small-batch bench
+# at depth 6, the host-step row (tests/bench/run_host_step.sh: pipelines/host_step.yaml's bench
+# version beside the hand-written bench_host_step), and compute-sanitizer memcheck on `pipectl run`
+# (lean and timed graphs, plain launches). Logs under $OUT; a short table and the bench tables are
 # printed last. From the repo root:
 #   source .gpu/setup.sh && bash tests/bench/run_bench.sh
 # Environment: OUT (default ./out/bench), BUILD (default build-dev), JOBS (default 16), REPS
 # (bench runs per configuration, default 3), DEADLINE (seconds from the start after which the
 # remaining steps are skipped, default none), STEPS (default "build tests bench run small6
 # hoststep sanitizer"; any subset, in that order; also "bench0": `pipectl bench` again with
-# PIPECTL_GPU_RUNAHEAD=0, one graph per slot, right after "bench", for an A/B in one call).
+# PIPECTL_GPU_RUNAHEAD=0, one graph per slot, right after "bench", for an A/B in one run).
 # hoststep takes BYTES, BATCHES, DEPTH, KERNEL from the environment (run_host_step.sh says how);
 # its rc is 3 if pipectl refuses the pipeline (exit 2), with the baseline's figures still shown.
 set -u

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run_chunk_slow.sh: why gpt2.yaml's first two chunked downloads ran 2-9% slower at depth 3 and 4
-# (docs/perf.md, fifth and sixth sessions: 7.68-8.10 ms against 7.44-7.47 for every later batch,
+# run_chunk_slow.sh: why gpt2.yaml's first two chunked downloads run 2-9% slower at depth 3 and 4
+# (measured on the H200, docs/perf.md: 7.68-8.10 ms against 7.44-7.47 for every later batch,
 # and for all batches unchunked or at depth 2; torch's downloads run at full speed from its
 # first batch). Each variant of gpt2.yaml runs twice with --timing all --trace; a line per run
 # gives the wall and each batch's download span. Variants: as written; chunks 1 and 4; without

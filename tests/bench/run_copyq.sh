@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# run_copyq.sh: pipelines/gpt2.yaml under each graph mode (issue 10), in one device call. The
-# timelines of 2026-12-01 showed two stalls. With one graph per slot and segment, the 16 KB upload
-# of batch b started only when another slot's 412 MB download ended: the driver places each
-# graph's copy nodes on copy engines itself, and three slots' downloads took all three. With plain
-# launches, the first checksum kernel waited for the whole first download: lazy module loading.
-# This runs gpt2.yaml with --graphs stage (copies on one stream per engine), segment and none,
-# three times each, then one traced run per mode, and prints per batch when the upload, forward
-# and download ran. From the repository root on the GPU machine (after `source .gpu/setup.sh`):
+# run_copyq.sh: pipelines/gpt2.yaml under each graph mode, in one run on the GPU machine. The stalls
+# it looks for, measured on the H200: with one graph per slot and segment, the 16 KB upload of batch
+# b started only when another slot's 412 MB download ended (the driver places each graph's copy
+# nodes on copy engines itself, and three slots' downloads took all three); with plain launches, the
+# first checksum kernel waited for the whole first download (lazy module loading). This runs
+# gpt2.yaml with --graphs stage (copies on one stream per engine), segment and none, three times
+# each, then one traced run per mode, and prints per batch when the upload, forward and download
+# ran. From the repository root on the GPU machine (after `source .gpu/setup.sh`):
 #   bash tests/bench/run_copyq.sh [PIPECTL]
 # Environment: OUT (default out/copyq), WEIGHTS (a GPT-2 snapshot directory; default random),
 # MODES (default "stage segment none"), CHUNKS (the forward's and the download's `chunks:`, a

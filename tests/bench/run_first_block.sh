@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # run_first_block.sh: what the first forward block of pipelines/gpt2.yaml costs. At depth 2 the
-# download link is busy from the first block's logits to the end (docs/perf.md, sixth session),
-# so the time before the first download, one sequence's forward (~0.76 ms), is most of what
-# stands between the run and its bound. bench_gpt2 per op at B 1, 2 and 8 (T 512, full logits)
-# with each GEMM's tuned time (PIPECTL_LT_TUNE_LOG), then gpt2.yaml three times. From the
+# download link is busy from the first block's logits to the end (measured on the H200,
+# docs/perf.md), so the time before the first download, one sequence's forward (~0.76 ms), is most
+# of what stands between the run and its bound. bench_gpt2 per op at B 1, 2 and 8 (T 512, full
+# logits) with each GEMM's tuned time (PIPECTL_LT_TUNE_LOG), then gpt2.yaml three times. From the
 # repository root on the GPU machine (after `source .gpu/setup.sh`):
 #   bash tests/bench/run_first_block.sh [BUILD]
 # Environment: OUT (default out/first_block).

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# run_gpt2.sh: everything one GPU-machine call does for the gpt2 kind (issue 10): build (Release),
+# run_gpt2.sh: the gpt2 kind's checks and benchmarks in one run on the GPU machine: build (Release),
 # the GPU tests (tiny model vs numpy, GPT-2 124M vs Hugging Face transformers), compute-sanitizer
 # memcheck + racecheck on the tiny model, a shared random GPT-2 124M snapshot (save_pretrained),
-# pipectl on pipelines/gpt2.yaml (full logits) at depth 3 and 1, the greedy forward at T = 512
-# and 1024 in f16 and bf16, pipelines/rag_gpt2.yaml, the per-op breakdown (bench_gpt2), and the
-# PyTorch baselines on the same snapshot (tests/bench/gpt2_torch.py: 3-stream + graph,
-# sequential, nanoGPT eager and torch.compile forward, GEMM rate). Logs under $OUT; the summary
-# table with the ratios is printed last. From the repo root (it sources .gpu/setup.sh, the carried
-# libyaml/Lua/jansson packages, when that file is there):
+# pipectl on pipelines/gpt2.yaml (full logits) at depth 3 and 1, the greedy forward at T = 512 and
+# 1024 in f16 and bf16, pipelines/rag_gpt2.yaml, the per-op breakdown (bench_gpt2), and the PyTorch
+# baselines on the same snapshot (tests/bench/gpt2_torch.py: 3-stream + graph, sequential, nanoGPT
+# eager and torch.compile forward, GEMM rate). Logs under $OUT; the summary table with the ratios is
+# printed last. From the repo root (it sources .gpu/setup.sh, the carried libyaml/Lua/jansson
+# packages, when that file is there):
 #   bash tests/bench/run_gpt2.sh
 # Environment: OUT (default ./out/gpt2), BUILD (default build-gpt2), JOBS (16), PYTHON (python3),
 # WORK (scratch for the 500 MB snapshot, default /tmp/pl_gpt2_work), DEADLINE (seconds after which

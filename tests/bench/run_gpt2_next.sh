@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# run_gpt2_next.sh: one device call for this branch's two GPT-2 changes, not yet run on a GPU:
-# the last layer at the last positions only (positions: last), and the attention kernel with two
-# m-tiles per warp (PIPECTL_GPT2_ATTN_MT=2: 128-row blocks, each K/V fragment serving two mma).
-# Builds (Release), runs the gpt2 GPU tests (tiny model vs numpy, 124M vs transformers) with each
-# attention variant, then bench_gpt2 and the greedy pipeline at T 512 / 1024, f16 / bf16, with
-# each variant, and prints a table. From the repository root on the GPU machine:
+# run_gpt2_next.sh: the gpt2 kind under PIPECTL_GPT2_ATTN_MT=1 and 2 (the attention kernel's
+# m-tiles per warp; 2: 128-row blocks, each K/V fragment serving two mma). The kind keeps one
+# m-tile per warp (stages/gpt2/gpt2_gpu.cu says why) and reads no such variable, so the two rows
+# of each pair run the same kernel and show the run-to-run spread. Builds (Release), runs the
+# gpt2 GPU tests (tiny model vs numpy, 124M vs transformers) with each setting, then bench_gpt2
+# and the greedy pipeline at T 512 / 1024, f16 / bf16, with each setting, and prints a table.
+# From the repository root on the GPU machine:
 #   source .gpu/setup.sh && bash tests/bench/run_gpt2_next.sh
 # Environment: OUT (default out/gpt2_next), BUILD (build-rel).
 set -u

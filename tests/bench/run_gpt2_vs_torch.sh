@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # run_gpt2_vs_torch.sh: pipelines/gpt2.yaml against the PyTorch 3-stream + graph version in one
-# device call (issue 10's first target), as the seventh session's calls ran it: the build and the
-# torch pipeline (tests/gpu/run_session.sh steps build, torch), the gpt2 GPU tests, bench_gpt2's
-# LM head (with its packing) and forward at B 1, 2 and 8, then gpt2.yaml REPS times. With BASE (a
-# second checkout, e.g. `git worktree add /tmp/base main`, inside the tree sent to the device)
-# its gpt2.yaml runs alternate with this tree's, side by side. A summary last: the ratio of torch's
-# warm (best of 5) and cold (first) runs to each pipectl run. From the repository root on the GPU
-# machine:
+# run on the GPU machine: the build and the torch pipeline (tests/gpu/run_gpu_checks.sh steps
+# build, torch), the gpt2 GPU tests, bench_gpt2's LM head (with its packing) and forward at B 1, 2
+# and 8, then gpt2.yaml REPS times. With BASE (a second checkout, e.g. `git worktree add
+# /tmp/base main`, inside the tree copied to the GPU machine) its gpt2.yaml runs alternate with
+# this tree's, side by side. A summary last: the ratio of torch's warm (best of 5) and cold
+# (first) runs to each pipectl run. From the repository root on the GPU machine:
 #   source .gpu/setup.sh && OUT=$OUT bash tests/bench/run_gpt2_vs_torch.sh
 # With TRACE=1 every run of this tree also writes a trace (--timing all: every batch timed, a
 # little slower), and each run gets a line of where its time went (the first download's start,
 # each batch's download, the largest gap between downloads, the end of the last), to find what
-# the runs 0.5-2.8 ms slower than the rest (docs/perf.md, seventh session) spend it on.
+# the runs 0.5-2.8 ms slower than the rest (measured on the H200, docs/perf.md) spend it on.
 # Environment: OUT (default out/gpt2_vs_torch), REPS (7), BASE (unset), TRACE (unset),
-# TESTS (1; 0 leaves the gpt2 GPU tests out), STEPS (run_session's, "build torch"), BENCH_B
+# TESTS (1; 0 leaves the gpt2 GPU tests out), STEPS (run_gpu_checks.sh's, "build torch"), BENCH_B
 # (bench_gpt2's batch sizes, "1 2 8"; empty: none), DEADLINE (200).
 # VARIANTS: space-separated chunk lists in positions (e.g. "128,384,512,1024,1024,1024"): each
 # runs gpt2.yaml with `chunks: [that], chunk_dims: 2` on the forward and the download (in place
@@ -27,7 +26,7 @@ for v in ${VARIANTS:-}; do
     sed -E "s/chunks: \[[0-9, ]*\](, chunk_dims: [0-9])?}/chunks: [${v//,/, }], chunk_dims: 2}/" pipelines/gpt2.yaml >"$OUT/gpt2_$v.yaml"
     [ "$(grep -c chunk_dims "$OUT/gpt2_$v.yaml")" = 2 ] || echo "variant $v: gpt2.yaml's chunks were not replaced"
 done
-OUT=$OUT STEPS="${STEPS:-build torch}" DEADLINE=${DEADLINE:-200} bash tests/gpu/run_session.sh >"$OUT/session.txt" 2>&1
+OUT=$OUT STEPS="${STEPS:-build torch}" DEADLINE=${DEADLINE:-200} bash tests/gpu/run_gpu_checks.sh >"$OUT/gpu_checks.txt" 2>&1
 if [ "${TESTS:-1}" != 0 ]; then
     PIPECTL_TEST_HF=1 timeout 150 ctest --test-dir build-rel -L gpu -R gpt2 --output-on-failure \
         >"$OUT/ctest.log" 2>&1
@@ -66,7 +65,7 @@ for r in $(seq "$REPS"); do
         fi
     done
 done | tee "$OUT/runs.txt"
-python3 - "$OUT/runs.txt" "$OUT/session.txt" <<'PY'
+python3 - "$OUT/runs.txt" "$OUT/gpu_checks.txt" <<'PY'
 import re, statistics, sys
 runs = {}
 for l in open(sys.argv[1]):

@@ -8,7 +8,7 @@
 # hand-written, the bound, and the ratios (docs/perf.md, "Host step between device steps").
 #
 #   bash tests/bench/run_host_step.sh            # after building build-dev (Release, with CUDA)
-#   STEPS=hoststep bash tests/bench/run_bench.sh # the same, from the one-call driver
+#   STEPS=hoststep bash tests/bench/run_bench.sh # the same, from the GPU executor's driver
 #
 # Environment: BUILD (default build-dev; pipectl and bench_host_step are looked for there), OUT
 # (default out/bench; logs, the generated pipeline and the JSON summaries go to $OUT/hoststep/),

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# run_search_bench.sh: issue 11's search benchmarks in one call on the GPU machine (16 host
-# cores): pipectl's exact search (bench_search) beside torch on the CPU (matmul + topk) and numpy
-# (matmul + argpartition) on the same .npy data, at 100k x 384 and 1M x 768 f32, 64 queries,
-# k = 10, 1 and 16 threads, with the gemm rate of the same BLAS; FAISS IVF recall@10 and
-# throughput against exact on 1M x 384 (clustered data); and the RAG pipeline with search
-# hidden behind a GPU part (tests/bench/rag_search.yaml). Prints a short table at the end; logs
-# and data under $OUT. From the repo root:
+# run_search_bench.sh: the search benchmarks in one run on the GPU machine (16 host cores):
+# pipectl's exact search (bench_search) beside torch on the CPU (matmul + topk) and numpy (matmul +
+# argpartition) on the same .npy data, at 100k x 384 and 1M x 768 f32, 64 queries, k = 10, 1 and 16
+# threads, with the gemm rate of the same BLAS; FAISS IVF recall@10 and throughput against exact on
+# 1M x 384 (clustered data); and the RAG pipeline with search hidden behind a GPU part
+# (tests/bench/rag_search.yaml). Prints a short table at the end; logs and data under $OUT. From the
+# repo root:
 #   source .gpu/setup.sh && bash tests/bench/run_search_bench.sh
 # .gpu/ must hold OpenBLAS and FAISS (prepare them on the CPU machine with
 #   ../shared/device/prepare libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev \

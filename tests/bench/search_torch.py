@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """search_torch: the baselines bench_search is compared with, on the same .npy files.
 
-torch on the CPU: scores = q @ corpus.T, then topk (what issue 11 measured); numpy: the same
+torch on the CPU: scores = q @ corpus.T, then topk; numpy: the same
 matmul, then argpartition + a sort of the k kept. Each prints one "name=value" line per
 measurement (median of --reps after one warm-up), parsed by run_search_bench.sh.
 

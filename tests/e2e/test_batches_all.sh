@@ -1,9 +1,9 @@
-# `batches: all` (issue 13, item 10): the run's batch count is the whole batches of the shortest
-# source file (sources that do not end, generators and wrap: true, do not count); check and plan
-# say the count, run ends cleanly after the last full batch, every sink holds exactly that many;
-# --batches all on the CLI; the Lua front end; a trailing partial batch is a check error (exit 2,
-# the stage's position); and batches: all with no source that ends is a check error (the parser
-# corpus has those cases with their exact messages: tests/parser/bad/check_batches_all_*.yaml).
+# `batches: all`: the run's batch count is the whole batches of the shortest source file (sources
+# that do not end, generators and wrap: true, do not count); check and plan say the count, run ends
+# cleanly after the last full batch, every sink holds exactly that many; --batches all on the CLI;
+# the Lua front end; a trailing partial batch is a check error (exit 2, the stage's position); and
+# batches: all with no source that ends is a check error (the parser corpus has those cases with
+# their exact messages: tests/parser/bad/check_batches_all_*.yaml).
 set -u
 pipectl=$1 build=$3
 work=$build/batches_all

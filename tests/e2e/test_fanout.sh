@@ -1,7 +1,7 @@
 # A 70,000-branch fan-out runs on the host executor: the shared scheduler maps the 70,002 plan
-# streams onto a bounded pool of worker threads (it used to start one thread per stream and fail
-# at "cannot start a thread for stream 'compute32445'"). Prints the times of check+plan and run;
-# asserts the run's success, its output, and a memory bound (max RSS under 2 GiB).
+# streams onto a bounded pool of worker threads (one thread per stream fails at "cannot start a
+# thread for stream 'compute32445'"). Prints the times of check+plan and run; asserts the run's
+# success, its output, and a memory bound (max RSS under 2 GiB).
 set -u
 pipectl=$1 src=$2 build=$3
 n=${FANOUT_N:-70000}

@@ -22,6 +22,6 @@ rc=$?
 [ $rc = 2 ] || say_fail "help kernal: exit $rc, want 2"
 [ "$err" = "error: unknown command or stage kind 'kernal' (did you mean 'kernel'?); see 'pipectl help' and 'pipectl help kinds'" ] ||
     say_fail "help kernal: $err"
-"$pipectl" help plan | grep -q "^usage: pipectl plan" || say_fail "help plan no longer describes the command"
+"$pipectl" help plan | grep -q "^usage: pipectl plan" || say_fail "help plan does not describe the command"
 [ $fail = 0 ] && echo "help kinds and help KIND match the kind table"
 exit $fail

@@ -85,7 +85,7 @@ py 'd = v["diagnostics"][0]; assert "double" in v["error"] and v["batches_done"]
     say_fail "run --json after a failure: $(cat "$work/run_fail.json")"
 py 'assert v["traceEvents"][0]["args"]["name"].startswith("pipectl a\ufffdb")' "$work/t.json" ||
     say_fail "the trace of a\\255b is not valid or not U+FFFD"
-grep -q 'dtype' "$work/check_bad.err" || say_fail "check --json: the messages no longer go to stderr"
+grep -q 'dtype' "$work/check_bad.err" || say_fail "check --json: the messages do not go to stderr"
 
 # An interrupt: the summary says EINTR, the process exits 130.
 cat >"$work/slow.yaml" <<'YAML'

@@ -1,10 +1,10 @@
-# Long runs take flat memory (issue 13, item 10): the peak RSS of `pipectl run --json` on a tiny
-# five-stage pipeline (source, h2d, kernel, d2h, sink: host and device resources) at 10^5 and 10^6
-# batches (2x10^4 and 2x10^5 in sanitizer builds), compared; before the fixed-size statistics and the bounded checksum record it grew by
-# about 88 MB (whole-run span arrays, per-batch checksums and their JSON). Also: the summary still
-# counts every batch, `batch_checksums` holds the first 65536 (PL_BATCH_CHECKSUMS_MAX), and a
-# bundle longer than that replays, and a change past the record is still caught by the whole
-# output's checksum. docs/perf.md has the 10^7-batch figure.
+# Long runs take flat memory: the peak RSS of `pipectl run --json` on a tiny five-stage pipeline
+# (source, h2d, kernel, d2h, sink: host and device resources) at 10^5 and 10^6 batches (2x10^4 and
+# 2x10^5 in sanitizer builds), compared (whole-run span arrays, per-batch checksums and their JSON
+# would grow it by about 88 MB; the fixed-size statistics and the bounded checksum record do not).
+# Also: the summary counts every batch, `batch_checksums` holds the first 65536
+# (PL_BATCH_CHECKSUMS_MAX), and a bundle longer than that replays, and a change past the record is
+# caught by the whole output's checksum. docs/perf.md has the 10^7-batch figure.
 set -u
 pipectl=$1 src=$2 build=$3
 work=$build/long_run
@@ -50,8 +50,8 @@ if not ok:
 growth = peak[big] - peak[small]
 print("peak RSS: %d KiB at %d batches, %d KiB at %d (growth %d KiB)"
       % (peak[small], small, peak[big], big, growth))
-# 9 x small more batches: the old arrays took 117 B each (100 MiB for 900,000); allow 4 MiB of
-# noise.
+# 9 x small more batches: whole-run span arrays would take 117 B each (100 MiB for 900,000); allow
+# 4 MiB of noise.
 if growth > 4096:
     sys.exit("FAIL: peak RSS grew by %d KiB over %d batches" % (growth, big - small))
 PY

@@ -84,7 +84,7 @@ cmp -s "$work/fifo.got" "$ref" || say_fail "bytes read from the FIFO differ from
 # /dev/null: a character device, left as it is.
 pipe "$work/null.yaml" /dev/null
 "$pipectl" run --executor host --quiet "$work/null.yaml" 2>"$work/null.err" || say_fail "/dev/null run: $(cat "$work/null.err")"
-[ -c /dev/null ] || say_fail "/dev/null is no longer a character device"
+[ -c /dev/null ] || say_fail "/dev/null is not a character device after the run"
 # `-`: stdout carries exactly the data; the summary goes to stderr.
 pipe "$work/stdout.yaml" -
 "$pipectl" run --executor host "$work/stdout.yaml" >"$work/stdout.got" 2>"$work/stdout.err" || say_fail "stdout run: $(cat "$work/stdout.err")"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Start-up cost (issue 14): `pipectl version` and `check` of a host pipeline load no CUDA library
-# they do not use. The CUDA build links only libcudart; cuBLAS, cuBLASLt and NVRTC are loaded on
-# first use (runtime/device/pl_cudalibs.c). Linked, they took `pipectl version` to ~258 MB of max RSS;
-# now ~10 MB, as the host-only build. The bound, 40 MB, is far from both: any of the three
-# back on the link line (or loaded at start-up) crosses it, and a new host library does not. In the
-# CUDA build `check` of a user kernel still compiles it through NVRTC (a cubin lands in the cache).
+# Start-up cost: `pipectl version` and `check` of a host pipeline load no CUDA library they do not
+# use. The CUDA build links only libcudart; cuBLAS, cuBLASLt and NVRTC are loaded on first use
+# (runtime/device/pl_cudalibs.c). Linked, they would take `pipectl version` to ~258 MB of max RSS;
+# loaded on first use it stays at ~10 MB, as the host-only build. The bound, 40 MB, is far from
+# both: any of the three back on the link line (or loaded at start-up) crosses it, and a new host
+# library does not. In the CUDA build `check` of a user kernel compiles it through NVRTC (a cubin
+# lands in the cache).
 set -u
 pipectl=$1
 src=$2

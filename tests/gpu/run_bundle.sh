@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_bundle.sh: one GPU-machine call for bundles (issue 12): build (Release), the GPU bundle test
+# run_bundle.sh: bundles in one run on the GPU machine: build (Release), the GPU bundle test
 # (tests/gpu/test_bundle_gpu.sh: capture on the GPU, replay on the GPU and the host, graph DOT),
 # the host bundle test, and the bundles and replay reports kept under $OUT for reading.
 #   source .gpu/setup.sh && bash tests/gpu/run_bundle.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run_check.sh: one GPU-machine call that validates the executor: build (Release), the GPU tests
-# (ctest -L gpu), a segmented pipeline (host stage between device segments) on the GPU against
+# run_check.sh: one run on the GPU machine that validates the executor: build (Release), the GPU
+# tests (ctest -L gpu), a segmented pipeline (host stage between device segments) on the GPU against
 # the host executor at several depths and modes, a fault injected into segment 1, compute-sanitizer
 # memcheck on the segmented run, and a quick `pipectl bench`. Logs under $OUT; table last.
 #   source .gpu/setup.sh && bash tests/gpu/run_check.sh

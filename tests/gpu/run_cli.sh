@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_cli.sh: one GPU-machine call for issue 14 (items 4, 6, 7, 8): build with the default CUDA
+# run_cli.sh: the CLI's GPU checks in one run on the GPU machine: build with the default CUDA
 # architectures (timed), `pipectl doctor` names the kernel image the device runs, the reports of
 # the overlap example and of three concurrent 20 ms kernels with --timing all stay at or under
 # 100% of the bound (union per engine), and their traces pass check_trace.py; depth: auto on the
@@ -34,7 +34,7 @@ for p in pipelines/overlap.yaml tests/gpu/data/concurrent_busy.yaml; do
         timeout 120 "$P" run --executor gpu --timing $t "$p" >"$OUT/cli_$n.$t.txt" 2>&1
     done
 done
-# depth: auto on the GPU executor (item 8): the choice and why, against a sweep of fixed depths
+# depth: auto on the GPU executor: the choice and why, against a sweep of fixed depths
 # (the smallest depth within 3% of the best per-batch time is what auto should pick), outputs
 # byte-identical to depth 4, a budget that caps it, --no-graph and --timing off.
 da() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); a=d["depth_auto"] or {}; print("depth=%s per_batch_s=%.6f achieved=%s needed=%s cap=%s(%s) hold=%s bound=%s" % (d["depth"], d["per_batch_s"], d["achieved"], a.get("needed"), a.get("max_depth"), a.get("max_depth_by"), a.get("slot_hold_s"), a.get("bound_s")))' "$1" 2>&1; }
@@ -61,7 +61,7 @@ row "overlap, memory_budget device 66MiB (cap 2)" "rc=$? $(da "$OUT/da_budget.js
 row "  said" "$(grep -m1 '^depth auto' "$OUT/da_budget.err")"
 timeout 300 bash tests/e2e/test_depth_auto.sh "$P" "$(pwd)" >"$OUT/da_e2e_host.log" 2>&1
 row "test_depth_auto.sh (host executor, CUDA build)" "rc=$? $(tail -1 "$OUT/da_e2e_host.log" | cut -c1-100)"
-# Start-up of the CUDA build (item 3's figure, for comparison): `pipectl version`, best of 10.
+# Start-up of the CUDA build, for comparison with run_faststart.sh: `pipectl version`, best of 10.
 best=$(python3 -c '
 import subprocess,time,sys
 ts=[]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_device.sh: everything one GPU-machine call does for the ops: configure, build, the GPU tests
+# run_device.sh: the ops' GPU checks in one run on the GPU machine: configure, build, the GPU tests
 # (ctest -L gpu), `pipectl doctor`, the hand-written baseline at a few sizes and buffer counts,
 # and compute-sanitizer (memcheck, racecheck) on test_ops_gpu. Logs go under $OUT; a short table
 # is printed last. Run from the repository root on the device machine:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_faststart.sh: one GPU-machine call for issue 14 item 3 (cuBLAS, cuBLASLt and NVRTC loaded
+# run_faststart.sh: fast start-up in one run on the GPU machine (cuBLAS, cuBLASLt and NVRTC loaded
 # with dlopen on first use, runtime/device/pl_cudalibs.c): build (Release), the GPU tests (ctest -L
 # gpu: test_ops_gpu runs cuBLAS GEMMs, test_gpt2_gpu cuBLASLt, test_ukern_gpu NVRTC), what the
 # binary links, and the start-up cost of `pipectl version` and `check` (max RSS, best of 10

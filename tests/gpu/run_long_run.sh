@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# run_long_run.sh: issue 13 item 10 on the GPU executor (unverified without a GPU: for the lead's
-# device call). The fixed-size run statistics and the span log on the GPU path
-# (runtime/exec/gpu/pl_gpu_complete.c records device spans, {0, 0} for unsampled batches):
+# run_long_run.sh: long runs take flat memory, on the GPU executor (it needs a GPU; the host
+# executor's check is tests/e2e/test_long_run.sh). The fixed-size run statistics and the span log on
+# the GPU path (runtime/exec/gpu/pl_gpu_complete.c records device spans, {0, 0} for unsampled
+# batches):
 # 1. peak RSS of `pipectl run --executor gpu` at 10^5 and 10^6 batches of the five-stage pipeline
-#    of tests/e2e/test_long_run.sh: must not grow by more than 4 MiB (before: about 117 B a batch);
+#    of tests/e2e/test_long_run.sh: must not grow by more than 4 MiB (a whole-run span array
+#    grows about 117 B a batch);
 # 2. the summary: every stage counted on every batch with --timing all, device stages on the
 #    sampled ones (1 in 16) by default, p50 <= p99, min <= p50;
 # 3. --trace on a 100,000-batch run: the trace holds the first 52428 batches (2^18 spans over 5

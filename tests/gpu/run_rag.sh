@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# run_rag.sh: rag_gpt2 against its busiest engine (issues 10 and 11), in one device call of
-# under a minute, on a tree the caller built: pipelines/rag_gpt2.yaml three times with --json and
-# --trace (one line each: per batch and the steady state against the busiest engine, retrieve
-# mean / p50 / max, the first stage's start after the run clock, the first batch's completion,
-# the largest gap between batches; tests/gpu/rag_summary.py), then the comparisons that say what
-# the search's spikes are: the sleeping issue loop (PIPECTL_GPU_SLEEP=1), the search on 15
-# and 14 threads (a copy of the pipeline with `threads:`), and one PIPECTL_SEARCH_PROFILE run (its
-# first batches and its slowest). The machine (cores, caches, steal time) goes into the log. Logs
-# and the JSON of every run under $OUT; a summary last. From the repository root on the GPU
-# machine, after building:
+# run_rag.sh: rag_gpt2 against its busiest engine, in one run on the GPU machine of under a minute,
+# on a tree the caller built: pipelines/rag_gpt2.yaml three times with --json and --trace (one line
+# each: per batch and the steady state against the busiest engine, retrieve mean / p50 / max, the
+# first stage's start after the run clock, the first batch's completion, the largest gap between
+# batches; tests/gpu/rag_summary.py), then the comparisons that say what the search's spikes are:
+# the sleeping issue loop (PIPECTL_GPU_SLEEP=1), the search on 15 and 14 threads (a copy of the
+# pipeline with `threads:`), and one PIPECTL_SEARCH_PROFILE run (its first batches and its slowest).
+# The machine (cores, caches, steal time) goes into the log. Logs and the JSON of every run under
+# $OUT; a summary last. From the repository root on the GPU machine, after building:
 #   source .gpu/setup.sh && BUILD=build-rel bash tests/gpu/run_rag.sh
 # Environment: BUILD (default build-rel) or P (the pipectl to run), OUT (default out/rag), RUNS
 # (default 3), CTEST=1 (the GPU executor's tests first); for a dry run of the script without a GPU, EXECUTOR=host PIPE=pipelines/rag.yaml.

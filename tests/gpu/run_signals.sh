@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# run_signals.sh: issue 13 items 2-3 on the GPU executor (unverified without a GPU: for the lead's
-# device call). A Lua-bound pipeline (host stages only) and a device pipeline, each stopped by
-# SIGINT, SIGTERM and SIGHUP: the exit code must be 128 + signal within 2 s, the sink's .npy must
-# hold whole batches with a matching header, and no .partial may be left.
+# run_signals.sh: signals stop a run cleanly, on the GPU executor (it needs a GPU). A Lua-bound
+# pipeline (host stages only) and a device pipeline, each stopped by SIGINT, SIGTERM and SIGHUP: the
+# exit code must be 128 + signal within 2 s, the sink's .npy must hold whole batches with a matching
+# header, and no .partial may be left.
 # usage (repository root, after building): bash tests/gpu/run_signals.sh [PIPECTL]
 set -u
 pipectl=${1:-build-dev/pipectl}

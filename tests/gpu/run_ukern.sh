@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_ukern.sh: everything one GPU-machine call does for user kernels: configure and build
+# run_ukern.sh: the user kernels' GPU checks in one run on the GPU machine: configure and build
 # (Release), the user-kernel GPU test (tests/gpu/test_ukern_gpu.sh through ctest), the examples
 # on the GPU with -v (the second run compiles nothing), compute-sanitizer memcheck on the user
 # kernel example, and tests/bench/bench_ukern.sh (user kernel vs built-in op, compile times).

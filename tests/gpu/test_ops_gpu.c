@@ -602,7 +602,7 @@ static void test_gemm(pl_gpu_ctx *ctx)
                 void *cref = malloc(tc.spec->buffers[c].bytes);
                 void *wants[4] = {0};
                 wants[c] = cref;
-                run_ref(&tc, wants); /* helper C's f32 reference, for the same bound */
+                run_ref(&tc, wants); /* the C reference (f32 accumulation), for the same bound */
                 double rnum = 0, rden = 0;
                 for (int64_t i = 0; i < m * n; i++) {
                     double d = get(t, cref, i) - want[i];

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# run_gpu.sh: the embedding API on a GPU machine, in one call (the helper that wrote it had no GPU).
-# Builds with CUDA, runs test_api (which runs PIPECTL_EXECUTOR_GPU and requires PIPECTL_OK where a
-# GPU is present) and test_install, then builds embed.c against the installed copy and requires
-# the same checksum on the gpu, auto and host executors. Run from the repository root:
+# run_gpu.sh: the embedding API on a GPU machine, in one run. Builds with CUDA, runs test_api (which
+# runs PIPECTL_EXECUTOR_GPU and requires PIPECTL_OK where a GPU is present) and test_install, then
+# builds embed.c against the installed copy and requires the same checksum on the gpu, auto and host
+# executors. Run from the repository root:
 #   source .gpu/setup.sh && bash tests/install/run_gpu.sh
 # Environment: OUT (default ./out/api-gpu), BUILD (default build-api-gpu), JOBS (default 16).
 set -u

@@ -8,8 +8,8 @@
 #include "pl_test.h"
 #include "pl_test_plan.h"
 
-/* The run's timing from a whole-run array of spans (what executors used to keep): every stage of
- * every batch reports, {0, 0} for "not timed". Replaces r->timing. */
+/* The run's timing from a whole-run array of spans (as a test builds it; executors keep fixed-size
+ * statistics): every stage of every batch reports, {0, 0} for "not timed". Replaces r->timing. */
 static void set_timing(pl_run_result *r, const pl_plan *p, const pl_span *spans, int64_t nb)
 {
     pl_error e;

@@ -61,7 +61,7 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
                            "run.device is %d but this machine has %d CUDA device(s); use 0..%d",
                            gx->device, ndev, ndev - 1);
     PL_CHECK(PL_CUDA(cudaSetDevice(gx->device), NULL, -1, err));
-    /* PIPECTL_GPU_SPANS=0 (the earlier switch) still means: no device timing. */
+    /* PIPECTL_GPU_SPANS=0 in the environment also means: no device timing (as --timing off). */
     const char *spans_env = getenv("PIPECTL_GPU_SPANS");
     gx->timing = cfg ? cfg->timing_period : 16;
     if (gx->timing < -1) gx->timing = -1;

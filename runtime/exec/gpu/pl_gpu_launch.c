@@ -104,10 +104,11 @@ static pl_status pl__launch(pl_gx *gx, int64_t b, int k, pl_error *e)
 /* --- device wake-ups ------------------------------------------------------------------------
  * While a host stage gates the next launch, the loop must notice both host progress (the
  * scheduler broadcasts it) and the device's completions (the read-backs free slots and feed the
- * sinks). It used to poll the device every 20 us, keeping a core busy beside the host workers.
- * Now, before it sleeps, it arms the end event it would read back next in each segment: a side
- * stream of that segment waits for the event and then runs a host function that bumps the
- * scheduler's progress generation and broadcasts it. The loop sleeps on that one condition. The
+ * sinks). By default it polls the device every 20 us, which keeps a core busy beside the host
+ * workers. With PIPECTL_GPU_SLEEP=1 (pl_gx_wake_init says why it is opt-in), before it sleeps it
+ * arms the end event it would read back next in each segment: a side stream of that segment waits
+ * for the event and then runs a host function that bumps the scheduler's progress generation and
+ * broadcasts it. The loop sleeps on that one condition. The
  * main streams get no extra work (the side streams only wait), so nothing on the device waits
  * for a host function. The host function runs on a driver thread and makes no CUDA call; every
  * thread that holds the scheduler's mutex lets go of it before any CUDA call, so it cannot wait
@@ -304,8 +305,8 @@ void pl_gx_issue_loop(pl_gx *gx)
             bool armed = !adv && pl__arm_wakes(gx, lim);
             pthread_mutex_lock(&s->mu);
             pl__report_progress(gx);
-            /* Armed: the device's completion wakes us; 5 ms only polls cfg->stop. Not armed: the
-             * device is polled, as before. */
+            /* Armed: the device's completion wakes us; 5 ms only polls cfg->stop. Not armed (the
+             * default, or a segment that could not be armed): the device is polled every 20 us. */
             if (!adv) pl_sched_wait_progress_since(s, gen, armed ? 5000 : 20);
             continue;
         }

@@ -20,6 +20,10 @@
  * upload sits in the H2D engine's queue and every download in the D2H engine's, in batch order:
  * a small upload never waits behind another slot's large download, which per-segment graphs
  * cannot promise (the driver places each graph's copy nodes itself). */
+/* Layer runtime/exec/gpu: owns the GPU executor (the files above), its graph files for bundles
+ * (pl_gpu_dot.c) and `pipectl bench`'s raw measurements (pl_gpu_bench.c); built only with
+ * PL_WITH_CUDA. May include every layer up to runtime/exec and the CUDA headers; runtime/exec
+ * reaches it only through the entry points pl_exec.h declares. */
 #ifndef PL_GX_H
 #define PL_GX_H
 

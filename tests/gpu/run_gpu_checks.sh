@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# run_session.sh: this session's GPU checks, in one device call of about 8 minutes, most important
-# first: build (Release); ctest -L gpu (the default graph mode under every GPU test;
-# transformers 124M included); tests/bench/run_copyq.sh (gpt2.yaml under --graphs stage, segment
-# and none, with timelines); the PyTorch 3-stream + graph baseline on a random GPT-2 124M snapshot
-# in the same call; the graph modes side by side on the overlap example, three concurrent busy
-# kernels, the greedy forward and the RAG pipeline; tests/gpu/run_cli.sh (depth: auto on the GPU,
-# test_depth_auto in the CUDA build); the greedy forward at T 512 / 1024 in f16 / bf16;
-# tests/bench/run_gpt2_next.sh (bench_gpt2 per op); torch.compile's forward on the same snapshot,
-# last (it takes minutes). Each step's log is under $OUT, also packed into
-# $OUT/logs.tgz (the device tool returns few files); a table is printed last. From the
+# run_gpu_checks.sh: the GPU checks and the GPT-2 measurements, in one run of about 8 minutes
+# on the GPU machine, most important first: build (Release); ctest -L gpu (the default graph
+# mode under every GPU test; transformers 124M included); tests/bench/run_copyq.sh (gpt2.yaml
+# under --graphs stage, segment and none, with timelines); the PyTorch 3-stream + graph baseline
+# on a random GPT-2 124M snapshot in the same run; the graph modes side by side on the overlap
+# example, three concurrent busy kernels, the greedy forward and the RAG pipeline;
+# tests/gpu/run_cli.sh (depth: auto on the GPU, test_depth_auto in the CUDA build); the greedy
+# forward at T 512 / 1024 in f16 / bf16; bench_gpt2 per op at T 512 / 1024; torch.compile's
+# forward on the same snapshot, last (it takes minutes). Each step's log is under $OUT, also
+# packed into $OUT/logs.tgz (one file to copy back); a table is printed last. From the
 # repository root on the GPU machine:
-#   source .gpu/setup.sh && bash tests/gpu/run_session.sh
-# Environment: OUT (default out/session), BUILD (build-rel), DEADLINE (seconds after which steps
+#   source .gpu/setup.sh && bash tests/gpu/run_gpu_checks.sh
+# Environment: OUT (default out/gpu_checks), BUILD (build-rel), DEADLINE (seconds after which steps
 # are skipped; default 480), STEPS (default "build gpu blas copyq torch modes cli greedy next
 # compile"; also chunks: gpt2.yaml's forward and download in CHUNK_SET's chunks (default
 # "1 2 4 8"; an entry with commas is a list of block rows, e.g. CHUNK_SET="4 1,1,2,4 1,1,1,1,2,2":
@@ -23,7 +23,7 @@
 # chunks, default all three and the file's),
 # PYTHON.
 set -u
-OUT=${OUT:-out/session}
+OUT=${OUT:-out/gpu_checks}
 BUILD=${BUILD:-build-rel}
 DEADLINE=${DEADLINE:-480}
 STEPS=${STEPS:-build gpu blas copyq torch modes cli greedy next compile}
@@ -72,12 +72,12 @@ want chunks && step "run_copyq.sh (gpt2.yaml, chunks $CHUNK_SET)" 200 chunks.log
 want dchunks && step "run_copyq.sh (chunks $CHUNK_SET, depth ${CHUNK_DEPTH:-2})" 200 dchunks.log \
     env OUT="$OUT/dchunks" CHUNKS="$CHUNK_SET" DEPTH="${CHUNK_DEPTH:-2}" MODES=stage \
     bash tests/bench/run_copyq.sh "$P"
-# Why gpt2.yaml's first two chunked downloads ran slower at depth 3 and 4 (not in the default
+# Why gpt2.yaml's first two chunked downloads run slower at depth 3 and 4 (not in the default
 # STEPS): one download alone and beside load (bench_d2h), and gpt2.yaml's variants.
 want d2h && step "bench_d2h (one download, loaded)" 60 d2h.log "$(pwd)/$BUILD/bench_d2h"
 want chunkslow && step "run_chunk_slow.sh (gpt2.yaml variants)" 240 chunkslow.log \
     env OUT="$OUT/chunkslow" bash tests/bench/run_chunk_slow.sh "$P"
-SNAP=/tmp/pl_session_snap
+SNAP=/tmp/pl_gpt2_snap
 if want torch; then
     step "snapshot: random GPT-2 124M" 120 torch.log $PY -c "
 import torch, transformers
@@ -135,7 +135,7 @@ if want compile && [ -d "$SNAP" ]; then
     [ $left -gt 30 ] && step "torch forward eager + compile (${left}s limit)" "$left" torch_compile.log \
         $PY tests/bench/gpt2_torch.py "$SNAP" forward --compile
 fi
-# Diagnostics for the next steps (steps ragtrace, ncu, bench; not in the default STEPS):
+# Diagnostics (steps ragtrace, ragprof, ncu, bench; not in the default STEPS):
 # rag_gpt2's timeline (where the 8% over its busiest engine goes), the attention kernel under
 # Nsight Compute at T 1024, and `pipectl bench --quick` with stage and with segment graphs.
 if want ragtrace; then
