@@ -218,19 +218,38 @@ static bool pl__after_path(const int *aoff, const int *aadj, int from, int to, i
     return false;
 }
 
-pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
-{
-    pl_status st = PL_OK;
-    int n = spec->n_stages, nb = spec->n_buffers;
-    pl__edges ev = {0};
-    int *aoff = NULL, *aadj = NULL, *seen = NULL, *queue = NULL, *indeg = NULL, *heap = NULL;
-    memset(g, 0, sizeof *g);
-    g->n = n;
-    g->n_buffers = nb;
+/* pl_graph_build's scratch, freed at its end. */
+typedef struct pl__gbuild {
+    pl__edges ev;
+    int *aoff, *aadj, n_after; /* after successors (CSR), for the WAR test */
+    int *seen, *queue;         /* pl__after_path's */
+    int *indeg;                /* [n]: in-degrees, for Kahn's algorithm */
+    int *heap;
+} pl__gbuild;
 
-    /* Accessors per buffer: count, then fill (stage order keeps each list ascending). */
+/* Compacts the accessor lists: merged duplicates left holes at their ends; fill[b] is the length
+ * of list b. */
+static void pl__acc_compact(pl_graph *g, const int *fill)
+{
+    int w = 0;
+    for (int b = 0; b < g->n_buffers; b++) {
+        int start = g->acc_off[b];
+        g->acc_off[b] = w;
+        for (int i = 0; i < fill[b]; i++, w++) {
+            g->acc[w] = g->acc[start + i];
+            g->acc_mode[w] = g->acc_mode[start + i];
+        }
+    }
+    g->acc_off[g->n_buffers] = w;
+}
+
+/* Accessors per buffer: count, then fill (stage order keeps each list ascending). False: out of
+ * memory. */
+static bool pl__graph_accessors(const pl_spec *spec, pl_graph *g)
+{
+    int n = g->n, nb = g->n_buffers;
     g->acc_off = calloc((size_t)nb + 1, sizeof *g->acc_off);
-    if (!g->acc_off) goto oom;
+    if (!g->acc_off) return false;
     for (int s = 0; s < n; s++) {
         const pl_stage *stg = &spec->stages[s];
         for (int i = 0; i < stg->n_reads; i++)
@@ -246,7 +265,7 @@ pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
     int *fill = calloc((size_t)nb + 1, sizeof *fill);
     if (!g->acc || !g->acc_mode || !fill) {
         free(fill);
-        goto oom;
+        return false;
     }
     for (int s = 0; s < n; s++) {
         const pl_stage *stg = &spec->stages[s];
@@ -267,88 +286,88 @@ pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
             }
         }
     }
-    /* Compact the lists (merged duplicates left holes at their ends). */
-    {
-        int w = 0;
-        for (int b = 0; b < nb; b++) {
-            int start = g->acc_off[b];
-            g->acc_off[b] = w;
-            for (int i = 0; i < fill[b]; i++, w++) {
-                g->acc[w] = g->acc[start + i];
-                g->acc_mode[w] = g->acc_mode[start + i];
-            }
-        }
-        g->acc_off[nb] = w;
-    }
+    pl__acc_compact(g, fill);
     free(fill);
+    return true;
+}
 
-    /* After edges: a -> s for every a in s.after; CSR of after successors for the WAR test. */
-    aoff = calloc((size_t)n + 1, sizeof *aoff);
-    if (!aoff) goto oom;
-    int n_after = 0;
+/* After edges: a -> s for every a in s.after; CSR of after successors for the WAR test. False:
+ * out of memory. */
+static bool pl__graph_after(const pl_spec *spec, pl__gbuild *b)
+{
+    int n = spec->n_stages;
+    b->aoff = calloc((size_t)n + 1, sizeof *b->aoff);
+    if (!b->aoff) return false;
     for (int s = 0; s < n; s++) {
         const pl_stage *stg = &spec->stages[s];
         for (int i = 0; i < stg->n_after; i++) {
-            aoff[stg->after[i].index + 1]++;
-            n_after++;
+            b->aoff[stg->after[i].index + 1]++;
+            b->n_after++;
         }
     }
     for (int s = 0; s < n; s++)
-        aoff[s + 1] += aoff[s];
-    aadj = malloc(((size_t)n_after + 1) * sizeof *aadj);
+        b->aoff[s + 1] += b->aoff[s];
+    b->aadj = malloc(((size_t)b->n_after + 1) * sizeof *b->aadj);
     int *afill = calloc((size_t)n + 1, sizeof *afill);
-    if (!aadj || !afill) {
-        free(afill);
-        goto oom;
-    }
-    for (int s = 0; s < n; s++) {
+    bool ok = b->aadj && afill;
+    for (int s = 0; s < n && ok; s++) {
         const pl_stage *stg = &spec->stages[s];
-        for (int i = 0; i < stg->n_after; i++) {
+        for (int i = 0; i < stg->n_after && ok; i++) {
             int a = stg->after[i].index;
-            aadj[aoff[a] + afill[a]++] = s;
-            if (a != s && pl__edges_add(&ev, a, s, PL_EDGE_AFTER, -1)) {
-                free(afill);
-                goto oom;
-            }
+            b->aadj[b->aoff[a] + afill[a]++] = s;
+            if (a != s && pl__edges_add(&b->ev, a, s, PL_EDGE_AFTER, -1)) ok = false;
         }
     }
     free(afill);
+    return ok;
+}
 
-    /* Data edges: writer -> reader, unless after: chains put the reader before the writer. */
-    seen = calloc((size_t)n + 1, sizeof *seen);
-    queue = malloc(((size_t)n + 1) * sizeof *queue);
-    if (!seen || !queue) goto oom;
+/* Data edges: writer -> reader, unless after: chains put the reader before the writer. False:
+ * out of memory. */
+static bool pl__graph_data_edges(const pl_graph *g, pl__gbuild *b)
+{
+    int n = g->n;
+    b->seen = calloc((size_t)n + 1, sizeof *b->seen);
+    b->queue = malloc(((size_t)n + 1) * sizeof *b->queue);
+    if (!b->seen || !b->queue) return false;
     int stamp = 0;
-    for (int b = 0; b < nb; b++) {
-        for (int i = g->acc_off[b]; i < g->acc_off[b + 1]; i++) {
+    for (int buf = 0; buf < g->n_buffers; buf++) {
+        for (int i = g->acc_off[buf]; i < g->acc_off[buf + 1]; i++) {
             if (!(g->acc_mode[i] & PL_ACC_WRITE)) continue;
             int w = g->acc[i];
-            for (int j = g->acc_off[b]; j < g->acc_off[b + 1]; j++) {
+            for (int j = g->acc_off[buf]; j < g->acc_off[buf + 1]; j++) {
                 int r = g->acc[j];
                 if (r == w || !(g->acc_mode[j] & PL_ACC_READ)) continue;
-                if (n_after && aoff[r + 1] > aoff[r] &&
-                    pl__after_path(aoff, aadj, r, w, seen, ++stamp, queue))
+                if (b->n_after && b->aoff[r + 1] > b->aoff[r] &&
+                    pl__after_path(b->aoff, b->aadj, r, w, b->seen, ++stamp, b->queue))
                     continue;
-                if (pl__edges_add(&ev, w, r, PL_EDGE_DATA, b)) goto oom;
+                if (pl__edges_add(&b->ev, w, r, PL_EDGE_DATA, buf)) return false;
             }
         }
     }
+    return true;
+}
 
-    /* Sort, keep one edge per pair, build CSR both ways. */
-    if (ev.n) qsort(ev.a, (size_t)ev.n, sizeof *ev.a, pl__edge_cmp);
+/* Sort, keep one edge per pair (g takes the edges), build CSR both ways; b->indeg comes back
+ * with each stage's in-degree. False: out of memory. */
+static bool pl__graph_csr(pl_graph *g, pl__gbuild *b)
+{
+    int n = g->n;
+    pl__edges *ev = &b->ev;
+    if (ev->n) qsort(ev->a, (size_t)ev->n, sizeof *ev->a, pl__edge_cmp);
     int m = 0;
-    for (int i = 0; i < ev.n; i++)
-        if (m == 0 || ev.a[m - 1].from != ev.a[i].from || ev.a[m - 1].to != ev.a[i].to)
-            ev.a[m++] = ev.a[i];
-    g->edges = ev.a;
-    ev.a = NULL;
+    for (int i = 0; i < ev->n; i++)
+        if (m == 0 || ev->a[m - 1].from != ev->a[i].from || ev->a[m - 1].to != ev->a[i].to)
+            ev->a[m++] = ev->a[i];
+    g->edges = ev->a;
+    ev->a = NULL;
     g->n_edges = m;
     g->succ_off = calloc((size_t)n + 1, sizeof *g->succ_off);
     g->pred_off = calloc((size_t)n + 1, sizeof *g->pred_off);
     g->succ = malloc(((size_t)m + 1) * sizeof *g->succ);
     g->pred = malloc(((size_t)m + 1) * sizeof *g->pred);
-    indeg = calloc((size_t)n + 1, sizeof *indeg);
-    if (!g->succ_off || !g->pred_off || !g->succ || !g->pred || !indeg) goto oom;
+    b->indeg = calloc((size_t)n + 1, sizeof *b->indeg);
+    if (!g->succ_off || !g->pred_off || !g->succ || !g->pred || !b->indeg) return false;
     for (int i = 0; i < m; i++) {
         g->succ_off[g->edges[i].from + 1]++;
         g->pred_off[g->edges[i].to + 1]++;
@@ -361,39 +380,55 @@ pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
     /* Edges are sorted by `from`, so each pred list comes out ascending. */
     for (int i = 0; i < m; i++) {
         int v = g->edges[i].to;
-        g->pred[g->pred_off[v] + indeg[v]++] = g->edges[i].from;
+        g->pred[g->pred_off[v] + b->indeg[v]++] = g->edges[i].from;
     }
+    return true;
+}
 
-    /* Kahn's algorithm, ties broken by declaration order. */
+/* Kahn's algorithm, ties broken by declaration order; then each stage's position. False: out of
+ * memory. */
+static bool pl__graph_order(pl_graph *g, pl__gbuild *b)
+{
+    int n = g->n, *indeg = b->indeg;
     g->order = malloc(((size_t)n + 1) * sizeof *g->order);
-    heap = malloc(((size_t)n + 1) * sizeof *heap);
-    if (!g->order || !heap) goto oom;
+    b->heap = malloc(((size_t)n + 1) * sizeof *b->heap);
+    if (!g->order || !b->heap) return false;
     int hn = 0;
     for (int s = 0; s < n; s++)
-        if (indeg[s] == 0) pl__heap_push(heap, &hn, s);
+        if (indeg[s] == 0) pl__heap_push(b->heap, &hn, s);
     while (hn > 0) {
-        int u = pl__heap_pop(heap, &hn);
+        int u = pl__heap_pop(b->heap, &hn);
         g->order[g->n_order++] = u;
         for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
-            if (--indeg[g->succ[e]] == 0) pl__heap_push(heap, &hn, g->succ[e]);
+            if (--indeg[g->succ[e]] == 0) pl__heap_push(b->heap, &hn, g->succ[e]);
     }
     g->pos = malloc(((size_t)n + 1) * sizeof *g->pos);
-    if (!g->pos) goto oom;
+    if (!g->pos) return false;
     for (int s = 0; s < n; s++)
         g->pos[s] = -1;
     for (int k = 0; k < g->n_order; k++)
         g->pos[g->order[k]] = k;
-    goto done;
-oom:
-    st = pl_error_set(err, PL_ENOMEM, "error: out of memory building the dependency graph");
-done:
-    free(ev.a);
-    free(aoff);
-    free(aadj);
-    free(seen);
-    free(queue);
-    free(indeg);
-    free(heap);
+    return true;
+}
+
+pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
+{
+    pl_status st = PL_OK;
+    pl__gbuild b;
+    memset(&b, 0, sizeof b);
+    memset(g, 0, sizeof *g);
+    g->n = spec->n_stages;
+    g->n_buffers = spec->n_buffers;
+    if (!pl__graph_accessors(spec, g) || !pl__graph_after(spec, &b) ||
+        !pl__graph_data_edges(g, &b) || !pl__graph_csr(g, &b) || !pl__graph_order(g, &b))
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory building the dependency graph");
+    free(b.ev.a);
+    free(b.aoff);
+    free(b.aadj);
+    free(b.seen);
+    free(b.queue);
+    free(b.indeg);
+    free(b.heap);
     if (st != PL_OK) pl_graph_fini(g);
     return st;
 }

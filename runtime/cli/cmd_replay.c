@@ -201,14 +201,21 @@ const pl_cli_opt pl_cli_replay_opts[] = {
     {0},
 };
 
-int pl_cmd_replay(int argc, char **argv)
+/* What the command line asks for. */
+typedef struct pl__replay_args {
+    pl_replay_cfg cfg;
+    const char *dir;
+    bool quiet, json;
+} pl__replay_args;
+
+/* Parses the command line into o; returns -1 to go on, else the exit code (0 after --help). */
+static int pl__parse_args(int argc, char **argv, pl__replay_args *o)
 {
     const pl_cmd *cmd = pl_cmd_find("replay", NULL);
     pl_replay_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     pl_run_cfg_init(&cfg.run);
     cfg.reps = 1;
-    const char *dir = NULL;
     bool quiet = false, json = false;
     static const pl_exec_kind execs[] = {PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU};
     pl_cli_args a;
@@ -256,35 +263,33 @@ int pl_cmd_replay(int argc, char **argv)
     if (a.n_operands > 1)
         return pl_cli_usage_error(
             cmd, "'pipectl replay' takes one bundle folder; '%s' is a second one", a.operands[1]);
-    dir = a.operands[0];
-    pl_error err;
-    pl_error_clear(&err);
-    pl_bundle *b = NULL;
-    pl_replay_result r;
-    memset(&r, 0, sizeof r);
-    r.cmp.first_sink = -1;
-    if (pl_bundle_open(dir, &b, &err) != PL_OK) {
-        if (json) pl__json(dir, &r, err.status, &err);
-        return pl_cli_fail(&err);
-    }
-    cfg.run.stop = &pl__stop;
+    o->cfg = cfg;
+    o->dir = a.operands[0];
+    o->quiet = quiet;
+    o->json = json;
+    return -1;
+}
+
+/* pl_bundle_replay with Ctrl-C asking the run to stop (the replay then fails, and says so). */
+static pl_status pl__replay_stoppable(const pl_bundle *b, pl_replay_cfg *cfg, pl_replay_result *r,
+                                      pl_error *err)
+{
+    cfg->run.stop = &pl__stop;
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = pl__on_sigint;
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old);
-    pl_status st = pl_bundle_replay(b, &cfg, &r, &err);
+    pl_status st = pl_bundle_replay(b, cfg, r, err);
     sigaction(SIGINT, &old, NULL);
-    int rc = 0;
-    if (json) {
-        pl__json(dir, &r, st, &err);
-        rc = st != PL_OK ? pl_status_exit_code(st) : r.cmp.first_sink >= 0 ? 1 : 0;
-        if (st != PL_OK) fprintf(stderr, "%s\n", err.msg);
-        goto out;
-    }
-    for (int i = 0; i < r.n_changed; i++) {
-        const pl_file_check *x = &r.changed[i];
+    return st;
+}
+
+static void pl__print_changed(const pl_replay_result *r)
+{
+    for (int i = 0; i < r->n_changed; i++) {
+        const pl_file_check *x = &r->changed[i];
         if (x->missing)
             fprintf(stderr, "changed: %s: %s is missing (recorded sha256 %.16s...)\n", x->what,
                     x->path, x->want);
@@ -292,75 +297,111 @@ int pl_cmd_replay(int argc, char **argv)
             fprintf(stderr, "changed: %s: %s (sha256 recorded %.16s..., now %.16s...)\n", x->what,
                     x->path, x->want, x->got);
     }
-    if (st != PL_OK) {
-        rc = pl_cli_fail(&err);
-        goto out;
-    }
-    if (r.note[0]) printf("note: %s\n", r.note);
-    const pl_compare *c = &r.cmp;
-    int n_match = 0, n_tol = 0;
-    for (int i = 0; i < c->n_sinks; i++) {
-        const pl_sink_cmp *s = &c->sinks[i];
-        if (s->verdict == PL_SINK_MATCH) n_match++;
-        if (s->verdict == PL_SINK_WITHIN_TOL) n_tol++;
-    }
+}
+
+/* The verdict line: on stdout when every sink matches (returns 0), on stderr naming the first
+ * difference (returns 1). */
+static int pl__print_verdict(const char *dir, const pl_replay_result *r)
+{
+    const pl_compare *c = &r->cmp;
+    int n_tol = 0;
+    for (int i = 0; i < c->n_sinks; i++)
+        if (c->sinks[i].verdict == PL_SINK_WITHIN_TOL) n_tol++;
     if (c->first_sink < 0) {
         printf("replay of %s on %s: %d sink%s, %lld batches: every checksum matches%s\n", dir,
-               r.executor, c->n_sinks, c->n_sinks == 1 ? "" : "s", (long long)r.batches_done,
+               r->executor, c->n_sinks, c->n_sinks == 1 ? "" : "s", (long long)r->batches_done,
                n_tol ? " or is within its tolerance" : " (bit for bit)");
-    } else {
-        const pl_sink_cmp *s = &c->sinks[c->first_sink];
-        fprintf(stderr,
-                "replay of %s on %s: MISMATCH: sink '%s', batch %lld: recorded 0x%016" PRIx64
-                ", now 0x%016" PRIx64 "; %lld batch%s differ%s in all\n",
-                dir, r.executor, s->stage, (long long)s->first_batch, s->first_a, s->first_b,
-                (long long)c->n_differ, c->n_differ == 1 ? "" : "es", c->n_differ == 1 ? "s" : "");
-        rc = 1;
+        return 0;
     }
-    if (!quiet || rc) {
-        for (int i = 0; i < c->n_sinks; i++) {
-            const pl_sink_cmp *s = &c->sinks[i];
-            printf("  %-20s %6lld batches  ", s->stage, (long long)s->batches_a);
-            switch (s->verdict) {
-            case PL_SINK_MATCH:
-                printf("match (bit for bit)\n");
-                break;
-            case PL_SINK_WITHIN_TOL:
-                printf("not bit-identical (allowed: %s), within tolerance: relative difference "
-                       "%.3g <= %.3g\n",
-                       "its ops are reproducible on one GPU only", s->rel_err, s->tol);
-                break;
-            case PL_SINK_UNVERIFIED:
-                printf("DIFFERS in %lld batches where bits may differ (tolerance %.3g), but the "
-                       "bundle has no copy of the output to compare (capture with "
-                       "--copy-outputs)\n",
-                       (long long)s->n_differ, s->tol);
-                break;
-            case PL_SINK_ABSENT:
-                printf("ABSENT in one of the two runs\n");
-                break;
-            case PL_SINK_UNCHECKED:
-                printf("not checksummed (checksum: false): not compared\n");
-                break;
-            case PL_SINK_DIFFER:
-                printf("DIFFERS in %lld batch%s (first: %lld)%s", (long long)s->n_differ,
-                       s->n_differ == 1 ? "" : "es", (long long)s->first_batch,
-                       s->exact ? ", bit-identical by design" : "");
-                if (s->rel_err >= 0)
-                    printf(", relative difference %.3g > tolerance %.3g", s->rel_err, s->tol);
-                if (s->batches_a != s->batches_b)
-                    printf(" (recorded %lld batches, now %lld)", (long long)s->batches_a,
-                           (long long)s->batches_b);
-                printf("\n");
-                break;
-            }
-        }
+    const pl_sink_cmp *s = &c->sinks[c->first_sink];
+    fprintf(stderr,
+            "replay of %s on %s: MISMATCH: sink '%s', batch %lld: recorded 0x%016" PRIx64
+            ", now 0x%016" PRIx64 "; %lld batch%s differ%s in all\n",
+            dir, r->executor, s->stage, (long long)s->first_batch, s->first_a, s->first_b,
+            (long long)c->n_differ, c->n_differ == 1 ? "" : "es", c->n_differ == 1 ? "s" : "");
+    return 1;
+}
+
+/* One line a sink: its batches and its verdict. */
+static void pl__print_sink(const pl_sink_cmp *s)
+{
+    printf("  %-20s %6lld batches  ", s->stage, (long long)s->batches_a);
+    switch (s->verdict) {
+    case PL_SINK_MATCH:
+        printf("match (bit for bit)\n");
+        break;
+    case PL_SINK_WITHIN_TOL:
+        printf("not bit-identical (allowed: %s), within tolerance: relative difference "
+               "%.3g <= %.3g\n",
+               "its ops are reproducible on one GPU only", s->rel_err, s->tol);
+        break;
+    case PL_SINK_UNVERIFIED:
+        printf("DIFFERS in %lld batches where bits may differ (tolerance %.3g), but the "
+               "bundle has no copy of the output to compare (capture with "
+               "--copy-outputs)\n",
+               (long long)s->n_differ, s->tol);
+        break;
+    case PL_SINK_ABSENT:
+        printf("ABSENT in one of the two runs\n");
+        break;
+    case PL_SINK_UNCHECKED:
+        printf("not checksummed (checksum: false): not compared\n");
+        break;
+    case PL_SINK_DIFFER:
+        printf("DIFFERS in %lld batch%s (first: %lld)%s", (long long)s->n_differ,
+               s->n_differ == 1 ? "" : "es", (long long)s->first_batch,
+               s->exact ? ", bit-identical by design" : "");
+        if (s->rel_err >= 0)
+            printf(", relative difference %.3g > tolerance %.3g", s->rel_err, s->tol);
+        if (s->batches_a != s->batches_b)
+            printf(" (recorded %lld batches, now %lld)", (long long)s->batches_a,
+                   (long long)s->batches_b);
+        printf("\n");
+        break;
     }
-    if (!quiet) {
+}
+
+/* The report of a replay that ran: the verdict, the sinks (all of them unless --quiet and every
+ * one matches), the stage times and the environment (unless --quiet). Returns the exit code. */
+static int pl__print_report(const pl__replay_args *o, const pl_replay_result *r)
+{
+    if (r->note[0]) printf("note: %s\n", r->note);
+    const pl_compare *c = &r->cmp;
+    int rc = pl__print_verdict(o->dir, r);
+    if (!o->quiet || rc)
+        for (int i = 0; i < c->n_sinks; i++)
+            pl__print_sink(&c->sinks[i]);
+    if (!o->quiet) {
         pl_cli_print_stages(stdout, c, "rec", "now");
         pl_cli_print_env(stdout, c, "recorded", "now");
     }
-out:
+    return rc;
+}
+
+int pl_cmd_replay(int argc, char **argv)
+{
+    pl__replay_args o;
+    int rc = pl__parse_args(argc, argv, &o);
+    if (rc >= 0) return rc;
+    pl_error err;
+    pl_error_clear(&err);
+    pl_bundle *b = NULL;
+    pl_replay_result r;
+    memset(&r, 0, sizeof r);
+    r.cmp.first_sink = -1;
+    if (pl_bundle_open(o.dir, &b, &err) != PL_OK) {
+        if (o.json) pl__json(o.dir, &r, err.status, &err);
+        return pl_cli_fail(&err);
+    }
+    pl_status st = pl__replay_stoppable(b, &o.cfg, &r, &err);
+    if (o.json) {
+        pl__json(o.dir, &r, st, &err);
+        rc = st != PL_OK ? pl_status_exit_code(st) : r.cmp.first_sink >= 0 ? 1 : 0;
+        if (st != PL_OK) fprintf(stderr, "%s\n", err.msg);
+    } else {
+        pl__print_changed(&r);
+        rc = st != PL_OK ? pl_cli_fail(&err) : pl__print_report(&o, &r);
+    }
     pl_replay_result_fini(&r);
     pl_bundle_free(b);
     return rc;

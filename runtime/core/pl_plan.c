@@ -447,6 +447,200 @@ static int pl__pk_cmp(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
+/* One side of pl__prune_xdeps' search: F (deps grouped by `from`, each group by position of
+ * `to`, ascending; searched along successors) or T (deps grouped by `to`, each group by position
+ * of `from`, descending; searched along predecessors). `sign` turns T's "at or above, highest
+ * first" into F's "at or below, lowest first", so one function serves both sides. */
+typedef struct pl__xside {
+    bool is_from;             /* F */
+    int sign;                 /* +1: F, -1: T */
+    const int *adj_off, *adj; /* the graph's successors (F) or predecessors (T) */
+    int *off, *idx;           /* the deps at stage u: idx[off[u] .. off[u + 1]) */
+    int *bound;               /* [distance class][stage]: min_to (F), max_from (T) */
+    unsigned *mark;           /* the stages of the side's set: mark[u] == stamp */
+    int *list, n_list;        /* those stages */
+} pl__xside;
+
+static int pl__xnear(const pl__xside *s, const pl_xdep *x)
+{
+    return s->is_from ? x->from : x->to;
+}
+
+static int pl__xfar(const pl__xside *s, const pl_xdep *x)
+{
+    return s->is_from ? x->to : x->from;
+}
+
+/* Owns the side's arrays (pl__xside_free), whether or not it returns true. */
+static bool pl__xside_alloc(pl__xside *s, bool is_from, const pl_graph *g, int nd, int m)
+{
+    size_t n = (size_t)g->n;
+    s->is_from = is_from;
+    s->sign = is_from ? 1 : -1;
+    s->adj_off = is_from ? g->succ_off : g->pred_off;
+    s->adj = is_from ? g->succ : g->pred;
+    s->bound = malloc(((size_t)nd * n + 1) * sizeof *s->bound);
+    s->off = calloc(n + 2, sizeof *s->off);
+    s->idx = malloc(((size_t)m + 1) * sizeof *s->idx);
+    s->mark = calloc(n + 1, sizeof *s->mark);
+    s->list = malloc((n + 1) * sizeof *s->list);
+    s->n_list = 0;
+    return s->bound && s->off && s->idx && s->mark && s->list;
+}
+
+static void pl__xside_free(pl__xside *s)
+{
+    free(s->bound);
+    free(s->off);
+    free(s->idx);
+    free(s->mark);
+    free(s->list);
+}
+
+/* Groups the deps by the side's end, each group by the far end's position (times sign), so that
+ * scans stop at the first dep out of range. tmp: m entries. */
+static void pl__xside_index(pl__xside *s, const pl_graph *g, const pl_xdep *a, int m, pl__pk *tmp)
+{
+    int n = g->n;
+    for (int i = 0; i < m; i++)
+        s->off[pl__xnear(s, &a[i]) + 1]++;
+    for (int u = 0; u < n; u++)
+        s->off[u + 1] += s->off[u];
+    for (int i = 0; i < m; i++)
+        tmp[i] = (pl__pk){pl__xnear(s, &a[i]), i};
+    qsort(tmp, (size_t)m, sizeof *tmp, pl__pk_cmp);
+    for (int i = 0; i < m; i++)
+        s->idx[i] = tmp[i].idx;
+    for (int u = 0; u < n; u++) {
+        int lo = s->off[u], c = s->off[u + 1] - lo;
+        for (int e = 0; e < c; e++) {
+            int j = s->idx[lo + e];
+            tmp[e] = (pl__pk){s->sign * g->pos[pl__xfar(s, &a[j])], j};
+        }
+        qsort(tmp, (size_t)c, sizeof *tmp, pl__pk_cmp);
+        for (int e = 0; e < c; e++)
+            s->idx[lo + e] = tmp[e].idx;
+    }
+}
+
+/* bound[u] over the deps of distance <= dist: the lowest position of a `to` leaving u or below
+ * it (F), the highest of a `from` arriving at u or above it (T); n (F) or -1 (T) when none. */
+static void pl__xside_bounds(pl__xside *s, const pl_graph *g, const pl_xdep *a, int dist,
+                             int *bound)
+{
+    int n = g->n;
+    for (int q = 0; q < n; q++) {
+        int u = g->order[s->is_from ? n - 1 - q : q], best = s->is_from ? n : -1;
+        for (int e = s->off[u]; e < s->off[u + 1]; e++) {
+            const pl_xdep *y = &a[s->idx[e]];
+            int p = g->pos[pl__xfar(s, y)];
+            if (y->distance <= dist && s->sign * p < s->sign * best) best = p;
+        }
+        for (int e = s->adj_off[u]; e < s->adj_off[u + 1]; e++)
+            if (s->sign * bound[s->adj[e]] < s->sign * best) best = bound[s->adj[e]];
+        bound[u] = best;
+    }
+}
+
+/* The side's set for x: the stages reached from x's end, entering only those whose bound is
+ * within the position of x's far end. */
+static void pl__xside_reach(pl__xside *s, const pl_graph *g, const pl_xdep *x, const int *bound,
+                            unsigned stamp, int *stack)
+{
+    int lim = s->sign * g->pos[pl__xfar(s, x)], top = 0;
+    s->n_list = 0;
+    stack[top++] = pl__xnear(s, x);
+    s->mark[stack[0]] = stamp;
+    while (top > 0) {
+        int u = stack[--top];
+        s->list[s->n_list++] = u;
+        for (int e = s->adj_off[u]; e < s->adj_off[u + 1]; e++) {
+            int c = s->adj[e];
+            if (s->mark[c] == stamp || s->sign * bound[c] > lim) continue;
+            s->mark[c] = stamp;
+            stack[top++] = c;
+        }
+    }
+}
+
+/* How many deps at the side's set have their far end within x's (by binary search in each
+ * sorted group): the cost of scanning from this side. */
+static int64_t pl__xside_cost(const pl__xside *s, const pl_graph *g, const pl_xdep *a,
+                              const pl_xdep *x)
+{
+    int lim = s->sign * g->pos[pl__xfar(s, x)];
+    int64_t cost = 0;
+    for (int q = 0; q < s->n_list; q++) {
+        int lo = s->off[s->list[q]], hi = s->off[s->list[q] + 1];
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (s->sign * g->pos[pl__xfar(s, &a[s->idx[mid]])] <= lim)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        cost += lo - s->off[s->list[q]];
+    }
+    return cost;
+}
+
+/* Whether a dep other than a[i], of distance <= a[i]'s, joins the side's set, within a[i]'s far
+ * end, to a stage of the other side's set. */
+static bool pl__xside_scan(const pl__xside *s, const pl__xside *other, const pl_graph *g,
+                           const pl_xdep *a, int i, unsigned stamp)
+{
+    int lim = s->sign * g->pos[pl__xfar(s, &a[i])];
+    for (int q = 0; q < s->n_list; q++)
+        for (int e = s->off[s->list[q]]; e < s->off[s->list[q] + 1]; e++) {
+            const pl_xdep *y = &a[s->idx[e]];
+            int far = pl__xfar(s, y);
+            if (s->sign * g->pos[far] > lim) break;
+            if (s->idx[e] != i && y->distance <= a[i].distance && other->mark[far] == stamp)
+                return true;
+        }
+    return false;
+}
+
+/* Whether some pair of F x T has a dep other than a[i] of distance <= a[i]'s: each pair looked
+ * up by binary search in the group of its `from`. */
+static bool pl__xpairs_linked(const pl__xside *f, const pl__xside *t, const pl_graph *g,
+                              const pl_xdep *a, int i)
+{
+    const int *pos = g->pos;
+    for (int q = 0; q < f->n_list; q++)
+        for (int r = 0; r < t->n_list; r++) {
+            int lo = f->off[f->list[q]], end = f->off[f->list[q] + 1], hi = end;
+            int want = pos[t->list[r]];
+            while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (pos[a[f->idx[mid]].to] < want)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            /* One dep per (from, to): the one found, if any, is the pair's. */
+            if (lo < end && pos[a[f->idx[lo]].to] == want && f->idx[lo] != i &&
+                a[f->idx[lo]].distance <= a[i].distance)
+                return true;
+        }
+    return false;
+}
+
+/* Whether a[i] is implied by another dep, the sets F and T built with distance class k and
+ * searched by the cheapest of the three scans. */
+static bool pl__xdep_implied(const pl_graph *g, const pl_xdep *a, int i, int k, pl__xside *f,
+                             pl__xside *t, unsigned stamp, int *stack)
+{
+    size_t at = (size_t)k * (size_t)g->n;
+    pl__xside_reach(f, g, &a[i], f->bound + at, stamp, stack);
+    pl__xside_reach(t, g, &a[i], t->bound + at, stamp, stack);
+    int64_t cost_f = pl__xside_cost(f, g, a, &a[i]), cost_t = pl__xside_cost(t, g, a, &a[i]);
+    int64_t cost_p = (int64_t)f->n_list * t->n_list; /* every (F, T) pair, each by binary search */
+    if (cost_p < cost_f && cost_p < cost_t) return pl__xpairs_linked(f, t, g, a, i);
+    if (cost_f <= cost_t) return pl__xside_scan(f, t, g, a, i, stamp);
+    return pl__xside_scan(t, f, g, a, i, stamp);
+}
+
 /* keep[i] = 0 when x = a[i] = (f -> t, d) is implied by another y = (f' -> t', d' <= d) with f'
  * at or below f and t' at or above t (within a batch). No reachability table:
  * - F: the stages at or below f through which such a y can still be found: a forward search
@@ -464,11 +658,9 @@ static pl_status pl__prune_xdeps(const pl_graph *g, const pl_xdep *a, int m, cha
 {
     pl_status st = PL_ENOMEM;
     int n = g->n;
-    const int *pos = g->pos;
     int nd = 0, dists[2 * 64 + 2];
-    int *min_to = NULL, *max_from = NULL, *foff = NULL, *fidx = NULL, *toff = NULL, *tidx = NULL;
-    unsigned *fmark = NULL, *tmark = NULL;
-    int *stack = NULL, *flist = NULL, *tlist = NULL;
+    pl__xside f, t;
+    int *stack = NULL;
     pl__pk *tmp = NULL;
     for (int i = 0; i < m; i++)
         keep[i] = 1;
@@ -482,188 +674,33 @@ static pl_status pl__prune_xdeps(const pl_graph *g, const pl_xdep *a, int m, cha
             dists[nd++] = a[i].distance;
         }
     }
-    min_to = malloc(((size_t)nd * (size_t)n + 1) * sizeof *min_to);
-    max_from = malloc(((size_t)nd * (size_t)n + 1) * sizeof *max_from);
-    foff = calloc((size_t)n + 2, sizeof *foff);
-    toff = calloc((size_t)n + 2, sizeof *toff);
-    fidx = malloc(((size_t)m + 1) * sizeof *fidx);
-    tidx = malloc(((size_t)m + 1) * sizeof *tidx);
-    fmark = calloc((size_t)n + 1, sizeof *fmark);
-    tmark = calloc((size_t)n + 1, sizeof *tmark);
+    bool ok_f = pl__xside_alloc(&f, true, g, nd, m), ok_t = pl__xside_alloc(&t, false, g, nd, m);
     stack = malloc(((size_t)n + 1) * sizeof *stack);
-    flist = malloc(((size_t)n + 1) * sizeof *flist);
-    tlist = malloc(((size_t)n + 1) * sizeof *tlist);
     tmp = malloc(((size_t)m + 1) * sizeof *tmp);
-    if (!min_to || !max_from || !foff || !toff || !fidx || !tidx || !fmark || !tmark || !stack ||
-        !flist || !tlist || !tmp)
-        goto done;
-    /* Deps by `from` (each list by position of `to`, ascending) and by `to` (by position of
-     * `from`, descending), so scans stop at the first dep out of range. */
-    for (int i = 0; i < m; i++) {
-        foff[a[i].from + 1]++;
-        toff[a[i].to + 1]++;
-    }
-    for (int u = 0; u < n; u++) {
-        foff[u + 1] += foff[u];
-        toff[u + 1] += toff[u];
-    }
-    for (int i = 0; i < m; i++)
-        tmp[i] = (pl__pk){a[i].from, i};
-    qsort(tmp, (size_t)m, sizeof *tmp, pl__pk_cmp);
-    for (int i = 0; i < m; i++)
-        fidx[i] = tmp[i].idx;
-    for (int u = 0; u < n; u++) {
-        int lo = foff[u], c = foff[u + 1] - lo;
-        for (int e = 0; e < c; e++)
-            tmp[e] = (pl__pk){pos[a[fidx[lo + e]].to], fidx[lo + e]};
-        qsort(tmp, (size_t)c, sizeof *tmp, pl__pk_cmp);
-        for (int e = 0; e < c; e++)
-            fidx[lo + e] = tmp[e].idx;
-    }
-    for (int i = 0; i < m; i++)
-        tmp[i] = (pl__pk){a[i].to, i};
-    qsort(tmp, (size_t)m, sizeof *tmp, pl__pk_cmp);
-    for (int i = 0; i < m; i++)
-        tidx[i] = tmp[i].idx;
-    for (int t = 0; t < n; t++) {
-        int lo = toff[t], c = toff[t + 1] - lo;
-        for (int e = 0; e < c; e++)
-            tmp[e] = (pl__pk){-pos[a[tidx[lo + e]].from], tidx[lo + e]};
-        qsort(tmp, (size_t)c, sizeof *tmp, pl__pk_cmp);
-        for (int e = 0; e < c; e++)
-            tidx[lo + e] = tmp[e].idx;
-    }
+    if (!ok_f || !ok_t || !stack || !tmp) goto done;
+    pl__xside_index(&f, g, a, m, tmp);
+    pl__xside_index(&t, g, a, m, tmp);
     for (int k = 0; k < nd; k++) {
-        int *mt = min_to + (size_t)k * (size_t)n, *mf = max_from + (size_t)k * (size_t)n;
-        for (int q = n - 1; q >= 0; q--) {
-            int u = g->order[q], best = n;
-            for (int e = foff[u]; e < foff[u + 1]; e++)
-                if (a[fidx[e]].distance <= dists[k] && pos[a[fidx[e]].to] < best)
-                    best = pos[a[fidx[e]].to];
-            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
-                if (mt[g->succ[e]] < best) best = mt[g->succ[e]];
-            mt[u] = best;
-        }
-        for (int q = 0; q < n; q++) {
-            int t = g->order[q], best = -1;
-            for (int e = toff[t]; e < toff[t + 1]; e++)
-                if (a[tidx[e]].distance <= dists[k] && pos[a[tidx[e]].from] > best)
-                    best = pos[a[tidx[e]].from];
-            for (int e = g->pred_off[t]; e < g->pred_off[t + 1]; e++)
-                if (mf[g->pred[e]] > best) best = mf[g->pred[e]];
-            mf[t] = best;
-        }
+        pl__xside_bounds(&f, g, a, dists[k], f.bound + (size_t)k * (size_t)n);
+        pl__xside_bounds(&t, g, a, dists[k], t.bound + (size_t)k * (size_t)n);
     }
     unsigned stamp = 0;
     for (int i = 0; i < m; i++) {
-        const pl_xdep *x = &a[i];
         int k = 0;
-        while (dists[k] != x->distance)
+        while (dists[k] != a[i].distance)
             k++;
-        const int *mt = min_to + (size_t)k * (size_t)n, *mf = max_from + (size_t)k * (size_t)n;
-        int lim_to = pos[x->to], lim_from = pos[x->from];
         if (++stamp == 0) {
-            memset(fmark, 0, (size_t)n * sizeof *fmark);
-            memset(tmark, 0, (size_t)n * sizeof *tmark);
+            memset(f.mark, 0, (size_t)n * sizeof *f.mark);
+            memset(t.mark, 0, (size_t)n * sizeof *t.mark);
             stamp = 1;
         }
-        int nf = 0, nt = 0, top = 0;
-        stack[top++] = x->from; /* F */
-        fmark[x->from] = stamp;
-        while (top > 0) {
-            int u = stack[--top];
-            flist[nf++] = u;
-            for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++) {
-                int c = g->succ[e];
-                if (fmark[c] == stamp || mt[c] > lim_to) continue;
-                fmark[c] = stamp;
-                stack[top++] = c;
-            }
-        }
-        stack[top++] = x->to; /* T */
-        tmark[x->to] = stamp;
-        while (top > 0) {
-            int t = stack[--top];
-            tlist[nt++] = t;
-            for (int e = g->pred_off[t]; e < g->pred_off[t + 1]; e++) {
-                int p = g->pred[e];
-                if (tmark[p] == stamp || mf[p] < lim_from) continue;
-                tmark[p] = stamp;
-                stack[top++] = p;
-            }
-        }
-        /* The shorter scan: deps leaving F (to <= lim_to) or arriving in T (from >= lim_from),
-         * counted by binary search in the sorted lists. */
-        int64_t cost_f = 0, cost_t = 0;
-        for (int q = 0; q < nf; q++) {
-            int lo = foff[flist[q]], hi = foff[flist[q] + 1];
-            while (lo < hi) {
-                int mid = lo + (hi - lo) / 2;
-                if (pos[a[fidx[mid]].to] <= lim_to)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            cost_f += lo - foff[flist[q]];
-        }
-        for (int q = 0; q < nt; q++) {
-            int lo = toff[tlist[q]], hi = toff[tlist[q] + 1];
-            while (lo < hi) {
-                int mid = lo + (hi - lo) / 2;
-                if (pos[a[tidx[mid]].from] >= lim_from)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            cost_t += lo - toff[tlist[q]];
-        }
-        bool found = false;
-        int64_t cost_p = (int64_t)nf * nt; /* every (F, T) pair, each by binary search */
-        if (cost_p < cost_f && cost_p < cost_t) {
-            for (int q = 0; q < nf && !found; q++)
-                for (int r = 0; r < nt && !found; r++) {
-                    int lo = foff[flist[q]], hi = foff[flist[q] + 1], want = pos[tlist[r]];
-                    while (lo < hi) {
-                        int mid = lo + (hi - lo) / 2;
-                        if (pos[a[fidx[mid]].to] < want)
-                            lo = mid + 1;
-                        else
-                            hi = mid;
-                    }
-                    /* One dep per (from, to): the one found, if any, is the pair's. */
-                    found = lo < foff[flist[q] + 1] && pos[a[fidx[lo]].to] == want &&
-                            fidx[lo] != i && a[fidx[lo]].distance <= x->distance;
-                }
-        } else if (cost_f <= cost_t) {
-            for (int q = 0; q < nf && !found; q++)
-                for (int e = foff[flist[q]]; e < foff[flist[q] + 1] && !found; e++) {
-                    const pl_xdep *y = &a[fidx[e]];
-                    if (pos[y->to] > lim_to) break;
-                    found = fidx[e] != i && y->distance <= x->distance && tmark[y->to] == stamp;
-                }
-        } else {
-            for (int q = 0; q < nt && !found; q++)
-                for (int e = toff[tlist[q]]; e < toff[tlist[q] + 1] && !found; e++) {
-                    const pl_xdep *y = &a[tidx[e]];
-                    if (pos[y->from] < lim_from) break;
-                    found = tidx[e] != i && y->distance <= x->distance && fmark[y->from] == stamp;
-                }
-        }
-        if (found) keep[i] = 0;
+        if (pl__xdep_implied(g, a, i, k, &f, &t, stamp, stack)) keep[i] = 0;
     }
     st = PL_OK;
 done:
-    free(min_to);
-    free(max_from);
-    free(foff);
-    free(toff);
-    free(fidx);
-    free(tidx);
-    free(fmark);
-    free(tmark);
+    pl__xside_free(&f);
+    pl__xside_free(&t);
     free(stack);
-    free(flist);
-    free(tlist);
     free(tmp);
     return st;
 }

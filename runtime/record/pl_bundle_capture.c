@@ -228,41 +228,57 @@ static const char pl__readme[] =
     "Paths inside are relative to this folder: it may be moved, tarred and sent. Inputs that were\n"
     "not copied (capture without --copy-inputs) are referred to by absolute path.\n";
 
-static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_error *err)
+/* What the bundle's files give the manifest, gathered while they are written, and the runs'
+ * results; all owned here (the manifest takes references of its own). */
+typedef struct pl__parts {
+    char orig_rel[PL__PATH]; /* the original file, relative to the bundle */
+    json_t *m;               /* the manifest */
+    json_t *files, *inputs;
+    json_t *outs, *graphs, *env, *stages;
+    int reps;
+    pl_run_result *res; /* [reps] */
+    json_t **rep_stats; /* [reps] */
+    json_t *rep_walls;
+} pl__parts;
+
+static void pl__parts_fini(pl__parts *b)
 {
-    const pl_capture_cfg *cfg = c->cfg;
-    const char *dir = cfg->dir;
-    char p[PL__PATH], hex[PL_SHA256_HEX];
-    pl_status st = PL_OK;
-    pl_run_result *res = NULL;
-    json_t **rep_stats = NULL;
-    json_t *m = json_object(), *files = json_array(), *inputs = json_array();
-    json_t *rep_walls = json_array();
-    /* Owned here until done (the manifest takes references of its own). */
-    json_t *outs = NULL, *graphs = NULL, *env = NULL, *stages = NULL;
-    if (!m || !files || !inputs || !rep_walls) {
-        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-        goto done;
+    for (int r = 0; b->res && r < b->reps; r++) {
+        pl_run_result_fini(&b->res[r]);
+        if (b->rep_stats) json_decref(b->rep_stats[r]);
     }
+    free(b->res);
+    free(b->rep_stats);
+    json_decref(b->m);
+    json_decref(b->files);
+    json_decref(b->inputs);
+    json_decref(b->rep_walls);
+    json_decref(b->outs);
+    json_decref(b->graphs);
+    json_decref(b->env);
+    json_decref(b->stages);
+}
+
+/* The folders, the original file, and the inputs (hashed; copied with --copy-inputs). */
+static pl_status pl__write_sources(pl__capture *c, pl__parts *b, pl_error *err)
+{
+    const char *dir = c->cfg->dir;
+    char p[PL__PATH], hex[PL_SHA256_HEX];
     static const char *const sub[] = {"original", "inputs", "outputs", "graphs"};
     for (int i = 0; i < 4; i++)
-        PL_CHECK_GOTO(pl__bundle_mkdir(pl_bundle_path(dir, sub[i], p, sizeof p), err), st, done);
-
-    /* The original file, and the inputs (hashed; copied with --copy-inputs). */
-    char orig_rel[PL__PATH];
-    pl__bundle_fmt(orig_rel, sizeof orig_rel, "original/%s", pl__bundle_base(cfg->file));
-    PL_CHECK_GOTO(pl__bundle_copy_file(cfg->file, pl_bundle_path(dir, orig_rel, p, sizeof p), err),
-                  st, done);
-    PL_CHECK_GOTO(pl__bundle_file_entry(dir, orig_rel, files, err), st, done);
-    PL_CHECK_GOTO(pl__collect_inputs(c, err), st, done);
+        PL_CHECK(pl__bundle_mkdir(pl_bundle_path(dir, sub[i], p, sizeof p), err));
+    pl__bundle_fmt(b->orig_rel, sizeof b->orig_rel, "original/%s", pl__bundle_base(c->cfg->file));
+    PL_CHECK(
+        pl__bundle_copy_file(c->cfg->file, pl_bundle_path(dir, b->orig_rel, p, sizeof p), err));
+    PL_CHECK(pl__bundle_file_entry(dir, b->orig_rel, b->files, err));
+    PL_CHECK(pl__collect_inputs(c, err));
     for (int i = 0; i < c->n_in; i++) {
         pl__input *x = &c->in[i];
         unsigned long long bytes = 0;
-        PL_CHECK_GOTO(pl_sha256_file(x->resolved, hex, &bytes, err), st, done);
+        PL_CHECK(pl_sha256_file(x->resolved, hex, &bytes, err));
         if (x->bundled[0])
-            PL_CHECK_GOTO(pl__bundle_copy_file(x->resolved,
-                                               pl_bundle_path(dir, x->bundled, p, sizeof p), err),
-                          st, done);
+            PL_CHECK(pl__bundle_copy_file(x->resolved, pl_bundle_path(dir, x->bundled, p, sizeof p),
+                                          err));
         json_t *e =
             json_pack("{s:s, s:s, s:s, s:s, s:I}", "key", x->key, "as_written", x->as_written,
                       "path", x->resolved, "sha256", hex, "bytes", (json_int_t)bytes);
@@ -272,98 +288,99 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
             json_object_set_new(e, "buffer", json_string(c->spec->buffers[x->buffer].name));
         json_object_set_new(e, "bundled", x->bundled[0] ? json_string(x->bundled) : json_null());
         json_object_set_new(e, "code", json_boolean(x->code));
-        PL_CHECK_GOTO(pl_json_append(inputs, e, err), st, done);
+        PL_CHECK(pl_json_append(b->inputs, e, err));
     }
+    return PL_OK;
+}
 
-    /* The canonical pipeline; loading it must give the plan the original gives. */
-    FILE *f = NULL;
-    PL_CHECK_GOTO(pl__write_canon(c, pl_bundle_path(dir, "pipeline.yaml", p, sizeof p), err), st,
-                  done);
-    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "pipeline.yaml", files, err), st, done);
-    PL_CHECK_GOTO(pl_plan_digest(c->plan, info->plan_digest, err), st, done);
-    {
-        pl_spec *cs = NULL;
-        pl_plan *cp = NULL;
-        char chex[PL_SHA256_HEX];
-        st = pl_load_checked(p, &cs, err);
-        if (st == PL_OK) st = pl_plan_compile(cs, &cp, err);
-        if (st == PL_OK) st = pl_plan_digest(cp, chex, err);
-        pl_plan_free(cp);
-        pl_spec_free(cs);
-        if (st != PL_OK) {
-            pl_error_prefix(err, "error: the canonical pipeline %s does not load (a pipectl bug)",
-                            p);
-            goto done;
-        }
-        if (strcmp(chex, info->plan_digest) != 0) {
-            st = pl_error_set(err, PL_ERUNTIME,
-                              "error: the canonical pipeline %s gives another plan than %s (a "
-                              "pipectl bug; please report it with both files)",
-                              p, cfg->file);
-            goto done;
-        }
+/* The canonical pipeline; loading it must give the plan the original gives. */
+static pl_status pl__write_pipeline(pl__capture *c, pl_capture_info *info, pl__parts *b,
+                                    pl_error *err)
+{
+    const char *dir = c->cfg->dir;
+    char p[PL__PATH], chex[PL_SHA256_HEX];
+    PL_CHECK(pl__write_canon(c, pl_bundle_path(dir, "pipeline.yaml", p, sizeof p), err));
+    PL_CHECK(pl__bundle_file_entry(dir, "pipeline.yaml", b->files, err));
+    PL_CHECK(pl_plan_digest(c->plan, info->plan_digest, err));
+    pl_spec *cs = NULL;
+    pl_plan *cp = NULL;
+    pl_status st = pl_load_checked(p, &cs, err);
+    if (st == PL_OK) st = pl_plan_compile(cs, &cp, err);
+    if (st == PL_OK) st = pl_plan_digest(cp, chex, err);
+    pl_plan_free(cp);
+    pl_spec_free(cs);
+    if (st != PL_OK) {
+        pl_error_prefix(err, "error: the canonical pipeline %s does not load (a pipectl bug)", p);
+        return st;
     }
-    PL_CHECK_GOTO(pl_sha256_file(p, info->spec_digest, NULL, err), st, done);
+    if (strcmp(chex, info->plan_digest) != 0)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: the canonical pipeline %s gives another plan than %s (a "
+                            "pipectl bug; please report it with both files)",
+                            p, c->cfg->file);
+    return pl_sha256_file(p, info->spec_digest, NULL, err);
+}
 
-    /* The plan: text, DOT, JSON. */
-    PL_CHECK_GOTO(pl__bundle_write_text(pl_bundle_path(dir, "plan.txt", p, sizeof p), pl_plan_dump,
-                                        c->plan, err),
-                  st, done);
-    PL_CHECK_GOTO(pl__bundle_write_text(pl_bundle_path(dir, "plan.dot", p, sizeof p),
-                                        pl_plan_dump_dot, c->plan, err),
-                  st, done);
-    {
-        json_t *pj = pl_plan_json(c->plan);
-        if (!pj) {
-            st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-            goto done;
-        }
-        st = pl_json_write_file(pl_bundle_path(dir, "plan.json", p, sizeof p), pj, err);
-        json_decref(pj);
-        if (st != PL_OK) goto done;
-    }
-    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "plan.txt", files, err), st, done);
-    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "plan.dot", files, err), st, done);
-    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "plan.json", files, err), st, done);
+/* The plan: text, DOT, JSON. */
+static pl_status pl__write_plan(pl__capture *c, pl__parts *b, pl_error *err)
+{
+    const char *dir = c->cfg->dir;
+    char p[PL__PATH];
+    PL_CHECK(pl__bundle_write_text(pl_bundle_path(dir, "plan.txt", p, sizeof p), pl_plan_dump,
+                                   c->plan, err));
+    PL_CHECK(pl__bundle_write_text(pl_bundle_path(dir, "plan.dot", p, sizeof p), pl_plan_dump_dot,
+                                   c->plan, err));
+    json_t *pj = pl_plan_json(c->plan);
+    if (!pj) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    pl_status st = pl_json_write_file(pl_bundle_path(dir, "plan.json", p, sizeof p), pj, err);
+    json_decref(pj);
+    if (st != PL_OK) return st;
+    PL_CHECK(pl__bundle_file_entry(dir, "plan.txt", b->files, err));
+    PL_CHECK(pl__bundle_file_entry(dir, "plan.dot", b->files, err));
+    return pl__bundle_file_entry(dir, "plan.json", b->files, err);
+}
 
-    /* The runs. */
-    int reps = cfg->reps > 0 ? cfg->reps : 1;
-    res = calloc((size_t)reps, sizeof *res);
-    rep_stats = calloc((size_t)reps, sizeof *rep_stats);
-    if (!res || !rep_stats) {
-        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-        goto done;
-    }
+/* The runs: the first writes the graphs' DOT files, the last records the timeline. */
+static pl_status pl__run_reps(pl__capture *c, pl_capture_info *info, pl__parts *b, pl_error *err)
+{
+    const pl_capture_cfg *cfg = c->cfg;
+    int reps = b->reps;
+    b->res = calloc((size_t)reps, sizeof *b->res);
+    b->rep_stats = calloc((size_t)reps, sizeof *b->rep_stats);
+    if (!b->res || !b->rep_stats) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     pl_run_cfg rc = cfg->run;
     rc.executor = pl_exec_pick(c->plan, cfg->run.executor, info->note, sizeof info->note);
     char gdir[PL__PATH];
-    pl_bundle_path(dir, "graphs", gdir, sizeof gdir);
+    pl_bundle_path(cfg->dir, "graphs", gdir, sizeof gdir);
     for (int r = 0; r < reps; r++) {
         rc.dot_dir = r == 0 ? gdir : NULL;
         rc.trace_batches = r == reps - 1 ? pl_trace_batches_for(c->plan) : 0; /* trace.json */
-        st = pl_run(c->plan, &rc, &res[r], err);
+        pl_status st = pl_run(c->plan, &rc, &b->res[r], err);
         if (st != PL_OK) {
             if (r > 0) pl_error_prefix(err, "capture run %d of %d", r + 1, reps);
-            goto done;
+            return st;
         }
-        rep_stats[r] = pl__bundle_stats_json(c->plan, &res[r]);
-        if (!rep_stats[r]) {
-            st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-            goto done;
-        }
-        json_array_append_new(rep_walls, json_real((double)res[r].wall_ns * 1e-9));
+        b->rep_stats[r] = pl__bundle_stats_json(c->plan, &b->res[r]);
+        if (!b->rep_stats[r]) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        json_array_append_new(b->rep_walls, json_real((double)b->res[r].wall_ns * 1e-9));
     }
-    const pl_run_result *r0 = &res[0], *last = &res[reps - 1];
+    return PL_OK;
+}
+
+/* Whether every run gave the first run's outputs; else the first sink and batch that differ. */
+static void pl__compare_reps(const pl__parts *b, pl_capture_info *info)
+{
+    const pl_run_result *r0 = &b->res[0];
     info->executor = r0->executor;
     info->batches_done = r0->batches_done;
-    info->reps = reps;
+    info->reps = b->reps;
     info->reps_identical = true;
     info->reps_batch = -1;
-    for (int r = 1; r < reps && info->reps_identical; r++)
+    for (int r = 1; r < b->reps && info->reps_identical; r++)
         for (int i = 0; i < r0->n_outputs && info->reps_identical; i++) {
-            const pl_output *a = &r0->outputs[i], *b = &res[r].outputs[i];
-            for (int64_t k = 0; k < a->n_batch_checksums && b->batch_checksums; k++)
-                if (k >= b->n_batch_checksums || a->batch_checksums[k] != b->batch_checksums[k]) {
+            const pl_output *a = &r0->outputs[i], *o = &b->res[r].outputs[i];
+            for (int64_t k = 0; k < a->n_batch_checksums && o->batch_checksums; k++)
+                if (k >= o->n_batch_checksums || a->batch_checksums[k] != o->batch_checksums[k]) {
                     info->reps_identical = false;
                     snprintf(info->reps_sink, sizeof info->reps_sink, "%s", a->stage);
                     info->reps_batch = k;
@@ -372,137 +389,160 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
             /* Past the per-batch record (PL_BATCH_CHECKSUMS_MAX): the whole output's checksum,
              * reported at the first batch not recorded. */
             if (info->reps_identical && a->checksummed &&
-                (a->batches != b->batches || a->checksum != b->checksum)) {
+                (a->batches != o->batches || a->checksum != o->checksum)) {
                 info->reps_identical = false;
                 snprintf(info->reps_sink, sizeof info->reps_sink, "%s", a->stage);
                 info->reps_batch = a->n_batch_checksums;
             }
         }
+}
 
-    /* Outputs: the first run's checksums; the last run's files, copied with --copy-outputs. */
-    outs = pl__bundle_outputs_json(c->plan, r0);
-    if (!outs) {
-        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-        goto done;
-    }
+/* Outputs: the first run's checksums; the last run's files, copied with --copy-outputs. */
+static pl_status pl__write_outputs(pl__capture *c, pl_capture_info *info, pl__parts *b,
+                                   pl_error *err)
+{
+    const pl_capture_cfg *cfg = c->cfg;
+    const pl_run_result *last = &b->res[b->reps - 1];
+    char p[PL__PATH];
+    b->outs = pl__bundle_outputs_json(c->plan, &b->res[0]);
+    if (!b->outs) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     for (int i = 0; i < last->n_outputs; i++) {
         const pl_output *o = &last->outputs[i];
-        json_t *e = json_array_get(outs, (size_t)i);
+        json_t *e = json_array_get(b->outs, (size_t)i);
         json_object_set_new(e, "identical_in_every_run", json_boolean(info->reps_identical));
         int s = pl_spec_find_stage(c->spec, o->stage);
         if (!o->path || s < 0 || !c->out_canon[s][0] || !cfg->copy_outputs || !o->finalized) {
             json_object_set_new(e, "bundled", json_null());
             continue;
         }
-        PL_CHECK_GOTO(
-            pl__bundle_copy_file(o->path, pl_bundle_path(dir, c->out_canon[s], p, sizeof p), err),
-            st, done);
-        PL_CHECK_GOTO(pl__bundle_file_entry(dir, c->out_canon[s], files, err), st, done);
+        PL_CHECK(pl__bundle_copy_file(o->path,
+                                      pl_bundle_path(cfg->dir, c->out_canon[s], p, sizeof p), err));
+        PL_CHECK(pl__bundle_file_entry(cfg->dir, c->out_canon[s], b->files, err));
         json_object_set_new(e, "bundled", json_string(c->out_canon[s]));
     }
     info->n_outputs = last->n_outputs;
     info->n_inputs = c->n_in;
+    return PL_OK;
+}
 
-    /* The timeline and the summary of the last run. */
-    PL_CHECK_GOTO(
-        pl_trace_write(pl_bundle_path(dir, "trace.json", p, sizeof p), c->plan, last, err), st,
-        done);
-    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "trace.json", files, err), st, done);
-    f = fopen(pl_bundle_path(dir, "summary.json", p, sizeof p), "w");
-    if (!f) {
-        st = pl_error_set(err, PL_EIO, "error: cannot write %s: %s", p, strerror(errno));
-        goto done;
-    }
+/* The timeline and the summary of the last run, and the graphs' files. */
+static pl_status pl__write_timeline(pl__capture *c, pl_capture_info *info, pl__parts *b,
+                                    pl_error *err)
+{
+    const char *dir = c->cfg->dir;
+    const pl_run_result *last = &b->res[b->reps - 1];
+    char p[PL__PATH];
+    PL_CHECK(pl_trace_write(pl_bundle_path(dir, "trace.json", p, sizeof p), c->plan, last, err));
+    PL_CHECK(pl__bundle_file_entry(dir, "trace.json", b->files, err));
+    FILE *f = fopen(pl_bundle_path(dir, "summary.json", p, sizeof p), "w");
+    if (!f) return pl_error_set(err, PL_EIO, "error: cannot write %s: %s", p, strerror(errno));
     pl_report_json(f, c->plan, last, PL_OK, NULL);
-    if (fclose(f) != 0) {
-        st = pl_error_set(err, PL_EIO, "error: cannot write %s", p);
-        goto done;
-    }
-    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "summary.json", files, err), st, done);
-    PL_CHECK_GOTO(pl__bundle_graphs(dir, files, &graphs, &info->n_graphs, err), st, done);
+    if (fclose(f) != 0) return pl_error_set(err, PL_EIO, "error: cannot write %s", p);
+    PL_CHECK(pl__bundle_file_entry(dir, "summary.json", b->files, err));
+    PL_CHECK(pl__bundle_graphs(dir, b->files, &b->graphs, &info->n_graphs, err));
     /* Folders with nothing in them (no graphs on the host, no copies) are not kept. */
     static const char *const maybe_empty[] = {"graphs", "inputs", "outputs"};
     for (int i = 0; i < 3; i++)
         rmdir(pl_bundle_path(dir, maybe_empty[i], p, sizeof p)); /* fails when not empty */
+    return PL_OK;
+}
 
-    PL_CHECK_GOTO(pl_env_json(strcmp(r0->executor, "gpu") == 0, c->spec->run.device, &env, err), st,
-                  done);
-
-    /* The manifest, written last. */
+/* The manifest's account of what ran: the command, the pipeline, the plan, the runs. */
+static pl_status pl__manifest_what_ran(pl__capture *c, const pl_capture_info *info, pl__parts *b,
+                                       pl_error *err)
+{
+    const pl_capture_cfg *cfg = c->cfg;
+    const pl_run_result *r0 = &b->res[0];
+    json_t *m = b->m;
     char created[32];
     pl__now_iso(created, sizeof created);
-    PL_CHECK_GOTO(pl_json_set(m, "schema", json_string(PL_BUNDLE_SCHEMA), err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "schema_version", json_integer(PL_BUNDLE_SCHEMA_VERSION), err), st,
-                  done);
-    PL_CHECK_GOTO(pl_json_set(m, "created", json_string(created), err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "command", pl_json_str(cfg->command), err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "pipeline",
-                              json_pack("{s:s, s:s, s:s, s:o, s:s}", "name", c->spec->name, "file",
-                                        "pipeline.yaml", "digest", info->spec_digest, "original",
-                                        pl_json_str(orig_rel), "original_path", cfg->file),
-                              err),
-                  st, done);
-    PL_CHECK_GOTO(
+    PL_CHECK(pl_json_set(m, "schema", json_string(PL_BUNDLE_SCHEMA), err));
+    PL_CHECK(pl_json_set(m, "schema_version", json_integer(PL_BUNDLE_SCHEMA_VERSION), err));
+    PL_CHECK(pl_json_set(m, "created", json_string(created), err));
+    PL_CHECK(pl_json_set(m, "command", pl_json_str(cfg->command), err));
+    PL_CHECK(pl_json_set(m, "pipeline",
+                         json_pack("{s:s, s:s, s:s, s:o, s:s}", "name", c->spec->name, "file",
+                                   "pipeline.yaml", "digest", info->spec_digest, "original",
+                                   pl_json_str(b->orig_rel), "original_path", cfg->file),
+                         err));
+    PL_CHECK(
         pl_json_set(m, "plan",
                     json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:i, s:i}", "text", "plan.txt",
                               "json", "plan.json", "dot", "plan.dot", "digest", info->plan_digest,
                               "depth", c->plan->depth, "batches", (json_int_t)c->plan->batches,
                               "stages", c->plan->n_stages, "streams", c->plan->n_streams),
-                    err),
-        st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "run",
-                              json_pack("{s:s, s:b, s:s, s:i, s:i, s:I, s:I, s:i, s:o}", "executor",
-                                        r0->executor, "graphs", r0->graphs, "graph_mode",
-                                        r0->graph_mode ? r0->graph_mode : "none", "timing_period",
-                                        cfg->run.timing_period, "workers", r0->workers, "seed",
-                                        (json_int_t)c->spec->run.seed, "batches_done",
-                                        (json_int_t)r0->batches_done, "reps", reps, "wall_s",
-                                        json_incref(rep_walls)),
-                              err),
-                  st, done);
+                    err));
+    PL_CHECK(pl_json_set(
+        m, "run",
+        json_pack("{s:s, s:b, s:s, s:i, s:i, s:I, s:I, s:i, s:o}", "executor", r0->executor,
+                  "graphs", r0->graphs, "graph_mode", r0->graph_mode ? r0->graph_mode : "none",
+                  "timing_period", cfg->run.timing_period, "workers", r0->workers, "seed",
+                  (json_int_t)c->spec->run.seed, "batches_done", (json_int_t)r0->batches_done,
+                  "reps", b->reps, "wall_s", json_incref(b->rep_walls)),
+        err));
     if (r0->device_name[0])
         json_object_set_new(json_object_get(m, "run"), "device", pl_json_str(r0->device_name));
-    PL_CHECK_GOTO(pl_json_set(m, "inputs", json_incref(inputs), err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "outputs", json_incref(outs), err), st, done);
-    stages = pl__bundle_stages_over_reps(rep_stats, reps);
-    PL_CHECK_GOTO(pl_json_set(m, "stages", json_incref(stages), err), st, done);
-    PL_CHECK_GOTO(
-        pl_json_set(
-            m, "noise",
-            json_pack("{s:i, s:s}", "reps", reps, "method",
-                      reps > 1
-                          ? "per stage: (max - min) / median of the reps' p50 times; replay calls "
-                            "a p50 ratio beyond noise outside 1 +- max(2 noise, 0.05)"
-                          : "none recorded: one run (capture with --reps N, N >= 2)"),
-            err),
-        st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "graphs", json_incref(graphs), err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "timeline", json_string("trace.json"), err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "summary", json_string("summary.json"), err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "environment", json_incref(env), err), st, done);
-    f = fopen(pl_bundle_path(dir, "README.txt", p, sizeof p), "w");
-    if (!f || fputs(pl__readme, f) == EOF || fclose(f) != 0) {
-        st = pl_error_set(err, PL_EIO, "error: cannot write %s", p);
+    return PL_OK;
+}
+
+/* The manifest's account of what came of it, the README, and the manifest itself, written last. */
+static pl_status pl__write_manifest(pl__capture *c, const pl_capture_info *info, pl__parts *b,
+                                    pl_error *err)
+{
+    const char *dir = c->cfg->dir;
+    json_t *m = b->m;
+    char p[PL__PATH];
+    PL_CHECK(pl__manifest_what_ran(c, info, b, err));
+    PL_CHECK(pl_json_set(m, "inputs", json_incref(b->inputs), err));
+    PL_CHECK(pl_json_set(m, "outputs", json_incref(b->outs), err));
+    b->stages = pl__bundle_stages_over_reps(b->rep_stats, b->reps);
+    PL_CHECK(pl_json_set(m, "stages", json_incref(b->stages), err));
+    PL_CHECK(pl_json_set(
+        m, "noise",
+        json_pack("{s:i, s:s}", "reps", b->reps, "method",
+                  b->reps > 1 ? "per stage: (max - min) / median of the reps' p50 times; replay "
+                                "calls a p50 ratio beyond noise outside 1 +- max(2 noise, 0.05)"
+                              : "none recorded: one run (capture with --reps N, N >= 2)"),
+        err));
+    PL_CHECK(pl_json_set(m, "graphs", json_incref(b->graphs), err));
+    PL_CHECK(pl_json_set(m, "timeline", json_string("trace.json"), err));
+    PL_CHECK(pl_json_set(m, "summary", json_string("summary.json"), err));
+    PL_CHECK(pl_json_set(m, "environment", json_incref(b->env), err));
+    FILE *f = fopen(pl_bundle_path(dir, "README.txt", p, sizeof p), "w");
+    if (!f || fputs(pl__readme, f) == EOF || fclose(f) != 0)
+        return pl_error_set(err, PL_EIO, "error: cannot write %s", p);
+    PL_CHECK(pl__bundle_file_entry(dir, "README.txt", b->files, err));
+    PL_CHECK(pl_json_set(m, "files", json_incref(b->files), err));
+    return pl_json_write_file(pl_bundle_path(dir, "manifest.json", p, sizeof p), m, err);
+}
+
+static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_error *err)
+{
+    pl_status st = PL_OK;
+    pl__parts b;
+    memset(&b, 0, sizeof b);
+    b.reps = c->cfg->reps > 0 ? c->cfg->reps : 1;
+    b.m = json_object();
+    b.files = json_array();
+    b.inputs = json_array();
+    b.rep_walls = json_array();
+    if (!b.m || !b.files || !b.inputs || !b.rep_walls) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
         goto done;
     }
-    PL_CHECK_GOTO(pl__bundle_file_entry(dir, "README.txt", files, err), st, done);
-    PL_CHECK_GOTO(pl_json_set(m, "files", json_incref(files), err), st, done);
-    st = pl_json_write_file(pl_bundle_path(dir, "manifest.json", p, sizeof p), m, err);
+    PL_CHECK_GOTO(pl__write_sources(c, &b, err), st, done);
+    PL_CHECK_GOTO(pl__write_pipeline(c, info, &b, err), st, done);
+    PL_CHECK_GOTO(pl__write_plan(c, &b, err), st, done);
+    PL_CHECK_GOTO(pl__run_reps(c, info, &b, err), st, done);
+    pl__compare_reps(&b, info);
+    PL_CHECK_GOTO(pl__write_outputs(c, info, &b, err), st, done);
+    PL_CHECK_GOTO(pl__write_timeline(c, info, &b, err), st, done);
+    PL_CHECK_GOTO(
+        pl_env_json(strcmp(b.res[0].executor, "gpu") == 0, c->spec->run.device, &b.env, err), st,
+        done);
+    st = pl__write_manifest(c, info, &b, err);
 done:
-    for (int r = 0; res && r < (cfg->reps > 0 ? cfg->reps : 1); r++) {
-        pl_run_result_fini(&res[r]);
-        if (rep_stats) json_decref(rep_stats[r]);
-    }
-    free(res);
-    free(rep_stats);
-    json_decref(m);
-    json_decref(files);
-    json_decref(inputs);
-    json_decref(rep_walls);
-    json_decref(outs);
-    json_decref(graphs);
-    json_decref(env);
-    json_decref(stages);
+    pl__parts_fini(&b);
     return st;
 }
 

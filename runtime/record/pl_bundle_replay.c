@@ -416,46 +416,65 @@ static void pl__rm_tree(const char *dir)
     rmdir(dir);
 }
 
-pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_replay_result *r,
-                           pl_error *err)
-{
-    memset(r, 0, sizeof *r);
-    r->cmp.first_sink = -1;
-    const json_t *m = b->manifest;
-    json_t *run = json_object_get(m, "run");
-    r->executor_rec = pl_json_str_or(run, "executor", "?");
-    PL_CHECK(pl__check_inputs(b, r, err));
-    if (r->n_changed > 0 && !cfg->allow_changed_inputs) {
-        const pl_file_check *x = &r->changed[0];
-        return pl_error_set(err, PL_EINPUT,
-                            "error: %s %s %s since the capture%s; replay refuses to compare "
-                            "(--allow-changed-inputs runs it anyway)",
-                            x->what, x->path, x->missing ? "is missing" : "changed",
-                            r->n_changed > 1 ? " (and others: see the list)" : "");
-    }
+/* What a replay makes and frees (pl__replay_fini): its folder (removed when temporary), the
+ * pipeline, the plan, the runs and what they gave. */
+typedef struct pl__replay {
+    char out_dir[PL__PATH];
+    char gdir[PL__PATH]; /* the graphs' DOT files (GPU) */
+    bool temp;
+    pl_spec *spec;
+    pl_plan *plan;
+    char digest[PL_SHA256_HEX]; /* the plan's, now */
+    int nreps;
+    pl_run_result res;   /* the first run */
+    pl_run_result *more; /* [nreps]: the other runs, from 1 */
+    json_t **reps;       /* [nreps]: each run's stage statistics */
+    json_t *now_out, *now_stages, *env;
+} pl__replay;
 
-    char out_dir[PL__PATH], p[PL__PATH];
-    bool temp = !cfg->out_dir;
-    if (temp) {
-        const char *t = getenv("TMPDIR");
-        pl__bundle_fmt(out_dir, sizeof out_dir, "%s/pipectl-replay-XXXXXX", t && *t ? t : "/tmp");
-        if (!mkdtemp(out_dir))
-            return pl_error_set(err, PL_EIO, "error: cannot create a temporary folder: %s",
-                                strerror(errno));
-    } else {
-        pl__bundle_fmt(out_dir, sizeof out_dir, "%s", cfg->out_dir);
-        PL_CHECK(pl__bundle_mkdir_p(out_dir, err));
+static void pl__replay_fini(pl__replay *x)
+{
+    pl_run_result_fini(&x->res);
+    for (int k = 0; x->more && k < x->nreps; k++) {
+        pl_run_result_fini(&x->more[k]);
+        if (x->reps) json_decref(x->reps[k]);
     }
-    pl_spec *spec = NULL;
-    pl_plan *plan = NULL;
-    pl_run_result res;
-    memset(&res, 0, sizeof res);
-    pl_run_result *more = NULL;
-    json_t *now_out = NULL, *now_stages = NULL, *env = NULL, **reps = NULL;
-    pl_status st;
-    const char *file = pl_json_str_or(json_object_get(m, "pipeline"), "file", "pipeline.yaml");
-    PL_CHECK_GOTO(pl_load_file(pl_bundle_path(b->dir, file, p, sizeof p), &spec, err), st, done);
-    /* Outputs go to the replay folder, not over the bundle's copies. */
+    free(x->more);
+    free(x->reps);
+    json_decref(x->now_out);
+    json_decref(x->now_stages);
+    json_decref(x->env);
+    pl_plan_free(x->plan);
+    pl_spec_free(x->spec);
+    if (x->temp) pl__rm_tree(x->out_dir);
+}
+
+/* The folder the replay writes to: cfg->out_dir, or a temporary one (x->temp) removed at the end.
+ * Nothing to free when it fails. */
+static pl_status pl__replay_folder(const pl_replay_cfg *cfg, pl__replay *x, pl_error *err)
+{
+    if (cfg->out_dir) {
+        pl__bundle_fmt(x->out_dir, sizeof x->out_dir, "%s", cfg->out_dir);
+        return pl__bundle_mkdir_p(x->out_dir, err);
+    }
+    const char *t = getenv("TMPDIR");
+    pl__bundle_fmt(x->out_dir, sizeof x->out_dir, "%s/pipectl-replay-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(x->out_dir))
+        return pl_error_set(err, PL_EIO, "error: cannot create a temporary folder: %s",
+                            strerror(errno));
+    x->temp = true;
+    return PL_OK;
+}
+
+/* The bundled pipeline, its outputs sent to the replay folder (not over the bundle's copies),
+ * checked and compiled. */
+static pl_status pl__replay_load(const pl_bundle *b, pl__replay *x, pl_error *err)
+{
+    char p[PL__PATH];
+    const char *file =
+        pl_json_str_or(json_object_get(b->manifest, "pipeline"), "file", "pipeline.yaml");
+    PL_CHECK(pl_load_file(pl_bundle_path(b->dir, file, p, sizeof p), &x->spec, err));
+    pl_spec *spec = x->spec;
     for (int s = 0; s < spec->n_stages; s++) {
         pl_stage *sg = &spec->stages[s];
         if (!sg->kind || !(sg->kind->role & PL_ROLE_OUTPUT)) continue;
@@ -463,95 +482,97 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
             const pl_key *k = pl_kind_key(sg->kind, sg->opts[o].key);
             if (!k || k->type != PL_KEY_PATH || !sg->opts[o].str) continue;
             char np[PL__PATH];
-            pl__bundle_fmt(np, sizeof np, "%s/%s", out_dir, pl__bundle_base(sg->opts[o].str));
+            pl__bundle_fmt(np, sizeof np, "%s/%s", x->out_dir, pl__bundle_base(sg->opts[o].str));
             sg->opts[o].str = pl_spec_strdup(spec, np);
-            if (!sg->opts[o].str) {
-                st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-                goto done;
-            }
+            if (!sg->opts[o].str) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
         }
     }
-    PL_CHECK_GOTO(pl_spec_check(spec, err), st, done);
-    PL_CHECK_GOTO(pl_plan_compile(spec, &plan, err), st, done);
-    char digest[PL_SHA256_HEX];
-    PL_CHECK_GOTO(pl_plan_digest(plan, digest, err), st, done);
+    PL_CHECK(pl_spec_check(spec, err));
+    PL_CHECK(pl_plan_compile(spec, &x->plan, err));
+    return pl_plan_digest(x->plan, x->digest, err);
+}
 
-    pl_run_cfg rc = cfg->run;
-    if (rc.executor == PL_EXEC_AUTO)
-        rc.executor = strcmp(r->executor_rec, "gpu") == 0 ? PL_EXEC_GPU : PL_EXEC_HOST;
-    if (rc.executor == PL_EXEC_GPU && cfg->run.executor == PL_EXEC_AUTO && !pl_gpu_available()) {
-        st =
-            pl_error_set(err, PL_ENODEV,
-                         "error: the bundle was recorded on the gpu executor and no GPU is usable "
-                         "here; 'pipectl replay --executor host %s' replays it on the CPU (outputs "
-                         "exact by design must match, the others are compared within their "
-                         "tolerance)",
-                         b->dir);
-        goto done;
-    }
-    if (!cfg->workers_given) rc.workers = (int)json_integer_value(json_object_get(run, "workers"));
-    rc.timing_period = (int)json_integer_value(json_object_get(run, "timing_period"));
+/* The run as recorded (executor unless given, workers unless given, timing period, graphs,
+ * graph mode); on the GPU, the graphs' DOT files go to the replay folder. */
+static pl_status pl__replay_run_cfg(const pl_bundle *b, const pl_replay_cfg *cfg,
+                                    const pl_replay_result *r, pl__replay *x, pl_run_cfg *rc,
+                                    pl_error *err)
+{
+    json_t *run = json_object_get(b->manifest, "run");
+    *rc = cfg->run;
+    if (rc->executor == PL_EXEC_AUTO)
+        rc->executor = strcmp(r->executor_rec, "gpu") == 0 ? PL_EXEC_GPU : PL_EXEC_HOST;
+    if (rc->executor == PL_EXEC_GPU && cfg->run.executor == PL_EXEC_AUTO && !pl_gpu_available())
+        return pl_error_set(err, PL_ENODEV,
+                            "error: the bundle was recorded on the gpu executor and no GPU is "
+                            "usable here; 'pipectl replay --executor host %s' replays it on the "
+                            "CPU (outputs exact by design must match, the others are compared "
+                            "within their tolerance)",
+                            b->dir);
+    if (!cfg->workers_given) rc->workers = (int)json_integer_value(json_object_get(run, "workers"));
+    rc->timing_period = (int)json_integer_value(json_object_get(run, "timing_period"));
     json_t *gr = json_object_get(run, "graphs");
-    if (rc.executor == PL_EXEC_GPU && json_is_boolean(gr) && cfg->run.use_graphs)
-        rc.use_graphs = json_is_true(gr);
+    if (rc->executor == PL_EXEC_GPU && json_is_boolean(gr) && cfg->run.use_graphs)
+        rc->use_graphs = json_is_true(gr);
     /* Bundles from before graph_mode ran per-segment graphs, the default then. */
     const char *gm = pl_json_str_or(run, "graph_mode", "segment");
-    if (rc.executor == PL_EXEC_GPU && cfg->run.use_graphs && !cfg->graph_mode_given)
-        rc.graph_mode = strcmp(gm, "stage") == 0 ? PL_GRAPHS_STAGE : PL_GRAPHS_SEGMENT;
-    char gdir[PL__PATH];
-    pl__bundle_fmt(gdir, sizeof gdir, "%s/graphs", out_dir);
-    if (rc.executor == PL_EXEC_GPU) {
-        PL_CHECK_GOTO(pl__bundle_mkdir(gdir, err), st, done);
-        rc.dot_dir = gdir;
+    if (rc->executor == PL_EXEC_GPU && cfg->run.use_graphs && !cfg->graph_mode_given)
+        rc->graph_mode = strcmp(gm, "stage") == 0 ? PL_GRAPHS_STAGE : PL_GRAPHS_SEGMENT;
+    pl__bundle_fmt(x->gdir, sizeof x->gdir, "%s/graphs", x->out_dir);
+    if (rc->executor == PL_EXEC_GPU) {
+        PL_CHECK(pl__bundle_mkdir(x->gdir, err));
+        rc->dot_dir = x->gdir;
     }
-    int nreps = cfg->reps > 0 ? cfg->reps : 1;
-    reps = calloc((size_t)nreps, sizeof *reps);
-    more = calloc((size_t)nreps, sizeof *more);
-    if (!reps || !more) {
-        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-        goto done;
+    return PL_OK;
+}
+
+/* The runs (the first writes the graphs' DOT files), and what they gave: the outputs' checksums
+ * of the first, the stage times over all. */
+static pl_status pl__replay_runs(pl__replay *x, pl_run_cfg *rc, pl_replay_result *r, pl_error *err)
+{
+    x->reps = calloc((size_t)x->nreps, sizeof *x->reps);
+    x->more = calloc((size_t)x->nreps, sizeof *x->more);
+    if (!x->reps || !x->more) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    for (int k = 0; k < x->nreps; k++) {
+        pl_run_result *rr = k == 0 ? &x->res : &x->more[k];
+        if (k > 0) rc->dot_dir = NULL;
+        PL_CHECK(pl_run(x->plan, rc, rr, err));
+        x->reps[k] = pl__bundle_stats_json(x->plan, rr);
+        if (!x->reps[k]) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
-    for (int k = 0; k < nreps; k++) {
-        pl_run_result *rr = k == 0 ? &res : &more[k];
-        if (k > 0) rc.dot_dir = NULL;
-        PL_CHECK_GOTO(pl_run(plan, &rc, rr, err), st, done);
-        reps[k] = pl__bundle_stats_json(plan, rr);
-        if (!reps[k]) {
-            st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-            goto done;
-        }
-    }
-    r->executor = res.executor;
-    r->batches_done = res.batches_done;
-    if (strcmp(r->executor_rec, res.executor) != 0)
+    r->executor = x->res.executor;
+    r->batches_done = x->res.batches_done;
+    if (strcmp(r->executor_rec, x->res.executor) != 0)
         snprintf(r->note, sizeof r->note,
                  "recorded on %s, replayed on %s: outputs that are exact by design must match; "
                  "the others are compared within their tolerance",
-                 r->executor_rec, res.executor);
-    now_out = pl__bundle_outputs_json(plan, &res);
-    now_stages = pl__bundle_stages_over_reps(reps, nreps);
-    if (!now_out || !now_stages) {
-        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
-        goto done;
-    }
-    PL_CHECK_GOTO(pl__cmp_sinks(json_object_get(m, "outputs"), now_out, &r->cmp, err), st, done);
-    PL_CHECK_GOTO(pl__cmp_stages(json_object_get(m, "stages"), now_stages, &r->cmp, err), st, done);
-    PL_CHECK_GOTO(pl_env_json(strcmp(res.executor, "gpu") == 0, spec->run.device, &env, err), st,
-                  done);
-    /* The plan, the executor and (GPU) the graphs' topology belong with the environment. */
+                 r->executor_rec, x->res.executor);
+    x->now_out = pl__bundle_outputs_json(x->plan, &x->res);
+    x->now_stages = pl__bundle_stages_over_reps(x->reps, x->nreps);
+    if (!x->now_out || !x->now_stages) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    return PL_OK;
+}
+
+/* The environment now against the recorded one; the plan, the executor and (GPU, when the graphs
+ * were written) the graphs' topology belong with it. */
+static pl_status pl__replay_env(const pl_bundle *b, pl_replay_result *r, pl__replay *x,
+                                bool graphs_written, pl_error *err)
+{
+    const json_t *m = b->manifest;
+    const char *now = x->res.executor;
+    PL_CHECK(pl_env_json(strcmp(now, "gpu") == 0, x->spec->run.device, &x->env, err));
     int cap = 0;
     const char *pd = pl_json_str_or(json_object_get(m, "plan"), "digest", "");
-    if (strcmp(pd, digest) != 0)
-        PL_CHECK_GOTO(pl__add_env(&r->cmp, &cap, "plan.digest", pd, digest, err), st, done);
-    if (strcmp(r->executor_rec, res.executor) != 0)
-        PL_CHECK_GOTO(
-            pl__add_env(&r->cmp, &cap, "run.executor", r->executor_rec, res.executor, err), st,
-            done);
-    if (rc.dot_dir) {
+    if (strcmp(pd, x->digest) != 0)
+        PL_CHECK(pl__add_env(&r->cmp, &cap, "plan.digest", pd, x->digest, err));
+    if (strcmp(r->executor_rec, now) != 0)
+        PL_CHECK(pl__add_env(&r->cmp, &cap, "run.executor", r->executor_rec, now, err));
+    if (graphs_written) {
+        pl_status st = PL_OK;
         json_t *files = json_array(), *g = NULL;
         int ng = 0;
         char odir[PL__PATH];
-        pl__bundle_fmt(odir, sizeof odir, "%s", out_dir);
+        pl__bundle_fmt(odir, sizeof odir, "%s", x->out_dir);
         if (files && pl__bundle_graphs(odir, files, &g, &ng, err) == PL_OK) {
             const char *ta = pl_json_str_or(json_object_get(m, "graphs"), "topology_digest", NULL);
             const char *tb = pl_json_str_or(g, "topology_digest", NULL);
@@ -560,14 +581,18 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
         }
         json_decref(files);
         json_decref(g);
-        if (st != PL_OK) goto done;
+        if (st != PL_OK) return st;
     }
-    PL_CHECK_GOTO(pl__cmp_env(json_object_get(m, "environment"), env, &r->cmp, &cap, err), st,
-                  done);
+    return pl__cmp_env(json_object_get(m, "environment"), x->env, &r->cmp, &cap, err);
+}
 
-    /* Sinks that may differ in bits here (not exact, on another executor or GPU): compared within
-     * their tolerance where the bundle has a copy of the output. */
-    bool same_place = strcmp(r->executor_rec, res.executor) == 0;
+/* Sinks that may differ in bits here (not exact, on another executor or GPU): compared within
+ * their tolerance where the bundle has a copy of the output; then the batches that differ,
+ * counted, and the sink that differs first. */
+static void pl__replay_verdicts(const pl_bundle *b, pl_replay_result *r, const pl__replay *x)
+{
+    const json_t *outs = json_object_get(b->manifest, "outputs");
+    bool same_place = strcmp(r->executor_rec, x->res.executor) == 0;
     for (int i = 0; i < r->cmp.n_env; i++)
         if (strncmp(r->cmp.env[i].key, "gpu.", 4) == 0 ||
             strncmp(r->cmp.env[i].key, "libraries.", 10) == 0 ||
@@ -580,9 +605,9 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
         pl_sink_cmp *s = &r->cmp.sinks[i];
         if (s->verdict == PL_SINK_DIFFER && !s->exact && !same_place &&
             s->batches_a == s->batches_b) {
-            json_t *e = pl__find_named(json_object_get(m, "outputs"), "stage", s->stage);
+            json_t *e = pl__find_named(outs, "stage", s->stage);
             const char *bundled = pl_json_str_or(e, "bundled", NULL);
-            json_t *ne = pl__find_named(now_out, "stage", s->stage);
+            json_t *ne = pl__find_named(x->now_out, "stage", s->stage);
             const char *written = pl_json_str_or(ne, "written_to", NULL);
             if (!bundled || !written) {
                 s->verdict = PL_SINK_UNVERIFIED;
@@ -604,21 +629,41 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
             }
         }
     }
+}
+
+pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_replay_result *r,
+                           pl_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->cmp.first_sink = -1;
+    const json_t *m = b->manifest;
+    r->executor_rec = pl_json_str_or(json_object_get(m, "run"), "executor", "?");
+    PL_CHECK(pl__check_inputs(b, r, err));
+    if (r->n_changed > 0 && !cfg->allow_changed_inputs) {
+        const pl_file_check *c = &r->changed[0];
+        return pl_error_set(err, PL_EINPUT,
+                            "error: %s %s %s since the capture%s; replay refuses to compare "
+                            "(--allow-changed-inputs runs it anyway)",
+                            c->what, c->path, c->missing ? "is missing" : "changed",
+                            r->n_changed > 1 ? " (and others: see the list)" : "");
+    }
+    pl__replay x;
+    memset(&x, 0, sizeof x);
+    x.nreps = cfg->reps > 0 ? cfg->reps : 1;
+    PL_CHECK(pl__replay_folder(cfg, &x, err));
+    pl_status st;
+    pl_run_cfg rc;
+    PL_CHECK_GOTO(pl__replay_load(b, &x, err), st, done);
+    PL_CHECK_GOTO(pl__replay_run_cfg(b, cfg, r, &x, &rc, err), st, done);
+    PL_CHECK_GOTO(pl__replay_runs(&x, &rc, r, err), st, done);
+    PL_CHECK_GOTO(pl__cmp_sinks(json_object_get(m, "outputs"), x.now_out, &r->cmp, err), st, done);
+    PL_CHECK_GOTO(pl__cmp_stages(json_object_get(m, "stages"), x.now_stages, &r->cmp, err), st,
+                  done);
+    PL_CHECK_GOTO(pl__replay_env(b, r, &x, rc.dot_dir != NULL, err), st, done);
+    pl__replay_verdicts(b, r, &x);
     st = PL_OK;
 done:
-    pl_run_result_fini(&res);
-    for (int k = 0; more && k < (cfg->reps > 0 ? cfg->reps : 1); k++) {
-        pl_run_result_fini(&more[k]);
-        if (reps) json_decref(reps[k]);
-    }
-    free(more);
-    free(reps);
-    json_decref(now_out);
-    json_decref(now_stages);
-    json_decref(env);
-    pl_plan_free(plan);
-    pl_spec_free(spec);
-    if (temp) pl__rm_tree(out_dir);
+    pl__replay_fini(&x);
     return st;
 }
 

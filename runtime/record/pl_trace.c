@@ -106,18 +106,14 @@ static uint64_t pl__bytes_written(const pl_spec *spec, int s)
     return n;
 }
 
-static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *res, int64_t nb,
-                             pl__slice *sl, size_t n, int *tid_of, pl__tick *ticks, bool *bad)
+/* Rows: lane 0 of stream k is tid k (what a run without overlap shows); a stream's further lanes
+ * get tids from n_streams on. Sorts the slices (by stream, then start) and sets each one's tid in
+ * tid_of, lanes[k] (the lanes stream k uses) and lane_tid[k * PL__MAX_LANES + l]. */
+static void pl__assign_lanes(const pl_plan *plan, pl__slice *sl, size_t n, int *tid_of, int *lanes,
+                             int *lane_tid)
 {
-    const pl_spec *spec = plan->spec;
-    int ns = plan->n_streams;
-    /* Rows: lane 0 of stream k is tid k (what a run without overlap shows); a stream's further
-     * lanes get tids from n_streams on, each named after its stream. */
-    int *lanes = calloc((size_t)(ns > 0 ? ns : 1), sizeof *lanes);
     int64_t lane_end[PL__MAX_LANES];
-    int next_tid = ns;
-    int *lane_tid = calloc((size_t)(ns > 0 ? ns : 1) * PL__MAX_LANES, sizeof *lane_tid);
-    if (!lanes || !lane_tid) goto done;
+    int next_tid = plan->n_streams;
     qsort(sl, n, sizeof *sl, pl__cmp_slice);
     for (size_t i = 0; i < n;) {
         int k = sl[i].stream;
@@ -137,7 +133,13 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
         }
         lanes[k] = used;
     }
-    for (int k = 0; k < ns; k++) {
+}
+
+/* Each row's name (its stream's, and which overlap lane) and place. */
+static void pl__write_rows(FILE *f, const pl_plan *plan, const int *lanes, const int *lane_tid,
+                           bool *bad)
+{
+    for (int k = 0; k < plan->n_streams; k++) {
         int nl = lanes[k] > 0 ? lanes[k] : 1;
         for (int l = 0; l < nl; l++) {
             int tid = l == 0 ? k : lane_tid[k * PL__MAX_LANES + l];
@@ -159,20 +161,21 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
                       false, bad);
         }
     }
-    /* Slices and flows are most of a trace (millions in a long run): one object of each shape is
-     * made once and its values are set in place for each event (json_*_set: no allocation), so
-     * the writer stays near the speed of printf. Names are the stages' (identifiers) and ASCII. */
+}
+
+/* Slices and flows are most of a trace (millions in a long run): one object of each shape is
+ * made once and its values are set in place for each event (json_*_set: no allocation), so the
+ * writer stays near the speed of printf. Names are the stages' (identifiers) and ASCII. */
+static void pl__write_slices(FILE *f, const pl_plan *plan, const pl_run_result *res,
+                             const pl__slice *sl, size_t n, const int *tid_of, bool *bad)
+{
+    const pl_spec *spec = plan->spec;
     json_t *xo = json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:{s:I, s:I}}", "name", "", "cat",
                            "", "ph", "X", "pid", 1, "tid", 0, "ts", 0.0, "dur", 0.0, "args",
                            "batch", (json_int_t)0, "slot", (json_int_t)0);
-    json_t *so = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:f}", "name", "", "cat", "flow", "ph",
-                           "s", "id", (json_int_t)0, "pid", 1, "tid", 0, "ts", 0.0);
-    json_t *fo =
-        json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:f}", "name", "", "cat", "flow", "ph", "f",
-                  "bp", "e", "id", (json_int_t)0, "pid", 1, "tid", 0, "ts", 0.0);
-    if (!xo || !so || !fo) {
+    if (!xo) {
         *bad = true;
-        goto events_done;
+        return;
     }
     json_t *xargs = json_object_get(xo, "args");
     for (size_t i = 0; i < n; i++) {
@@ -191,11 +194,24 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
         if (bad_set) *bad = true;
         pl__event(f, json_incref(xo), false, bad);
     }
-    /* Flow arrows: a batch's stage to the next one on another stream (the plan's reduced edges),
-     * from the end of the first (1 ns inside it, so it binds to that slice) to the start of the
-     * second ("bp": "e": bound to the slice that encloses that point). */
+    json_decref(xo);
+}
+
+/* Flow arrows: a batch's stage to the next one on another stream (the plan's reduced edges), from
+ * the end of the first (1 ns inside it, so it binds to that slice) to the start of the second
+ * ("bp": "e": bound to the slice that encloses that point). One object of each shape, set in
+ * place for each arrow, as for slices. */
+static void pl__write_flows(FILE *f, const pl_plan *plan, const pl_run_result *res, int64_t nb,
+                            const int *tid_of, bool *bad)
+{
+    json_t *so = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:f}", "name", "", "cat", "flow", "ph",
+                           "s", "id", (json_int_t)0, "pid", 1, "tid", 0, "ts", 0.0);
+    json_t *fo =
+        json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:f}", "name", "", "cat", "flow", "ph", "f",
+                  "bp", "e", "id", (json_int_t)0, "pid", 1, "tid", 0, "ts", 0.0);
+    if (!so || !fo) *bad = true;
     int64_t flow_id = 0;
-    for (int64_t b = 0; b < nb; b++)
+    for (int64_t b = 0; so && fo && b < nb; b++)
         for (int s = 0; s < plan->n_stages; s++) {
             const pl_plan_stage *ps = &plan->stages[s];
             const pl_span *to = pl_timing_span(res->timing, b, s);
@@ -224,18 +240,21 @@ static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *
                 pl__event(f, json_incref(fo), false, bad);
             }
         }
-events_done:
-    json_decref(xo);
     json_decref(so);
     json_decref(fo);
-    /* Counters. Bytes in flight on an engine: what its running stages write (a copy's size).
-     * Slots in use: a batch holds its slot from its first timed stage's start to its last's end
-     * (with sampled device timing, untimed batches show their host stages only). */
+}
+
+/* Counters. Bytes in flight on an engine: what its running stages write (a copy's size). Slots
+ * in use: a batch holds its slot from its first timed stage's start to its last's end (with
+ * sampled device timing, untimed batches show their host stages only). ticks: room for 2 n. */
+static void pl__write_counters(FILE *f, const pl_plan *plan, const pl_run_result *res, int64_t nb,
+                               const pl__slice *sl, size_t n, pl__tick *ticks, bool *bad)
+{
     for (int e = 0; e < PL_ENGINE_COUNT; e++) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
             if ((int)plan->stages[sl[i].stage].engine != e) continue;
-            int64_t by = (int64_t)pl__bytes_written(spec, sl[i].stage);
+            int64_t by = (int64_t)pl__bytes_written(plan->spec, sl[i].stage);
             ticks[m++] = (pl__tick){sl[i].start, by};
             ticks[m++] = (pl__tick){sl[i].end, -by};
         }
@@ -258,7 +277,21 @@ events_done:
         ticks[m++] = (pl__tick){hi, -1};
     }
     if (m) pl__counter(f, "slots in use", "slots", ticks, m, bad);
-done:
+}
+
+static void pl__write_events(FILE *f, const pl_plan *plan, const pl_run_result *res, int64_t nb,
+                             pl__slice *sl, size_t n, int *tid_of, pl__tick *ticks, bool *bad)
+{
+    int ns = plan->n_streams;
+    int *lanes = calloc((size_t)(ns > 0 ? ns : 1), sizeof *lanes);
+    int *lane_tid = calloc((size_t)(ns > 0 ? ns : 1) * PL__MAX_LANES, sizeof *lane_tid);
+    if (lanes && lane_tid) {
+        pl__assign_lanes(plan, sl, n, tid_of, lanes, lane_tid);
+        pl__write_rows(f, plan, lanes, lane_tid, bad);
+        pl__write_slices(f, plan, res, sl, n, tid_of, bad);
+        pl__write_flows(f, plan, res, nb, tid_of, bad);
+        pl__write_counters(f, plan, res, nb, sl, n, ticks, bad);
+    }
     free(lanes);
     free(lane_tid);
 }

@@ -623,71 +623,70 @@ static pl_status pl__check_params(const pl_stage *st, const pl_ukern *uk, const 
     return PL_OK;
 }
 
-pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *err)
+/* Which of source:, code: and module: the stage gives (one, which pl_kernel checks is there):
+ * its index in given[], or an error at the second one. */
+static pl_status pl__one_source(const pl_stage *st, const pl_opt *const given[3], int *first,
+                                pl_error *err)
 {
-    const pl_opt *src = pl_stage_opt(st, "source"), *code = pl_stage_opt(st, "code"),
-                 *mod = pl_stage_opt(st, "module");
-    const pl_opt *given[3] = {src, code, mod};
-    const char *names[3] = {"source", "code", "module"};
-    int first = -1;
+    static const char *const names[3] = {"source", "code", "module"};
+    *first = -1;
     for (int i = 0; i < 3; i++) {
         if (!given[i]) continue;
-        if (first >= 0)
+        if (*first >= 0)
             return pl_error_at(err, PL_EINPUT, given[i]->pos,
                                "kernel stage '%s': give one of 'source:', 'code:' or 'module:', "
                                "not both '%s:' and '%s:'",
-                               st->name, names[first], names[i]);
-        first = i;
+                               st->name, names[*first], names[i]);
+        *first = i;
     }
-    pl_ukern *uk = pl_spec_alloc(spec, sizeof *uk);
-    if (!uk) return pl__oom(err);
-    const pl_opt *fo = pl_stage_opt(st, "function");
-    if (!fo)
-        return pl_error_at(err, PL_EINPUT, st->pos,
-                           "kernel stage '%s' needs 'function:' (the kernel's name; a name "
-                           "expression like scale<float> for a template)",
-                           st->name);
-    uk->function = fo->str;
-    uk->function_pos = fo->val_pos;
-    uk->lowered = fo->str;
-    const pl_opt *so = given[first];
-    uk->src_pos = so->val_pos;
-    uk->srcdir = spec->dir;
-    if (code) {
+    return PL_OK;
+}
+
+/* The kernel's text: code: as written, or the file of source: or module: (read now; a module's
+ * format from its name). so: the option given. */
+static pl_status pl__bind_text(pl_spec *spec, const pl_stage *st, const pl_opt *so, bool is_src,
+                               bool is_code, pl_ukern *uk, pl_error *err)
+{
+    if (is_code) {
         uk->format = PL_UMOD_SOURCE;
-        uk->text = code->str;
-        uk->len = strlen(code->str);
+        uk->text = so->str;
+        uk->len = strlen(so->str);
         uk->name = "code";
-        uk->code_origin = pl__code_origin(spec, code);
+        uk->code_origin = pl__code_origin(spec, so);
+        return PL_OK;
+    }
+    uk->name = so->str;
+    uk->path = pl__resolve(spec, so->str);
+    if (!uk->path) return pl__oom(err);
+    const char *slash = strrchr(uk->path, '/');
+    uk->srcdir = slash ? pl_spec_strndup(spec, uk->path, (size_t)(slash - uk->path)) : ".";
+    if (!uk->srcdir) return pl__oom(err);
+    if (is_src) {
+        uk->format = PL_UMOD_SOURCE;
     } else {
-        uk->name = so->str;
-        uk->path = pl__resolve(spec, so->str);
-        if (!uk->path) return pl__oom(err);
-        const char *slash = strrchr(uk->path, '/');
-        uk->srcdir = slash ? pl_spec_strndup(spec, uk->path, (size_t)(slash - uk->path)) : ".";
-        if (!uk->srcdir) return pl__oom(err);
-        if (src) {
-            uk->format = PL_UMOD_SOURCE;
-        } else {
-            const char *dot = strrchr(so->str, '.');
-            if (dot && strcmp(dot, ".ptx") == 0)
-                uk->format = PL_UMOD_PTX;
-            else if (dot && strcmp(dot, ".cubin") == 0)
-                uk->format = PL_UMOD_CUBIN;
-            else if (dot && strcmp(dot, ".fatbin") == 0)
-                uk->format = PL_UMOD_FATBIN;
-            else
-                return pl_error_at(err, PL_EINPUT, so->val_pos,
-                                   "kernel stage '%s': module '%s' must end in .ptx, .cubin or "
-                                   ".fatbin (CUDA source goes in 'source:')",
-                                   st->name, so->str);
-        }
-        PL_CHECK(pl__read(spec, st, uk->path, so->val_pos, &uk->text, &uk->len, err));
-        if (uk->len == 0)
-            return pl_error_at(err, PL_EINPUT, so->val_pos, "kernel stage '%s': '%s' is empty",
+        const char *dot = strrchr(so->str, '.');
+        if (dot && strcmp(dot, ".ptx") == 0)
+            uk->format = PL_UMOD_PTX;
+        else if (dot && strcmp(dot, ".cubin") == 0)
+            uk->format = PL_UMOD_CUBIN;
+        else if (dot && strcmp(dot, ".fatbin") == 0)
+            uk->format = PL_UMOD_FATBIN;
+        else
+            return pl_error_at(err, PL_EINPUT, so->val_pos,
+                               "kernel stage '%s': module '%s' must end in .ptx, .cubin or "
+                               ".fatbin (CUDA source goes in 'source:')",
                                st->name, so->str);
     }
+    PL_CHECK(pl__read(spec, st, uk->path, so->val_pos, &uk->text, &uk->len, err));
+    if (uk->len == 0)
+        return pl_error_at(err, PL_EINPUT, so->val_pos, "kernel stage '%s': '%s' is empty",
+                           st->name, so->str);
+    return PL_OK;
+}
 
+/* The launch: grid, block, shared memory and args:. */
+static pl_status pl__bind_launch(pl_spec *spec, pl_stage *st, pl_ukern *uk, pl_error *err)
+{
     PL_CHECK(pl__dims(spec, st, "grid", uk->grid, err));
     PL_CHECK(pl__dims(spec, st, "block", uk->block, err));
     const pl_opt *sh = pl_stage_opt(st, "shared");
@@ -703,21 +702,27 @@ pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *e
         uk->shared_pos = sh->val_pos;
     }
     const pl_opt *ao = pl_stage_opt(st, "args");
-    if (ao) {
-        uk->args_pos = ao->val_pos;
-        if (ao->n_items > PL_UKERN_MAX_ARGS)
-            return pl_error_at(err, PL_EINPUT, ao->val_pos,
-                               "stage '%s': %d arguments; a kernel stage takes at most %d",
-                               st->name, ao->n_items, PL_UKERN_MAX_ARGS);
-        uk->n_args = ao->n_items;
-        uk->args = pl_spec_alloc(spec, (size_t)(ao->n_items + 1) * sizeof *uk->args);
-        if (!uk->args) return pl__oom(err);
-        for (int i = 0; i < ao->n_items; i++)
-            PL_CHECK(pl__arg(spec, st, i, ao->item_tags ? ao->item_tags[i] : NULL, ao->items[i],
-                             ao->item_pos[i], &uk->args[i], err));
-    } else {
+    if (!ao) {
         uk->args_pos = st->pos;
+        return PL_OK;
     }
+    uk->args_pos = ao->val_pos;
+    if (ao->n_items > PL_UKERN_MAX_ARGS)
+        return pl_error_at(err, PL_EINPUT, ao->val_pos,
+                           "stage '%s': %d arguments; a kernel stage takes at most %d", st->name,
+                           ao->n_items, PL_UKERN_MAX_ARGS);
+    uk->n_args = ao->n_items;
+    uk->args = pl_spec_alloc(spec, (size_t)(ao->n_items + 1) * sizeof *uk->args);
+    if (!uk->args) return pl__oom(err);
+    for (int i = 0; i < ao->n_items; i++)
+        PL_CHECK(pl__arg(spec, st, i, ao->item_tags ? ao->item_tags[i] : NULL, ao->items[i],
+                         ao->item_pos[i], &uk->args[i], err));
+    return PL_OK;
+}
+
+/* NVRTC's options: and include:, for CUDA source only. */
+static pl_status pl__bind_nvrtc_opts(pl_spec *spec, pl_stage *st, pl_ukern *uk, pl_error *err)
+{
     PL_CHECK(pl__strs(spec, st, "options", false, &uk->options, &uk->n_options, err));
     PL_CHECK(pl__strs(spec, st, "include", true, &uk->includes, &uk->n_includes, err));
     if (uk->format != PL_UMOD_SOURCE && (uk->n_options || uk->n_includes)) {
@@ -727,52 +732,98 @@ pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *e
                            "module is not compiled",
                            st->name, o->key);
     }
-    PL_CHECK(pl__bind_host(spec, st, uk, err));
+    return PL_OK;
+}
 
-    if (uk->format == PL_UMOD_PTX) {
-        char list[1024];
-        if (!pl_kimage_ptx_entries(uk->text, uk->function, list, sizeof list))
-            return pl_error_at(err, PL_EINPUT, uk->function_pos,
-                               "stage '%s': %s has no kernel '%s'; it has: %s", st->name, uk->name,
-                               uk->function, list[0] ? list : "no .entry at all");
-        size_t sizes[PL_UKERN_MAX_ARGS + 1];
-        int np = 0;
-        if (pl_kimage_ptx_params(uk->text, uk->function, sizes, PL_UKERN_MAX_ARGS + 1, &np))
-            PL_CHECK(pl__check_params(st, uk, sizes, np, err));
-    }
+/* A PTX module: the kernel is one of its entries, and args: match its parameters. */
+static pl_status pl__check_ptx(const pl_stage *st, const pl_ukern *uk, pl_error *err)
+{
+    char list[1024];
+    if (!pl_kimage_ptx_entries(uk->text, uk->function, list, sizeof list))
+        return pl_error_at(err, PL_EINPUT, uk->function_pos,
+                           "stage '%s': %s has no kernel '%s'; it has: %s", st->name, uk->name,
+                           uk->function, list[0] ? list : "no .entry at all");
+    size_t sizes[PL_UKERN_MAX_ARGS + 1];
+    int np = 0;
+    if (pl_kimage_ptx_params(uk->text, uk->function, sizes, PL_UKERN_MAX_ARGS + 1, &np))
+        PL_CHECK(pl__check_params(st, uk, sizes, np, err));
+    return PL_OK;
+}
+
+/* The image to load: a module as given (a PTX with its NUL), CUDA source compiled with NVRTC now
+ * (none in a build without CUDA). */
+static pl_status pl__bind_image(pl_spec *spec, pl_stage *st, pl_ukern *uk, pl_error *err)
+{
     uk->image = uk->text;
     uk->image_size = uk->len + (uk->format == PL_UMOD_PTX ? 1 : 0);
+    if (uk->format != PL_UMOD_SOURCE) return PL_OK;
 #ifdef PL_WITH_CUDA
-    if (uk->format == PL_UMOD_SOURCE) {
-        pl_nvrtc_out o;
-        uk->arch = pl_ukern_default_arch();
-        char warn[PL_ERROR_MSG_MAX], info[PL_ERROR_MSG_MAX];
-        pl_status s = pl__compile(st, uk, uk->arch, &o, warn, sizeof warn, info, sizeof info, err);
-        if (s == PL_OK) {
-            uk->warnings = warn[0] ? pl_spec_strdup(spec, warn) : NULL;
-            uk->info = pl_spec_strdup(spec, info);
-            void *img = pl_spec_alloc(spec, o.size);
-            uk->lowered = pl_spec_strdup(spec, o.lowered);
-            if (!img || !uk->lowered) s = pl__oom(err);
-            if (img) memcpy(img, o.image, o.size);
-            uk->image = img;
-            uk->image_size = o.size;
-        }
-        pl_nvrtc_out_fini(&o);
-        PL_CHECK(s);
+    pl_nvrtc_out o;
+    uk->arch = pl_ukern_default_arch();
+    char warn[PL_ERROR_MSG_MAX], info[PL_ERROR_MSG_MAX];
+    pl_status s = pl__compile(st, uk, uk->arch, &o, warn, sizeof warn, info, sizeof info, err);
+    if (s == PL_OK) {
+        uk->warnings = warn[0] ? pl_spec_strdup(spec, warn) : NULL;
+        uk->info = pl_spec_strdup(spec, info);
+        void *img = pl_spec_alloc(spec, o.size);
+        uk->lowered = pl_spec_strdup(spec, o.lowered);
+        if (!img || !uk->lowered) s = pl__oom(err);
+        if (img) memcpy(img, o.image, o.size);
+        uk->image = img;
+        uk->image_size = o.size;
     }
+    pl_nvrtc_out_fini(&o);
+    return s;
 #else
-    if (uk->format == PL_UMOD_SOURCE) uk->image = NULL; /* no NVRTC in this build */
+    (void)spec;
+    (void)st;
+    (void)err;
+    uk->image = NULL; /* no NVRTC in this build */
+    return PL_OK;
 #endif
-    /* A cubin (compiled here, or given) lists its kernels' parameters: args: are checked now, not
-     * only at load on a device. */
-    if (uk->image && (uk->format == PL_UMOD_SOURCE || uk->format == PL_UMOD_CUBIN)) {
-        size_t sizes[PL_UKERN_MAX_ARGS + 1] = {0};
-        int np = 0;
-        if (pl_kimage_cubin_params(uk->image, uk->image_size, uk->lowered, sizes,
-                                   PL_UKERN_MAX_ARGS + 1, &np))
-            PL_CHECK(pl__check_params(st, uk, sizes, np, err));
-    }
+}
+
+/* A cubin (compiled here, or given) lists its kernels' parameters: args: are checked now, not
+ * only at load on a device. */
+static pl_status pl__check_cubin(const pl_stage *st, const pl_ukern *uk, pl_error *err)
+{
+    if (!uk->image || (uk->format != PL_UMOD_SOURCE && uk->format != PL_UMOD_CUBIN)) return PL_OK;
+    size_t sizes[PL_UKERN_MAX_ARGS + 1] = {0};
+    int np = 0;
+    if (pl_kimage_cubin_params(uk->image, uk->image_size, uk->lowered, sizes, PL_UKERN_MAX_ARGS + 1,
+                               &np))
+        PL_CHECK(pl__check_params(st, uk, sizes, np, err));
+    return PL_OK;
+}
+
+pl_status pl_ukern_bind(pl_spec *spec, pl_stage *st, pl_ukern **out, pl_error *err)
+{
+    const pl_opt *src = pl_stage_opt(st, "source"), *code = pl_stage_opt(st, "code"),
+                 *mod = pl_stage_opt(st, "module");
+    const pl_opt *const given[3] = {src, code, mod};
+    int first;
+    PL_CHECK(pl__one_source(st, given, &first, err));
+    pl_ukern *uk = pl_spec_alloc(spec, sizeof *uk);
+    if (!uk) return pl__oom(err);
+    const pl_opt *fo = pl_stage_opt(st, "function");
+    if (!fo)
+        return pl_error_at(err, PL_EINPUT, st->pos,
+                           "kernel stage '%s' needs 'function:' (the kernel's name; a name "
+                           "expression like scale<float> for a template)",
+                           st->name);
+    uk->function = fo->str;
+    uk->function_pos = fo->val_pos;
+    uk->lowered = fo->str;
+    const pl_opt *so = given[first];
+    uk->src_pos = so->val_pos;
+    uk->srcdir = spec->dir;
+    PL_CHECK(pl__bind_text(spec, st, so, src != NULL, code != NULL, uk, err));
+    PL_CHECK(pl__bind_launch(spec, st, uk, err));
+    PL_CHECK(pl__bind_nvrtc_opts(spec, st, uk, err));
+    PL_CHECK(pl__bind_host(spec, st, uk, err));
+    if (uk->format == PL_UMOD_PTX) PL_CHECK(pl__check_ptx(st, uk, err));
+    PL_CHECK(pl__bind_image(spec, st, uk, err));
+    PL_CHECK(pl__check_cubin(st, uk, err));
     *out = uk;
     return PL_OK;
 }
