@@ -99,8 +99,9 @@ static bool pl__json_default(FILE *out, const pl_key *k)
 static void pl__json_fields(FILE *out, const pl_section *sec, const char *indent);
 
 /* One key's schema: type, range, enum, default, description. `f` (NULL for kind keys) adds the
- * range of the file's own sections. */
-static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
+ * range of the file's own sections; `vals` (or NULL) documents the values of an enum key, in its
+ * description. */
+static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f, const pl_key_value *vals)
 {
     static const char scalar[] = "{\"type\": [\"string\", \"number\", \"boolean\"]}";
     /* pipectl reads every value as text, so a quoted number ("2") is a number too. */
@@ -178,11 +179,16 @@ static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
         break;
     }
     bool has_def = pl__json_default(out, k);
-    char doc[512];
+    char doc[2048];
     if (!has_def && k->def)
         snprintf(doc, sizeof doc, "%s (default: %s)", k->doc, k->def);
     else
         snprintf(doc, sizeof doc, "%s", k->doc);
+    for (size_t n = strlen(doc); vals && vals->name && n < sizeof doc; vals++) {
+        char usage[160];
+        n += (size_t)snprintf(doc + n, sizeof doc - n, "%s%s (%s): %s", n ? "; " : "", vals->name,
+                              pl_key_value_usage(vals, usage, sizeof usage), vals->doc);
+    }
     fputs(", \"description\": ", out);
     pl__json_str(out, doc);
     fputc('}', out);
@@ -197,7 +203,7 @@ static void pl__json_fields(FILE *out, const pl_section *sec, const char *indent
     fprintf(out, "%s\"properties\": {", indent);
     for (int i = 0; sec->fields[i].key.name; i++) {
         fprintf(out, "%s\n%s  \"%s\": ", i ? "," : "", indent, sec->fields[i].key.name);
-        pl__json_key(out, &sec->fields[i].key, &sec->fields[i]);
+        pl__json_key(out, &sec->fields[i].key, &sec->fields[i], NULL);
     }
     fprintf(out, "\n%s},\n", indent);
     fprintf(out, "%s\"required\": [", indent);
@@ -232,13 +238,14 @@ static void pl__json_stage_keys(FILE *out, const pl_kind *kind)
             pl__json_str(out, k->doc);
             fputc('}', out);
         } else {
-            pl__json_key(out, k, NULL);
+            pl__json_key(out, k, NULL, NULL);
         }
     }
     for (const pl_key *k = kind ? kind->keys : NULL; k && k->name; k++) {
         if (k->type == PL_KEY_FUNC) continue;
         fprintf(out, ",\n        \"%s\": ", k->name);
-        pl__json_key(out, k, NULL);
+        bool documented = kind->values_key && strcmp(k->name, kind->values_key) == 0;
+        pl__json_key(out, k, NULL, documented ? kind->values : NULL);
     }
 }
 
@@ -269,7 +276,7 @@ static void pl__json_schema(FILE *out)
             fputs("{\"type\": [\"array\", \"null\"], \"items\": {\"$ref\": \"#/$defs/stage\"}",
                   out);
         else {
-            pl__json_key(out, k, &top[i]);
+            pl__json_key(out, k, &top[i], NULL);
             fputs(top[i + 1].key.name ? ",\n" : "\n", out);
             continue;
         }
