@@ -10,6 +10,7 @@ static const pl_key pl__d2h_keys[] = {
 };
 
 /* h2d.c: a copy is a copy, whichever way it goes. */
+pl_status pl_copy_validate(const pl_spec *spec, const pl_stage *st, pl_error *err);
 pl_status pl_copy_run_host(pl_stage_ctx *ctx, pl_error *err);
 pl_status pl_copy_record(const pl_dev_ctx *ctx, pl_error *err);
 void pl_copy_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap);
@@ -33,6 +34,7 @@ const pl_kind pl_kind_d2h = {
     .keys = pl__d2h_keys,
     .doc = "device-to-host copy (device buffer to pinned host buffer)",
     .bind = pl__d2h_bind,
+    .validate = pl_copy_validate,
     .run_host = pl_copy_run_host,
     .record = PL__COPY_RECORD,
     .describe = pl_copy_describe,

@@ -1,6 +1,7 @@
 /* cmd_help: `pipectl help [COMMAND | kinds | KIND]`: the command list and usages from the command
- * table (runtime/cli/pl_cli.c), the stage kinds and their keys from the kind table, as
- * gst-inspect-1.0 lists elements and their properties; `--markdown` writes docs/cli.md. */
+ * table (runtime/cli/pl_cli.c), the stage kinds, their keys and documented values (the kernel's
+ * ops) from the kind table, as gst-inspect-1.0 lists elements and their properties; `--markdown`
+ * writes docs/cli.md. */
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +52,14 @@ static void pl__help_kind(FILE *out, const pl_kind *kind)
     fprintf(out, "Keys:\n  %-14s %-22s %-12s %s\n", "key", "type", "default", "meaning");
     for (const pl_key *k = kind->keys; k->name; k++)
         pl__help_key(out, k);
+    if (kind->values) {
+        fprintf(out, "\nValues of '%s':\n", kind->values_key);
+        for (const pl_key_value *v = kind->values; v->name; v++) {
+            char usage[160];
+            fprintf(out, "  %-14s %-32s %s\n", v->name, pl_key_value_usage(v, usage, sizeof usage),
+                    v->doc);
+        }
+    }
     fprintf(out, "\nCommon keys (every stage):\n");
     for (const pl_key *k = pl_common_stage_keys; k->name; k++)
         pl__help_key(out, k);

@@ -1,6 +1,7 @@
 /* cmd_schema: `pipectl schema` prints a JSON Schema (draft 2020-12) of pipeline.yaml, generated
  * from the tables the parser checks files against (parser/pl_schema.h, the kinds' key tables), so
- * editors complete and validate the same keys `pipectl check` accepts. */
+ * editors complete and validate the same keys `pipectl check` accepts. Built as a jansson tree
+ * (runtime/base/pl_json.h), keys in insertion order, printed indented. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,22 +9,37 @@
 #include <string.h>
 
 #include "pl_cli.h"
+#include "pl_json.h"
 #include "pl_schema.h"
 
-static void pl__json_str(FILE *out, const char *s)
+/* The builders below run with one flag that says whether every allocation succeeded: a NULL from
+ * jansson makes it false, and the caller reports out of memory once at the end. */
+static json_t *pl__put(json_t *obj, const char *key, json_t *v, bool *ok)
 {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", out);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            fputc(*p, out);
-    }
-    fputc('"', out);
+    if (!obj || !v || json_object_set_new(obj, key, v) != 0) *ok = false;
+    return obj;
+}
+
+static json_t *pl__push(json_t *arr, json_t *v, bool *ok)
+{
+    if (!arr || !v || json_array_append_new(arr, v) != 0) *ok = false;
+    return arr;
+}
+
+/* {"type": "NAME"} */
+static json_t *pl__type(const char *name, bool *ok)
+{
+    return pl__put(json_object(), "type", json_string(name), ok);
+}
+
+/* ["a", "b"] from strings, NULL-terminated. */
+static json_t *pl__strs(const char *const *words, bool *ok)
+{
+    json_t *a = json_array();
+    for (int i = 0; words[i]; i++)
+        pl__push(a, pl_json_str(words[i]), ok);
+    if (!a) *ok = false;
+    return a;
 }
 
 static bool pl__is_int(const char *s)
@@ -45,265 +61,330 @@ static bool pl__is_num(const char *s)
 }
 
 /* The enum values "a|b|c" as a JSON array. */
-static void pl__json_enum(FILE *out, const char *values)
+static json_t *pl__enum(const char *values, bool *ok)
 {
-    fputc('[', out);
+    json_t *a = json_array();
     for (const char *p = values; p && *p;) {
         const char *bar = strchr(p, '|');
         size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        fprintf(out, "\"%.*s\"%s", (int)n, p, bar ? ", " : "");
+        pl__push(a, pl_json_strn(p, n), ok);
         p = bar ? bar + 1 : NULL;
     }
-    fputc(']', out);
+    if (!a) *ok = false;
+    return a;
 }
 
-/* The default as a JSON value of the key's type; false when the table's text is prose ("the
- * run's seed") rather than a value. */
-static bool pl__json_default(FILE *out, const pl_key *k)
+/* The default as a JSON value of the key's type; NULL when the table's text is prose ("the run's
+ * seed") rather than a value. */
+static json_t *pl__default(const pl_key *k, bool *ok)
 {
     const char *d = k->def;
-    if (!d) return false;
+    json_t *v = NULL;
+    if (!d) return NULL;
     switch (k->type) {
     case PL_KEY_INT:
     case PL_KEY_INT_OR_INTS:
-        if (!pl__is_int(d)) return false;
-        fprintf(out, ", \"default\": %s", d);
-        return true;
+        if (pl__is_int(d)) v = json_integer(strtoll(d, NULL, 10));
+        break;
     case PL_KEY_NUM:
-        if (!pl__is_num(d)) return false;
-        fprintf(out, ", \"default\": %s", d);
-        return true;
+        if (pl__is_int(d))
+            v = json_integer(strtoll(d, NULL, 10));
+        else if (pl__is_num(d))
+            v = json_real(strtod(d, NULL));
+        break;
     case PL_KEY_BOOL:
-        if (strcmp(d, "true") != 0 && strcmp(d, "false") != 0) return false;
-        fprintf(out, ", \"default\": %s", d);
-        return true;
+        if (strcmp(d, "true") == 0 || strcmp(d, "false") == 0) v = json_boolean(d[0] == 't');
+        break;
     case PL_KEY_NAMES:
     case PL_KEY_INTS:
     case PL_KEY_ITEMS:
-        if (strcmp(d, "[]") != 0) return false;
-        fputs(", \"default\": []", out);
-        return true;
+        if (strcmp(d, "[]") == 0) v = json_array();
+        break;
     case PL_KEY_STR:
     case PL_KEY_PATH:
     case PL_KEY_ENUM:
     case PL_KEY_NAME:
-        if (strchr(d, ' ')) return false; /* prose: "the file's base name" */
-        fputs(", \"default\": ", out);
-        pl__json_str(out, d);
-        return true;
+        if (!strchr(d, ' ')) v = pl_json_str(d); /* not prose: "the file's base name" */
+        break;
     default:
-        return false;
+        return NULL;
     }
+    return v;
 }
 
-static void pl__json_fields(FILE *out, const pl_section *sec, const char *indent);
+static json_t *pl__fields(json_t *obj, const pl_section *sec, bool *ok);
+
+/* pipectl reads every value as text, so a quoted number ("2") is a number too. */
+static json_t *pl__int_text(bool *ok)
+{
+    return pl__put(pl__type("string", ok), "pattern", json_string("^[-+]?[0-9]+$"), ok);
+}
+
+static json_t *pl__num_text(bool *ok)
+{
+    return pl__put(pl__type("string", ok), "pattern",
+                   json_string("^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"), ok);
+}
+
+/* A YAML scalar: text, a number or a boolean. */
+static json_t *pl__scalar(bool *ok)
+{
+    static const char *const types[] = {"string", "number", "boolean", NULL};
+    return pl__put(json_object(), "type", pl__strs(types, ok), ok);
+}
+
+/* {"anyOf": [a, b, ...]} from a NULL-terminated list (the references are stolen). */
+static json_t *pl__any_of(json_t *const *alts, bool *ok)
+{
+    json_t *a = json_array();
+    for (int i = 0; alts[i]; i++)
+        pl__push(a, alts[i], ok);
+    return pl__put(json_object(), "anyOf", a, ok);
+}
 
 /* One key's schema: type, range, enum, default, description. `f` (NULL for kind keys) adds the
- * range of the file's own sections. */
-static void pl__json_key(FILE *out, const pl_key *k, const pl_field *f)
+ * range of the file's own sections; `vals` (or NULL) documents the values of an enum key, in its
+ * description. */
+static json_t *pl__key(const pl_key *k, const pl_field *f, const pl_key_value *vals, bool *ok)
 {
-    static const char scalar[] = "{\"type\": [\"string\", \"number\", \"boolean\"]}";
-    /* pipectl reads every value as text, so a quoted number ("2") is a number too. */
-    static const char int_text[] = "{\"type\": \"string\", \"pattern\": \"^[-+]?[0-9]+$\"}";
-    static const char num_text[] = "{\"type\": \"string\", \"pattern\": "
-                                   "\"^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$\"}";
+    json_t *o = NULL;
     switch (k->type) {
     case PL_KEY_STR:
-        fprintf(out, "{\"type\": [\"string\", \"number\", \"boolean\"]");
+        o = pl__scalar(ok);
         break;
     case PL_KEY_PATH:
     case PL_KEY_NAME:
-        fputs("{\"type\": \"string\", \"minLength\": 1", out);
+        o = pl__put(pl__type("string", ok), "minLength", json_integer(1), ok);
         break;
-    case PL_KEY_INT:
-        fprintf(out, "{\"anyOf\": [{\"type\": \"integer\"");
-        if (f && f->min < f->max)
-            fprintf(out, ", \"minimum\": %lld, \"maximum\": %lld", (long long)f->min,
-                    (long long)f->max);
-        fprintf(out, "}, %s", int_text);
-        if (k->values) { /* words it takes besides a number (run.batches: all, depth: auto) */
-            fputs(", {\"enum\": ", out);
-            pl__json_enum(out, k->values);
-            fputc('}', out);
+    case PL_KEY_INT: {
+        json_t *n = pl__type("integer", ok);
+        if (f && f->min < f->max) {
+            pl__put(n, "minimum", json_integer(f->min), ok);
+            pl__put(n, "maximum", json_integer(f->max), ok);
         }
-        fputc(']', out);
+        /* words it takes besides a number (run.batches: all, depth: auto) */
+        json_t *words =
+            k->values ? pl__put(json_object(), "enum", pl__enum(k->values, ok), ok) : NULL;
+        o = pl__any_of((json_t *[]){n, pl__int_text(ok), words, NULL}, ok);
         break;
-    case PL_KEY_SIZE:
-        fputs("{\"anyOf\": [{\"type\": \"integer\", \"minimum\": 0}, {\"type\": \"string\", "
-              "\"pattern\": \"^[0-9]+([.][0-9]*)? ?(B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|TB)?$\"}]",
-              out);
+    }
+    case PL_KEY_SIZE: {
+        json_t *n = pl__put(pl__type("integer", ok), "minimum", json_integer(0), ok);
+        json_t *t =
+            pl__put(pl__type("string", ok), "pattern",
+                    json_string("^[0-9]+([.][0-9]*)? ?(B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|TB)?$"), ok);
+        o = pl__any_of((json_t *[]){n, t, NULL}, ok);
         break;
+    }
     case PL_KEY_NUM:
-        fprintf(out, "{\"anyOf\": [{\"type\": \"number\"}, %s]", num_text);
+        o = pl__any_of((json_t *[]){pl__type("number", ok), pl__num_text(ok), NULL}, ok);
         break;
-    case PL_KEY_BOOL:
-        fputs("{\"anyOf\": [{\"type\": \"boolean\"}, {\"enum\": [\"true\", \"false\"]}]", out);
+    case PL_KEY_BOOL: {
+        static const char *const words[] = {"true", "false", NULL};
+        json_t *t = pl__put(json_object(), "enum", pl__strs(words, ok), ok);
+        o = pl__any_of((json_t *[]){pl__type("boolean", ok), t, NULL}, ok);
         break;
+    }
     case PL_KEY_ENUM:
-        fputs("{\"enum\": ", out);
-        pl__json_enum(out, k->values);
+        o = pl__put(json_object(), "enum", pl__enum(k->values, ok), ok);
         break;
-    case PL_KEY_NAMES:
-        fputs("{\"type\": \"array\", \"items\": {\"type\": \"string\", \"minLength\": 1}", out);
+    case PL_KEY_NAMES: {
+        json_t *item = pl__put(pl__type("string", ok), "minLength", json_integer(1), ok);
+        o = pl__put(pl__type("array", ok), "items", item, ok);
         break;
-    case PL_KEY_INT_OR_INTS: /* chunks: 4 or [1, 1, 2, 4] */
-        fprintf(out,
-                "{\"anyOf\": [{\"type\": \"integer\"}, %s, {\"type\": \"array\", \"items\": "
-                "{\"anyOf\": [{\"type\": \"integer\"}, %s]}}]",
-                int_text, int_text);
+    }
+    case PL_KEY_INT_OR_INTS: { /* chunks: 4 or [1, 1, 2, 4] */
+        json_t *item =
+            pl__any_of((json_t *[]){pl__type("integer", ok), pl__int_text(ok), NULL}, ok);
+        json_t *list = pl__put(pl__type("array", ok), "items", item, ok);
+        o = pl__any_of((json_t *[]){pl__type("integer", ok), pl__int_text(ok), list, NULL}, ok);
         break;
-    case PL_KEY_INTS:
-        fputs("{\"type\": \"array\", \"items\": {\"type\": \"integer\"", out);
-        if (f && f->min < f->max) fprintf(out, ", \"minimum\": %lld", (long long)f->min);
-        fputc('}', out);
-        if (f && f->min >= 1) fprintf(out, ", \"minItems\": 1, \"maxItems\": %d", PL_MAX_RANK);
-        break;
-    case PL_KEY_ITEMS:
-        fprintf(out,
-                "{\"type\": \"array\", \"items\": {\"anyOf\": [%s, {\"type\": \"object\", "
-                "\"minProperties\": 1, \"maxProperties\": 1, \"additionalProperties\": %s}]}",
-                scalar, scalar);
-        break;
-    case PL_KEY_MAP:
-        if (f && f->sub) {
-            fputs("{\"type\": [\"object\", \"null\"], ", out);
-            pl__json_fields(out, f->sub, "");
-            break;
+    }
+    case PL_KEY_INTS: {
+        json_t *item = pl__type("integer", ok);
+        if (f && f->min < f->max) pl__put(item, "minimum", json_integer(f->min), ok);
+        o = pl__put(pl__type("array", ok), "items", item, ok);
+        if (f && f->min >= 1) {
+            pl__put(o, "minItems", json_integer(1), ok);
+            pl__put(o, "maxItems", json_integer(PL_MAX_RANK), ok);
         }
-        fputs("{", out);
+        break;
+    }
+    case PL_KEY_ITEMS: {
+        json_t *tagged = pl__put(pl__type("object", ok), "minProperties", json_integer(1), ok);
+        pl__put(tagged, "maxProperties", json_integer(1), ok);
+        pl__put(tagged, "additionalProperties", pl__scalar(ok), ok);
+        json_t *item = pl__any_of((json_t *[]){pl__scalar(ok), tagged, NULL}, ok);
+        o = pl__put(pl__type("array", ok), "items", item, ok);
+        break;
+    }
+    case PL_KEY_MAP:
+        o = json_object();
+        if (f && f->sub) {
+            static const char *const types[] = {"object", "null", NULL};
+            pl__put(o, "type", pl__strs(types, ok), ok);
+            pl__fields(o, f->sub, ok);
+        }
         break;
     case PL_KEY_LIST:
     case PL_KEY_FUNC:
-        fputs("{", out);
+        o = json_object();
         break;
     }
-    bool has_def = pl__json_default(out, k);
-    char doc[512];
-    if (!has_def && k->def)
+    json_t *def = pl__default(k, ok);
+    char doc[2048];
+    if (def) pl__put(o, "default", def, ok);
+    if (!def && k->def)
         snprintf(doc, sizeof doc, "%s (default: %s)", k->doc, k->def);
     else
         snprintf(doc, sizeof doc, "%s", k->doc);
-    fputs(", \"description\": ", out);
-    pl__json_str(out, doc);
-    fputc('}', out);
+    for (size_t n = strlen(doc); vals && vals->name && n < sizeof doc; vals++) {
+        char usage[160];
+        n += (size_t)snprintf(doc + n, sizeof doc - n, "%s%s (%s): %s", n ? "; " : "", vals->name,
+                              pl_key_value_usage(vals, usage, sizeof usage), vals->doc);
+    }
+    /* A mapping's section has a description of its own; the key's says what it is for here. */
+    return pl__put(o, "description", pl_json_str(doc), ok);
 }
 
-/* The properties of a section of the file (run, a buffer), and its required keys. */
-static void pl__json_fields(FILE *out, const pl_section *sec, const char *indent)
+/* The description, properties and required keys of a section of the file (run, a buffer). */
+static json_t *pl__fields(json_t *obj, const pl_section *sec, bool *ok)
 {
-    fprintf(out, "%s\"description\": ", indent);
-    pl__json_str(out, sec->doc);
-    fputs(",\n", out);
-    fprintf(out, "%s\"properties\": {", indent);
+    pl__put(obj, "description", pl_json_str(sec->doc), ok);
+    json_t *props = json_object(), *req = json_array();
     for (int i = 0; sec->fields[i].key.name; i++) {
-        fprintf(out, "%s\n%s  \"%s\": ", i ? "," : "", indent, sec->fields[i].key.name);
-        pl__json_key(out, &sec->fields[i].key, &sec->fields[i]);
+        const pl_key *k = &sec->fields[i].key;
+        pl__put(props, k->name, pl__key(k, &sec->fields[i], NULL, ok), ok);
+        if (!k->def && strstr(k->doc, "(required)")) pl__push(req, pl_json_str(k->name), ok);
     }
-    fprintf(out, "\n%s},\n", indent);
-    fprintf(out, "%s\"required\": [", indent);
-    int n = 0;
-    for (int i = 0; sec->fields[i].key.name; i++)
-        if (!sec->fields[i].key.def && strstr(sec->fields[i].key.doc, "(required)"))
-            fprintf(out, "%s\"%s\"", n++ ? ", " : "", sec->fields[i].key.name);
-    fprintf(out, "],\n%s\"additionalProperties\": false", indent);
+    pl__put(obj, "properties", props, ok);
+    pl__put(obj, "required", req, ok);
+    return pl__put(obj, "additionalProperties", json_false(), ok);
 }
 
 /* Stage keys: the common ones, then (kind != NULL) the kind's; a function key has no YAML form. */
-static void pl__json_stage_keys(FILE *out, const pl_kind *kind)
+static json_t *pl__stage_keys(const pl_kind *kind, bool *ok)
 {
-    int n = 0;
-    int n_kinds;
-    pl_kinds(&n_kinds);
+    json_t *props = json_object();
     for (const pl_key *k = pl_common_stage_keys; k->name; k++) {
-        fprintf(out, "%s\n        \"%s\": ", n++ ? "," : "", k->name);
+        json_t *o;
         if (strcmp(k->name, "kind") == 0) {
-            fputs("{\"enum\": [", out);
+            int n_kinds;
             const char *const *names = pl_kind_names(&n_kinds);
+            json_t *e = json_array();
             for (int i = 0; i < n_kinds; i++)
-                fprintf(out, "%s\"%s\"", i ? ", " : "", names[i]);
-            fputs("], \"description\": ", out);
-            pl__json_str(out, k->doc);
-            fputc('}', out);
+                pl__push(e, pl_json_str(names[i]), ok);
+            o = pl__put(json_object(), "enum", e, ok);
+            pl__put(o, "description", pl_json_str(k->doc), ok);
         } else if (strcmp(k->name, "name") == 0) {
-            fprintf(out,
-                    "{\"type\": \"string\", \"pattern\": \"^[A-Za-z_][A-Za-z0-9_]*$\", "
-                    "\"maxLength\": %d, \"description\": ",
-                    PL_MAX_NAME);
-            pl__json_str(out, k->doc);
-            fputc('}', out);
+            o = pl__put(pl__type("string", ok), "pattern", json_string("^[A-Za-z_][A-Za-z0-9_]*$"),
+                        ok);
+            pl__put(o, "maxLength", json_integer(PL_MAX_NAME), ok);
+            pl__put(o, "description", pl_json_str(k->doc), ok);
         } else {
-            pl__json_key(out, k, NULL);
+            o = pl__key(k, NULL, NULL, ok);
         }
+        pl__put(props, k->name, o, ok);
     }
     for (const pl_key *k = kind ? kind->keys : NULL; k && k->name; k++) {
         if (k->type == PL_KEY_FUNC) continue;
-        fprintf(out, ",\n        \"%s\": ", k->name);
-        pl__json_key(out, k, NULL);
+        bool documented = kind->values_key && strcmp(k->name, kind->values_key) == 0;
+        pl__put(props, k->name, pl__key(k, NULL, documented ? kind->values : NULL, ok), ok);
     }
+    return props;
 }
 
-static void pl__json_schema(FILE *out)
+/* The top level's keys: the sections by reference to $defs, the rest from their table rows. */
+static json_t *pl__top(bool *ok)
 {
-    int n_kinds;
-    const pl_kind *const *kinds = pl_kinds(&n_kinds);
     const pl_field *top = pl_schema_top.fields;
-    fputs("{\n  \"$schema\": \"https://json-schema.org/draft/2020-12/schema\",\n", out);
-    fputs("  \"title\": \"pipectl pipeline file\",\n", out);
-    fputs("  \"description\": \"Generated by `pipectl schema` from the tables pipectl checks "
-          "files against; `pipectl check` checks the rest (names, sizes, hazards). See "
-          "docs/pipeline-yaml.md.\",\n",
-          out);
-    fputs("  \"type\": \"object\",\n  \"properties\": {\n", out);
+    json_t *props = json_object();
     for (int i = 0; top[i].key.name; i++) {
         const pl_key *k = &top[i].key;
-        fprintf(out, "    \"%s\": ", k->name);
-        if (strcmp(k->name, "run") == 0)
-            fputs("{\"anyOf\": [{\"type\": \"null\"}, {\"$ref\": \"#/$defs/run\"}]", out);
-        else if (strcmp(k->name, "buffers") == 0)
-            fprintf(out,
-                    "{\"type\": [\"object\", \"null\"], \"propertyNames\": {\"pattern\": "
-                    "\"^[A-Za-z_][A-Za-z0-9_]*$\", \"maxLength\": %d}, "
-                    "\"additionalProperties\": {\"$ref\": \"#/$defs/buffer\"}",
-                    PL_MAX_NAME);
-        else if (strcmp(k->name, "stages") == 0)
-            fputs("{\"type\": [\"array\", \"null\"], \"items\": {\"$ref\": \"#/$defs/stage\"}",
-                  out);
-        else {
-            pl__json_key(out, k, &top[i]);
-            fputs(top[i + 1].key.name ? ",\n" : "\n", out);
+        json_t *o;
+        if (strcmp(k->name, "run") == 0) {
+            json_t *ref = pl__put(json_object(), "$ref", json_string("#/$defs/run"), ok);
+            o = pl__any_of((json_t *[]){pl__type("null", ok), ref, NULL}, ok);
+        } else if (strcmp(k->name, "buffers") == 0) {
+            static const char *const types[] = {"object", "null", NULL};
+            o = pl__put(json_object(), "type", pl__strs(types, ok), ok);
+            json_t *names =
+                pl__put(json_object(), "pattern", json_string("^[A-Za-z_][A-Za-z0-9_]*$"), ok);
+            pl__put(names, "maxLength", json_integer(PL_MAX_NAME), ok);
+            pl__put(o, "propertyNames", names, ok);
+            pl__put(o, "additionalProperties",
+                    pl__put(json_object(), "$ref", json_string("#/$defs/buffer"), ok), ok);
+        } else if (strcmp(k->name, "stages") == 0) {
+            static const char *const types[] = {"array", "null", NULL};
+            o = pl__put(json_object(), "type", pl__strs(types, ok), ok);
+            pl__put(o, "items", pl__put(json_object(), "$ref", json_string("#/$defs/stage"), ok),
+                    ok);
+        } else {
+            pl__put(props, k->name, pl__key(k, &top[i], NULL, ok), ok);
             continue;
         }
-        fputs(", \"description\": ", out);
-        pl__json_str(out, k->doc);
-        fputs(top[i + 1].key.name ? "},\n" : "}\n", out);
+        pl__put(props, k->name, pl__put(o, "description", pl_json_str(k->doc), ok), ok);
     }
-    fputs("  },\n  \"required\": [\"stages\"],\n  \"additionalProperties\": false,\n", out);
-    fputs("  \"$defs\": {\n    \"run\": {\n      \"type\": \"object\",\n", out);
-    pl__json_fields(out, &pl_schema_run, "      ");
-    fputs("\n    },\n    \"buffer\": {\n      \"type\": \"object\",\n", out);
-    pl__json_fields(out, &pl_schema_buffer, "      ");
+    return props;
+}
+
+/* The whole schema; NULL when an allocation failed. */
+static json_t *pl__schema(void)
+{
+    bool ok = true;
+    int n_kinds;
+    const pl_kind *const *kinds = pl_kinds(&n_kinds);
+    json_t *root = json_object();
+    pl__put(root, "$schema", json_string("https://json-schema.org/draft/2020-12/schema"), &ok);
+    pl__put(root, "title", json_string("pipectl pipeline file"), &ok);
+    pl__put(root, "description",
+            json_string("Generated by `pipectl schema` from the tables pipectl checks files "
+                        "against; `pipectl check` checks the rest (names, sizes, hazards). See "
+                        "docs/pipeline-yaml.md."),
+            &ok);
+    pl__put(root, "type", json_string("object"), &ok);
+    pl__put(root, "properties", pl__top(&ok), &ok);
+    static const char *const required[] = {"stages", NULL};
+    pl__put(root, "required", pl__strs(required, &ok), &ok);
+    pl__put(root, "additionalProperties", json_false(), &ok);
+    json_t *defs = json_object();
+    pl__put(defs, "run", pl__fields(pl__type("object", &ok), &pl_schema_run, &ok), &ok);
+    pl__put(defs, "buffer", pl__fields(pl__type("object", &ok), &pl_schema_buffer, &ok), &ok);
     /* A stage: its kind picks the keys (if kind == K then K's keys, and no others). */
-    fputs("\n    },\n    \"stage\": {\n      \"type\": \"object\",\n"
-          "      \"required\": [\"name\", \"kind\"],\n      \"properties\": {",
-          out);
-    pl__json_stage_keys(out, NULL);
-    fputs("\n      },\n      \"allOf\": [", out);
-    for (int i = 0; i < n_kinds; i++)
-        fprintf(out,
-                "%s\n        {\"if\": {\"properties\": {\"kind\": {\"const\": \"%s\"}}, "
-                "\"required\": [\"kind\"]}, \"then\": {\"$ref\": \"#/$defs/stage_%s\"}}",
-                i ? "," : "", kinds[i]->name, kinds[i]->name);
-    fputs("\n      ]\n    }", out);
+    json_t *stage = pl__type("object", &ok);
+    static const char *const stage_req[] = {"name", "kind", NULL};
+    pl__put(stage, "required", pl__strs(stage_req, &ok), &ok);
+    pl__put(stage, "properties", pl__stage_keys(NULL, &ok), &ok);
+    json_t *all = json_array();
     for (int i = 0; i < n_kinds; i++) {
-        fprintf(out, ",\n    \"stage_%s\": {\n      \"description\": ", kinds[i]->name);
-        char doc[256];
-        snprintf(doc, sizeof doc, "%s (%s)", kinds[i]->doc, pl_engine_name(kinds[i]->engine));
-        pl__json_str(out, doc);
-        fputs(",\n      \"properties\": {", out);
-        pl__json_stage_keys(out, kinds[i]);
-        fputs("\n      },\n      \"additionalProperties\": false\n    }", out);
+        char ref[128];
+        snprintf(ref, sizeof ref, "#/$defs/stage_%s", kinds[i]->name);
+        json_t *is = pl__put(json_object(), "const", pl_json_str(kinds[i]->name), &ok);
+        json_t *cond =
+            pl__put(json_object(), "properties", pl__put(json_object(), "kind", is, &ok), &ok);
+        static const char *const kind_req[] = {"kind", NULL};
+        pl__put(cond, "required", pl__strs(kind_req, &ok), &ok);
+        json_t *rule = pl__put(json_object(), "if", cond, &ok);
+        pl__put(rule, "then", pl__put(json_object(), "$ref", pl_json_str(ref), &ok), &ok);
+        pl__push(all, rule, &ok);
     }
-    fputs("\n  }\n}\n", out);
+    pl__put(stage, "allOf", all, &ok);
+    pl__put(defs, "stage", stage, &ok);
+    for (int i = 0; i < n_kinds; i++) {
+        char name[128], doc[256];
+        snprintf(name, sizeof name, "stage_%s", kinds[i]->name);
+        snprintf(doc, sizeof doc, "%s (%s)", kinds[i]->doc, pl_engine_name(kinds[i]->engine));
+        json_t *k = pl__put(json_object(), "description", pl_json_str(doc), &ok);
+        pl__put(k, "properties", pl__stage_keys(kinds[i], &ok), &ok);
+        pl__put(k, "additionalProperties", json_false(), &ok);
+        pl__put(defs, name, k, &ok);
+    }
+    pl__put(root, "$defs", defs, &ok);
+    if (!ok) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
 }
 
 int pl_cmd_schema(int argc, char **argv)
@@ -318,6 +399,16 @@ int pl_cmd_schema(int argc, char **argv)
     if (a.n_operands > 0)
         return pl_cli_usage_error(a.cmd, "'pipectl schema' takes no arguments, got '%s'",
                                   a.operands[0]);
-    pl__json_schema(stdout);
+    json_t *schema = pl__schema();
+    if (!schema) {
+        fprintf(stderr, "error: out of memory building the schema\n");
+        return 1;
+    }
+    int rc = json_dumpf(schema, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(schema);
+    if (rc != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+        fprintf(stderr, "error: writing the schema failed\n");
+        return 1;
+    }
     return 0;
 }

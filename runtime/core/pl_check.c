@@ -1,5 +1,5 @@
 /* pl_check: resolves and validates a spec: run options, buffers, stages (options, binds, names,
- * engines, copy endpoints), then the dependency graph (cycles, hazards, reads of unwritten
+ * engines), then the dependency graph (cycles, hazards, reads of unwritten
  * buffers), and, separately, the files a run will touch (pl_spec_check_files). Without a
  * diagnostics list the first error wins; with one, every independent error of a phase is listed.
  * Every message says where, what and how to fix it. */
@@ -203,71 +203,39 @@ static pl_status pl__resolve_stage(const pl_spec *spec, pl_stage *st, const pl_n
     return PL_OK;
 }
 
-/* Rules that hold whatever the kind: engines touch the memory they can reach, copies go the
- * right way between ends of one dtype and size. */
+/* Rules that hold whatever the kind: the host and the SMs touch the memory they can reach. Copy
+ * engines' stages check their own ends (their kinds' validate). */
 static pl_status pl__check_engine(const pl_spec *spec, const pl_stage *st, pl_error *err)
 {
     const pl_kind *kind = st->kind;
     pl_engine e = kind->engine;
-    if (e == PL_ENGINE_HOST || e == PL_ENGINE_COMPUTE) {
-        pl_where want = e == PL_ENGINE_HOST ? PL_HOST : PL_DEVICE;
-        for (int k = 0; k < 2; k++) {
-            const pl_ref *refs = k ? st->writes : st->reads;
-            int n = k ? st->n_writes : st->n_reads;
-            for (int i = 0; i < n; i++) {
-                const pl_buffer *b = &spec->buffers[refs[i].index];
-                if (b->where == want) continue;
-                if (e == PL_ENGINE_HOST)
-                    return pl_error_at(
-                        err, PL_EINPUT, refs[i].pos,
-                        "stage '%s' (%s, runs on the host) %s device buffer '%s'; host stages "
-                        "touch only host buffers: %s, or declare '%s' with where: host",
-                        st->name, kind->name, k ? "writes" : "reads", b->name,
-                        k ? "write a host buffer and copy it to the device with an h2d stage"
-                          : "copy it to a host buffer with a d2h stage and read that",
-                        b->name);
+    if (e != PL_ENGINE_HOST && e != PL_ENGINE_COMPUTE) return PL_OK;
+    pl_where want = e == PL_ENGINE_HOST ? PL_HOST : PL_DEVICE;
+    for (int k = 0; k < 2; k++) {
+        const pl_ref *refs = k ? st->writes : st->reads;
+        int n = k ? st->n_writes : st->n_reads;
+        for (int i = 0; i < n; i++) {
+            const pl_buffer *b = &spec->buffers[refs[i].index];
+            if (b->where == want) continue;
+            if (e == PL_ENGINE_HOST)
                 return pl_error_at(
                     err, PL_EINPUT, refs[i].pos,
-                    "stage '%s' (%s, runs on the GPU) %s host buffer '%s'; compute stages touch "
-                    "only device buffers: %s, or declare '%s' with where: device",
+                    "stage '%s' (%s, runs on the host) %s device buffer '%s'; host stages "
+                    "touch only host buffers: %s, or declare '%s' with where: host",
                     st->name, kind->name, k ? "writes" : "reads", b->name,
-                    k ? "write a device buffer and copy it back with a d2h stage"
-                      : "copy it to a device buffer with an h2d stage and read that",
+                    k ? "write a host buffer and copy it to the device with an h2d stage"
+                      : "copy it to a host buffer with a d2h stage and read that",
                     b->name);
-            }
+            return pl_error_at(
+                err, PL_EINPUT, refs[i].pos,
+                "stage '%s' (%s, runs on the GPU) %s host buffer '%s'; compute stages touch "
+                "only device buffers: %s, or declare '%s' with where: device",
+                st->name, kind->name, k ? "writes" : "reads", b->name,
+                k ? "write a device buffer and copy it back with a d2h stage"
+                  : "copy it to a device buffer with an h2d stage and read that",
+                b->name);
         }
-        return PL_OK;
     }
-    /* Copies. */
-    bool h2d = e == PL_ENGINE_H2D;
-    if (st->n_reads != 1 || st->n_writes != 1)
-        return pl_error_at(err, PL_EINPUT, st->pos,
-                           "%s stage '%s' must read exactly one buffer and write exactly one "
-                           "(from: and to:), but it reads %d and writes %d",
-                           kind->name, st->name, st->n_reads, st->n_writes);
-    const pl_buffer *src = &spec->buffers[st->reads[0].index];
-    const pl_buffer *dst = &spec->buffers[st->writes[0].index];
-    pl_where want_src = h2d ? PL_HOST : PL_DEVICE, want_dst = h2d ? PL_DEVICE : PL_HOST;
-    if (src->where != want_src)
-        return pl_error_at(err, PL_EINPUT, st->reads[0].pos,
-                           "%s stage '%s' copies %s, but its source '%s' is a %s buffer; for %s "
-                           "use kind: %s",
-                           kind->name, st->name, h2d ? "host -> device" : "device -> host",
-                           src->name, pl_where_name(src->where),
-                           h2d ? "device -> host" : "host -> device", h2d ? "d2h" : "h2d");
-    if (dst->where != want_dst)
-        return pl_error_at(err, PL_EINPUT, st->writes[0].pos,
-                           "%s stage '%s' copies %s, but its destination '%s' is a %s buffer; "
-                           "for %s use kind: %s",
-                           kind->name, st->name, h2d ? "host -> device" : "device -> host",
-                           dst->name, pl_where_name(dst->where),
-                           h2d ? "device -> host" : "host -> device", h2d ? "d2h" : "h2d");
-    if (src->dtype != dst->dtype || src->bytes != dst->bytes)
-        return pl_error_at(err, PL_EINPUT, st->pos,
-                           "%s stage '%s' copies '%s' (%s, %" PRIu64 " bytes) to '%s' (%s, %" PRIu64
-                           " bytes); both ends need the same dtype and byte size",
-                           kind->name, st->name, src->name, pl_dtype_name(src->dtype), src->bytes,
-                           dst->name, pl_dtype_name(dst->dtype), dst->bytes);
     return PL_OK;
 }
 
@@ -564,8 +532,8 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
         pl_error_clear(&e);
         pl_status rs = pl__resolve_stage(spec, s, &bufs, bnames, &stages, snames, &e);
         /* The generic rules run before the kind's validate, so validators may rely on them
-         * (a copy has exactly one read and one write, a kernel's operands are on the device,
-         * chunk_rows holds the blocks however `chunks:` was written). */
+         * (a kernel's operands are on the device, chunk_rows holds the blocks however `chunks:`
+         * was written). */
         if (rs == PL_OK) rs = pl__check_engine(spec, s, &e);
         if (rs == PL_OK) rs = pl__check_chunks(spec, s, &e);
         const pl_kind *kind = s->kind;

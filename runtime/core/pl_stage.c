@@ -17,6 +17,19 @@ const pl_key pl_common_stage_keys[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+const char *pl_key_value_usage(const pl_key_value *v, char *buf, size_t cap)
+{
+    if (!v->reads || !v->writes)
+        snprintf(buf, cap, "any reads/writes, untouched");
+    else if (!*v->reads)
+        snprintf(buf, cap, "writes: [%s]", v->writes);
+    else if (!*v->writes)
+        snprintf(buf, cap, "reads: [%s]", v->reads);
+    else
+        snprintf(buf, cap, "reads: [%s], writes: [%s]", v->reads, v->writes);
+    return buf;
+}
+
 const char *pl_engine_name(pl_engine e)
 {
     static const char *const names[PL_ENGINE_COUNT] = {"host", "h2d", "compute", "d2h"};

@@ -54,6 +54,18 @@ typedef struct pl_key {
     const char *doc;    /* one line for docs/pipeline-yaml.md and `--help` */
 } pl_key;
 
+/* One value of an enum key, with what a stage given it reads and writes (the kernel kind's
+ * ops): `pipectl help KIND`, the JSON Schema and docs/pipeline-yaml.md list these. */
+typedef struct pl_key_value {
+    const char *name;
+    const char *reads, *writes; /* the operands, as names ("x, y"; "" none; NULL any) */
+    const char *doc;            /* one line */
+} pl_key_value;
+
+/* How a stage given value v is written: "reads: [x, y], writes: [z]", "writes: [y]", "any
+ * reads/writes, untouched". */
+const char *pl_key_value_usage(const pl_key_value *v, char *buf, size_t cap);
+
 /* The keys every stage has, whatever its kind: name, kind, reads, writes, after. */
 extern const pl_key pl_common_stage_keys[];
 
@@ -203,6 +215,10 @@ typedef struct pl_kind {
                           uint64_t *persistent);
     /* Stages whose batches must run in batch order (sinks writing one file). */
     bool ordered;
+    /* Optional: the values of the enum key `values_key` documented one by one (the kernel's ops),
+     * in the order of that key's `values`, terminated by {NULL}. */
+    const char *values_key;
+    const pl_key_value *values;
     /* Optional: how reproducible this (checked) stage's writes are; for PL_REPRO_SAME_GPU, *tol
      * gets the relative tolerance, norm-wise (||got - want|| <= tol ||want||), that replay allows
      * across executors. NULL: PL_REPRO_EXACT, so a kind whose GPU result is not its host

@@ -1,44 +1,106 @@
-/* pl_canon: writes a spec back as canonical YAML (every key, defaults written out). */
+/* pl_canon: writes a spec back as canonical YAML (every key, defaults written out) through
+ * libyaml's emitter: text as double-quoted scalars (safe for any text; the option parser types
+ * text against the key table, so numbers stay numbers), numbers, booleans and enum words plain,
+ * run options and buffers as flow mappings, each stage a block mapping with one key a line. */
 #include "pl_canon.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <yaml.h>
+
 #include "pl_stage.h"
 
-/* Double-quoted YAML scalar: safe for any text (numbers stay numbers to the option parser, which
- * types text against the key table). */
-static void pl__q(FILE *out, const char *s)
+/* The emitter and whether every event so far went out: the first failure sticks, later events
+ * are skipped, and pl_canon_write reports it once. */
+typedef struct pl__em {
+    yaml_emitter_t e;
+    bool ok;
+} pl__em;
+
+static void pl__emit(pl__em *m, yaml_event_t *ev, int made)
 {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", out);
-        else if (*p == '\t')
-            fputs("\\t", out);
-        else if (*p == '\r')
-            fputs("\\r", out);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(out, "\\x%02x", *p);
-        else
-            fputc(*p, out);
+    if (!m->ok) {
+        if (made) yaml_event_delete(ev);
+        return;
     }
-    fputc('"', out);
+    /* yaml_emitter_emit takes the event, also when it fails. */
+    if (!made || !yaml_emitter_emit(&m->e, ev)) m->ok = false;
 }
 
-static void pl__refs(FILE *out, const char *key, const pl_ref *r, int n)
+static void pl__str(pl__em *m, const char *s, bool quoted)
+{
+    yaml_event_t ev;
+    int made = yaml_scalar_event_initialize(
+        &ev, NULL, NULL, (yaml_char_t *)(uintptr_t)s, (int)strlen(s), 1, 1,
+        quoted ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE);
+    pl__emit(m, &ev, made);
+}
+
+static void pl__fmt(pl__em *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pl__fmt(pl__em *m, const char *fmt, ...)
+{
+    char buf[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pl__str(m, buf, false);
+}
+
+static void pl__map(pl__em *m, bool flow)
+{
+    yaml_event_t ev;
+    int made = yaml_mapping_start_event_initialize(
+        &ev, NULL, NULL, 1, flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE);
+    pl__emit(m, &ev, made);
+}
+
+static void pl__map_end(pl__em *m)
+{
+    yaml_event_t ev;
+    pl__emit(m, &ev, yaml_mapping_end_event_initialize(&ev));
+}
+
+static void pl__seq(pl__em *m, bool flow)
+{
+    yaml_event_t ev;
+    int made = yaml_sequence_start_event_initialize(
+        &ev, NULL, NULL, 1, flow ? YAML_FLOW_SEQUENCE_STYLE : YAML_BLOCK_SEQUENCE_STYLE);
+    pl__emit(m, &ev, made);
+}
+
+static void pl__seq_end(pl__em *m)
+{
+    yaml_event_t ev;
+    pl__emit(m, &ev, yaml_sequence_end_event_initialize(&ev));
+}
+
+/* A comment line after the last value emitted. libyaml has no comment events: what the emitter
+ * holds is flushed, and the comment written at the end of that value's line; the emitter starts
+ * its next key or item on a new line, as it would have. */
+static void pl__comment(pl__em *m, FILE *out, const char *key, const char *def)
+{
+    if (!m->ok || !yaml_emitter_flush(&m->e)) {
+        m->ok = false;
+        return;
+    }
+    fprintf(out, "\n  # %s: %s (the default; not written: refused next to the keys given)", key,
+            def);
+}
+
+static void pl__refs(pl__em *m, const char *key, const pl_ref *r, int n)
 {
     if (n == 0) return;
-    fprintf(out, "    %s: [", key);
-    for (int i = 0; i < n; i++) {
-        if (i) fputs(", ", out);
-        pl__q(out, r[i].name);
-    }
-    fputs("]\n", out);
+    pl__str(m, key, false);
+    pl__seq(m, true);
+    for (int i = 0; i < n; i++)
+        pl__str(m, r[i].name, true);
+    pl__seq_end(m);
 }
 
 /* True when `def` is a literal of the key's type (so writing it changes nothing). */
@@ -72,108 +134,178 @@ static bool pl__literal_default(const pl_key *k)
     }
 }
 
-static void pl__opt(FILE *out, const pl_stage *st, const pl_opt *o, const pl_key *k,
+static void pl__opt(pl__em *m, const pl_stage *st, const pl_opt *o, const pl_key *k,
                     pl_canon_path_fn map, void *user)
 {
-    fprintf(out, "    %s: ", o->key);
+    pl__str(m, o->key, false);
     if (o->is_list) {
-        fputc('[', out);
+        pl__seq(m, true);
         for (int i = 0; i < o->n_items; i++) {
-            if (i) fputs(", ", out);
             /* Tagged items ({f32: 1.5} in args:) keep their tag: it is their type. */
             const char *tag = o->item_tags ? o->item_tags[i] : NULL;
-            if (tag) fprintf(out, "{%s: ", tag);
-            pl__q(out, o->items[i]);
-            if (tag) fputc('}', out);
+            if (tag) {
+                pl__map(m, true);
+                pl__str(m, tag, false);
+            }
+            pl__str(m, o->items[i], true);
+            if (tag) pl__map_end(m);
         }
-        fputs("]\n", out);
+        pl__seq_end(m);
         return;
     }
     const char *v = o->str ? o->str : "";
     if (k && k->type == PL_KEY_PATH && map) {
-        const char *m = map(user, st, o->key, v);
-        if (m) v = m;
+        const char *mp = map(user, st, o->key, v);
+        if (mp) v = mp;
     }
-    pl__q(out, v);
-    fputc('\n', out);
+    pl__str(m, v, true);
+}
+
+static void pl__run(pl__em *m, const pl_spec *spec)
+{
+    const pl_run_opts *r = &spec->run;
+    pl__str(m, "run", false);
+    pl__map(m, true);
+    pl__str(m, "batches", false);
+    pl__fmt(m, "%" PRId64, r->batches);
+    pl__str(m, "depth", false);
+    if (r->depth_auto)
+        pl__str(m, "auto", false);
+    else
+        pl__fmt(m, "%d", r->depth);
+    pl__str(m, "device", false);
+    pl__fmt(m, "%d", r->device);
+    pl__str(m, "seed", false);
+    pl__fmt(m, "%" PRIu64, r->seed);
+    const pl_budget *bg = &r->budget;
+    if (bg->set) { /* in bytes: the exact sizes, whatever unit the file used */
+        pl__str(m, "memory_budget", false);
+        pl__map(m, true);
+        if (bg->device) {
+            pl__str(m, "device", false);
+            pl__fmt(m, "%" PRIu64, bg->device);
+        }
+        if (bg->host_pinned) {
+            pl__str(m, "host_pinned", false);
+            pl__fmt(m, "%" PRIu64, bg->host_pinned);
+        }
+        pl__map_end(m);
+    }
+    pl__map_end(m);
+}
+
+static void pl__buffers(pl__em *m, const pl_spec *spec, pl_canon_path_fn map, void *user)
+{
+    static const char *const inits[] = {NULL, "zeros", "random", "file"};
+    pl__str(m, "buffers", false);
+    pl__map(m, false);
+    for (int i = 0; i < spec->n_buffers; i++) {
+        const pl_buffer *b = &spec->buffers[i];
+        pl__str(m, b->name, true);
+        pl__map(m, true);
+        pl__str(m, "where", false);
+        pl__str(m, pl_where_name(b->where), false);
+        pl__str(m, "dtype", false);
+        pl__str(m, pl_dtype_name(b->dtype), false);
+        pl__str(m, "shape", false);
+        pl__seq(m, true);
+        for (int d = 0; d < b->rank; d++)
+            pl__fmt(m, "%" PRId64, b->shape[d]);
+        pl__seq_end(m);
+        pl__str(m, "persistent", false);
+        pl__str(m, b->persistent ? "true" : "false", false);
+        if (b->init != PL_INIT_NONE) {
+            pl__str(m, "init", false);
+            pl__str(m, inits[b->init], false);
+        }
+        if (b->init == PL_INIT_FILE && b->init_file) {
+            const char *f = map ? map(user, NULL, "file", b->init_file) : NULL;
+            pl__str(m, "file", false);
+            pl__str(m, f ? f : b->init_file, true);
+        }
+        pl__map_end(m);
+    }
+    pl__map_end(m);
+}
+
+static void pl__stage(pl__em *m, FILE *out, const pl_stage *st, pl_canon_path_fn map,
+                      pl_canon_omit_fn omit, void *user)
+{
+    pl__map(m, false);
+    pl__str(m, "name", false);
+    pl__str(m, st->name, true);
+    pl__str(m, "kind", false);
+    pl__str(m, st->kind->name, false);
+    pl__refs(m, "reads", st->reads, st->n_reads);
+    pl__refs(m, "writes", st->writes, st->n_writes);
+    pl__refs(m, "after", st->after, st->n_after);
+    /* Kind keys in table order, given or defaulted, then anything else as written (the check
+     * rejects unknown keys, so there is none in a spec that checks). */
+    for (const pl_key *k = st->kind->keys; k->name; k++) {
+        const pl_opt *o = pl_stage_opt(st, k->name);
+        if (o) {
+            pl__opt(m, st, o, k, map, user);
+        } else if (pl__literal_default(k) && omit && omit(user, st, k->name)) {
+            pl__comment(m, out, k->name, k->def);
+        } else if (pl__literal_default(k)) {
+            pl__str(m, k->name, false);
+            pl__str(m, k->def, false);
+        }
+    }
+    for (int i = 0; i < st->n_opts; i++) {
+        const pl_opt *o = &st->opts[i];
+        bool known = false;
+        for (const pl_key *k = st->kind->keys; k->name && !known; k++)
+            known = strcmp(k->name, o->key) == 0;
+        if (!known) pl__opt(m, st, o, NULL, map, user);
+    }
+    pl__map_end(m);
 }
 
 pl_status pl_canon_write(const pl_spec *spec, FILE *out, pl_canon_path_fn map,
                          pl_canon_omit_fn omit, void *user, pl_error *err)
 {
+    for (int s = 0; s < spec->n_stages; s++)
+        if (!spec->stages[s].kind)
+            return pl_error_at(err, PL_EINPUT, spec->stages[s].pos, "stage '%s' has no kind",
+                               spec->stages[s].name);
     fprintf(out,
             "# The canonical form of the pipeline written by pipectl %s from\n#   %s\n# (every "
             "buffer key, every stage key with its default, the run options).\n",
             PL_VERSION, spec->file ? spec->file : spec->name);
-    fputs("pipeline: ", out);
-    pl__q(out, spec->name);
-    fprintf(out, "\nrun: {batches: %" PRId64 ", ", spec->run.batches);
-    if (spec->run.depth_auto)
-        fputs("depth: auto, ", out);
-    else
-        fprintf(out, "depth: %d, ", spec->run.depth);
-    fprintf(out, "device: %d, seed: %" PRIu64, spec->run.device, spec->run.seed);
-    const pl_budget *bg = &spec->run.budget;
-    if (bg->set) { /* in bytes: the exact sizes, whatever unit the file used */
-        fputs(", memory_budget: {", out);
-        if (bg->device)
-            fprintf(out, "device: %" PRIu64 "%s", bg->device, bg->host_pinned ? ", " : "");
-        if (bg->host_pinned) fprintf(out, "host_pinned: %" PRIu64, bg->host_pinned);
-        fputc('}', out);
-    }
-    fputs("}\n", out);
-    fputs("buffers:\n", out);
-    for (int i = 0; i < spec->n_buffers; i++) {
-        const pl_buffer *b = &spec->buffers[i];
-        fputs("  ", out);
-        pl__q(out, b->name);
-        fprintf(out, ": {where: %s, dtype: %s, shape: [", pl_where_name(b->where),
-                pl_dtype_name(b->dtype));
-        for (int d = 0; d < b->rank; d++)
-            fprintf(out, "%s%" PRId64, d ? ", " : "", b->shape[d]);
-        fprintf(out, "], persistent: %s", b->persistent ? "true" : "false");
-        static const char *const inits[] = {NULL, "zeros", "random", "file"};
-        if (b->init != PL_INIT_NONE) fprintf(out, ", init: %s", inits[b->init]);
-        if (b->init == PL_INIT_FILE && b->init_file) {
-            const char *f = map ? map(user, NULL, "file", b->init_file) : NULL;
-            fputs(", file: ", out);
-            pl__q(out, f ? f : b->init_file);
-        }
-        fputs("}\n", out);
-    }
-    fputs("stages:\n", out);
-    for (int s = 0; s < spec->n_stages; s++) {
-        const pl_stage *st = &spec->stages[s];
-        if (!st->kind)
-            return pl_error_at(err, PL_EINPUT, st->pos, "stage '%s' has no kind", st->name);
-        fputs("  - name: ", out);
-        pl__q(out, st->name);
-        fprintf(out, "\n    kind: %s\n", st->kind->name);
-        pl__refs(out, "reads", st->reads, st->n_reads);
-        pl__refs(out, "writes", st->writes, st->n_writes);
-        pl__refs(out, "after", st->after, st->n_after);
-        /* Kind keys in table order, given or defaulted, then anything else as written (the
-         * check rejects unknown keys, so there is none in a spec that checks). */
-        for (const pl_key *k = st->kind->keys; k->name; k++) {
-            const pl_opt *o = pl_stage_opt(st, k->name);
-            if (o)
-                pl__opt(out, st, o, k, map, user);
-            else if (pl__literal_default(k) && omit && omit(user, st, k->name))
-                fprintf(out,
-                        "    # %s: %s (the default; not written: refused next to the keys given)\n",
-                        k->name, k->def);
-            else if (pl__literal_default(k))
-                fprintf(out, "    %s: %s\n", k->name, k->def);
-        }
-        for (int i = 0; i < st->n_opts; i++) {
-            const pl_opt *o = &st->opts[i];
-            bool known = false;
-            for (const pl_key *k = st->kind->keys; k->name && !known; k++)
-                known = strcmp(k->name, o->key) == 0;
-            if (!known) pl__opt(out, st, o, NULL, map, user);
-        }
-    }
-    if (ferror(out))
-        return pl_error_set(err, PL_EIO, "error: writing the canonical pipeline failed");
-    return PL_OK;
+    pl__em m = {.ok = true};
+    if (!yaml_emitter_initialize(&m.e))
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory writing the canonical pipeline");
+    yaml_emitter_set_output_file(&m.e, out);
+    yaml_emitter_set_unicode(&m.e, 1); /* UTF-8 text as it is, not \u escapes */
+    yaml_emitter_set_width(&m.e, -1);  /* no folding of long text */
+    yaml_emitter_set_indent(&m.e, 2);
+    yaml_event_t ev;
+    pl__emit(&m, &ev, yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING));
+    pl__emit(&m, &ev, yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1));
+    pl__map(&m, false);
+    pl__str(&m, "pipeline", false);
+    pl__str(&m, spec->name, true);
+    pl__run(&m, spec);
+    pl__buffers(&m, spec, map, user);
+    pl__str(&m, "stages", false);
+    pl__seq(&m, false);
+    for (int s = 0; s < spec->n_stages; s++)
+        pl__stage(&m, out, &spec->stages[s], map, omit, user);
+    pl__seq_end(&m);
+    pl__map_end(&m);
+    pl__emit(&m, &ev, yaml_document_end_event_initialize(&ev, 1));
+    pl__emit(&m, &ev, yaml_stream_end_event_initialize(&ev));
+    if (m.ok && !yaml_emitter_flush(&m.e)) m.ok = false;
+    pl_status st = PL_OK;
+    if (!m.ok)
+        st = pl_error_set(err, m.e.error == YAML_MEMORY_ERROR ? PL_ENOMEM : PL_EIO,
+                          "error: writing the canonical pipeline failed: %s",
+                          m.e.problem ? m.e.problem
+                                      : "an event could not be made (out of memory, or text "
+                                        "that is not UTF-8)");
+    yaml_emitter_delete(&m.e);
+    if (st == PL_OK && ferror(out))
+        st = pl_error_set(err, PL_EIO, "error: writing the canonical pipeline failed");
+    return st;
 }

@@ -1,7 +1,9 @@
 /* pl_canon: the canonical YAML of a pipeline: what a bundle keeps as `pipeline.yaml`. Written from
- * a loaded (unchecked) spec: every buffer with every key, every stage with its kind's keys
- * including the defaults the key tables state, and the run options; loading it gives the same plan
- * as the original (tests/e2e/test_bundle.sh compares `pipectl plan` of both). */
+ * a loaded (unchecked) spec with libyaml's emitter: every buffer with every key, every stage with
+ * its kind's keys including the defaults the key tables state, and the run options; loading it
+ * gives the same plan as the original (tests/e2e/test_bundle.sh compares `pipectl plan` of both).
+ * Replay reads the file a bundle holds and checks its recorded hash; it never writes it again, so
+ * bundles written before a change of this format replay as they are. */
 #ifndef PL_CANON_H
 #define PL_CANON_H
 

@@ -1,6 +1,6 @@
 /* kernel_gpu: the kernel kind's GPU side: the per-device op context (cuBLAS handle, per-stage
  * scratch) and pl_gpu_op_record, which enqueues one kernel stage's op on a stream, inside capture
- * or not. */
+ * or not, through the op's pl__gpu_NAME (one per row of the op table, stages/kernel/pl_ops.h). */
 #include "kernel_gpu.h"
 #include "pl_cudalibs.h"
 
@@ -197,11 +197,88 @@ static pl_status pl__same_dtype(const pl_stage *st, const pl_buffer *const *ops,
     return PL_OK;
 }
 
-static pl_status pl__gemm(pl_gpu_ctx *ctx, const pl_stage *st, const pl_kernel_opts *o,
-                          const pl_buffer *const *ops, void *const *ptr, void *stream,
-                          int64_t batch, pl_error *err)
+/* What an op's GPU function gets: operands are reads then writes (at most 3), ops[i] their
+ * buffers and ptr[i] this slot's device addresses. Called with ctx->mu held. It returns a
+ * launcher's cudaError_t in *rc (pl__record_locked names it) or a pl_status of its own. */
+typedef struct pl__gpu_call {
+    pl_gpu_ctx *ctx;
+    const pl_stage *st;
+    const pl_kernel_opts *o;
+    const pl_buffer *const *ops;
+    void *const *ptr;
+    void *stream;
+    int64_t batch;
+    int *rc;
+} pl__gpu_call;
+
+static pl_status pl__gpu_fill(const pl__gpu_call *c, pl_error *err)
 {
-    const pl_buffer *a = ops[0], *b = ops[1], *c = ops[2];
+    (void)err;
+    *c->rc = pl_gpu_launch_fill((int)c->ops[0]->dtype, c->ptr[0], pl__elems(c->ops[0]), c->o->value,
+                                c->ctx->sms, c->stream);
+    return PL_OK;
+}
+
+static pl_status pl__gpu_scale(const pl__gpu_call *c, pl_error *err)
+{
+    PL_CHECK(pl__same_dtype(c->st, c->ops, 2, err));
+    *c->rc = pl_gpu_launch_scale((int)c->ops[0]->dtype, c->ptr[1], c->ptr[0], pl__elems(c->ops[0]),
+                                 c->o->alpha, c->ctx->sms, c->stream);
+    return PL_OK;
+}
+
+static pl_status pl__gpu_saxpy(const pl__gpu_call *c, pl_error *err)
+{
+    PL_CHECK(pl__same_dtype(c->st, c->ops, 3, err));
+    *c->rc = pl_gpu_launch_saxpy((int)c->ops[0]->dtype, c->ptr[2], c->ptr[0], c->ptr[1],
+                                 pl__elems(c->ops[0]), c->o->alpha, c->ctx->sms, c->stream);
+    return PL_OK;
+}
+
+static pl_status pl__gpu_add(const pl__gpu_call *c, pl_error *err)
+{
+    PL_CHECK(pl__same_dtype(c->st, c->ops, 3, err));
+    *c->rc = pl_gpu_launch_add((int)c->ops[0]->dtype, c->ptr[2], c->ptr[0], c->ptr[1],
+                               pl__elems(c->ops[0]), c->ctx->sms, c->stream);
+    return PL_OK;
+}
+
+static pl_status pl__gpu_sum(const pl__gpu_call *c, pl_error *err)
+{
+    int64_t n = pl__elems(c->ops[0]);
+    void *partials = NULL;
+    PL_CHECK(pl__scratch_get(c->ctx, c->st, c->ptr[1],
+                             (size_t)pl_gpu_sum_blocks(n, c->ctx->sms) * sizeof(double), &partials,
+                             err));
+    *c->rc = pl_gpu_launch_sum((int)c->ops[0]->dtype, c->ptr[0], n, (int)c->ops[1]->dtype,
+                               c->ptr[1], partials, c->ctx->sms, c->stream);
+    return PL_OK;
+}
+
+static pl_status pl__gpu_checksum(const pl__gpu_call *c, pl_error *err)
+{
+    (void)err;
+    *c->rc = pl_gpu_launch_checksum(
+        c->ptr[0], (uint64_t)pl__elems(c->ops[0]) * pl_dtype_size(c->ops[0]->dtype), c->ptr[1],
+        c->ctx->sms, c->stream);
+    return PL_OK;
+}
+
+static pl_status pl__gpu_argmax(const pl__gpu_call *c, pl_error *err)
+{
+    (void)err;
+    const pl_buffer *x = c->ops[0];
+    int64_t cols = x->rank > 0 ? x->shape[x->rank - 1] : pl__elems(x);
+    int64_t rows = cols > 0 ? pl__elems(x) / cols : 0;
+    *c->rc = pl_gpu_launch_argmax((int)x->dtype, c->ptr[0], rows, cols, c->ptr[1], c->ctx->sms,
+                                  c->stream);
+    return PL_OK;
+}
+
+static pl_status pl__gpu_gemm(const pl__gpu_call *c, pl_error *err)
+{
+    const pl_stage *st = c->st;
+    const pl_buffer *a = c->ops[0], *b = c->ops[1], *cc = c->ops[2];
     cudaDataType_t type;
     switch (a->dtype) {
     case PL_F32:
@@ -219,9 +296,9 @@ static pl_status pl__gemm(pl_gpu_ctx *ctx, const pl_stage *st, const pl_kernel_o
                            "the operands or use another op",
                            st->name, pl_dtype_name(a->dtype), a->name);
     }
-    if (a->rank != 2 || b->rank != 2 || c->rank != 2 || b->dtype != a->dtype ||
-        c->dtype != a->dtype || a->shape[1] != b->shape[0] || c->shape[0] != a->shape[0] ||
-        c->shape[1] != b->shape[1])
+    if (a->rank != 2 || b->rank != 2 || cc->rank != 2 || b->dtype != a->dtype ||
+        cc->dtype != a->dtype || a->shape[1] != b->shape[0] || cc->shape[0] != a->shape[0] ||
+        cc->shape[1] != b->shape[1])
         return pl_error_at(err, PL_EINPUT, st->pos,
                            "stage '%s': gemm needs A[m,k], B[k,n], C[m,n] of one dtype", st->name);
     int64_t m = a->shape[0], k = a->shape[1], n = b->shape[1];
@@ -230,22 +307,37 @@ static pl_status pl__gemm(pl_gpu_ctx *ctx, const pl_stage *st, const pl_kernel_o
                            "stage '%s': gemm dimensions above %d are not supported by cuBLAS's "
                            "32-bit interface; split the product",
                            st->name, INT_MAX);
+    pl_gpu_ctx *ctx = c->ctx;
     void *ws = NULL;
-    PL_CHECK(pl__scratch_get(ctx, st, ptr[2], PL__GEMM_WORKSPACE, &ws, err));
-    PL_CHECK(pl__cublas_check(cublasSetStream(ctx->blas, (cudaStream_t)stream), "cublasSetStream",
-                              st->name, batch, err));
+    PL_CHECK(pl__scratch_get(ctx, st, c->ptr[2], PL__GEMM_WORKSPACE, &ws, err));
+    PL_CHECK(pl__cublas_check(cublasSetStream(ctx->blas, (cudaStream_t)c->stream),
+                              "cublasSetStream", st->name, c->batch, err));
     /* A per-output workspace: cuBLAS never allocates inside capture, and gemms of different
      * slots running at once never share one. */
     PL_CHECK(pl__cublas_check(cublasSetWorkspace(ctx->blas, ws, PL__GEMM_WORKSPACE),
-                              "cublasSetWorkspace", st->name, batch, err));
+                              "cublasSetWorkspace", st->name, c->batch, err));
     /* Row-major C = A B is column-major C^T = B^T A^T: swap the operands, no transposes. */
-    float alpha = (float)o->alpha, beta = (float)o->beta;
+    float alpha = (float)c->o->alpha, beta = (float)c->o->beta;
     return pl__cublas_check(cublasGemmEx(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m,
-                                         (int)k, &alpha, ptr[1], type, (int)n, ptr[0], type, (int)k,
-                                         &beta, ptr[2], type, (int)n, CUBLAS_COMPUTE_32F,
+                                         (int)k, &alpha, c->ptr[1], type, (int)n, c->ptr[0], type,
+                                         (int)k, &beta, c->ptr[2], type, (int)n, CUBLAS_COMPUTE_32F,
                                          CUBLAS_GEMM_DEFAULT),
-                            "cublasGemmEx", st->name, batch, err);
+                            "cublasGemmEx", st->name, c->batch, err);
 }
+
+static pl_status pl__gpu_busy(const pl__gpu_call *c, pl_error *err)
+{
+    (void)err;
+    *c->rc = pl_gpu_launch_busy(c->o->duration_us, c->stream);
+    return PL_OK;
+}
+
+/* The GPU functions by op, from the op table: an op without its pl__gpu_NAME does not compile. */
+static pl_status (*const pl__gpus[PL_OP_COUNT])(const pl__gpu_call *c, pl_error *err) = {
+#define PL__OP_GPU(id, name, r, w, rule, dt, opts, repro, doc) pl__gpu_##name,
+    PL_OPS_MAP(PL__OP_GPU)
+#undef PL__OP_GPU
+};
 
 static pl_status pl__record_locked(pl_gpu_ctx *ctx, const pl_stage *st, const pl_kernel_opts *o,
                                    const pl_buffer *const *ops, void *const *ptr, void *stream,
@@ -253,61 +345,12 @@ static pl_status pl__record_locked(pl_gpu_ctx *ctx, const pl_stage *st, const pl
 {
     int rc = 0;
     const char *what = pl_op_name(o->op);
-    int sms = ctx->sms;
-    switch (o->op) {
-    case PL_OP_FILL:
-        rc = pl_gpu_launch_fill((int)ops[0]->dtype, ptr[0], pl__elems(ops[0]), o->value, sms,
-                                stream);
-        break;
-    case PL_OP_SCALE:
-        PL_CHECK(pl__same_dtype(st, ops, 2, err));
-        rc = pl_gpu_launch_scale((int)ops[0]->dtype, ptr[1], ptr[0], pl__elems(ops[0]), o->alpha,
-                                 sms, stream);
-        break;
-    case PL_OP_SAXPY:
-        PL_CHECK(pl__same_dtype(st, ops, 3, err));
-        rc = pl_gpu_launch_saxpy((int)ops[0]->dtype, ptr[2], ptr[0], ptr[1], pl__elems(ops[0]),
-                                 o->alpha, sms, stream);
-        break;
-    case PL_OP_ADD:
-        PL_CHECK(pl__same_dtype(st, ops, 3, err));
-        rc = pl_gpu_launch_add((int)ops[0]->dtype, ptr[2], ptr[0], ptr[1], pl__elems(ops[0]), sms,
-                               stream);
-        break;
-    case PL_OP_SUM: {
-        int64_t n = pl__elems(ops[0]);
-        void *partials = NULL;
-        PL_CHECK(pl__scratch_get(
-            ctx, st, ptr[1], (size_t)pl_gpu_sum_blocks(n, sms) * sizeof(double), &partials, err));
-        rc = pl_gpu_launch_sum((int)ops[0]->dtype, ptr[0], n, (int)ops[1]->dtype, ptr[1], partials,
-                               sms, stream);
-        break;
-    }
-    case PL_OP_CHECKSUM:
-        rc = pl_gpu_launch_checksum(ptr[0],
-                                    (uint64_t)pl__elems(ops[0]) * pl_dtype_size(ops[0]->dtype),
-                                    ptr[1], sms, stream);
-        break;
-    case PL_OP_ARGMAX: {
-        const pl_buffer *x = ops[0];
-        int64_t cols = x->rank > 0 ? x->shape[x->rank - 1] : pl__elems(x);
-        int64_t rows = cols > 0 ? pl__elems(x) / cols : 0;
-        rc = pl_gpu_launch_argmax((int)x->dtype, ptr[0], rows, cols, ptr[1], sms, stream);
-        break;
-    }
-    case PL_OP_GEMM:
-        return pl__gemm(ctx, st, o, ops, ptr, stream, batch, err);
-    case PL_OP_BUSY:
-        rc = pl_gpu_launch_busy(o->duration_us, stream);
-        break;
-    default:
-        return pl_error_at(err, PL_EINPUT, st->pos, "stage '%s': op %d has no GPU version",
-                           st->name, (int)o->op);
-    }
+    pl__gpu_call c = {ctx, st, o, ops, ptr, stream, batch, &rc};
+    PL_CHECK(pl__gpus[o->op](&c, err));
     if (rc == (int)cudaErrorInvalidValue)
-        return pl_error_at(err, PL_EINPUT, st->pos,
-                           "stage '%s': op %s does not support dtype %s ('%s')", st->name, what,
-                           pl_dtype_name(ops[0]->dtype), ops[0]->name);
+        return pl_error_at(
+            err, PL_EINPUT, st->pos, "stage '%s': op %s does not support dtype %s ('%s')", st->name,
+            what, ops[0] ? pl_dtype_name(ops[0]->dtype) : "-", ops[0] ? ops[0]->name : "-");
     if (rc != 0) {
         char call[64];
         snprintf(call, sizeof call, "%s kernel launch", what);
@@ -326,25 +369,19 @@ pl_status pl_gpu_op_record(pl_gpu_ctx *ctx, const pl_spec *spec, const pl_stage 
                             st->name);
     if ((unsigned)o->op >= PL_OP_COUNT)
         return pl_error_set(err, PL_ERUNTIME, "stage '%s': unknown op %d", st->name, (int)o->op);
-    static const int want_reads[] = {
-#define PL__OP_READS(id, name, r, w, doc) r,
-        PL_OPS_MAP(PL__OP_READS)
-#undef PL__OP_READS
-    };
-    static const int want_writes[] = {
-#define PL__OP_WRITES(id, name, r, w, doc) w,
-        PL_OPS_MAP(PL__OP_WRITES)
-#undef PL__OP_WRITES
-    };
-    /* Operands: reads then writes, as written (pl_ops.h). busy takes any and touches none. */
+    /* Operands: reads then writes, as written (pl_ops.h). An op that takes any (busy) touches
+     * none. */
+    const pl_op_desc *d = &pl_ops[o->op];
+    int want_reads = pl_op_operands(d->reads), want_writes = pl_op_operands(d->writes);
     const pl_buffer *ops[3] = {NULL, NULL, NULL};
     void *ptr[3] = {NULL, NULL, NULL};
-    if (o->op != PL_OP_BUSY) {
-        if (st->n_reads != want_reads[o->op] || st->n_writes != want_writes[o->op])
+    if (want_reads >= 0 && want_writes >= 0) {
+        if (st->n_reads != want_reads || st->n_writes != want_writes ||
+            want_reads + want_writes > 3)
             return pl_error_at(err, PL_EINPUT, st->pos,
                                "stage '%s': op %s takes %d read(s) and %d write(s), not %d and %d",
-                               st->name, pl_op_name(o->op), want_reads[o->op], want_writes[o->op],
-                               st->n_reads, st->n_writes);
+                               st->name, d->name, want_reads, want_writes, st->n_reads,
+                               st->n_writes);
         for (int i = 0; i < st->n_reads + st->n_writes; i++) {
             const pl_ref *r = i < st->n_reads ? &st->reads[i] : &st->writes[i - st->n_reads];
             if (r->index < 0 || r->index >= spec->n_buffers)

@@ -1,6 +1,7 @@
-/* ops_ref: C reference implementations of the kernel ops (semantics in pl_ops.h). Plain loops in a
- * fixed order, so results are deterministic and the GPU tests can compare against them; gemm goes
- * through BLAS (the tests keep a double-precision reference for it). */
+/* ops_ref: C reference implementations of the kernel ops (semantics in pl_ops.h), one function
+ * pl__ref_NAME per row of the op table. Plain loops in a fixed order, so results are deterministic
+ * and the GPU tests can compare against them; gemm goes through BLAS (the tests keep a
+ * double-precision reference for it). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,25 +15,26 @@
 #include "pl_ops.h"
 #include "pl_pool.h"
 
-static const char *const pl__op_names[PL_OP_COUNT] = {
-#define PL__OP_NAME(id, name, r, w, doc) name,
-    PL_OPS_MAP(PL__OP_NAME)
-#undef PL__OP_NAME
-};
+/* What an op's reference gets: the stage, its options and this batch's host memory. */
+typedef struct pl__ref_call {
+    const pl_spec *spec;
+    const pl_stage *st;
+    const pl_kernel_opts *o;
+    void *const *bufs;
+    pl_pool *pool;
+    int parallel;
+} pl__ref_call;
 
-const char *pl_op_name(pl_op_id op)
+/* Operand i (reads then writes) and its memory. */
+static const pl_buffer *pl__arg(const pl__ref_call *c, int i)
 {
-    return (unsigned)op < PL_OP_COUNT ? pl__op_names[op] : "?";
+    return i < c->st->n_reads ? pl_kind_rbuf(c->spec, c->st, i)
+                              : pl_kind_wbuf(c->spec, c->st, i - c->st->n_reads);
 }
 
-bool pl_op_parse(const char *name, pl_op_id *out)
+static void *pl__mem(const pl__ref_call *c, int i)
 {
-    for (int i = 0; i < PL_OP_COUNT; i++)
-        if (strcmp(name, pl__op_names[i]) == 0) {
-            *out = (pl_op_id)i;
-            return true;
-        }
-    return false;
+    return c->bufs[pl__arg(c, i)->index];
 }
 
 /* f32-family element access (f32, f16, bf16). */
@@ -298,6 +300,90 @@ static void pl__sleep_us(double us)
     }
 }
 
+/* fill, scale, saxpy, add: the last operand z, the reads before it. */
+static pl_status pl__elementwise_call(const pl__ref_call *c, pl_error *err)
+{
+    (void)err;
+    int nr = c->st->n_reads;
+    const pl_buffer *z = pl__arg(c, nr);
+    pl__elementwise(c->o->op, c->o, z->dtype, z->count, nr > 0 ? pl__mem(c, 0) : NULL,
+                    nr > 1 ? pl__mem(c, 1) : NULL, pl__mem(c, nr));
+    return PL_OK;
+}
+
+static pl_status pl__ref_fill(const pl__ref_call *c, pl_error *err)
+{
+    return pl__elementwise_call(c, err);
+}
+
+static pl_status pl__ref_scale(const pl__ref_call *c, pl_error *err)
+{
+    return pl__elementwise_call(c, err);
+}
+
+static pl_status pl__ref_saxpy(const pl__ref_call *c, pl_error *err)
+{
+    return pl__elementwise_call(c, err);
+}
+
+static pl_status pl__ref_add(const pl__ref_call *c, pl_error *err)
+{
+    return pl__elementwise_call(c, err);
+}
+
+static pl_status pl__ref_sum(const pl__ref_call *c, pl_error *err)
+{
+    (void)err;
+    const pl_buffer *x = pl__arg(c, 0), *s = pl__arg(c, 1);
+    const void *xp = pl__mem(c, 0);
+    double acc = 0;
+    for (int64_t i = 0; i < x->count; i++)
+        acc += pl__ldd(xp, x->dtype, i);
+    if (s->dtype == PL_F64)
+        ((double *)pl__mem(c, 1))[0] = acc;
+    else
+        ((float *)pl__mem(c, 1))[0] = (float)acc;
+    return PL_OK;
+}
+
+static pl_status pl__ref_checksum(const pl__ref_call *c, pl_error *err)
+{
+    (void)err;
+    const pl_buffer *x = pl__arg(c, 0);
+    ((int64_t *)pl__mem(c, 1))[0] = (int64_t)pl_hash(pl__mem(c, 0), (size_t)x->bytes);
+    return PL_OK;
+}
+
+static pl_status pl__ref_argmax(const pl__ref_call *c, pl_error *err)
+{
+    (void)err;
+    const pl_buffer *x = pl__arg(c, 0);
+    int64_t cols = x->shape[x->rank - 1];
+    pl__argmax(pl__mem(c, 0), x->dtype, x->count / cols, cols, pl__mem(c, 1));
+    return PL_OK;
+}
+
+static pl_status pl__ref_gemm(const pl__ref_call *c, pl_error *err)
+{
+    const pl_buffer *a = pl__arg(c, 0), *b = pl__arg(c, 1), *cc = pl__arg(c, 2);
+    return pl__gemm(c->o, cc->dtype, a->shape[0], a->shape[1], b->shape[1], pl__mem(c, 0),
+                    pl__mem(c, 1), pl__mem(c, 2), c->pool, c->parallel, err);
+}
+
+static pl_status pl__ref_busy(const pl__ref_call *c, pl_error *err)
+{
+    (void)err;
+    pl__sleep_us(c->o->duration_us);
+    return PL_OK;
+}
+
+/* The references by op, from the op table: an op without its pl__ref_NAME does not compile. */
+static pl_status (*const pl__refs[PL_OP_COUNT])(const pl__ref_call *c, pl_error *err) = {
+#define PL__OP_REF(id, name, r, w, rule, dt, opts, repro, doc) pl__ref_##name,
+    PL_OPS_MAP(PL__OP_REF)
+#undef PL__OP_REF
+};
+
 pl_status pl_op_run_ref(const pl_spec *spec, const pl_stage *st, void *const *bufs, pl_error *err)
 {
     return pl_op_run_host(spec, st, bufs, NULL, 1, err);
@@ -307,59 +393,8 @@ pl_status pl_op_run_host(const pl_spec *spec, const pl_stage *st, void *const *b
                          int parallel, pl_error *err)
 {
     const pl_kernel_opts *o = st->priv;
-    switch (o->op) {
-    case PL_OP_FILL: {
-        const pl_buffer *z = pl_kind_wbuf(spec, st, 0);
-        pl__elementwise(o->op, o, z->dtype, z->count, NULL, NULL, bufs[z->index]);
-        return PL_OK;
-    }
-    case PL_OP_SCALE: {
-        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *z = pl_kind_wbuf(spec, st, 0);
-        pl__elementwise(o->op, o, z->dtype, z->count, bufs[x->index], NULL, bufs[z->index]);
-        return PL_OK;
-    }
-    case PL_OP_SAXPY:
-    case PL_OP_ADD: {
-        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *y = pl_kind_rbuf(spec, st, 1);
-        const pl_buffer *z = pl_kind_wbuf(spec, st, 0);
-        pl__elementwise(o->op, o, z->dtype, z->count, bufs[x->index], bufs[y->index],
-                        bufs[z->index]);
-        return PL_OK;
-    }
-    case PL_OP_SUM: {
-        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *s = pl_kind_wbuf(spec, st, 0);
-        const void *xp = bufs[x->index];
-        double acc = 0;
-        for (int64_t i = 0; i < x->count; i++)
-            acc += pl__ldd(xp, x->dtype, i);
-        if (s->dtype == PL_F64)
-            ((double *)bufs[s->index])[0] = acc;
-        else
-            ((float *)bufs[s->index])[0] = (float)acc;
-        return PL_OK;
-    }
-    case PL_OP_CHECKSUM: {
-        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *s = pl_kind_wbuf(spec, st, 0);
-        ((int64_t *)bufs[s->index])[0] = (int64_t)pl_hash(bufs[x->index], (size_t)x->bytes);
-        return PL_OK;
-    }
-    case PL_OP_ARGMAX: {
-        const pl_buffer *x = pl_kind_rbuf(spec, st, 0), *y = pl_kind_wbuf(spec, st, 0);
-        int64_t cols = x->shape[x->rank - 1];
-        pl__argmax(bufs[x->index], x->dtype, x->count / cols, cols, bufs[y->index]);
-        return PL_OK;
-    }
-    case PL_OP_GEMM: {
-        const pl_buffer *a = pl_kind_rbuf(spec, st, 0), *b = pl_kind_rbuf(spec, st, 1);
-        const pl_buffer *c = pl_kind_wbuf(spec, st, 0);
-        return pl__gemm(o, c->dtype, a->shape[0], a->shape[1], b->shape[1], bufs[a->index],
-                        bufs[b->index], bufs[c->index], pool, parallel, err);
-    }
-    case PL_OP_BUSY:
-        pl__sleep_us(o->duration_us);
-        return PL_OK;
-    case PL_OP_COUNT:
-        break;
-    }
-    return pl_error_set(err, PL_ERUNTIME, "error: unknown op %d", (int)o->op);
+    if ((unsigned)o->op >= PL_OP_COUNT)
+        return pl_error_set(err, PL_ERUNTIME, "error: unknown op %d", (int)o->op);
+    pl__ref_call c = {spec, st, o, bufs, pool, parallel};
+    return pl__refs[o->op](&c, err);
 }

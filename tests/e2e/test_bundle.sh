@@ -49,7 +49,7 @@ for f in p/*.yaml p/*.lua; do
 done
 echo "examples: captured and replayed"
 # Every stage key with a literal default is written out, chunks (an integer or a list) too.
-grep -A6 "kind: h2d" b_quickstart_yaml/pipeline.yaml | grep -qx "    chunks: 1" ||
+grep -A6 "kind: h2d" b_quickstart_yaml/pipeline.yaml | grep -Eqx " *chunks: 1" ||
     err "quickstart: the canonical pipeline has no 'chunks: 1' for its h2d stage: $(grep -A6 'kind: h2d' b_quickstart_yaml/pipeline.yaml)"
 
 # Code is always bundled: the Lua script of lua_tokenize.lua (its stages' functions) without

@@ -1,6 +1,7 @@
-/* test_ops_ref: the kernel ops' C references against hand-computed values, and the f16/bf16
- * conversions (round to nearest even, subnormals, overflow, NaN). Specs are built with the builder
- * API; priv is set directly, so this does not depend on the checker. */
+/* test_ops_ref: the kernel ops' C references against hand-computed values, the f16/bf16
+ * conversions (round to nearest even, subnormals, overflow, NaN), and the kernel kind's tables
+ * against the op table. Specs are built with the builder API; priv is set directly, so this does
+ * not depend on the checker. */
 #include <math.h>
 #include <stdint.h>
 
@@ -267,8 +268,60 @@ static void test_gemm_ref(void)
     pl_pool_free(pool);
 }
 
+/* What the kernel kind shows of the ops comes from the op table: `op:` values and documented
+ * values in table order, and the docs of the option keys name exactly the ops that read them. */
+static void test_op_table(void)
+{
+    const pl_kind *k = pl_kind_find("kernel");
+    const pl_key *op = pl_kind_key(k, "op");
+    CHECK(op && op->type == PL_KEY_ENUM);
+    char want[512] = "";
+    for (int i = 0; i < PL_OP_COUNT; i++) {
+        CHECK_EQ_INT(pl_ops[i].id, i);
+        CHECK_STR(pl_op_name((pl_op_id)i), pl_ops[i].name);
+        CHECK(pl_ops[i].rule != NULL);
+        CHECK_STR(k->values[i].name, pl_ops[i].name);
+        CHECK_STR(k->values[i].doc, pl_ops[i].doc);
+        strcat(want, i ? "|" : "");
+        strcat(want, pl_ops[i].name);
+    }
+    CHECK(k->values[PL_OP_COUNT].name == NULL);
+    CHECK_STR(k->values_key, "op");
+    if (op) CHECK_STR(op->values, want);
+    static const struct {
+        const char *key;
+        unsigned bit;
+    } opts[] = {{"value", PL_OPT_VALUE},
+                {"alpha", PL_OPT_ALPHA},
+                {"beta", PL_OPT_BETA},
+                {"duration_us", PL_OPT_DURATION}};
+    for (size_t j = 0; j < sizeof opts / sizeof opts[0]; j++) {
+        const pl_key *key = pl_kind_key(k, opts[j].key);
+        CHECK(key != NULL);
+        if (!key) continue;
+        char ops[256] = "";
+        for (int i = 0; i < PL_OP_COUNT; i++)
+            if (pl_ops[i].opts & opts[j].bit) {
+                strcat(ops, *ops ? ", " : "");
+                strcat(ops, pl_ops[i].name);
+            }
+        strcat(ops, ":");
+        if (strncmp(key->doc, ops, strlen(ops)) != 0)
+            fprintf(stderr, "kernel key '%s': doc '%s' should start with '%s'\n", opts[j].key,
+                    key->doc, ops);
+        CHECK(strncmp(key->doc, ops, strlen(ops)) == 0);
+    }
+    char usage[128];
+    CHECK_STR(pl_op_usage(&pl_ops[PL_OP_FILL], usage, sizeof usage), "writes: [y]");
+    CHECK_STR(pl_op_usage(&pl_ops[PL_OP_GEMM], usage, sizeof usage), "reads: [A, B], writes: [C]");
+    CHECK_EQ_INT(pl_op_operands(pl_ops[PL_OP_SAXPY].reads), 2);
+    CHECK_EQ_INT(pl_op_operands(pl_ops[PL_OP_FILL].reads), 0);
+    CHECK_EQ_INT(pl_op_operands(pl_ops[PL_OP_BUSY].reads), -1);
+}
+
 int main(void)
 {
+    test_op_table();
     test_half();
     test_ops();
     test_gemm_ref();
