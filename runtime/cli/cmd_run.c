@@ -46,6 +46,7 @@ enum {
     PL__O_VERBOSE,
     PL__O_ARCH,
     PL__O_CAPTURE,
+    PL__O_FAULT_MARKS,
 };
 
 const pl_cli_opt pl_cli_run_opts[] = {
@@ -62,8 +63,7 @@ const pl_cli_opt pl_cli_run_opts[] = {
      PL__O_NO_GRAPH},
     {"timing", 0, "T", "sample|all|off",
      "gpu: device stage times: sample (default: one batch in 16, mid-period), all (every "
-     "batch; slower with CUDA Graphs) or off; PIPECTL_GPU_SPANS=0 in the environment also "
-     "means off",
+     "batch; slower with CUDA Graphs) or off",
      PL__O_TIMING},
     {"trace", 0, "FILE", NULL,
      "write the timeline as Chrome trace JSON (Perfetto, chrome://tracing); a long run's "
@@ -86,6 +86,10 @@ const pl_cli_opt pl_cli_run_opts[] = {
     {"arch", 0, "SM", NULL,
      "check user kernels for SM (sm_90); on a GPU they are built for the device's own arch",
      PL__O_ARCH},
+    {"fault-marks", 0, NULL, NULL,
+     "gpu: per-stage completion marks in the graphs, so a device fault names its stage for "
+     "certain (slower; as run.fault_marks: true)",
+     PL__O_FAULT_MARKS},
     {"capture", 0, "DIR", NULL,
      "write a bundle of the run ('pipectl capture --reps 1 -o DIR'; with the options capture "
      "takes: --batches, --depth, --executor, --graphs, --no-graph, --timing, --workers, --quiet)",
@@ -123,7 +127,7 @@ int pl_cmd_run(int argc, char **argv)
     const char *file = NULL, *fail_at = NULL, *trace = NULL;
     int64_t batches = -1, depth = 0, workers = 0;
     int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
-    bool json = false, quiet = false;
+    bool json = false, quiet = false, fault_marks = false;
     pl_run_cfg gcfg; /* --graphs / --no-graph */
     pl_run_cfg_init(&gcfg);
     pl_progress_mode progress = PL_PROGRESS_AUTO;
@@ -148,7 +152,7 @@ int pl_cmd_run(int argc, char **argv)
         for (const pl_cli_opt *p = pl_cli_run_opts; p->name; p++)
             if (p->id == id) o = p;
         if (id == PL__O_TRACE || id == PL__O_JSON || id == PL__O_PROGRESS || id == PL__O_FAIL_AT ||
-            id == PL__O_VERBOSE || id == PL__O_ARCH) {
+            id == PL__O_VERBOSE || id == PL__O_ARCH || id == PL__O_FAULT_MARKS) {
             if (!not_capture) not_capture = o->name;
         } else if (id != PL__O_CAPTURE) {
             if (ncav + 2 > 56)
@@ -214,6 +218,9 @@ int pl_cmd_run(int argc, char **argv)
         case PL__O_CAPTURE:
             capture = v;
             break;
+        case PL__O_FAULT_MARKS:
+            fault_marks = true;
+            break;
         }
     }
     if (id < 0) return a.rc;
@@ -253,6 +260,7 @@ int pl_cmd_run(int argc, char **argv)
     pl_cli_print_notes(spec, verbose);
     if (batches >= 0) spec->run.batches_all = batches == 0;
     if (batches > 0) spec->run.batches = batches;
+    if (fault_marks) spec->run.fault_marks = true;
     if (depth > 0) {
         spec->run.depth = (int)depth;
         spec->run.depth_auto = false;

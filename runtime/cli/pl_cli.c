@@ -17,17 +17,6 @@ const pl_cmd pl_cmds[] = {
      .opts = pl_cli_run_opts,
      .notes =
          "environment:\n"
-         "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
-         "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host "
-         "read\n"
-         "                           back its previous batch (slower; see docs/perf.md)\n"
-         "  PIPECTL_GPU_SLEEP=1      gpu: while host stages gate a launch, the issue loop sleeps "
-         "until\n"
-         "                           a device completion wakes it instead of polling every 20 us\n"
-         "                           (experimental: see docs/architecture.md)\n"
-         "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name "
-         "a\n"
-         "                           faulting stage for certain (slower)\n"
          "  PIPECTL_NVTX=0           no NVTX ranges\n"
          "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
          "  PIPECTL_SEARCH_TILE=N    search: corpus rows per pool task (benchmarks; default "

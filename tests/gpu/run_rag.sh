@@ -4,7 +4,7 @@
 # --trace (one line each: per batch and the steady state against the busiest engine, retrieve
 # mean / p50 / max, the first stage's start after the run clock, the first batch's completion,
 # the largest gap between batches; tests/gpu/rag_summary.py), then the comparisons that say what
-# the search's spikes are: the sleeping issue loop (PIPECTL_GPU_SLEEP=1), the search on 15
+# the search's spikes are: the sleeping issue loop (a copy with `run.gpu_wait: sleep`), the search on 15
 # and 14 threads (a copy of the pipeline with `threads:`), and one PIPECTL_SEARCH_PROFILE run (its
 # first batches and its slowest). The machine (cores, caches, steal time) goes into the log. Logs
 # and the JSON of every run under $OUT; a summary last. From the repository root on the GPU
@@ -60,8 +60,9 @@ if [ "${CTEST:-0}" = 1 ]; then
     DEADLINE=$((SECONDS + DEADLINE)) # the runs still get their time
 fi
 for r in $(seq 1 "$RUNS"); do run "rag$r" "$PIPE"; done
-run sleep1 "$PIPE" PIPECTL_GPU_SLEEP=1
-run sleep2 "$PIPE" PIPECTL_GPU_SLEEP=1
+sed -e 's/^run: {/run: {gpu_wait: sleep, /' "$PIPE" >"$OUT/rag_sleep.yaml"
+run sleep1 "$OUT/rag_sleep.yaml"
+run sleep2 "$OUT/rag_sleep.yaml"
 for t in 15 14; do
     # Same pipeline, the search on t threads; outputs next to the copy.
     sed -e "s/    k: 4$/    k: 4\n    threads: $t/" "$PIPE" >"$OUT/rag_t$t.yaml"
