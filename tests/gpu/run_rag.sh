@@ -5,8 +5,7 @@
 # mean / p50 / max, the first stage's start after the run clock, the first batch's completion,
 # the largest gap between batches; tests/gpu/rag_summary.py), then the comparisons that say what
 # the search's spikes are: the sleeping issue loop (a copy with `run.gpu_wait: sleep`), the search on 15
-# and 14 threads (a copy of the pipeline with `threads:`), and one PIPECTL_SEARCH_PROFILE run (its
-# first batches and its slowest). The machine (cores, caches, steal time) goes into the log. Logs
+# and 14 threads (a copy of the pipeline with `threads:`). The machine (cores, caches, steal time) goes into the log. Logs
 # and the JSON of every run under $OUT; a summary last. From the repository root on the GPU
 # machine, after building:
 #   source .gpu/setup.sh && BUILD=build-rel bash tests/gpu/run_rag.sh
@@ -68,15 +67,6 @@ for t in 15 14; do
     sed -e "s/    k: 4$/    k: 4\n    threads: $t/" "$PIPE" >"$OUT/rag_t$t.yaml"
     run "threads$t" "$OUT/rag_t$t.yaml"
 done
-step "search profile" 30 prof.err "${TO[@]}" "$OUT/prof.json" env PIPECTL_SEARCH_PROFILE=1 "$P" run \
-    --executor "$EXECUTOR" --json "$PIPE"
-$SUM prof "$OUT/prof.json" >>"$OUT/summary.txt" 2>&1
-{
-    echo "search profile, first 3 batches:"
-    grep "search profile" "$OUT/prof.err" | head -3
-    echo "search profile, slowest 3:"
-    grep "search profile" "$OUT/prof.err" | sort -t' ' -k8 -g -r | head -3
-} >>"$OUT/summary.txt"
 echo
 echo "== steps (logs in $OUT)"
 printf '  %s\n' "${rows[@]}"
