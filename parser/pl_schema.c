@@ -489,6 +489,24 @@ static pl_status pl__take_seed(pl_walk *w, const pl_field *f, const pl_value *v,
     return PL_OK;
 }
 
+static pl_status pl__take_fault_marks(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_run_opts *r = obj;
+    int idx;
+    PL_CHECK(pl__want_enum(w, "run: ", f, v, &idx));
+    r->fault_marks = idx == 1;
+    return PL_OK;
+}
+
+static pl_status pl__take_gpu_wait(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_run_opts *r = obj;
+    int idx;
+    PL_CHECK(pl__want_enum(w, "run: ", f, v, &idx));
+    r->gpu_wait = idx == 1 ? PL_GPU_WAIT_SLEEP : PL_GPU_WAIT_POLL;
+    return PL_OK;
+}
+
 static const pl_field pl__run_fields[] = {
     {.key = {"batches", PL_KEY_INT, "all", "16",
              "how many batches to run, or all: until the first source file ends"},
@@ -522,6 +540,18 @@ static const pl_field pl__run_fields[] = {
      .example = "{device: 8GiB, host_pinned: 4GiB}",
      .sub = &pl_schema_budget,
      .take = pl__take_budget},
+    {.key = {"fault_marks", PL_KEY_BOOL, NULL, "false",
+             "gpu: per-stage completion marks in the graphs, so a device fault names its stage "
+             "for certain (slower: the marks cost copy/compute overlap); pipectl run "
+             "--fault-marks sets it"},
+     .example = "true",
+     .take = pl__take_fault_marks},
+    {.key = {"gpu_wait", PL_KEY_ENUM, "poll|sleep", "poll",
+             "gpu: while host stages gate a launch, the issue loop polls the device every 20 us "
+             "(poll) or sleeps until a device completion wakes it (sleep: frees a CPU core; "
+             "measured no faster)"},
+     .example = "sleep",
+     .take = pl__take_gpu_wait},
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 

@@ -24,6 +24,16 @@
  *   code in a pipeline may print: Lua's print() writes to stderr, as the script asked.)
  * - Exit codes. pipectl_exit_code() maps a status to the CLI's convention (0 ok, 2 bad input,
  *   1 runtime failure, 130 interrupted), for programs that want to exit the same way.
+ * - Environment. What a run does is set in the pipeline (its `run:` and stage keys); the library
+ *   reads only these variables, which hold before any pipeline exists or for the whole process
+ *   (docs/cli.md's environment table says more):
+ *     PIPECTL_NVTX=0               no NVTX ranges (the domain "pipectl")
+ *     PIPECTL_LUA_INSTRUCTIONS=N   a pipeline.lua script's instruction budget (default 10^9)
+ *     PIPECTL_LUA_MEMORY=BYTES     a pipeline.lua script's memory cap (default 256 MiB)
+ *     PIPECTL_ARCH=sm_NN           the SM user kernels are checked for without a GPU (sm_90)
+ *     XDG_CACHE_HOME=DIR           compiled user kernels are cached under DIR/pipectl
+ *     OPENBLAS_CORETYPE=NAME       OpenBLAS's kernels (read by OpenBLAS when it loads)
+ *     PIPECTL_BLAS_PICKED=NAME     testing: stands for OpenBLAS's own pick of kernels
  *
  * Everything is declared here: no other header of pipectl is needed, and every public name starts
  * with pipectl_ or PIPECTL_ (the library's internal names are pl_ and hidden). */

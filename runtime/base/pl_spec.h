@@ -153,6 +153,9 @@ typedef struct pl_budget {
     pl_pos device_pos, host_pos;
 } pl_budget;
 
+/* run.gpu_wait, in the order of its schema values. */
+typedef enum pl_gpu_wait { PL_GPU_WAIT_POLL = 0, PL_GPU_WAIT_SLEEP = 1 } pl_gpu_wait;
+
 typedef struct pl_run_opts {
     int64_t batches; /* default 16; with batches_all, 0 until pl_spec_resolve_batches */
     pl_pos batches_pos;
@@ -166,6 +169,13 @@ typedef struct pl_run_opts {
     pl_pos device_pos;
     uint64_t seed; /* default 0 */
     pl_pos seed_pos;
+    /* GPU executor: per-stage completion marks in the graphs, so a device fault names its stage
+     * for certain (they cost copy/compute overlap: runtime/exec/gpu/pl_gpu_capture.c); default
+     * false. `pipectl run --fault-marks` sets it. */
+    bool fault_marks;
+    /* GPU executor: while host stages gate a launch, the issue loop polls the device (default)
+     * or sleeps until a device completion wakes it (runtime/exec/gpu/pl_gpu_launch.c). */
+    pl_gpu_wait gpu_wait;
 } pl_run_opts;
 
 typedef struct pl_arena pl_arena;

@@ -361,6 +361,190 @@ static pl_status pl__bench_host_step(const pl__bench_opts *o, uint64_t bytes, in
     return PL_OK;
 }
 
+/* The copy engines and the busy kernel alone, at each size: the figures every bound below is
+ * made of (ct, busy_ns). */
+static pl_status pl__bench_stages(const pl__bench_opts *o, const uint64_t sizes[2],
+                                  pl_gpu_copy_times ct[2], double busy_ns[2], pl_error *err)
+{
+    printf("== stages alone (pinned memory, best of %d) ==\n", 10);
+    printf("%-10s %10s %10s %10s %10s %12s %12s\n", "size", "h2d_us", "d2h_us", "both_us",
+           "busy_us", "h2d_GB/s", "both_GB/s");
+    for (int i = 0; i < 2; i++) {
+        PL_CHECK(pl_gpu_measure_copies(o->device, sizes[i], 10, &ct[i], err));
+        PL_CHECK(pl_gpu_measure_busy(o->device, ct[i].h2d_ns / 1e3, 10, &busy_ns[i], err));
+        printf("%-10s %10.1f %10.1f %10.1f %10.1f %12.2f %12.2f\n", i == 0 ? "64 MiB" : "4 MiB",
+               ct[i].h2d_ns / 1e3, ct[i].d2h_ns / 1e3, ct[i].both_ns / 1e3, busy_ns[i] / 1e3,
+               (double)sizes[i] / ct[i].h2d_ns, 2.0 * (double)sizes[i] / ct[i].both_ns);
+    }
+    printf("\n");
+    return PL_OK;
+}
+
+/* The balanced pipeline at one size (`size` names it): sequential, plain launches and graphs at
+ * several depths and timing modes against the bound and the hand-written baseline, then bare
+ * replays of per-slot graphs and of one graph holding several batches. */
+static pl_status pl__bench_balanced(const pl__bench_opts *o, uint64_t bytes, const char *size,
+                                    const pl_gpu_copy_times *ct, double busy_ns, pl_error *err)
+{
+    double U = ct->h2d_ns, D = ct->d2h_ns, UD = ct->both_ns, K = busy_ns;
+    double busy_us = U / 1e3;
+    double per = U;
+    if (K > per) per = K;
+    if (D > per) per = D;
+    if (UD > per) per = UD;
+    double bound = U + K + D + (double)(o->batches - 1) * per;
+    double seq_bound = (double)o->batches * (U + K + D);
+    printf("== balanced pipeline, %s per batch, %lld batches, busy %.1f us ==\n", size,
+           (long long)o->batches, busy_us);
+    printf("bound: first batch %.1f us, then %.1f us per batch = %.3f ms\n", (U + K + D) / 1e3,
+           per / 1e3, bound / 1e6);
+    printf("%-18s %10s %12s %9s %9s %12s %9s\n", "config", "total_ms", "per_batch_us", "of_bound",
+           "speedup", "baseline_ms", "vs_base");
+    /* Graphs rows without a suffix use the default timing (1 batch in 16 timed); "all"
+     * times every batch, "off" none. --no-graph times every batch. */
+    struct {
+        const char *name;
+        int depth;
+        bool graphs;
+        int timing;
+    } cfgs[] = {{"sequential d1", 1, true, PL__T_SAMPLE}, {"no-graph d2", 2, false, PL__T_ALL},
+                {"no-graph d3", 3, false, PL__T_ALL},     {"no-graph d4", 4, false, PL__T_ALL},
+                {"graphs d2", 2, true, PL__T_SAMPLE},     {"graphs d3", 3, true, PL__T_SAMPLE},
+                {"graphs d4", 4, true, PL__T_SAMPLE},     {"graphs d3 all", 3, true, PL__T_ALL},
+                {"graphs d4 all", 4, true, PL__T_ALL},    {"graphs d3 off", 3, true, PL__T_OFF},
+                {"graphs d4 off", 4, true, PL__T_OFF}};
+    double seq = 0, best_pct = 0, base_by_depth[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    int best_depth = 0;
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        if (o->quick && c != 0 && c != 2 && c < 5) continue;
+        double t;
+        PL_CHECK(pl__bench_best(bytes, 0, busy_us, o->batches, cfgs[c].depth, cfgs[c].graphs,
+                                cfgs[c].timing, o, &t, err));
+        if (c == 0) seq = t;
+        /* The baseline depends on the buffer count only: run it once per count. */
+        int d = cfgs[c].depth;
+        if (!o->quick && base_by_depth[d] < 0)
+            base_by_depth[d] = pl__run_baseline(o, bytes, o->batches, d, busy_us);
+        double base = base_by_depth[d];
+        char bs[32] = "n/a", vs[32] = "n/a";
+        if (base > 0) {
+            snprintf(bs, sizeof bs, "%.3f", base / 1e6);
+            snprintf(vs, sizeof vs, "%.3f", base / t);
+        }
+        double pct = 100.0 * bound / t;
+        printf("%-18s %10.3f %12.1f %8.1f%% %8.2fx %12s %9s\n", cfgs[c].name, t / 1e6,
+               t / 1e3 / (double)o->batches, pct, seq / t, bs, vs);
+        if (cfgs[c].graphs && cfgs[c].timing == PL__T_SAMPLE && cfgs[c].depth > 1 &&
+            pct > best_pct) {
+            best_pct = pct;
+            best_depth = cfgs[c].depth;
+        }
+    }
+    /* N per-slot graphs or one graph holding N slots (timing off, nothing on the host):
+     * the per-slot graphs of depth 4 replayed in a loop, one graph of 4 batches launched
+     * batches/4 times, one graph of the whole run launched once. */
+    const struct {
+        const char *name;
+        int per_graph;
+    } replays[] = {{"loop d4 off", 0}, {"1graph x4 off", 4}, {"1graph x64 off", 0}};
+    for (size_t c = 0; c < sizeof replays / sizeof replays[0]; c++) {
+        int per_graph = c == 2 ? (int)o->batches : replays[c].per_graph;
+        double t;
+        if (pl__bench_replay(bytes, 0, busy_us, o->batches, 4, per_graph, 8, o, &t, err) != PL_OK) {
+            /* A capture the driver refuses should not cost the rest of the bench. */
+            printf("%-18s n/a: %s\n", replays[c].name, err->msg);
+            continue;
+        }
+        if (!o->quick && base_by_depth[4] < 0)
+            base_by_depth[4] = pl__run_baseline(o, bytes, o->batches, 4, busy_us);
+        double base = base_by_depth[4];
+        char bs[32] = "n/a", vs[32] = "n/a";
+        if (base > 0) {
+            snprintf(bs, sizeof bs, "%.3f", base / 1e6);
+            snprintf(vs, sizeof vs, "%.3f", base / t);
+        }
+        printf("%-18s %10.3f %12.1f %8.1f%% %8.2fx %12s %9s\n", replays[c].name, t / 1e6,
+               t / 1e3 / (double)o->batches, 100.0 * bound / t, seq / t, bs, vs);
+    }
+    printf("sequential bound %.3f ms; best graphs depth (default timing) %d at %.1f%% of the "
+           "bound (vs_base = baseline time / pipectl time, >= 1 means pipectl is not "
+           "slower)\n\n",
+           seq_bound / 1e6, best_depth, best_pct);
+    return PL_OK;
+}
+
+/* Small batches (64 KiB, a chain of scale kernels): graphs, plain launches and a bare replay
+ * loop in each timing mode, then per-slot graphs against one graph holding them. */
+static pl_status pl__bench_small(const pl__bench_opts *o, pl_error *err)
+{
+    const uint64_t bytes = 64 << 10;
+    const int kernels = 10, depth = o->small_depth;
+    const double n = (double)o->small_batches;
+    printf("== small batches: 64 KiB, upload -> %d scale kernels -> download, depth %d, %lld "
+           "batches ==\n",
+           kernels, depth, (long long)o->small_batches);
+    printf("%-16s %11s %13s %14s %16s %12s\n", "timing", "graphs_us", "no-graph_us", "bare_loop_us",
+           "graphs/no-graph", "graphs/bare");
+    const struct {
+        const char *name;
+        int timing;
+    } modes[3] = {{"sample (1/16)", PL__T_SAMPLE}, {"all", PL__T_ALL}, {"off", PL__T_OFF}};
+    for (int m = 0; m < 3; m++) {
+        double tg, tn, tr = 0;
+        pl_status st = pl__bench_best(bytes, kernels, 0, o->small_batches, depth, true,
+                                      modes[m].timing, o, &tg, err);
+        if (st == PL_OK)
+            st = pl__bench_best(bytes, kernels, 0, o->small_batches, depth, false, modes[m].timing,
+                                o, &tn, err);
+        if (st == PL_OK) {
+            pl_spec *spec = NULL;
+            pl_plan *plan = NULL;
+            st = pl__bench_plan(bytes, kernels, 0, o->small_batches, depth, o->device, &spec, &plan,
+                                err);
+            double best = 1e300;
+            for (int r = 0; r < o->reps && st == PL_OK; r++) {
+                double ns = 0;
+                st = pl_gpu_replay_loop(plan, modes[m].timing, 64, o->small_batches, &ns, err);
+                if (st == PL_OK && ns < best) best = ns;
+            }
+            pl_plan_free(plan);
+            pl_spec_free(spec);
+            tr = best * n;
+        }
+        if (st != PL_OK) return st;
+        printf("%-16s %11.2f %13.2f %14.2f %15.2fx %12.3f\n", modes[m].name, tg / n / 1e3,
+               tn / n / 1e3, tr / n / 1e3, tn / tg, tg / tr);
+    }
+    printf("(no-graph times every batch unless timing is off; bare_loop: cudaGraphLaunch of "
+           "the same graphs in a loop, nothing else on the host; graphs/bare <= 1.05 is the "
+           "target)\n\n");
+    /* N per-slot graphs or one graph holding N slots, timing off: bare replays only. */
+    printf("== small batches: %d per-slot graphs or one graph holding them (timing off, bare "
+           "replays) ==\n",
+           depth);
+    printf("%-16s %14s %14s %14s %12s %12s\n", "", "per-slot_us", "1graph_xN_us", "1graph_x64_us",
+           "xN/per-slot", "x64/per-slot");
+    double tl = 0, t1 = 0, t64 = 0;
+    pl_status st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, 0, 64, o, &tl, err);
+    if (st == PL_OK)
+        st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, depth, 64, o, &t1, err);
+    if (st == PL_OK)
+        st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, 64, 64, o, &t64, err);
+    if (st != PL_OK) {
+        printf("n/a: %s\n\n", err->msg);
+    } else {
+        char nm[16];
+        snprintf(nm, sizeof nm, "N = %d", depth);
+        printf("%-16s %14.2f %14.2f %14.2f %12.3f %12.3f\n", nm, tl / n / 1e3, t1 / n / 1e3,
+               t64 / n / 1e3, t1 / tl, t64 / tl);
+        printf("(per-slot: the executor's %d lean graphs launched round-robin, one stream "
+               "each; 1graph: one graph of N or 64 consecutive batches launched again and "
+               "again on one stream; < 1 means one graph is faster)\n\n",
+               depth);
+    }
+    return PL_OK;
+}
+
 static int pl__bench_main(const pl__bench_opts *o)
 {
     pl_error err = {0};
@@ -372,188 +556,20 @@ static int pl__bench_main(const pl__bench_opts *o)
            o->graph_mode == PL_GRAPHS_AUTO    ? "auto (per pipeline)"
            : o->graph_mode == PL_GRAPHS_STAGE ? "stage"
                                               : "segment");
-
-    printf("== stages alone (pinned memory, best of %d) ==\n", 10);
-    printf("%-10s %10s %10s %10s %10s %12s %12s\n", "size", "h2d_us", "d2h_us", "both_us",
-           "busy_us", "h2d_GB/s", "both_GB/s");
     pl_gpu_copy_times ct[2];
     double busy_ns[2];
-    for (int i = 0; i < 2; i++) {
-        PL_CHECK_GOTO(pl_gpu_measure_copies(o->device, sizes[i], 10, &ct[i], &err), st, fail);
-        PL_CHECK_GOTO(pl_gpu_measure_busy(o->device, ct[i].h2d_ns / 1e3, 10, &busy_ns[i], &err), st,
-                      fail);
-        printf("%-10s %10.1f %10.1f %10.1f %10.1f %12.2f %12.2f\n", i == 0 ? "64 MiB" : "4 MiB",
-               ct[i].h2d_ns / 1e3, ct[i].d2h_ns / 1e3, ct[i].both_ns / 1e3, busy_ns[i] / 1e3,
-               (double)sizes[i] / ct[i].h2d_ns, 2.0 * (double)sizes[i] / ct[i].both_ns);
-    }
-    printf("\n");
-
+    PL_CHECK_GOTO(pl__bench_stages(o, sizes, ct, busy_ns, &err), st, fail);
     if (!o->small_only) {
         printf("== host step between device steps (pipelines/host_step.yaml as a benchmark: "
                "kernel -> d2h -> lua -> h2d -> kernel), 4 MiB per buffer ==\n");
         st = pl__bench_host_step(o, sizes[1], o->quick ? 64 : 256, 4, &ct[1], &err);
         if (st != PL_OK) printf("n/a: %s\n\n", err.msg);
     }
-
-    for (int i = 0; i < (o->small_only ? 0 : o->quick ? 1 : 2); i++) {
-        uint64_t bytes = sizes[i];
-        double U = ct[i].h2d_ns, D = ct[i].d2h_ns, UD = ct[i].both_ns, K = busy_ns[i];
-        double busy_us = U / 1e3;
-        double per = U;
-        if (K > per) per = K;
-        if (D > per) per = D;
-        if (UD > per) per = UD;
-        double bound = U + K + D + (double)(o->batches - 1) * per;
-        double seq_bound = (double)o->batches * (U + K + D);
-        printf("== balanced pipeline, %s per batch, %lld batches, busy %.1f us ==\n",
-               i == 0 ? "64 MiB" : "4 MiB", (long long)o->batches, busy_us);
-        printf("bound: first batch %.1f us, then %.1f us per batch = %.3f ms\n", (U + K + D) / 1e3,
-               per / 1e3, bound / 1e6);
-        printf("%-18s %10s %12s %9s %9s %12s %9s\n", "config", "total_ms", "per_batch_us",
-               "of_bound", "speedup", "baseline_ms", "vs_base");
-        /* Graphs rows without a suffix use the default timing (1 batch in 16 timed); "all"
-         * times every batch, "off" none. --no-graph times every batch. */
-        struct {
-            const char *name;
-            int depth;
-            bool graphs;
-            int timing;
-        } cfgs[] = {{"sequential d1", 1, true, PL__T_SAMPLE}, {"no-graph d2", 2, false, PL__T_ALL},
-                    {"no-graph d3", 3, false, PL__T_ALL},     {"no-graph d4", 4, false, PL__T_ALL},
-                    {"graphs d2", 2, true, PL__T_SAMPLE},     {"graphs d3", 3, true, PL__T_SAMPLE},
-                    {"graphs d4", 4, true, PL__T_SAMPLE},     {"graphs d3 all", 3, true, PL__T_ALL},
-                    {"graphs d4 all", 4, true, PL__T_ALL},    {"graphs d3 off", 3, true, PL__T_OFF},
-                    {"graphs d4 off", 4, true, PL__T_OFF}};
-        double seq = 0, best_pct = 0, base_by_depth[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
-        int best_depth = 0;
-        for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
-            if (o->quick && c != 0 && c != 2 && c < 5) continue;
-            double t;
-            st = pl__bench_best(bytes, 0, busy_us, o->batches, cfgs[c].depth, cfgs[c].graphs,
-                                cfgs[c].timing, o, &t, &err);
-            if (st != PL_OK) goto fail;
-            if (c == 0) seq = t;
-            /* The baseline depends on the buffer count only: run it once per count. */
-            int d = cfgs[c].depth;
-            if (!o->quick && base_by_depth[d] < 0)
-                base_by_depth[d] = pl__run_baseline(o, bytes, o->batches, d, busy_us);
-            double base = base_by_depth[d];
-            char bs[32] = "n/a", vs[32] = "n/a";
-            if (base > 0) {
-                snprintf(bs, sizeof bs, "%.3f", base / 1e6);
-                snprintf(vs, sizeof vs, "%.3f", base / t);
-            }
-            double pct = 100.0 * bound / t;
-            printf("%-18s %10.3f %12.1f %8.1f%% %8.2fx %12s %9s\n", cfgs[c].name, t / 1e6,
-                   t / 1e3 / (double)o->batches, pct, seq / t, bs, vs);
-            if (cfgs[c].graphs && cfgs[c].timing == PL__T_SAMPLE && cfgs[c].depth > 1 &&
-                pct > best_pct) {
-                best_pct = pct;
-                best_depth = cfgs[c].depth;
-            }
-        }
-        /* N per-slot graphs or one graph holding N slots (timing off, nothing on the host):
-         * the per-slot graphs of depth 4 replayed in a loop, one graph of 4 batches launched
-         * batches/4 times, one graph of the whole run launched once. */
-        const struct {
-            const char *name;
-            int per_graph;
-        } replays[] = {{"loop d4 off", 0}, {"1graph x4 off", 4}, {"1graph x64 off", 0}};
-        for (size_t c = 0; c < sizeof replays / sizeof replays[0]; c++) {
-            int per_graph = c == 2 ? (int)o->batches : replays[c].per_graph;
-            double t;
-            st = pl__bench_replay(bytes, 0, busy_us, o->batches, 4, per_graph, 8, o, &t, &err);
-            if (st != PL_OK) {
-                /* A capture the driver refuses should not cost the rest of the bench. */
-                printf("%-18s n/a: %s\n", replays[c].name, err.msg);
-                continue;
-            }
-            if (!o->quick && base_by_depth[4] < 0)
-                base_by_depth[4] = pl__run_baseline(o, bytes, o->batches, 4, busy_us);
-            double base = base_by_depth[4];
-            char bs[32] = "n/a", vs[32] = "n/a";
-            if (base > 0) {
-                snprintf(bs, sizeof bs, "%.3f", base / 1e6);
-                snprintf(vs, sizeof vs, "%.3f", base / t);
-            }
-            printf("%-18s %10.3f %12.1f %8.1f%% %8.2fx %12s %9s\n", replays[c].name, t / 1e6,
-                   t / 1e3 / (double)o->batches, 100.0 * bound / t, seq / t, bs, vs);
-        }
-        printf("sequential bound %.3f ms; best graphs depth (default timing) %d at %.1f%% of the "
-               "bound (vs_base = baseline time / pipectl time, >= 1 means pipectl is not "
-               "slower)\n\n",
-               seq_bound / 1e6, best_depth, best_pct);
-    }
-
-    {
-        const uint64_t bytes = 64 << 10;
-        const int kernels = 10, depth = o->small_depth;
-        const double n = (double)o->small_batches;
-        printf("== small batches: 64 KiB, upload -> %d scale kernels -> download, depth %d, %lld "
-               "batches ==\n",
-               kernels, depth, (long long)o->small_batches);
-        printf("%-16s %11s %13s %14s %16s %12s\n", "timing", "graphs_us", "no-graph_us",
-               "bare_loop_us", "graphs/no-graph", "graphs/bare");
-        const struct {
-            const char *name;
-            int timing;
-        } modes[3] = {{"sample (1/16)", PL__T_SAMPLE}, {"all", PL__T_ALL}, {"off", PL__T_OFF}};
-        for (int m = 0; m < 3; m++) {
-            double tg, tn, tr = 0;
-            st = pl__bench_best(bytes, kernels, 0, o->small_batches, depth, true, modes[m].timing,
-                                o, &tg, &err);
-            if (st == PL_OK)
-                st = pl__bench_best(bytes, kernels, 0, o->small_batches, depth, false,
-                                    modes[m].timing, o, &tn, &err);
-            if (st == PL_OK) {
-                pl_spec *spec = NULL;
-                pl_plan *plan = NULL;
-                st = pl__bench_plan(bytes, kernels, 0, o->small_batches, depth, o->device, &spec,
-                                    &plan, &err);
-                double best = 1e300;
-                for (int r = 0; r < o->reps && st == PL_OK; r++) {
-                    double ns = 0;
-                    st = pl_gpu_replay_loop(plan, modes[m].timing, 64, o->small_batches, &ns, &err);
-                    if (st == PL_OK && ns < best) best = ns;
-                }
-                pl_plan_free(plan);
-                pl_spec_free(spec);
-                tr = best * n;
-            }
-            if (st != PL_OK) goto fail;
-            printf("%-16s %11.2f %13.2f %14.2f %15.2fx %12.3f\n", modes[m].name, tg / n / 1e3,
-                   tn / n / 1e3, tr / n / 1e3, tn / tg, tg / tr);
-        }
-        printf("(no-graph times every batch unless timing is off; bare_loop: cudaGraphLaunch of "
-               "the same graphs in a loop, nothing else on the host; graphs/bare <= 1.05 is the "
-               "target)\n\n");
-        /* N per-slot graphs or one graph holding N slots, timing off: bare replays only. */
-        printf("== small batches: %d per-slot graphs or one graph holding them (timing off, bare "
-               "replays) ==\n",
-               depth);
-        printf("%-16s %14s %14s %14s %12s %12s\n", "", "per-slot_us", "1graph_xN_us",
-               "1graph_x64_us", "xN/per-slot", "x64/per-slot");
-        double tl = 0, t1 = 0, t64 = 0;
-        st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, 0, 64, o, &tl, &err);
-        if (st == PL_OK)
-            st = pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, depth, 64, o, &t1,
-                                  &err);
-        if (st == PL_OK)
-            st =
-                pl__bench_replay(bytes, kernels, 0, o->small_batches, depth, 64, 64, o, &t64, &err);
-        if (st != PL_OK) {
-            printf("n/a: %s\n\n", err.msg);
-        } else {
-            char nm[16];
-            snprintf(nm, sizeof nm, "N = %d", depth);
-            printf("%-16s %14.2f %14.2f %14.2f %12.3f %12.3f\n", nm, tl / n / 1e3, t1 / n / 1e3,
-                   t64 / n / 1e3, t1 / tl, t64 / tl);
-            printf("(per-slot: the executor's %d lean graphs launched round-robin, one stream "
-                   "each; 1graph: one graph of N or 64 consecutive batches launched again and "
-                   "again on one stream; < 1 means one graph is faster)\n\n",
-                   depth);
-        }
-    }
+    for (int i = 0; i < (o->small_only ? 0 : o->quick ? 1 : 2); i++)
+        PL_CHECK_GOTO(
+            pl__bench_balanced(o, sizes[i], i == 0 ? "64 MiB" : "4 MiB", &ct[i], busy_ns[i], &err),
+            st, fail);
+    PL_CHECK_GOTO(pl__bench_small(o, &err), st, fail);
     return 0;
 fail:
     fflush(stdout);

@@ -46,6 +46,7 @@ enum {
     PL__O_VERBOSE,
     PL__O_ARCH,
     PL__O_CAPTURE,
+    PL__O_FAULT_MARKS,
 };
 
 const pl_cli_opt pl_cli_run_opts[] = {
@@ -62,8 +63,7 @@ const pl_cli_opt pl_cli_run_opts[] = {
      PL__O_NO_GRAPH},
     {"timing", 0, "T", "sample|all|off",
      "gpu: device stage times: sample (default: one batch in 16, mid-period), all (every "
-     "batch; slower with CUDA Graphs) or off; PIPECTL_GPU_SPANS=0 in the environment also "
-     "means off",
+     "batch; slower with CUDA Graphs) or off",
      PL__O_TIMING},
     {"trace", 0, "FILE", NULL,
      "write the timeline as Chrome trace JSON (Perfetto, chrome://tracing); a long run's "
@@ -86,6 +86,10 @@ const pl_cli_opt pl_cli_run_opts[] = {
     {"arch", 0, "SM", NULL,
      "check user kernels for SM (sm_90); on a GPU they are built for the device's own arch",
      PL__O_ARCH},
+    {"fault-marks", 0, NULL, NULL,
+     "gpu: per-stage completion marks in the graphs, so a device fault names its stage for "
+     "certain (slower; as run.fault_marks: true)",
+     PL__O_FAULT_MARKS},
     {"capture", 0, "DIR", NULL,
      "write a bundle of the run ('pipectl capture --reps 1 -o DIR'; with the options capture "
      "takes: --batches, --depth, --executor, --graphs, --no-graph, --timing, --workers, --quiet)",
@@ -117,28 +121,36 @@ static void pl__on_depth(void *user, const pl_depth_choice *c)
     fprintf(stderr, "%s\n", c->why);
 }
 
-int pl_cmd_run(int argc, char **argv)
-{
-    const pl_cmd *cmd = pl_cmd_find("run", NULL);
-    const char *file = NULL, *fail_at = NULL, *trace = NULL;
-    int64_t batches = -1, depth = 0, workers = 0;
-    int timing = 16; /* pl_run_cfg.timing_period: --timing sample */
-    bool json = false, quiet = false;
+/* What the options of `pipectl run` asked for. */
+typedef struct pl__run_args {
+    const char *file, *fail_at, *trace, *capture;
+    int64_t batches, depth, workers; /* batches -1, depth 0, workers 0: as the pipeline says */
+    int timing;                      /* pl_run_cfg.timing_period */
+    bool json, quiet, verbose, fault_marks;
     pl_run_cfg gcfg; /* --graphs / --no-graph */
-    pl_run_cfg_init(&gcfg);
-    pl_progress_mode progress = PL_PROGRESS_AUTO;
-    pl_exec_kind exec = PL_EXEC_AUTO;
-    static const int timings[] = {16, 0, -1}; /* sample, all, off */
-    bool verbose = false;
-    const char *capture = NULL;
+    pl_progress_mode progress;
+    pl_exec_kind exec;
     /* --capture DIR: the run is a one-run capture; the options capture takes are passed on as
      * given (cav), the others cannot go with it. */
     char *cav[64];
-    int ncav = 0;
-    const char *not_capture = NULL;
-    cav[ncav++] = "capture";
-    cav[ncav++] = "--reps";
-    cav[ncav++] = "1";
+    int ncav;
+    const char *not_capture;
+} pl__run_args;
+
+/* Parses the options and the file into *r. Returns -1 to go on, else the exit code (0 after
+ * --help, 2 after a usage error). */
+static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args *r)
+{
+    memset(r, 0, sizeof *r);
+    r->batches = -1;
+    r->timing = 16; /* --timing sample */
+    pl_run_cfg_init(&r->gcfg);
+    r->progress = PL_PROGRESS_AUTO;
+    r->exec = PL_EXEC_AUTO;
+    static const int timings[] = {16, 0, -1}; /* sample, all, off */
+    r->cav[r->ncav++] = "capture";
+    r->cav[r->ncav++] = "--reps";
+    r->cav[r->ncav++] = "1";
     pl_cli_args a;
     pl_cli_args_init(&a, cmd, argc, argv);
     const char *v;
@@ -148,63 +160,63 @@ int pl_cmd_run(int argc, char **argv)
         for (const pl_cli_opt *p = pl_cli_run_opts; p->name; p++)
             if (p->id == id) o = p;
         if (id == PL__O_TRACE || id == PL__O_JSON || id == PL__O_PROGRESS || id == PL__O_FAIL_AT ||
-            id == PL__O_VERBOSE || id == PL__O_ARCH) {
-            if (!not_capture) not_capture = o->name;
+            id == PL__O_VERBOSE || id == PL__O_ARCH || id == PL__O_FAULT_MARKS) {
+            if (!r->not_capture) r->not_capture = o->name;
         } else if (id != PL__O_CAPTURE) {
-            if (ncav + 2 > 56)
+            if (r->ncav + 2 > 56)
                 return pl_cli_usage_error(cmd, "too many options to pass on with --capture");
             /* "--name" of each option, once (the argv strings stay for its value) */
             static char names[PL_CLI_MAX_OPTS][32];
             int k2 = (int)(o - pl_cli_run_opts);
             snprintf(names[k2], sizeof names[k2], "--%s", o->name);
-            cav[ncav++] = names[k2];
-            if (v) cav[ncav++] = (char *)v;
+            r->cav[r->ncav++] = names[k2];
+            if (v) r->cav[r->ncav++] = (char *)v;
         }
         switch (id) {
         case PL__O_BATCHES:
             if (strcmp(v, "all") == 0)
-                batches = 0; /* until the first source file ends */
-            else if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &batches))
+                r->batches = 0; /* until the first source file ends */
+            else if (pl_cli_int(cmd, id, v, 1, PL_MAX_BATCHES, &r->batches))
                 return 2;
             break;
         case PL__O_DEPTH:
-            if (pl_cli_depth(cmd, id, v, &depth)) return 2;
+            if (pl_cli_depth(cmd, id, v, &r->depth)) return 2;
             break;
         case PL__O_WORKERS:
-            if (pl_cli_int(cmd, id, v, 1, 64, &workers)) return 2;
+            if (pl_cli_int(cmd, id, v, 1, 64, &r->workers)) return 2;
             break;
         case PL__O_EXECUTOR:
             if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
-            exec = k == 0 ? PL_EXEC_AUTO : k == 1 ? PL_EXEC_HOST : PL_EXEC_GPU;
+            r->exec = k == 0 ? PL_EXEC_AUTO : k == 1 ? PL_EXEC_HOST : PL_EXEC_GPU;
             break;
         case PL__O_TIMING:
             if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
-            timing = timings[k];
+            r->timing = timings[k];
             break;
         case PL__O_PROGRESS:
             if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
-            progress = (pl_progress_mode)k;
+            r->progress = (pl_progress_mode)k;
             break;
         case PL__O_FAIL_AT:
-            fail_at = v;
+            r->fail_at = v;
             break;
         case PL__O_TRACE:
-            trace = v;
+            r->trace = v;
             break;
         case PL__O_NO_GRAPH:
-            gcfg.use_graphs = false;
+            r->gcfg.use_graphs = false;
             break;
         case PL__O_GRAPHS:
-            if (pl_cli_graphs(cmd, id, v, &gcfg)) return 2;
+            if (pl_cli_graphs(cmd, id, v, &r->gcfg)) return 2;
             break;
         case PL__O_JSON:
-            json = true;
+            r->json = true;
             break;
         case PL__O_QUIET:
-            quiet = true;
+            r->quiet = true;
             break;
         case PL__O_VERBOSE:
-            verbose = true;
+            r->verbose = true;
             break;
         case PL__O_ARCH:
             if (!pl_cli_set_arch(v))
@@ -212,7 +224,10 @@ int pl_cmd_run(int argc, char **argv)
                                           v);
             break;
         case PL__O_CAPTURE:
-            capture = v;
+            r->capture = v;
+            break;
+        case PL__O_FAULT_MARKS:
+            r->fault_marks = true;
             break;
         }
     }
@@ -221,97 +236,105 @@ int pl_cmd_run(int argc, char **argv)
     if (a.n_operands > 1)
         return pl_cli_usage_error(
             cmd, "'pipectl run' takes one pipeline file; '%s' is a second one", a.operands[1]);
-    file = a.operands[0];
-    if (capture) {
-        if (not_capture)
-            return pl_cli_usage_error(cmd,
-                                      "--%s does not go with --capture (a capture takes the "
-                                      "options of 'pipectl capture')",
-                                      not_capture);
-        cav[ncav++] = "-o";
-        cav[ncav++] = (char *)capture;
-        cav[ncav++] = "--";
-        cav[ncav++] = (char *)file;
-        cav[ncav] = NULL;
-        return pl_cmd_capture(ncav, cav);
-    }
+    r->file = a.operands[0];
+    return -1;
+}
 
-    pl_error err;
-    pl_error_clear(&err);
-    pl_spec *spec = NULL;
-    pl_plan *plan = NULL;
-    pl_run_result res;
-    memset(&res, 0, sizeof res);
-    /* With --json every outcome prints one object on stdout: the summary once the run started,
-     * else an error object (docs/json.md); `reported` says one was printed. */
-    bool reported = false;
-    pl_status st = pl_load_checked(file, &spec, &err);
-    if (st != PL_OK) {
-        if (json) pl_json_print_error(stdout, "run", &err);
-        return pl_cli_fail(&err);
-    }
-    pl_cli_print_notes(spec, verbose);
-    if (batches >= 0) spec->run.batches_all = batches == 0;
-    if (batches > 0) spec->run.batches = batches;
-    if (depth > 0) {
-        spec->run.depth = (int)depth;
+/* `run --capture DIR FILE`: `capture --reps 1` with the options it takes, as given. */
+static int pl__run_capture(const pl_cmd *cmd, pl__run_args *r)
+{
+    if (r->not_capture)
+        return pl_cli_usage_error(cmd,
+                                  "--%s does not go with --capture (a capture takes the "
+                                  "options of 'pipectl capture')",
+                                  r->not_capture);
+    r->cav[r->ncav++] = "-o";
+    r->cav[r->ncav++] = (char *)r->capture;
+    r->cav[r->ncav++] = "--";
+    r->cav[r->ncav++] = (char *)r->file;
+    r->cav[r->ncav] = NULL;
+    return pl_cmd_capture(r->ncav, r->cav);
+}
+
+/* Loads and checks the pipeline (its compiler notes to stderr), applies the options that override
+ * its run: keys, checks the files the run will touch and compiles the plan. */
+static pl_status pl__run_load(const pl__run_args *r, pl_spec **spec_out, pl_plan **plan,
+                              pl_error *err)
+{
+    PL_CHECK(pl_load_checked(r->file, spec_out, err));
+    pl_spec *spec = *spec_out;
+    pl_cli_print_notes(spec, r->verbose);
+    if (r->batches >= 0) spec->run.batches_all = r->batches == 0;
+    if (r->batches > 0) spec->run.batches = r->batches;
+    if (r->depth > 0) {
+        spec->run.depth = (int)r->depth;
         spec->run.depth_auto = false;
-    } else if (depth == PL_DEPTH_AUTO) {
+    } else if (r->depth == PL_DEPTH_AUTO) {
         spec->run.depth_auto = true;
     }
-    int rc = 0;
+    if (r->fault_marks) spec->run.fault_marks = true;
     /* `batches: all`: counted from the source files now; then the files, for the batches this
      * run will issue, before anything opens (exit 2). */
-    PL_CHECK_GOTO(pl_spec_resolve_batches(spec, &err), st, fail);
-    PL_CHECK_GOTO(pl_spec_check_files(spec, spec->run.batches, NULL, &err), st, fail);
-    PL_CHECK_GOTO(pl_plan_compile(spec, &plan, &err), st, fail);
+    PL_CHECK(pl_spec_resolve_batches(spec, err));
+    PL_CHECK(pl_spec_check_files(spec, spec->run.batches, NULL, err));
+    return pl_plan_compile(spec, plan, err);
+}
 
-    pl_run_cfg cfg;
-    pl_run_cfg_init(&cfg);
-    cfg.executor = exec;
-    cfg.use_graphs = gcfg.use_graphs;
-    cfg.graph_mode = gcfg.graph_mode;
-    cfg.workers = (int)workers;
-    cfg.timing_period = timing;
-    cfg.trace_batches = trace ? pl_trace_batches_for(plan) : 0;
-    cfg.stop = &pl__stop;
-    pl_progress prog;
+/* The run's configuration: the options, the progress line (prog) and what depth: auto says (say)
+ * wired in, --fail-at resolved to a stage. Returns -1 to go on, else the exit code of a usage
+ * error (printed; with --json the error object too, and err holds it). */
+static int pl__run_config(const pl_cmd *cmd, const pl__run_args *r, const pl_spec *spec,
+                          const pl_plan *plan, pl_run_cfg *cfg, pl_progress *prog,
+                          pl__depth_say *say, pl_error *err)
+{
+    pl_run_cfg_init(cfg);
+    cfg->executor = r->exec;
+    cfg->use_graphs = r->gcfg.use_graphs;
+    cfg->graph_mode = r->gcfg.graph_mode;
+    cfg->workers = (int)r->workers;
+    cfg->timing_period = r->timing;
+    cfg->trace_batches = r->trace ? pl_trace_batches_for(plan) : 0;
+    cfg->stop = &pl__stop;
     uint64_t bytes_in, bytes_out;
     pl_report_flow(spec, &bytes_in, &bytes_out);
     /* bytes/s of what the sources bring in, else of what the sinks take out */
-    pl_progress_init(&prog, progress, quiet || json, bytes_in ? bytes_in : bytes_out, stderr);
-    cfg.on_batch = pl_progress_update;
-    cfg.user = &prog;
-    pl__depth_say say = {&prog, quiet};
-    cfg.on_depth = pl__on_depth;
-    cfg.depth_user = &say;
-    if (fail_at) {
-        const char *colon = strrchr(fail_at, ':');
-        char name[PL_MAX_NAME + 1];
-        int64_t fb;
-        size_t n = colon ? (size_t)(colon - fail_at) : 0;
-        if (!colon || n == 0 || n > PL_MAX_NAME || !pl__parse_i64(colon + 1, 0, INT64_MAX, &fb)) {
-            rc = pl_cli_usage_error(cmd, "--fail-at needs STAGE:BATCH, got '%s'", fail_at);
-            pl_error_set(&err, PL_EINPUT, "error: --fail-at needs STAGE:BATCH, got '%s'", fail_at);
-            if (json) pl_json_print_error(stdout, "run", &err);
-            goto out;
-        }
-        memcpy(name, fail_at, n);
-        name[n] = '\0';
-        cfg.fail_stage = pl_spec_find_stage(spec, name);
-        cfg.fail_batch = fb;
-        if (cfg.fail_stage < 0) {
-            rc = pl_cli_usage_error(cmd, "--fail-at: no stage named '%s'", name);
-            pl_error_set(&err, PL_EINPUT, "error: --fail-at: no stage named '%s'", name);
-            if (json) pl_json_print_error(stdout, "run", &err);
-            goto out;
-        }
+    pl_progress_init(prog, r->progress, r->quiet || r->json, bytes_in ? bytes_in : bytes_out,
+                     stderr);
+    cfg->on_batch = pl_progress_update;
+    cfg->user = prog;
+    *say = (pl__depth_say){prog, r->quiet};
+    cfg->on_depth = pl__on_depth;
+    cfg->depth_user = say;
+    if (!r->fail_at) return -1;
+    const char *fail_at = r->fail_at;
+    const char *colon = strrchr(fail_at, ':');
+    char name[PL_MAX_NAME + 1];
+    int64_t fb;
+    size_t n = colon ? (size_t)(colon - fail_at) : 0;
+    if (!colon || n == 0 || n > PL_MAX_NAME || !pl__parse_i64(colon + 1, 0, INT64_MAX, &fb)) {
+        int rc = pl_cli_usage_error(cmd, "--fail-at needs STAGE:BATCH, got '%s'", fail_at);
+        pl_error_set(err, PL_EINPUT, "error: --fail-at needs STAGE:BATCH, got '%s'", fail_at);
+        if (r->json) pl_json_print_error(stdout, "run", err);
+        return rc;
     }
+    memcpy(name, fail_at, n);
+    name[n] = '\0';
+    cfg->fail_stage = pl_spec_find_stage(spec, name);
+    cfg->fail_batch = fb;
+    if (cfg->fail_stage < 0) {
+        int rc = pl_cli_usage_error(cmd, "--fail-at: no stage named '%s'", name);
+        pl_error_set(err, PL_EINPUT, "error: --fail-at: no stage named '%s'", name);
+        if (r->json) pl_json_print_error(stdout, "run", err);
+        return rc;
+    }
+    return -1;
+}
 
-    char note[sizeof res.note];
-    cfg.executor = pl_exec_pick(plan, exec, note, sizeof note);
-    if (note[0]) fprintf(stderr, "%s\n", note); /* said before a long run, as it starts */
-
+/* pl_run with SIGINT, SIGTERM and SIGHUP stopping it cleanly and SIGPIPE ignored, the previous
+ * handlers restored after; a stop by a signal says which one. */
+static pl_status pl__run_with_signals(const pl_plan *plan, const pl_run_cfg *cfg,
+                                      pl_run_result *res, pl_error *err)
+{
     struct sigaction sa, old[PL__N_STOP_SIGNALS], ign, old_pipe;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = pl__on_signal;
@@ -329,59 +352,97 @@ int pl_cmd_run(int argc, char **argv)
     /* A sink writing to a pipe whose reader went away fails with EPIPE (an error naming it)
      * instead of the process dying with nothing finalized. */
     sigaction(SIGPIPE, &ign, &old_pipe);
-    st = pl_run(plan, &cfg, &res, &err);
+    pl_status st = pl_run(plan, cfg, res, err);
     for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
         sigaction(pl__stop_signals[i], &old[i], NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
-    pl_progress_clear(&prog);
     int stop_sig = pl__stop;
     /* Whoever noticed the stop first (the executor, a Lua call) reported it; say which signal. */
     if (st == PL_EINTR && stop_sig)
-        pl_error_set(&err, PL_EINTR, "error: interrupted (%s)",
+        pl_error_set(err, PL_EINTR, "error: interrupted (%s)",
                      stop_sig == SIGINT    ? "Ctrl-C"
                      : stop_sig == SIGTERM ? "SIGTERM"
                                            : "SIGHUP");
+    return st;
+}
 
-    /* The timeline of what completed is written also after an error or Ctrl-C. */
-    if (trace && res.executor) {
+/* After the run (st: how it ended): the timeline of what completed (also after an error or
+ * Ctrl-C), then the summary table or the JSON object (*reported: one was printed), and what
+ * stopped it. Returns st, or the trace's error when the run succeeded and the trace failed. */
+static pl_status pl__run_report(const pl__run_args *r, const pl_plan *plan, pl_run_result *res,
+                                pl_status st, pl_error *err, bool *reported)
+{
+    if (r->trace && res->executor) {
         pl_error te;
-        if (pl_trace_write(trace, plan, &res, &te) != PL_OK) {
+        if (pl_trace_write(r->trace, plan, res, &te) != PL_OK) {
             fprintf(stderr, "%s\n", te.msg);
             if (st == PL_OK) {
                 st = te.status;
-                err = te;
+                *err = te;
             }
-        } else if (!quiet && !json) {
+        } else if (!r->quiet && !r->json) {
             fprintf(stderr,
                     "timeline written to %s (open it in ui.perfetto.dev or "
                     "chrome://tracing)\n",
-                    trace);
-            if (pl_trace_batches(&res) < res.batches_done)
+                    r->trace);
+            if (pl_trace_batches(res) < res->batches_done)
                 fprintf(stderr,
                         "  it shows the first %lld of %lld batches: a trace keeps at most %lld "
                         "stage spans; the summary covers every batch\n",
-                        (long long)pl_trace_batches(&res), (long long)res.batches_done,
+                        (long long)pl_trace_batches(res), (long long)res->batches_done,
                         (long long)PL_TRACE_MAX_SPANS);
         }
     }
-    /* res.executor stays NULL when no executor started (e.g. no GPU): nothing ran to report.
+    /* res->executor stays NULL when no executor started (e.g. no GPU): nothing ran to report.
      * A sink writing to stdout (`to: -`) owns it: the summary goes to stderr then. */
     FILE *rep = stdout;
-    for (int i = 0; i < res.n_outputs; i++)
-        if (res.outputs[i].path && strcmp(res.outputs[i].path, "-") == 0) rep = stderr;
-    if (json) {
-        pl_report_json(rep, plan, &res, st, &err);
-        reported = true;
-    } else if (!quiet && res.executor)
-        pl_report_print(rep, plan, &res, st);
+    for (int i = 0; i < res->n_outputs; i++)
+        if (res->outputs[i].path && strcmp(res->outputs[i].path, "-") == 0) rep = stderr;
+    if (r->json) {
+        pl_report_json(rep, plan, res, st, err);
+        *reported = true;
+    } else if (!r->quiet && res->executor)
+        pl_report_print(rep, plan, res, st);
     fflush(stdout);
-    if (st != PL_OK) {
-        if (res.executor) pl_report_stopped(stderr, &res);
-        goto fail;
-    }
-    goto out;
+    if (st != PL_OK && res->executor) pl_report_stopped(stderr, res);
+    return st;
+}
+
+int pl_cmd_run(int argc, char **argv)
+{
+    const pl_cmd *cmd = pl_cmd_find("run", NULL);
+    pl__run_args r;
+    int rc = pl__run_parse(cmd, argc, argv, &r);
+    if (rc >= 0) return rc;
+    if (r.capture) return pl__run_capture(cmd, &r);
+
+    pl_error err;
+    pl_error_clear(&err);
+    pl_spec *spec = NULL;
+    pl_plan *plan = NULL;
+    pl_run_result res;
+    memset(&res, 0, sizeof res);
+    pl_run_cfg cfg;
+    pl_progress prog;
+    pl__depth_say say;
+    char note[sizeof res.note];
+    /* With --json every outcome prints one object on stdout: the summary once the run started,
+     * else an error object (docs/json.md); `reported` says one was printed. */
+    bool reported = false;
+    rc = 0;
+    pl_status st = pl__run_load(&r, &spec, &plan, &err);
+    if (st != PL_OK) goto fail;
+    rc = pl__run_config(cmd, &r, spec, plan, &cfg, &prog, &say, &err);
+    if (rc >= 0) goto out;
+    rc = 0;
+    cfg.executor = pl_exec_pick(plan, r.exec, note, sizeof note);
+    if (note[0]) fprintf(stderr, "%s\n", note); /* said before a long run, as it starts */
+    st = pl__run_with_signals(plan, &cfg, &res, &err);
+    pl_progress_clear(&prog);
+    st = pl__run_report(&r, plan, &res, st, &err, &reported);
+    if (st == PL_OK) goto out;
 fail:
-    if (json && !reported) pl_json_print_error(stdout, "run", &err);
+    if (r.json && !reported) pl_json_print_error(stdout, "run", &err);
     rc = pl_cli_fail(&err);
     if (st == PL_EINTR && pl__stop) rc = 128 + pl__stop;
 out:

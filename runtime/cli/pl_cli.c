@@ -15,43 +15,16 @@ const pl_cmd pl_cmds[] = {
      .usage = "pipectl run [options] FILE",
      .summary = "run a pipeline batch after batch",
      .opts = pl_cli_run_opts,
-     .notes =
-         "environment:\n"
-         "  PIPECTL_GPU_SPANS=0      no device timing (as --timing off)\n"
-         "  PIPECTL_GPU_RUNAHEAD=0   gpu: one graph per slot, relaunched only after the host "
-         "read\n"
-         "                           back its previous batch (slower; see docs/perf.md)\n"
-         "  PIPECTL_GPU_SLEEP=1      gpu: while host stages gate a launch, the issue loop sleeps "
-         "until\n"
-         "                           a device completion wakes it instead of polling every 20 us\n"
-         "                           (experimental: see docs/architecture.md)\n"
-         "  PIPECTL_FAULT_MARKS=1    gpu: per-stage completion marks in the graphs, to name "
-         "a\n"
-         "                           faulting stage for certain (slower)\n"
-         "  PIPECTL_NVTX=0           no NVTX ranges\n"
-         "  PIPECTL_LUA_INSTRUCTIONS, PIPECTL_LUA_MEMORY   limits of a pipeline.lua script\n"
-         "  PIPECTL_SEARCH_TILE=N    search: corpus rows per pool task (benchmarks; default "
-         "from n, d)\n"
-         "  PIPECTL_SEARCH_PROFILE=1 search: one line per batch on stderr: where the exact "
-         "search's\n"
-         "                           time went (sgemm, selection, merge, idle threads)\n"
-         "  OPENBLAS_CORETYPE=NAME   OpenBLAS's kernels, read when it loads: SkylakeX runs d "
-         "<= 448\n"
-         "                           in one pass where Cooperlake splits d > 320 (docs/perf.md);\n"
-         "                           unset, pipectl sets SkylakeX (AVX-512) or Haswell (AVX2)\n"
-         "                           where OpenBLAS fell back to older kernels, and starts again\n"
-         "  PIPECTL_FAISS_NATIVE=1   search: IVF-Flat indexes scanned by FAISS, not with BLAS\n"
-         "  PIPECTL_ARCH=sm_NN, XDG_CACHE_HOME   as for 'pipectl check'\n"
-         "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch "
-         "starts,\n"
-         "  a running Lua call is interrupted, every sink keeps the batches completed in "
-         "order\n"
-         "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the "
-         "signal\n"
-         "  number (130, 143, 129). A second signal of the same kind kills at once. SIGPIPE "
-         "is\n"
-         "  ignored during the run: a sink writing to a closed pipe fails with an error "
-         "instead.\n",
+     .notes = "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch "
+              "starts,\n"
+              "  a running Lua call is interrupted, every sink keeps the batches completed in "
+              "order\n"
+              "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the "
+              "signal\n"
+              "  number (130, 143, 129). A second signal of the same kind kills at once. SIGPIPE "
+              "is\n"
+              "  ignored during the run: a sink writing to a closed pipe fails with an error "
+              "instead.\n",
      .operands = "FILE",
      .fn = pl_cmd_run},
     {.name = "check",
@@ -63,12 +36,7 @@ const pl_cmd pl_cmds[] = {
               "then checks the files a run of run.batches batches would touch: inputs exist, are\n"
               "readable and hold the buffers' dtype, shape and enough whole batches; sink targets "
               "can\n"
-              "be written. Nothing is run or created. Exit 2 when anything is wrong.\n"
-              "environment:\n"
-              "  PIPECTL_ARCH=sm_NN       the SM user kernels are checked for (on a GPU: the "
-              "device's)\n"
-              "  XDG_CACHE_HOME           compiled kernels are cached in $XDG_CACHE_HOME/pipectl\n"
-              "                           (default ~/.cache/pipectl)\n",
+              "be written. Nothing is run or created. Exit 2 when anything is wrong.\n",
      .operands = "FILE...",
      .fn = pl_cmd_check},
     {.name = "capture",
@@ -109,7 +77,6 @@ const pl_cmd pl_cmds[] = {
      .usage = "pipectl bench [options]",
      .summary = "measure pipelines against the physical bound",
      .opts = pl_cli_bench_opts,
-     .notes = "environment: as for 'pipectl run'\n",
      .operands = "",
      .fn = pl_cmd_bench},
     {.name = "index",
@@ -150,6 +117,36 @@ const pl_cmd pl_cmds[] = {
      .operands = "",
      .fn = pl_cmd_gen,
      .hidden = true},
+    {0},
+};
+
+/* What pipectl reads from the environment: settings that hold before any pipeline exists (a
+ * pipeline.lua script's limits, the arch user kernels are checked for), process-wide switches
+ * (NVTX, OpenBLAS's kernels), and one test hook. Everything that changes what a run does is a run:
+ * key, a stage key or a flag instead. runtime/api/pipectl.h lists the same names; test_cli_doc.sh
+ * checks that every PIPECTL_ variable the sources read is here and there. */
+const pl_cli_env pl_cli_envs[] = {
+    {"PIPECTL_NVTX", "0", "run capture replay bench",
+     "no NVTX ranges (one domain, \"pipectl\"; in a build with NVTX they are on otherwise), as "
+     "NCCL_NVTX_DISABLE=1 for NCCL"},
+    {"PIPECTL_LUA_INSTRUCTIONS", "N", "run check plan capture",
+     "the instruction budget of a pipeline.lua script while it builds the pipeline (default "
+     "10^9; docs/lua.md)"},
+    {"PIPECTL_LUA_MEMORY", "BYTES", "run check plan capture",
+     "the memory cap of a pipeline.lua script while it builds the pipeline (default 256 MiB, at "
+     "least 256 KiB)"},
+    {"PIPECTL_ARCH", "sm_NN", "run check plan capture",
+     "the SM user kernels are checked for where no GPU is used (default sm_90; on a GPU they are "
+     "built for the device's own); --arch sets it"},
+    {"XDG_CACHE_HOME", "DIR", "run check plan capture",
+     "compiled user kernels are cached in $XDG_CACHE_HOME/pipectl (default ~/.cache/pipectl)"},
+    {"OPENBLAS_CORETYPE", "NAME", "run capture replay bench",
+     "OpenBLAS's kernels, read when it loads: SkylakeX runs d <= 448 in one pass where Cooperlake "
+     "splits d > 320 (docs/perf.md); unset, pipectl sets SkylakeX (AVX-512) or Haswell (AVX2) "
+     "where OpenBLAS fell back to older kernels, and starts again"},
+    {"PIPECTL_BLAS_PICKED", "NAME", "version",
+     "testing: stands for OpenBLAS's own pick of kernels, to check the fallback above without "
+     "such a CPU (tests/e2e/test_cli.sh)"},
     {0},
 };
 
@@ -213,6 +210,34 @@ const pl_cmd *pl_cmd_find(const char *name, pl_error *err)
     return NULL;
 }
 
+/* One line of --help: `left`, then `help` from column 25 (a longer left part gets its own line),
+ * wrapped at words to end by column 79. */
+static void pl__print_entry(FILE *out, const char *left, const char *help)
+{
+    if (strlen(left) > 23)
+        fprintf(out, "%s\n%25s", left, "");
+    else
+        fprintf(out, "%-25s", left);
+    const char *h = help;
+    int col = 25;
+    while (*h) {
+        size_t w = strcspn(h, " \n");
+        if (col > 25 && col + 1 + (int)w > 79) {
+            fprintf(out, "\n%25s", "");
+            col = 25;
+        } else if (col > 25) {
+            fputc(' ', out);
+            col++;
+        }
+        fprintf(out, "%.*s", (int)w, h);
+        col += (int)w;
+        h += w;
+        while (*h == ' ' || *h == '\n')
+            h++;
+    }
+    fputc('\n', out);
+}
+
 void pl_cli_print_opts(const pl_cmd *cmd, FILE *out)
 {
     for (const pl_cli_opt *o = cmd->opts; o && o->name; o++) {
@@ -220,30 +245,33 @@ void pl_cli_print_opts(const pl_cmd *cmd, FILE *out)
         int n = o->short_name ? snprintf(left, sizeof left, "  -%c, --%s", o->short_name, o->name)
                               : snprintf(left, sizeof left, "      --%s", o->name);
         if (o->arg) snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg);
-        /* The help column starts at 25 (a longer left part gets its own line), wrapped at words
-         * to end by column 79. */
-        if (strlen(left) > 23)
-            fprintf(out, "%s\n%25s", left, "");
-        else
-            fprintf(out, "%-25s", left);
-        const char *h = o->help;
-        int col = 25;
-        while (*h) {
-            size_t w = strcspn(h, " \n");
-            if (col > 25 && col + 1 + (int)w > 79) {
-                fprintf(out, "\n%25s", "");
-                col = 25;
-            } else if (col > 25) {
-                fputc(' ', out);
-                col++;
-            }
-            fprintf(out, "%.*s", (int)w, h);
-            col += (int)w;
-            h += w;
-            while (*h == ' ' || *h == '\n')
-                h++;
-        }
-        fputc('\n', out);
+        pl__print_entry(out, left, o->help);
+    }
+}
+
+bool pl_cli_env_for(const pl_cli_env *e, const pl_cmd *cmd)
+{
+    size_t n = strlen(cmd->name);
+    for (const char *p = e->commands; *p;) {
+        size_t w = strcspn(p, " ");
+        if (w == n && strncmp(p, cmd->name, n) == 0) return true;
+        p += w;
+        while (*p == ' ')
+            p++;
+    }
+    return false;
+}
+
+void pl_cli_print_environ(const pl_cmd *cmd, FILE *out)
+{
+    bool any = false;
+    for (const pl_cli_env *e = pl_cli_envs; e->name; e++) {
+        if (!pl_cli_env_for(e, cmd)) continue;
+        if (!any) fprintf(out, "\nenvironment (docs/cli.md lists every variable):\n");
+        any = true;
+        char left[64];
+        snprintf(left, sizeof left, "  %s=%s", e->name, e->value);
+        pl__print_entry(out, left, e->help);
     }
 }
 
@@ -254,6 +282,7 @@ void pl_cmd_usage(const pl_cmd *cmd, FILE *out)
         fprintf(out, "\noptions:\n");
         pl_cli_print_opts(cmd, out);
     }
+    pl_cli_print_environ(cmd, out);
     if (cmd->notes && *cmd->notes) fprintf(out, "\n%s", cmd->notes);
 }
 

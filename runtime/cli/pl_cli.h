@@ -43,6 +43,21 @@ typedef struct pl_cmd {
 } pl_cmd;
 
 extern const pl_cmd pl_cmds[];
+
+/* One environment variable pipectl reads. The table (pl_cli.c) is the only list: --help prints
+ * the entries of its command, docs/cli.md and the man page all of them. */
+typedef struct pl_cli_env {
+    const char *name;     /* "PIPECTL_NVTX" */
+    const char *value;    /* what to set it to, as help shows it: "0", "N", "sm_NN" */
+    const char *commands; /* the commands it matters to, space-separated: "run check" */
+    const char *help;     /* one paragraph */
+} pl_cli_env;
+
+extern const pl_cli_env pl_cli_envs[]; /* {NULL}-terminated */
+/* Whether `e` matters to `cmd` (its name is in e->commands). */
+bool pl_cli_env_for(const pl_cli_env *e, const pl_cmd *cmd);
+/* "environment:" and cmd's variables, as --help shows them; nothing when it has none. */
+void pl_cli_print_environ(const pl_cmd *cmd, FILE *out);
 /* Exact name or unique prefix. Unknown: the message suggests the nearest command ("did you mean
  * 'check'?") when one is close. err may be NULL. */
 const pl_cmd *pl_cmd_find(const char *name, pl_error *err);

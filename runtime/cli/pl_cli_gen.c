@@ -36,6 +36,16 @@ void pl_cli_help_markdown(FILE *out)
             fprintf(out, "```\n");
         }
     }
+    /* One table: `--help` shows each command's rows of it. */
+    fprintf(out, "\n## Environment\n\n"
+                 "What a run does is set in the pipeline (`run:` and stage keys) and by the flags "
+                 "above; the environment\n"
+                 "holds only what comes before any pipeline, process-wide switches and a test "
+                 "hook. `runtime/api/pipectl.h`\n"
+                 "lists the same variables for programs that embed the library.\n\n"
+                 "| variable | commands | what it does |\n| --- | --- | --- |\n");
+    for (const pl_cli_env *e = pl_cli_envs; e->name; e++)
+        fprintf(out, "| `%s=%s` | %s | %s |\n", e->name, e->value, e->commands, e->help);
 }
 
 /* roff text: backslashes escaped, '-' as \- (so man -k and copy-paste see ASCII hyphens), a
@@ -117,6 +127,18 @@ void pl_cli_man(FILE *out)
             pl__roff_s(out, c->notes);
             fprintf(out, ".fi\n");
         }
+    }
+    fprintf(out, ".SH ENVIRONMENT\n");
+    for (const pl_cli_env *e = pl_cli_envs; e->name; e++) {
+        fprintf(out, ".TP\n\\fB");
+        pl__roff_s(out, e->name);
+        fprintf(out, "\\fR=\\fI");
+        pl__roff_s(out, e->value);
+        fprintf(out, "\\fR\n");
+        pl__roff_s(out, e->help);
+        fprintf(out, " (");
+        pl__roff_s(out, e->commands);
+        fprintf(out, ")\n");
     }
     fprintf(out, ".SH EXIT STATUS\n0 success, 1 runtime failure, 2 bad input, 128 + N stopped by "
                  "signal N (130 Ctrl\\-C, 143 SIGTERM, 129 SIGHUP).\n"

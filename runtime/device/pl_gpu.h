@@ -72,7 +72,7 @@ pl_status pl_gpu_mm_run(const pl_gpu_mm *mm, const void *W, const void *X, void 
 /* Times the heuristic's candidates (up to 8) on these operands, outside any capture, and keeps
  * the fastest for every later run if it beats the heuristic's first choice by 10% (the choice
  * sets the result's bits: near-equal candidates must not swap from run to run); *best_us (may be
- * NULL) gets its time per run. PIPECTL_LT_TUNE_LOG=1 prints each choice. Y is overwritten
+ * NULL) gets its time per run. Y is overwritten
  * (accumulated into when `accumulate`). */
 pl_status pl_gpu_mm_tune(pl_gpu_mm *mm, const void *W, const void *X, void *Y, void *workspace,
                          const char *stage, double *best_us, pl_error *err);

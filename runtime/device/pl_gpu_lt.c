@@ -274,12 +274,6 @@ pl_status pl_gpu_mm_tune(pl_gpu_mm *mm, const void *W, const void *X, void *Y, v
         }
     }
     if (pick >= 0) mm->algo = mm->cand[pick];
-    if (getenv("PIPECTL_LT_TUNE_LOG"))
-        fprintf(stderr,
-                "pipectl: cuBLASLt %s%sY[%d, %d] = X[%d, %d] W^T: candidate %d of %d, %.2f us (the "
-                "first %.2f us)\n",
-                stage ? stage : "", stage ? ": " : "", mm->s.n, mm->s.m, mm->s.n, mm->s.k, pick,
-                mm->n_cand, best * 1e3 / 5, first * 1e3 / 5);
     /* A candidate that failed mid-way may leave an error behind; the run must not see it. */
     (void)cudaGetLastError();
     if (best_us) *best_us = best < 0 ? -1 : best * 1e3 / 5;

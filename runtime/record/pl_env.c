@@ -76,7 +76,8 @@ pl_status pl_env_json(bool gpu, int device, json_t **out, pl_error *err)
     PL_CHECK_GOTO(pl_json_set(l, "jansson", json_string(jansson_version_str()), err), st, fail);
     PL_CHECK_GOTO(pl_json_set(l, "libcrypto", json_string(OpenSSL_version(OPENSSL_VERSION)), err),
                   st, fail);
-    /* PIPECTL_* variables change what runs (timing, run-ahead, Lua limits): recorded as set. */
+    /* PIPECTL_* variables (NVTX, the arch user kernels are checked for, Lua limits): recorded
+     * as set. */
     for (char **v = environ; v && *v; v++)
         if (strncmp(*v, "PIPECTL_", 8) == 0) {
             const char *eq = strchr(*v, '=');

@@ -53,6 +53,12 @@ static const pl_key pl__gpt2_keys[] = {
      "GPU: the forward of batch i + 1 waits for batch i's (the earliest result for each batch); "
      "false: forwards of batches in different slots may run at once, sharing the SMs (more "
      "batches a second when the forward is the bound, each one later)"},
+    {"tune", PL_KEY_BOOL, NULL, "true",
+     "GPU: time cuBLASLt's candidate algorithms for each GEMM shape once, at open, and keep the "
+     "fastest; false: its heuristic's first choice (a quicker open)"},
+    {"attention", PL_KEY_ENUM, "flash|naive", "flash",
+     "GPU: the attention kernel: flash (fused, on tensor cores) or naive (a plain kernel, slow: to "
+     "tell an attention bug from the rest)"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -71,6 +77,8 @@ typedef struct pl__gpt2_opts {
     pl_dtype dtype;
     pl_gpt2_output output;
     bool all;
+    bool tune;            /* tune: (GPU) time the GEMM candidates at open */
+    bool naive_attention; /* attention: naive (GPU) */
     int r_ids, r_targets, w_out;
     char st_path[4096 + 64]; /* resolved model.safetensors (validate) */
 } pl__gpt2_opts;
@@ -118,6 +126,10 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     int pos;
     PL_CHECK(pl_opt_get_enum(st, "positions", o->output == PL_GPT2_ARGMAX ? 0 : 1, &pos, err));
     o->all = pos == 1;
+    PL_CHECK(pl_opt_get_bool(st, "tune", true, &o->tune, err));
+    int attn;
+    PL_CHECK(pl_opt_get_enum(st, "attention", 0, &attn, err));
+    o->naive_attention = attn == 1;
     PL_CHECK(pl_kind_bind_ref(spec, st, "ids", false, true, "the token ids, i32 [B, T]", &o->r_ids,
                               err));
     PL_CHECK(pl_kind_bind_ref(spec, st, "targets", false, false, "", &o->r_targets, err));
@@ -482,7 +494,7 @@ typedef struct pl__gpt2_state {
     int ldv;
     bool unpad;
     bool small_head;      /* last positions into f32: pl_gpt2_launch_head_f32 */
-    bool naive_attention; /* PIPECTL_GPT2_ATTENTION=naive (read once, in open) */
+    bool naive_attention; /* attention: naive (from the options, in open) */
     int depth;
     pl__dslot *slots;
 #endif
@@ -721,8 +733,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     PL_CHECK(
         pl_cuda_check(pl_gpt2_gpu_setup(), "cudaFuncSetAttribute (gpt2 attention)", nm, -1, err));
     s->gpu = true;
-    const char *attn = getenv("PIPECTL_GPT2_ATTENTION");
-    s->naive_attention = attn && strcmp(attn, "naive") == 0;
+    s->naive_attention = o->naive_attention;
     s->layers = calloc((size_t)c->n_layer, sizeof *s->layers);
     if (!s->layers) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     /* The head's plan and every size: pl__gpt2_mem_of. */
@@ -783,10 +794,9 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         unsigned char *p = d->mem;
         pl__carve(&p, &m.main, (size_t)s->Bc * (size_t)c->n_embd * pl_dtype_size(E), &d->main);
     }
-    /* Time the heuristic's candidates once on slot 0's scratch (PIPECTL_GPT2_TUNE=0: keep its
-     * first choice), for each block size; every layer then runs the winner of its shape. */
-    const char *tune = getenv("PIPECTL_GPT2_TUNE");
-    if (tune && strcmp(tune, "0") == 0) return PL_OK;
+    /* Time the heuristic's candidates once on slot 0's scratch (tune: false keeps its first
+     * choice), for each block size; every layer then runs the winner of its shape. */
+    if (!o->tune) return PL_OK;
     void *lg = s->slots[0].main.logits; /* the head's output: scratch logits of the largest block */
     if (!lg && !s->small_head)
         PL_CHECK(pl_gpu_alloc((size_t)m.rows * s->ldv * pl_dtype_size(s->lg_dtype), &lg, nm, err));

@@ -49,7 +49,7 @@ int pl_gpt2_launch_gather_rows(float *dst, const float *src, int rows, int64_t f
 int pl_gpt2_launch_unpad(int elem_bytes, void *dst, const void *src, int64_t rows, int V, int ld,
                          void *stream);
 /* The same attention, plainly: a warp per (position, head), keys one by one (head_dim <= 64).
- * Slow; PIPECTL_GPT2_ATTENTION=naive selects it, to tell an attention bug from the rest. */
+ * Slow; the stage's `attention: naive` selects it, to tell an attention bug from the rest. */
 int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B, int T, int H,
                                    int head_dim, void *stream);
 /* out[r] = log_softmax(logits[r, :])[target_r] for r < rows, logits of dtype ldtype (f16, bf16,

@@ -688,7 +688,7 @@ __global__ void unpad_rows_kernel(T *dst, const T *src, int64_t rows, int V, int
 }
 
 /* ---- attention, plain: one warp per (query, head), keys in order, f32 online softmax. The
- * fallback PIPECTL_GPT2_ATTENTION=naive selects, to tell an attention bug from the rest. ---- */
+ * fallback `attention: naive` selects, to tell an attention bug from the rest. ---- */
 
 template <typename E>
 __global__ void attention_naive_kernel(E *out, const E *qkv, int B, int T, int H, int HD,

@@ -61,8 +61,8 @@ pl_status pl_search_exact(pl_pool *pool, int parallel, const float *queries, int
                           const pl_search_corpus *corpus, pl_metric metric, int64_t k, int32_t *ids,
                           float *scores, const char *who, pl_error *err);
 
-/* Where the time of one pl_search_exact call went (pl_search_exact_prof; PIPECTL_SEARCH_PROFILE=1
- * prints it to stderr for every call). Wall times: setup (scratch), pool (the tiles, from
+/* Where the time of one pl_search_exact call went (pl_search_exact_prof; bench_search prints
+ * it). Wall times: setup (scratch), pool (the tiles, from
  * submission until the last task ended), merge (the slots' heaps, on the caller). Per-slot
  * times summed over the slots: gemm (sgemm), convert (f16/bf16 widened), select (metric and
  * heaps); idle = slots x pool - their sum (waiting to join, for the lock, or for the last task). */
@@ -86,7 +86,7 @@ void pl_search_prof_format(const pl_search_prof *prof, char *buf, size_t cap);
 /* Corpus rows per tile for a corpus of n rows of dimension d: about 256 KiB of f32 (the tile,
  * converted to f32 where the corpus is f16 or bf16, stays in a core's L2 cache), cut finer (down
  * to 64 rows) for a small corpus so that its tiles balance over 16 threads. Depends on n and d
- * only, never on the thread count; PIPECTL_SEARCH_TILE=N overrides it. */
+ * only, never on the thread count. */
 int64_t pl_search_tile_rows(int64_t n, int64_t d);
 
 /* FAISS (search_faiss.cpp). Without FAISS in the build these report PL_EINPUT "pipectl was
@@ -113,8 +113,8 @@ const char *pl_faiss_describe(const pl_faiss *index);
  * An IndexIVFFlat with a flat quantizer is scanned by pipectl itself: the coarse step is
  * pl_search_exact over the centroids, then each probed list is one pool task multiplying the
  * queries that probe it by the list's vectors with BLAS (each list read once per batch); ties to
- * the smaller id. Other indexes (HNSW, PQ, ...), or any index when PIPECTL_FAISS_NATIVE is set
- * at load, run FAISS's own search on query blocks, one FAISS (OpenMP) thread each. labels:
+ * the smaller id. Other indexes (HNSW, PQ, ...) run FAISS's own search on query blocks, one
+ * FAISS (OpenMP) thread each. labels:
  * nq * k, -1 where the index found fewer than k; dist: nq * k, the metric's value (inner
  * product, or squared distance), may be NULL. Thread-safe: several threads may search one index.
  * Messages carry no "error: " prefix (the caller adds stage and batch). */

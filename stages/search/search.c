@@ -416,7 +416,7 @@ static pl_status pl__search_run(pl_stage_ctx *ctx, pl_error *err)
                               cb->name, (long long)bad);
             goto done;
         }
-        char who[160]; /* names the batch in an error and in PIPECTL_SEARCH_PROFILE's lines */
+        char who[160]; /* names the batch in an error */
         snprintf(who, sizeof who, "stage '%s', batch %lld", st->name, (long long)ctx->batch);
         PL_CHECK_GOTO(pl_search_exact(ctx->env->pool, s->parallel, q, nq, &c, (pl_metric)o->metric,
                                       o->k, ids, scores, who, err),

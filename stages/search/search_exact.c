@@ -68,8 +68,6 @@ static inline void pl__offer(pl__hit *heap, int64_t *size, int64_t k, pl__hit h)
 
 int64_t pl_search_tile_rows(int64_t n, int64_t d)
 {
-    const char *env = getenv("PIPECTL_SEARCH_TILE"); /* for benchmarks (docs/perf.md) */
-    if (env && atoll(env) > 0) return atoll(env);
     /* About 256 KiB of f32 rows: with the score block it stays in L2 on current server cores,
      * and a tile is still a fraction of a millisecond of sgemm, large against the pool's cost
      * per task. */
@@ -151,7 +149,7 @@ static size_t pl__round_line(size_t n)
     return (n + PL__LINE - 1) & ~(size_t)(PL__LINE - 1);
 }
 
-/* One slot's counters for PIPECTL_SEARCH_PROFILE (nanoseconds; written by that slot only). */
+/* One slot's counters for pl_search_exact_prof (nanoseconds; written by that slot only). */
 typedef struct pl__slot_prof {
     int64_t gemm_ns, select_ns, convert_ns, tasks;
 } pl__slot_prof;
@@ -350,32 +348,12 @@ static void pl__merge(const pl__exact *x, int slots, int64_t qi, pl__hit *out)
     qsort(out, (size_t)*size, sizeof *out, pl__cmp_hit);
 }
 
-static bool pl__prof_env;
-static pthread_once_t pl__prof_once = PTHREAD_ONCE_INIT;
-
-static void pl__prof_init(void)
-{
-    const char *e = getenv("PIPECTL_SEARCH_PROFILE");
-    pl__prof_env = e && *e && strcmp(e, "0") != 0;
-}
-
 pl_status pl_search_exact(pl_pool *pool, int parallel, const float *queries, int64_t nq,
                           const pl_search_corpus *corpus, pl_metric metric, int64_t k, int32_t *ids,
                           float *scores, const char *who, pl_error *err)
 {
-    pthread_once(&pl__prof_once, pl__prof_init);
-    if (!pl__prof_env)
-        return pl_search_exact_prof(pool, parallel, queries, nq, corpus, metric, k, ids, scores,
-                                    who, NULL, err);
-    pl_search_prof p;
-    pl_status st = pl_search_exact_prof(pool, parallel, queries, nq, corpus, metric, k, ids, scores,
-                                        who, &p, err);
-    if (st == PL_OK) {
-        char line[400];
-        pl_search_prof_format(&p, line, sizeof line);
-        fprintf(stderr, "search profile: %s%s%s\n", who ? who : "", who ? ": " : "", line);
-    }
-    return st;
+    return pl_search_exact_prof(pool, parallel, queries, nq, corpus, metric, k, ids, scores, who,
+                                NULL, err);
 }
 
 void pl_search_prof_format(const pl_search_prof *p, char *buf, size_t cap)

@@ -108,7 +108,7 @@ extern "C" pl_status pl_faiss_load(const char *path, int64_t nprobe, int64_t ef_
     f->what = pl__faiss_what(f->index); /* with the parameters as set */
     auto ivf = dynamic_cast<const faiss::IndexIVFFlat *>(f->index);
     auto coarse = ivf ? dynamic_cast<const faiss::IndexFlat *>(ivf->quantizer) : nullptr;
-    if (ivf && coarse && !std::getenv("PIPECTL_FAISS_NATIVE") &&
+    if (ivf && coarse &&
         (ivf->metric_type == faiss::METRIC_INNER_PRODUCT || ivf->metric_type == faiss::METRIC_L2) &&
         (coarse->metric_type == faiss::METRIC_INNER_PRODUCT ||
          coarse->metric_type == faiss::METRIC_L2) &&

@@ -10,8 +10,7 @@
 # Environment: OUT (default ./out/bench), BUILD (default build-dev), JOBS (default 16), REPS
 # (bench runs per configuration, default 3), DEADLINE (seconds from the start after which the
 # remaining steps are skipped, default none), STEPS (default "build tests bench run small6
-# hoststep sanitizer"; any subset, in that order; also "bench0": `pipectl bench` again with
-# PIPECTL_GPU_RUNAHEAD=0, one graph per slot, right after "bench", for an A/B in one run).
+# hoststep sanitizer"; any subset, in that order).
 # hoststep takes BYTES, BATCHES, DEPTH, KERNEL from the environment (run_host_step.sh says how);
 # its rc is 3 if pipectl refuses the pipeline (exit 2), with the baseline's figures still shown.
 set -u
@@ -50,10 +49,6 @@ if [ $built -eq 0 ]; then
     fi
     if want bench; then
         step "pipectl bench --reps $REPS" 200 bench.log "$P" bench --reps "$REPS"
-    fi
-    if want bench0; then
-        step "RUNAHEAD=0 pipectl bench --reps $REPS" 200 bench0.log \
-            env PIPECTL_GPU_RUNAHEAD=0 "$P" bench --reps "$REPS"
     fi
     if want run; then
         for p in quickstart overlap host_step; do
@@ -106,10 +101,6 @@ fi
     if [ -f "$OUT/hoststep.log" ]; then
         echo "== host step between device steps (details: \$OUT/hoststep/run.log)"
         grep -vE '^###' "$OUT/hoststep.log" | tail -8
-    fi
-    if [ -f "$OUT/bench0.log" ]; then
-        echo "== bench with PIPECTL_GPU_RUNAHEAD=0 (balanced and small tables)"
-        sed -n '/== balanced/,$p' "$OUT/bench0.log"
     fi
     if [ -f "$OUT/bench.log" ]; then
         echo "== bench"

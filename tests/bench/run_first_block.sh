@@ -3,7 +3,7 @@
 # download link is busy from the first block's logits to the end (measured on the H200,
 # docs/perf.md), so the time before the first download, one sequence's forward (~0.76 ms), is most
 # of what stands between the run and its bound. bench_gpt2 per op at B 1, 2 and 8 (T 512, full
-# logits) with each GEMM's tuned time (PIPECTL_LT_TUNE_LOG), then gpt2.yaml three times. From the
+# logits), then gpt2.yaml three times. From the
 # repository root on the GPU machine (after `source .gpu/setup.sh`):
 #   bash tests/bench/run_first_block.sh [BUILD]
 # Environment: OUT (default out/first_block).
@@ -13,7 +13,7 @@ OUT=${OUT:-out/first_block}
 mkdir -p "$OUT"
 for b in 1 2 8; do
     echo "== B $b"
-    PIPECTL_LT_TUNE_LOG=1 "$B/bench_gpt2" --B $b --T 512 --output logits 2>&1
+    "$B/bench_gpt2" --B $b --T 512 --output logits 2>&1
 done >"$OUT/bench.log"
 for r in 1 2 3; do
     "$B/pipectl" run --executor gpu --json pipelines/gpt2.yaml 2>/dev/null | python3 -c '

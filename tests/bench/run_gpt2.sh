@@ -114,18 +114,24 @@ fi
 # Only when the gpt2 tests failed: the tiny test with the plain attention kernel. If only the
 # flash kernel is wrong, this one passes and says so.
 if [ "$gpt2_ok" -ne 0 ] && want tests; then
-    step "tiny gpt2 test, PIPECTL_GPT2_ATTENTION=naive" 120 tests.log \
-        env PYTHON="$PY" PIPECTL_GPT2_ATTENTION=naive bash tests/gpu/test_gpt2_gpu.sh "$P" "$(pwd)" "$(pwd)/$BUILD/naive_attention"
+    step "tiny gpt2 test, attention: naive" 120 tests.log \
+        env PYTHON="$PY" bash tests/gpu/test_gpt2_gpu.sh "$P" "$(pwd)" "$(pwd)/$BUILD/naive_attention" "attention: naive"
 fi
 if want sanitizer && command -v compute-sanitizer >/dev/null; then
     tiny=$(pwd)/$BUILD/tests/gpu/gpt2_gpu_test/f16/p.yaml
     if [ -f "$tiny" ]; then
+        # The tiny test's pipelines with `tune: false` (no timing of GEMM candidates under the
+        # tools), beside the originals so their relative paths hold.
+        for f in "$tiny" "${tiny/f16/bf16}"; do
+            sed 's/kind: gpt2, /kind: gpt2, tune: false, /' "$f" >"${f%.yaml}_untuned.yaml"
+        done
+        tiny=${tiny%.yaml}_untuned.yaml
         step "memcheck tiny gpt2 (f16, graphs)" 120 sanitizer.log \
-            env PIPECTL_GPT2_TUNE=0 compute-sanitizer --tool memcheck --error-exitcode 9 "$P" run --quiet --executor gpu "$tiny"
+            compute-sanitizer --tool memcheck --error-exitcode 9 "$P" run --quiet --executor gpu "$tiny"
         step "memcheck tiny gpt2 (bf16, --no-graph)" 120 sanitizer.log \
-            env PIPECTL_GPT2_TUNE=0 compute-sanitizer --tool memcheck --error-exitcode 9 "$P" run --quiet --executor gpu --no-graph "${tiny/f16/bf16}"
+            compute-sanitizer --tool memcheck --error-exitcode 9 "$P" run --quiet --executor gpu --no-graph "${tiny/f16/bf16}"
         step "racecheck tiny gpt2 (f16, --no-graph)" 150 sanitizer.log \
-            env PIPECTL_GPT2_TUNE=0 compute-sanitizer --tool racecheck --error-exitcode 9 "$P" run --quiet --executor gpu --no-graph --batches 1 "$tiny"
+            compute-sanitizer --tool racecheck --error-exitcode 9 "$P" run --quiet --executor gpu --no-graph --batches 1 "$tiny"
     fi
 fi
 

@@ -13,7 +13,7 @@
 # ); python3 there needs numpy and torch.
 # Environment: OUT (default out/search_bench), BUILD (default build-search), JOBS (16),
 # THREADS ("1 16"), SIZES ("100000x384 1000000x768"), FAISS_N (1000000), FACTORY
-# ("IVF4096,Flat"), TILES (corpus rows per task tried by the "tiles" step), CLUSTERS (FAISS_N / 50: the data's clusters), NPROBES ("8 16 32 64"), REPS (5), STEPS ("build exact tiles faiss rag": any subset,
+# ("IVF4096,Flat"), CLUSTERS (FAISS_N / 50: the data's clusters), NPROBES ("8 16 32 64"), REPS (5), STEPS ("build exact faiss rag": any subset,
 # and "scale"), DEADLINE (seconds after which remaining steps are skipped; default 560).
 # The "scale" step (not in the default STEPS; about 3 minutes on 16 cores after the build):
 # the thread sweep SCALE_THREADS ("1 2 4 8 16") at SCALE_SIZES (SIZES) in one bench_search
@@ -33,12 +33,11 @@ FACTORY=${FACTORY:-IVF4096,Flat}
 CLUSTERS=${CLUSTERS:-$((FAISS_N / 50))}
 NPROBES=${NPROBES:-8 16 32 64}
 REPS=${REPS:-5}
-STEPS=${STEPS:-build exact tiles faiss rag}
+STEPS=${STEPS:-build exact faiss rag}
 SCALE_THREADS=${SCALE_THREADS:-1 2 4 8 16}
 SCALE_SIZES=${SCALE_SIZES:-$SIZES}
 CORETYPES=${CORETYPES:-default SkylakeX}
 SCALE_BUDGET=${SCALE_BUDGET:-4}
-TILES=${TILES:-128 256 512 1024 2048 4096}
 DEADLINE=${DEADLINE:-560}
 PY=${PY:-python3}
 FT=${FTHREADS:-$(nproc)} # threads for the FAISS part
@@ -115,19 +114,6 @@ if want exact; then
     done
 fi
 
-if want tiles && ! late; then
-    # The tile size (corpus rows per pool task; default from the dimension) at the first size and
-    # the most threads: PIPECTL_SEARCH_TILE overrides it.
-    size=${SIZES%% *}
-    t=${THREADS##* }
-    for tile in $TILES; do
-        late && break
-        o=$(PIPECTL_SEARCH_TILE=$tile run 120 "$B" --corpus "$OUT/data/c_${size}.npy" \
-            --queries "$OUT/data/q_${size}.npy" --k 10 --threads "$t" --reps "$REPS" | grep "what=exact") || true
-        row "%-44s %8s ms %6s GF/s" "tile $tile rows ($size, t=$t)" "$(kv ms "$o")" "$(kv gflops "$o")"
-    done
-fi
-
 if want faiss && ! late; then
     d=384
     c="$OUT/data/fc.npy" q="$OUT/data/fq.npy"
@@ -143,21 +129,17 @@ if want faiss && ! late; then
         row "%-44s %ss" "index build $FACTORY" "$((SECONDS - t0))"
     fi
     for p in $NPROBES; do
-        for mode in blas native; do
-            late && break
-            env=()
-            [ "$mode" = native ] && env=(PIPECTL_FAISS_NATIVE=1)
-            fl=$(env "${env[@]}" timeout 120 "$B" --queries "$q" --corpus "$q" --index "$ix" \
-                --nprobe "$p" --k 10 --threads "$FT" --reps "$REPS" \
-                --ref-ids "$OUT/data/fids_exact.npy" 2>>"$LOG") || true
-            echo "### faiss $mode nprobe $p" >>"$LOG"
-            echo "$fl" >>"$LOG"
-            f=$(grep "what=faiss" <<<"$fl" || true)
-            cm=$(grep "what=compare" <<<"$fl" || true)
-            row "%-44s %8s ms  recall@10 %s  exact/faiss %sx" "faiss $FACTORY nprobe $p ($mode scan)" \
-                "$(kv ms "$f")" "$(kv recall "$cm")" \
-                "$(awk -v a="$(kv ms "$ex")" -v b="$(kv ms "$f")" 'BEGIN{if(a>0&&b>0)printf "%.1f",a/b; else print "?"}')"
-        done
+        late && break
+        fl=$(timeout 120 "$B" --queries "$q" --corpus "$q" --index "$ix" \
+            --nprobe "$p" --k 10 --threads "$FT" --reps "$REPS" \
+            --ref-ids "$OUT/data/fids_exact.npy" 2>>"$LOG") || true
+        echo "### faiss nprobe $p" >>"$LOG"
+        echo "$fl" >>"$LOG"
+        f=$(grep "what=faiss" <<<"$fl" || true)
+        cm=$(grep "what=compare" <<<"$fl" || true)
+        row "%-44s %8s ms  recall@10 %s  exact/faiss %sx" "faiss $FACTORY nprobe $p" \
+            "$(kv ms "$f")" "$(kv recall "$cm")" \
+            "$(awk -v a="$(kv ms "$ex")" -v b="$(kv ms "$f")" 'BEGIN{if(a>0&&b>0)printf "%.1f",a/b; else print "?"}')"
     done
 fi
 

@@ -36,6 +36,12 @@ expect 0 "" "$pipectl" run "$q" --executor=host -qj --batches=3
 expect 2 "error: 'pipectl run' takes one pipeline file; '--json' is a second one; see 'pipectl run --help'" \
     "$pipectl" run -e host -- "$q" --json
 
+# --fault-marks (run.fault_marks) is a GPU executor setting: the host runs the same batches.
+expect 0 "" "$pipectl" run -e host --json --fault-marks -b 2 "$q"
+[ "$(batches)" = 2 ] || err "run --fault-marks: batches_done $(batches), expected 2"
+expect 2 "error: --fault-marks does not go with --capture (a capture takes the options of 'pipectl capture'); see 'pipectl run --help'" \
+    "$pipectl" run --fault-marks --capture "$tmp/bundle" "$q"
+
 # --help anywhere, also after the file and before a bad option: the usage, exit 0.
 for cmd in run check capture replay diff plan doctor bench index version schema help; do
     expect 0 "" "$pipectl" "$cmd" --help

@@ -14,7 +14,8 @@ if [ "$executor" = gpu ] && ! "$pipectl" doctor >/dev/null 2>&1; then
 fi
 # On the GPU a device fault names the stage for certain only with completion marks (without them,
 # the first kernel not seen to finish: docs/architecture.md); the drain itself needs neither.
-[ "$executor" = gpu ] && export PIPECTL_FAULT_MARKS=1
+marks=
+[ "$executor" = gpu ] && marks=--fault-marks
 fail=0
 cat >"$work/lanes.yaml" <<'YAML'
 pipeline: lanes
@@ -46,7 +47,7 @@ for at in kern:5 fast_copy:5 slow_save:7 fast_gen:3; do
     stage=${at%:*}
     for depth in 1 2 4; do
         rm -rf "$work/out"
-        "$pipectl" run --quiet --executor "$executor" --depth "$depth" --fail-at "$at" --json \
+        "$pipectl" run --quiet --executor "$executor" $marks --depth "$depth" --fail-at "$at" --json \
             "$work/lanes.yaml" >"$work/run.json" 2>"$work/run.err"
         rc=$?
         f=$(nb "$work/out/fast.npy") s=$(nb "$work/out/slow.npy")

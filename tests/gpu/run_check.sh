@@ -35,7 +35,6 @@ if [ $built -eq 0 ]; then
     cmpout "gpu graphs d3" --executor gpu --depth 3
     cmpout "gpu no-graph d3" --executor gpu --no-graph --depth 3
     cmpout "gpu timing all" --executor gpu --timing all
-    cmpout "gpu runahead0" --executor gpu
     step "seg fault k2:5" 60 seg.log "$P" run --quiet --executor gpu --fail-at k2:5 "$seg"
     tail -3 "$OUT/seg.log" | sed 's/^/   /' >>"$OUT/seg_fault.txt"
     step "seg timed summary" 60 seg.log "$P" run --executor gpu --batches 64 "$seg"

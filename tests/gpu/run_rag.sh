@@ -4,10 +4,10 @@
 # each: per batch and the steady state against the busiest engine, retrieve mean / p50 / max, the
 # first stage's start after the run clock, the first batch's completion, the largest gap between
 # batches; tests/gpu/rag_summary.py), then the comparisons that say what the search's spikes are:
-# the sleeping issue loop (PIPECTL_GPU_SLEEP=1), the search on 15 and 14 threads (a copy of the
-# pipeline with `threads:`), and one PIPECTL_SEARCH_PROFILE run (its first batches and its slowest).
-# The machine (cores, caches, steal time) goes into the log. Logs and the JSON of every run under
-# $OUT; a summary last. From the repository root on the GPU machine, after building:
+# the sleeping issue loop (a copy of the pipeline with `run.gpu_wait: sleep`) and the search on 15
+# and 14 threads (a copy with `threads:`). The machine (cores, caches, steal time) goes into the
+# log. Logs and the JSON of every run under $OUT; a summary last. From the repository root on the
+# GPU machine, after building:
 #   source .gpu/setup.sh && BUILD=build-rel bash tests/gpu/run_rag.sh
 # Environment: BUILD (default build-rel) or P (the pipectl to run), OUT (default out/rag), RUNS
 # (default 3), CTEST=1 (the GPU executor's tests first); for a dry run of the script without a GPU, EXECUTOR=host PIPE=pipelines/rag.yaml.
@@ -59,22 +59,14 @@ if [ "${CTEST:-0}" = 1 ]; then
     DEADLINE=$((SECONDS + DEADLINE)) # the runs still get their time
 fi
 for r in $(seq 1 "$RUNS"); do run "rag$r" "$PIPE"; done
-run sleep1 "$PIPE" PIPECTL_GPU_SLEEP=1
-run sleep2 "$PIPE" PIPECTL_GPU_SLEEP=1
+sed -e 's/^run: {/run: {gpu_wait: sleep, /' "$PIPE" >"$OUT/rag_sleep.yaml"
+run sleep1 "$OUT/rag_sleep.yaml"
+run sleep2 "$OUT/rag_sleep.yaml"
 for t in 15 14; do
     # Same pipeline, the search on t threads; outputs next to the copy.
     sed -e "s/    k: 4$/    k: 4\n    threads: $t/" "$PIPE" >"$OUT/rag_t$t.yaml"
     run "threads$t" "$OUT/rag_t$t.yaml"
 done
-step "search profile" 30 prof.err "${TO[@]}" "$OUT/prof.json" env PIPECTL_SEARCH_PROFILE=1 "$P" run \
-    --executor "$EXECUTOR" --json "$PIPE"
-$SUM prof "$OUT/prof.json" >>"$OUT/summary.txt" 2>&1
-{
-    echo "search profile, first 3 batches:"
-    grep "search profile" "$OUT/prof.err" | head -3
-    echo "search profile, slowest 3:"
-    grep "search profile" "$OUT/prof.err" | sort -t' ' -k8 -g -r | head -3
-} >>"$OUT/summary.txt"
 echo
 echo "== steps (logs in $OUT)"
 printf '  %s\n' "${rows[@]}"

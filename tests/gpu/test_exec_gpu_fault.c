@@ -40,11 +40,11 @@ static pl_spec *gt_chain(const char *dir)
 /* Child: the faulting GPU run; exit 0 when every check holds, 1 otherwise, 77 without a GPU. */
 static int gt_child(bool graphs, bool marks, const char *ref_path)
 {
-    /* Fault marks (PIPECTL_FAULT_MARKS=1) name the stage for certain; without them (the default)
-     * the executor names the first kernel not seen to finish: the same stage here. */
-    if (marks) setenv("PIPECTL_FAULT_MARKS", "1", 1);
+    /* Fault marks (run.fault_marks) name the stage for certain; without them (the default) the
+     * executor names the first kernel not seen to finish: the same stage here. */
     gt_skip_without_device();
     pl_spec *s = gt_chain(gt_scratch("fault"));
+    s->run.fault_marks = marks;
     pl_run_cfg cfg;
     pl_run_cfg_init(&cfg);
     cfg.fail_stage = pl_spec_find_stage(s, "scale");

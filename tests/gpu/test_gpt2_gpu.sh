@@ -14,8 +14,10 @@
 # `ordered: false` on every forward, the ordered run's bytes under every graph mode. The f16 run reads f32 weights; the bf16 run
 # reads the same model written in bf16 (what a bf16 checkpoint is), which the numpy reference
 # reads too, so both compute from identical weights. Skips (77) without a GPU or numpy.
+# `test_gpt2_gpu.sh PIPECTL SRC BUILD [KEYS]`: KEYS (e.g. "attention: naive") are added to every
+# gpt2 stage.
 set -u
-pipectl=$1 src=$2 build=$3
+pipectl=$1 src=$2 build=$3 keys=${4:-}
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU"; exit 77; }
 PY=
 for p in ${PYTHON:-} python3 /usr/bin/python3; do # the first Python with numpy
@@ -85,6 +87,7 @@ stages:
   - {name: save_nx, kind: sink, from: nx, to: out/next.npy}
   - {name: save_lp, kind: sink, from: lp, to: out/logprob.npy}
 YAML
+    [ -z "$keys" ] || sed -i "s/kind: gpt2, /kind: gpt2, $keys, /" "$d/p.yaml"
     # The same stages chunked (chunks: 2 of 2 sequences, with the downloads behind each block;
     # lm16's 4 blocks of one sequence and its unchunked download are not linked): the same
     # tolerances, and the same bytes in every mode.

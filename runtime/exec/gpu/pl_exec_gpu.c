@@ -42,12 +42,8 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
      * wait always names the exact batch. Graphs bake their events: two graphs per slot and
      * segment, each with its own event set (ring = 2 x depth), let batch b + depth be launched
      * behind batch b on the slot's stream before the host has read b back, so the device starts
-     * it without waiting for a host wake-up and a launch; buffers stay per slot (b % depth).
-     * PIPECTL_GPU_RUNAHEAD=0: one graph per slot (ring = depth), for comparison. */
-    const char *ahead_env = getenv("PIPECTL_GPU_RUNAHEAD");
-    int per_slot = ahead_env && strcmp(ahead_env, "0") == 0 ? 1 : 2;
-    gx->per_slot = per_slot;
-    gx->ring = graphs ? gx->depth * per_slot : gx->depth + 1;
+     * it without waiting for a host wake-up and a launch; buffers stay per slot (b % depth). */
+    gx->ring = graphs ? 2 * gx->depth : gx->depth + 1;
     gx->device = plan->spec->run.device;
     gx->fail_dev_stage = -1;
     gx->t_start = pl_now_ns();
@@ -61,11 +57,8 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
                            "run.device is %d but this machine has %d CUDA device(s); use 0..%d",
                            gx->device, ndev, ndev - 1);
     PL_CHECK(PL_CUDA(cudaSetDevice(gx->device), NULL, -1, err));
-    /* PIPECTL_GPU_SPANS=0 in the environment also means: no device timing (as --timing off). */
-    const char *spans_env = getenv("PIPECTL_GPU_SPANS");
     gx->timing = cfg ? cfg->timing_period : 16;
     if (gx->timing < -1) gx->timing = -1;
-    if (spans_env && strcmp(spans_env, "0") == 0) gx->timing = -1;
     /* depth: auto times every calibration batch (the choice needs the stage times), then the
      * batches after it as asked. */
     gx->user_timing = gx->timing;
@@ -153,7 +146,7 @@ static pl_status pl__grow_ring(pl_gx *gx, const pl_plan *plan, pl_error *err)
     gx->plan = plan;
     gx->rt.plan = plan;
     gx->depth = plan->depth;
-    gx->ring = gx->graphs ? gx->depth * gx->per_slot : gx->depth + 1;
+    gx->ring = gx->graphs ? 2 * gx->depth : gx->depth + 1;
     gx->timing = gx->user_timing;
     PL_CHECK(pl_gx_create_objects(gx, err));
     pl_gx_probe_marks(gx);

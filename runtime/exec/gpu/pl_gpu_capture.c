@@ -221,15 +221,14 @@ void pl_gx_destroy_objects(pl_gx *gx)
 
 /* Per-stage completion marks, written by the stream front end (cuStreamWriteValue32) after each
  * device stage. After a kernel fault every CUDA call returns the sticky error, so events cannot
- * say which stage of which batch was running; the marks can. Off unless PIPECTL_FAULT_MARKS=1:
+ * say which stage of which batch was running; the marks can. Off unless run.fault_marks:
  * measured on the H200 (docs/perf.md), memory-operation nodes in the per-slot graphs stopped
  * the slots' copies from overlapping (47% of the bound instead of 83% at depth 3 and 4, 64 MiB
  * batches) and cost ~2 us per stage on small batches. Without them the fault is pinned on the
  * first kernel not seen to finish (pl__locate_fault). */
 void pl_gx_probe_marks(pl_gx *gx)
 {
-    const char *env = getenv("PIPECTL_FAULT_MARKS");
-    if (!env || strcmp(env, "1") != 0) return;
+    if (!gx->spec->run.fault_marks) return;
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q;
     if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
@@ -387,8 +386,8 @@ pl_status pl_gx_record_stage(pl_gx *gx, int st, int slot, int r, int64_t batch, 
         CUresult cr = gx->write_value((CUstream)s, gx->marks_dev + sizeof(uint32_t) * k, 1, 0);
         if (cr != CUDA_SUCCESS)
             return pl_error_set(err, PL_ECUDA,
-                                "stage '%s': cuStreamWriteValue32 failed (CUresult %d); set "
-                                "PIPECTL_FAULT_MARKS=0 to run without fault marks",
+                                "stage '%s': cuStreamWriteValue32 failed (CUresult %d); run "
+                                "without fault marks (run.fault_marks: false)",
                                 name, (int)cr);
     }
     return PL_OK;

@@ -59,8 +59,9 @@ static void pl__locate_fault(pl_gx *gx, int64_t b, cudaError_t ce, pl_error *e)
                  pl_gx_sname(gx, other_st), (long long)other_b);
     const char *how = gx->write_value ? ""
                                       : " (the first kernel not seen to finish; "
-                                        "PIPECTL_FAULT_MARKS=1 makes every stage report its "
-                                        "completion, to name the stage for certain)";
+                                        "run.fault_marks: true, or pipectl run --fault-marks, "
+                                        "makes every stage report its completion, to name the "
+                                        "stage for certain)";
     if (best_st >= 0) {
         pl_error_set(e, PL_ECUDA,
                      "stage '%s', batch %lld: the device faulted: %s (%s)%s%s; batches before "

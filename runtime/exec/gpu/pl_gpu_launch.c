@@ -134,12 +134,11 @@ static void CUDART_CB pl__device_woke(void *p)
 
 pl_status pl_gx_wake_init(pl_gx *gx, pl_error *err)
 {
-    /* Opt-in (docs/architecture.md): on the H200 it measured the same as polling on rag_gpt2,
-     * and in one of two ctest runs a device fault was pinned a batch early (test_drain_gpu,
-     * depth 4: batch 4's completion not yet read back when batch 5 faulted), losing that batch's
-     * outputs. Polling reads completions back within 20 us. */
-    const char *sleep = getenv("PIPECTL_GPU_SLEEP");
-    if (!sleep || strcmp(sleep, "1") != 0) return PL_OK;
+    /* Opt-in (run.gpu_wait: sleep; docs/architecture.md): on the H200 it measured the same as
+     * polling on rag_gpt2, and in one of two ctest runs a device fault was pinned a batch early
+     * (test_drain_gpu, depth 4: batch 4's completion not yet read back when batch 5 faulted),
+     * losing that batch's outputs. Polling reads completions back within 20 us. */
+    if (gx->spec->run.gpu_wait != PL_GPU_WAIT_SLEEP) return PL_OK;
     size_t n = (size_t)(gx->nseg > 0 ? gx->nseg : 1);
     gx->wake_streams = calloc(n, sizeof *gx->wake_streams);
     gx->armed_b = calloc(n, sizeof *gx->armed_b);

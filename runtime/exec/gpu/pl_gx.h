@@ -90,7 +90,6 @@ typedef struct pl_gx {
     void *trigger_dev;
     int fail_dev_stage; /* device stage with injected fault, -1 if none */
     int timing;         /* timing period: 0 every batch, -1 never, N: one batch in N */
-    int per_slot;       /* graphs per slot and segment in the ring (run-ahead: 2) */
     int user_timing;    /* depth: auto: the timing asked for, used after the calibration (which
                          * times every batch: it needs the stage times) */
 
