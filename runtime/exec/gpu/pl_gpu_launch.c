@@ -105,7 +105,7 @@ static pl_status pl__launch(pl_gx *gx, int64_t b, int k, pl_error *e)
  * While a host stage gates the next launch, the loop must notice both host progress (the
  * scheduler broadcasts it) and the device's completions (the read-backs free slots and feed the
  * sinks). By default it polls the device every 20 us, which keeps a core busy beside the host
- * workers. With PIPECTL_GPU_SLEEP=1 (pl_gx_wake_init says why it is opt-in), before it sleeps it
+ * workers. With `run: {gpu_wait: sleep}` (pl_gx_wake_init says why it is opt-in), before it sleeps it
  * arms the end event it would read back next in each segment: a side stream of that segment waits
  * for the event and then runs a host function that bumps the scheduler's progress generation and
  * broadcasts it. The loop sleeps on that one condition. The
