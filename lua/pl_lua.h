@@ -93,6 +93,11 @@ pl_lua_view *pl_lua_view_push(lua_State *L, void *data, pl_dtype dtype, int rank
                               const int64_t *shape, bool writable, const char *name,
                               const char *stage, const uint64_t *epoch);
 
+/* Gives the table at idx (a lua stage's `bufs`: buffer name -> view) a metatable under which
+ * reading a name it does not hold raises "bufs.NAME: no such buffer (this stage can use: a, b)"
+ * instead of giving nil, so a typo fails at the line that made it. */
+void pl_lua_bufs_seal(lua_State *L, int idx);
+
 /* ---- The pipectl module (lua/pl_lua_module.c) ---- */
 
 /* Registers `pipectl` (global, and `require "pipectl"`) and the pipeline builder metatable. Called

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -518,4 +519,51 @@ pl_lua_view *pl_lua_view_push(lua_State *L, void *data, pl_dtype dtype, int rank
     pl__view_metatable(L);
     lua_setmetatable(L, -2);
     return v;
+}
+
+/* ---- the bufs table ---- */
+
+#define PL__BUFS_MT "pipectl.bufs"
+
+static int pl__str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* __index of a bufs table: only reached for a name it does not hold. */
+static int pl__bufs_index(lua_State *L)
+{
+    const char *names[256];
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING && n < 256) names[n++] = lua_tostring(L, -1);
+    }
+    qsort(names, (size_t)n, sizeof *names, pl__str_cmp);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; i < n; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, names[i]);
+    }
+    luaL_pushresult(&b);
+    const char *list = lua_tostring(L, -1);
+    if (lua_type(L, 2) == LUA_TSTRING)
+        return luaL_error(L, "bufs.%s: no such buffer (this stage can use: %s)", lua_tostring(L, 2),
+                          n ? list : "none: give it reads or writes");
+    return luaL_error(L, "bufs is indexed by buffer name (this stage can use: %s), not by %s",
+                      n ? list : "none", luaL_typename(L, 2));
+}
+
+void pl_lua_bufs_seal(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    if (luaL_newmetatable(L, PL__BUFS_MT)) {
+        lua_pushcfunction(L, pl__bufs_index);
+        lua_setfield(L, -2, "__index");
+        lua_pushliteral(L, PL__BUFS_MT);
+        lua_setfield(L, -2, "__metatable");
+    }
+    lua_setmetatable(L, idx);
 }

@@ -10,6 +10,11 @@
 
 /* YAML front end (parser/pl_yaml.c, libyaml). `name` is used as the file name in positions. */
 pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err);
+struct pl_diags;
+/* pl_yaml_load_file that lists the errors of every bad buffer and stage in `diags` (pl_diag.h),
+ * not only the first; *err is the first. */
+pl_status pl_yaml_load_file_all(const char *path, struct pl_diags *diags, pl_spec **out,
+                                pl_error *err);
 pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl_spec **out,
                               pl_error *err);
 
@@ -20,6 +25,9 @@ pl_status pl_lua_load_string(const char *name, const char *text, size_t len, pl_
 
 /* By extension: .lua goes to the Lua front end, anything else to YAML. */
 pl_status pl_load_file(const char *path, pl_spec **out, pl_error *err);
+/* pl_load_file listing every bad buffer and stage in `diags` (YAML; the Lua front end stops at
+ * its first error, which it lists). */
+pl_status pl_load_file_all(const char *path, struct pl_diags *diags, pl_spec **out, pl_error *err);
 /* pl_load_file, then pl_spec_check: what every command that takes a pipeline does. */
 pl_status pl_load_checked(const char *path, pl_spec **out, pl_error *err);
 

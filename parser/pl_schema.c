@@ -8,11 +8,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_diag.h"
+
 typedef struct pl_walk {
     pl_spec *spec;
     pl_error *err;
     const pl_schema_src *src;
+    pl_status failed; /* with src->diags: the first buffer or stage that failed */
 } pl_walk;
+
+/* Walks one buffer or stage. With a diags list, a bad-input failure is listed and the walk goes
+ * on (PL_OK); the first one stays in w->err. */
+static pl_status pl__item(pl_walk *w,
+                          pl_status (*walk)(pl_walk *, const pl_value *, const pl_value *, int),
+                          const pl_value *a, const pl_value *b, int n)
+{
+    if (!w->src->diags) return walk(w, a, b, n);
+    pl_error *keep = w->err, e;
+    pl_error_clear(&e);
+    w->err = &e;
+    pl_status st = walk(w, a, b, n);
+    w->err = keep;
+    if (st == PL_OK) return PL_OK;
+    if (w->failed == PL_OK && keep) *keep = e;
+    if (st != PL_EINPUT) return st;
+    pl_diags_add(w->src->diags, PL_SEV_ERROR, &e);
+    if (w->failed == PL_OK) w->failed = st;
+    return PL_OK;
+}
 
 #define PL__MAX_WORDS 64
 
@@ -1017,6 +1040,18 @@ static pl_status pl__take_run(pl_walk *w, const pl_field *f, const pl_value *v, 
     return pl__take_section(w, &pl_schema_run, v, &spec->run, vals, false);
 }
 
+static pl_status pl__walk_buffer_item(pl_walk *w, const pl_value *k, const pl_value *v, int n)
+{
+    (void)n;
+    return pl__walk_buffer(w, k, v);
+}
+
+static pl_status pl__walk_stage_item(pl_walk *w, const pl_value *m, const pl_value *unused, int n)
+{
+    (void)unused;
+    return pl__walk_stage(w, m, n);
+}
+
 static pl_status pl__take_buffers(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
 {
     char what[32];
@@ -1035,7 +1070,7 @@ static pl_status pl__take_buffers(pl_walk *w, const pl_field *f, const pl_value 
                                "more than %d buffers (PL_MAX_BUFFERS); split the pipeline into "
                                "several",
                                PL_MAX_BUFFERS);
-        PL_CHECK(pl__walk_buffer(w, k, k->next));
+        PL_CHECK(pl__item(w, pl__walk_buffer_item, k, k->next, 0));
     }
     return PL_OK;
 }
@@ -1057,7 +1092,7 @@ static pl_status pl__take_stages(pl_walk *w, const pl_field *f, const pl_value *
                 w->err, PL_EINPUT, s->pos,
                 "more than %d stages (PL_MAX_STAGES); split the pipeline into several",
                 PL_MAX_STAGES);
-        PL_CHECK(pl__walk_stage(w, s, i));
+        PL_CHECK(pl__item(w, pl__walk_stage_item, s, NULL, i));
     }
     return PL_OK;
 }
@@ -1120,6 +1155,13 @@ static pl_status pl__walk_root(pl_walk *w, const pl_value *root)
 pl_status pl_schema_build(pl_spec *spec, const pl_value *root, const pl_schema_src *src,
                           pl_error *err)
 {
-    pl_walk w = {spec, err, src};
-    return pl__walk_root(&w, root);
+    pl_walk w = {spec, err, src, PL_OK};
+    pl_status st = pl__walk_root(&w, root);
+    if (w.failed == PL_OK) return st;
+    /* A later error outside the buffers and stages joins the list; err keeps the first. */
+    if (st != PL_OK) {
+        pl_diags_add(src->diags, PL_SEV_ERROR, err);
+        if (src->diags->n > 0 && err) *err = src->diags->items[0].err;
+    }
+    return w.failed;
 }

@@ -42,6 +42,9 @@ typedef struct pl_schema_src {
     bool lua;                /* pipeline.lua: fields by their lua_name; a single value where a
                               * list of names or a shape belongs is a list of one; functions */
     const char *script_base; /* pipeline.lua: the script's file name, for function values */
+    /* Where every bad buffer and bad stage goes (a bad-input error in one of them is listed and
+     * the walk goes on to the next, the first staying in err); NULL: the first error ends it. */
+    struct pl_diags *diags;
 } pl_schema_src;
 
 /* Validates `root` (NULL: an empty file) and fills `spec` through the builders (runtime/

@@ -292,8 +292,8 @@ static pl_status pl__read_tree(pl__yaml *y, const char *text, size_t len, pl_val
     return st;
 }
 
-pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl_spec **out,
-                              pl_error *err)
+static pl_status pl__load_string(const char *name, const char *text, size_t len,
+                                 struct pl_diags *diags, pl_spec **out, pl_error *err)
 {
     *out = NULL;
     pl_spec *spec = NULL;
@@ -301,7 +301,7 @@ pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl
     PL_CHECK(pl_spec_new(name, &spec, err));
     pl__yaml y = {spec, err};
     pl_status st = pl__read_tree(&y, text, len, &root);
-    pl_schema_src src = {.lua = false, .script_base = NULL};
+    pl_schema_src src = {.lua = false, .script_base = NULL, .diags = diags};
     if (st == PL_OK) st = pl_schema_build(spec, root, &src, err);
     pl_value_free(root);
     if (st != PL_OK) {
@@ -312,7 +312,14 @@ pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl
     return PL_OK;
 }
 
-pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err)
+pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl_spec **out,
+                              pl_error *err)
+{
+    return pl__load_string(name, text, len, NULL, out, err);
+}
+
+pl_status pl_yaml_load_file_all(const char *path, struct pl_diags *diags, pl_spec **out,
+                                pl_error *err)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -352,9 +359,14 @@ pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err)
                           strerror(errno ? errno : EIO));
         goto done;
     }
-    st = pl_yaml_load_string(path, buf, len, out, err);
+    st = pl__load_string(path, buf, len, diags, out, err);
 done:
     free(buf);
     fclose(f);
     return st;
+}
+
+pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err)
+{
+    return pl_yaml_load_file_all(path, NULL, out, err);
 }

@@ -374,6 +374,7 @@ static int pl__batch(lua_State *L)
                          r->st->name, &a->w->epoch);
         lua_setfield(L, -2, b->name);
     }
+    pl_lua_bufs_seal(L, -1);
     lua_call(L, 3, 0);
     return 0;
 }

@@ -127,6 +127,25 @@ static inline void pl_kind_chunks_describe(const pl_stage *st, char *buf, size_t
         snprintf(buf + n, cap - (size_t)n, " of the first %d dimensions", st->chunk_dims);
 }
 
+/* A source's padded batch: `batch` holds `rows` real rows (pl_run_rows). Called by padding
+ * sources when they know it (at open for a file, when the data ends for a stream). */
+static inline void pl_run_rows_pad(const pl_run_env *env, int64_t batch, int64_t rows)
+{
+    if (!env->rows) return;
+    int64_t cur = __atomic_load_n(&env->rows->rows, __ATOMIC_ACQUIRE);
+    while (rows < cur && !__atomic_compare_exchange_n(&env->rows->rows, &cur, rows, false,
+                                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        ;
+    __atomic_store_n(&env->rows->batch, batch, __ATOMIC_RELEASE);
+}
+/* The real rows of `batch` out of `full` (a sink writing rows): fewer only for a padded batch. */
+static inline int64_t pl_run_rows_of(const pl_run_env *env, int64_t batch, int64_t full)
+{
+    if (!env->rows || __atomic_load_n(&env->rows->batch, __ATOMIC_ACQUIRE) != batch) return full;
+    int64_t r = __atomic_load_n(&env->rows->rows, __ATOMIC_ACQUIRE);
+    return r < full ? r : full;
+}
+
 /* Inside a chunked stage's record: chunk j's work is enqueued (mark) / about to be (wait). No-ops
  * where the executor connects nothing (bench, a stage nobody chunk-reads). */
 static inline pl_status pl_dev_chunk_mark(const pl_dev_ctx *ctx, int j, pl_error *err)

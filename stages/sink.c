@@ -1,9 +1,13 @@
-/* sink: writes a host buffer's batches, in batch order, to a raw or .npy file, and checksums
- * them. Nothing completed is ever lost and nothing half-written appears under the final name:
- * batches go to "<to>.partial", written through (write(2)) per batch; close() always finalizes:
- * truncates to the batches written, fixes the .npy header's first dimension to that count and
- * renames the file to its final name, after an error or Ctrl-C too. Only when a run fails before
- * its first batch is the partial file removed, leaving an older output of that name untouched.
+/* sink: writes a host buffer's batches, in batch order, to a raw or .npy file, or records from
+ * buffers as text lines or JSONL (sink_text.c), and checksums them. Nothing completed is ever lost
+ * and nothing half-written appears under the final name: batches go to "<to>.partial", written
+ * through (write(2)) per batch; close() always finalizes: truncates to the batches written, fixes
+ * the .npy header's first dimension to that count (the batches, or with `layout: rows` the rows:
+ * (batches*B, *rest), the shape a source read) and renames the file to its final name, after an
+ * error or Ctrl-C too. Sinks that write rows
+ * (`layout: rows`, text, JSONL) write only the real rows of a padded last batch (pl_run_rows). Only
+ * when a run fails before its first batch is the partial file removed, leaving an older output of
+ * that name untouched.
  *
  * Targets (docs/pipeline-yaml.md, "Sink targets"):
  * - a regular file (new or existing): as above. A symlink is followed to its target, which is
@@ -26,21 +30,36 @@
 
 #include "pl_buffers.h"
 #include "pl_hash.h"
-#include "pl_kind_util.h"
 #include "pl_npy.h"
+#include "pl_sink.h"
+#include "pl_source.h"
 
-extern const pl_kind pl_kind_sink; /* defined below; sinks compare notes with each other */
+extern const pl_kind pl_kind_sink;   /* defined below; sinks compare notes with each other */
+extern const pl_kind pl_kind_source; /* whose padded batches sinks that write rows follow */
 
 static const pl_key pl__sink_keys[] = {
-    {"from", PL_KEY_NAME, NULL, NULL, "the host buffer to write (required)"},
+    {"from", PL_KEY_NAME, NULL, NULL,
+     "the host buffer to write (required), except for jsonl, which reads those of fields"},
     {"to", PL_KEY_PATH, NULL, NULL,
      "output file, FIFO, character device or - (stdout); none: checksums only"},
-    {"format", PL_KEY_ENUM, "auto|raw|npy", "auto", "auto: .npy by extension, else raw"},
+    {"format", PL_KEY_ENUM, "auto|raw|npy|text|jsonl", "auto",
+     "auto: by extension (.npy, .txt, .jsonl or .ndjson), else raw"},
+    {"layout", PL_KEY_ENUM, "batches|rows", "batches",
+     "raw, npy: batches writes shape (batches, *buffer shape); rows writes (batches*B, *rest), "
+     "the batches' rows one after another, and only the real rows of a padded last batch"},
+    {"lengths", PL_KEY_NAME, NULL, NULL,
+     "text: an i32 [B] host buffer with each row's length in bytes (else a row ends at its "
+     "first NUL)"},
+    {"fields", PL_KEY_ITEMS, NULL, NULL,
+     "jsonl, which needs it: the record's fields in order, [{name: buffer}, ...] or "
+     "[buffer, ...]"},
+    {"row_field", PL_KEY_STR, NULL, NULL,
+     "jsonl: a first field with the record's index (0-based, across batches)"},
     {"checksum", PL_KEY_BOOL, NULL, "true", "compute a checksum per batch (reported, bundled)"},
     {NULL, 0, NULL, NULL, NULL},
 };
 
-enum { PL__FMT_AUTO, PL__FMT_RAW, PL__FMT_NPY };
+enum { PL__FMT_AUTO, PL__FMT_RAW, PL__FMT_NPY, PL__FMT_TEXT, PL__FMT_JSONL };
 
 /* The canonical targets of a spec's sinks (canon -> first stage index), shared by all its sinks,
  * so the one-file-two-sinks check is linear: a sink looks its target up instead of comparing
@@ -49,16 +68,22 @@ typedef struct pl__sink_reg {
     const char **keys;
     int *vals;
     uint32_t cap, n;
+    /* The first source with last_batch: pad (-1: none), looked for once for all sinks: sinks that
+     * write rows check their rows against its. */
+    bool pad_known;
+    int pad_stage;
 } pl__sink_reg;
 
 typedef struct pl__sink_opts {
     pl__sink_reg *reg; /* shared by every sink of the spec */
-    int from;          /* index in reads */
+    int from;          /* index in reads (-1 for jsonl) */
     const char *to;    /* as written, or NULL */
     pl_pos to_pos;
     int format;
     bool checksum;
     bool npy;          /* format npy, or auto and `to` ends in .npy */
+    bool rows;         /* writes rows: layout: rows, text, jsonl */
+    pl_sink_text text; /* text and jsonl (format PL__FMT_TEXT, PL__FMT_JSONL) */
     const char *canon; /* the target as an absolute, normalised path ("-": stdout), to compare */
 } pl__sink_opts;
 
@@ -78,16 +103,28 @@ typedef struct pl__sink_state {
     char partial[PATH_MAX + 16]; /* path + ".partial" */
     size_t header_len;
     uint64_t batch_bytes;
+    uint64_t row_bytes;
     int64_t written;
-    uint64_t *sums; /* checksums of the first PL_BATCH_CHECKSUMS_MAX batches */
+    uint64_t bytes;  /* data bytes written (after the header) */
+    int64_t rows;    /* rows written */
+    pl_sink_buf out; /* text, jsonl: the batch's text */
+    uint64_t *sums;  /* checksums of the first PL_BATCH_CHECKSUMS_MAX batches */
     int64_t cap_sums;
     pl_hash_stream all;
     /* The running hash before each of the last n_hist batches ([b % n_hist]), so close can take
      * back batches another stage's failure left uncommitted (at most depth of them: the
      * scheduler runs a sink's batch only once every non-output stage finished it). */
     pl_hash_stream *hist;
+    uint64_t *hist_bytes; /* bytes and rows written before each of those batches */
+    int64_t *hist_rows;
     int n_hist;
 } pl__sink_state;
+
+static bool pl__ends_with(const char *s, const char *ext)
+{
+    size_t n = strlen(s), e = strlen(ext);
+    return n >= e && strcmp(s + n - e, ext) == 0;
+}
 
 /* Lexically normalises an absolute path in place: "//", "/./" and "/x/../" go. */
 static void pl__normalise(char *p)
@@ -251,8 +288,6 @@ static pl_status pl__sink_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 {
     pl__sink_opts *o = pl_spec_alloc(spec, sizeof *o);
     if (!o) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    PL_CHECK(
-        pl_kind_bind_ref(spec, st, "from", false, true, "the host buffer to write", &o->from, err));
     const pl_opt *to = pl_stage_opt(st, "to");
     if (to) {
         o->to = to->str;
@@ -260,17 +295,55 @@ static pl_status pl__sink_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     }
     PL_CHECK(pl_opt_get_enum(st, "format", PL__FMT_AUTO, &o->format, err));
     PL_CHECK(pl_opt_get_bool(st, "checksum", true, &o->checksum, err));
-    if (!o->to && o->format != PL__FMT_AUTO) {
+    int layout;
+    PL_CHECK(pl_opt_get_enum(st, "layout", 0, &layout, err));
+    if (o->format == PL__FMT_AUTO && o->to)
+        o->format = pl__ends_with(o->to, ".npy")   ? PL__FMT_NPY
+                    : pl__ends_with(o->to, ".txt") ? PL__FMT_TEXT
+                    : pl__ends_with(o->to, ".jsonl") || pl__ends_with(o->to, ".ndjson")
+                        ? PL__FMT_JSONL
+                        : PL__FMT_RAW;
+    bool text = o->format == PL__FMT_TEXT || o->format == PL__FMT_JSONL;
+    if (!o->to && o->format != PL__FMT_AUTO && !text) {
         const pl_opt *fo = pl_stage_opt(st, "format");
         return pl_error_at(err, PL_EINPUT, fo->pos,
                            "sink '%s' has a 'format' but no 'to' file; add 'to: out/%s.npy' or "
                            "drop 'format'",
                            st->name, st->name);
     }
+    const pl_opt *lo = pl_stage_opt(st, "layout");
+    if (lo && text)
+        return pl_error_at(err, PL_EINPUT, lo->pos,
+                           "sink '%s': 'layout' is for raw and .npy files; text and JSONL write "
+                           "rows already: drop it",
+                           st->name);
+    o->rows = layout == 1 || text;
+    o->from = -1;
+    if (o->format != PL__FMT_JSONL)
+        PL_CHECK(pl_kind_bind_ref(spec, st, "from", false, true, "the host buffer to write",
+                                  &o->from, err));
+    else if (pl_stage_opt(st, "from"))
+        return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "from")->pos,
+                           "sink '%s' writes JSONL records, whose buffers 'fields' names; drop "
+                           "'from' (or add it to fields: [{%s: %s}])",
+                           st->name, pl_stage_opt(st, "from")->str, pl_stage_opt(st, "from")->str);
+    o->text.from = o->from;
+    if (text) {
+        PL_CHECK(pl_sink_text_bind(spec, st, o->format == PL__FMT_JSONL, &o->text, err));
+    } else {
+        static const char *const only[][2] = {{"lengths", "format: text"},
+                                              {"fields", "format: jsonl"},
+                                              {"row_field", "format: jsonl"}};
+        for (int i = 0; i < 3; i++) {
+            const pl_opt *x = pl_stage_opt(st, only[i][0]);
+            if (x)
+                return pl_error_at(err, PL_EINPUT, x->pos,
+                                   "sink '%s': '%s' only applies with %s; drop it", st->name,
+                                   only[i][0], only[i][1]);
+        }
+    }
     if (o->to) {
-        size_t n = strlen(o->to);
-        o->npy = o->format == PL__FMT_NPY ||
-                 (o->format == PL__FMT_AUTO && n >= 4 && strcmp(o->to + n - 4, ".npy") == 0);
+        o->npy = o->format == PL__FMT_NPY;
         char c[PATH_MAX];
         pl__canon(spec, o->to, c, sizeof c);
         o->canon = pl_spec_strdup(spec, c);
@@ -283,10 +356,47 @@ static pl_status pl__sink_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     return PL_OK;
 }
 
+/* The rows a sink writes along its buffers' first dimension: those of a padding source's
+ * buffer, or the sink could not tell its padded rows from real ones. */
+static pl_status pl__check_pad_rows(const pl_spec *spec, const pl_stage *st, pl_error *err)
+{
+    const pl__sink_opts *o = st->priv;
+    pl__sink_reg *reg = o->reg;
+    if (!reg->pad_known) {
+        reg->pad_known = true;
+        reg->pad_stage = -1;
+        for (int i = 0; i < spec->n_stages && reg->pad_stage < 0; i++) {
+            const pl_stage *x = &spec->stages[i];
+            const pl_source_opts *so = x->priv;
+            if (x->kind == &pl_kind_source && so && so->file && so->last_batch == PL_LAST_PAD)
+                reg->pad_stage = i;
+        }
+    }
+    if (reg->pad_stage < 0) return PL_OK;
+    const pl_stage *src = &spec->stages[reg->pad_stage];
+    /* Its `to`: the last write its bind added, or the one before a lengths buffer. */
+    const pl_buffer *sb = pl_kind_wbuf(
+        spec, src, src->n_writes - 1 - (((const pl_source_opts *)src->priv)->lengths >= 0));
+    int64_t rows = o->format == PL__FMT_TEXT || o->format == PL__FMT_JSONL
+                       ? pl_sink_text_rows(spec, st, &o->text)
+                       : pl_kind_rbuf(spec, st, o->from)->shape[0];
+    if (rows == sb->shape[0]) return PL_OK;
+    char sh[96];
+    return pl_error_at(err, PL_EINPUT, st->pos,
+                       "sink '%s' writes rows of %lld a batch, but source '%s' pads the last batch "
+                       "of '%s' %s: its real rows would not be known here; write layout: batches "
+                       "(padding included), or give the sink's buffer %lld rows",
+                       st->name, (long long)rows, src->name, sb->name,
+                       pl_kind_shape(sb, sh, sizeof sh), (long long)sb->shape[0]);
+}
+
 /* Two sinks writing one file would clobber each other: refuse it, comparing canonical paths. */
 static pl_status pl__sink_validate(const pl_spec *spec, const pl_stage *st, pl_error *err)
 {
     const pl__sink_opts *o = st->priv;
+    if (o->format == PL__FMT_TEXT || o->format == PL__FMT_JSONL)
+        PL_CHECK(pl_sink_text_validate(spec, st, &o->text, err));
+    if (o->rows) PL_CHECK(pl__check_pad_rows(spec, st, err));
     if (!o->to) return PL_OK;
     int first = pl__reg_get(o->reg, o->canon);
     if (first >= 0 && first != st->index) {
@@ -430,9 +540,21 @@ static pl_status pl__write_all(int fd, const void *p, size_t n, off_t at, bool p
     return PL_OK;
 }
 
-static size_t pl__header(const pl_buffer *b, int64_t first, char *buf, size_t cap)
+/* The .npy header: (batches, *shape), or with layout: rows (rows, *shape[1:]). */
+static size_t pl__header(const pl_buffer *b, bool rows, int64_t first, char *buf, size_t cap)
 {
+    if (rows) return pl_npy_format_header(buf, cap, b->dtype, first, b->rank - 1, b->shape + 1);
     return pl_npy_format_header(buf, cap, b->dtype, first, b->rank, b->shape);
+}
+
+static void pl__state_free(pl__sink_state *s)
+{
+    free(s->sums);
+    free(s->hist);
+    free(s->hist_bytes);
+    free(s->hist_rows);
+    free(s->out.p);
+    free(s);
 }
 
 /* Opens `partial` for writing under an exclusive lock held until close, and empties it: two runs
@@ -502,15 +624,19 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
 {
     *state = NULL;
     const pl__sink_opts *o = st->priv;
-    const pl_buffer *b = pl_kind_rbuf(env->spec, st, o->from);
+    const pl_buffer *b = o->from >= 0 ? pl_kind_rbuf(env->spec, st, o->from) : NULL;
     pl__sink_state *s = calloc(1, sizeof *s);
     if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     s->fd = -1;
-    s->batch_bytes = b->bytes;
+    bool text = o->format == PL__FMT_TEXT || o->format == PL__FMT_JSONL;
+    s->batch_bytes = b && !text ? b->bytes : 0;
+    s->row_bytes = b ? b->bytes / (uint64_t)b->shape[0] : 0;
     s->n_hist = env->depth + 2;
     s->hist = calloc((size_t)s->n_hist, sizeof *s->hist);
-    if (!s->hist) {
-        free(s);
+    s->hist_bytes = calloc((size_t)s->n_hist, sizeof *s->hist_bytes);
+    s->hist_rows = calloc((size_t)s->n_hist, sizeof *s->hist_rows);
+    if (!s->hist || !s->hist_bytes || !s->hist_rows) {
+        pl__state_free(s);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
     if (!o->to) {
@@ -549,7 +675,8 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
     PL_CHECK_GOTO(pl__open_locked(st, o->to_pos, s->partial, s->path, &s->fd, err), ps, fail);
     if (s->npy) {
         char h[256];
-        s->header_len = pl__header(b, env->batches, h, sizeof h);
+        s->header_len = pl__header(b, o->rows, o->rows ? env->batches * b->shape[0] : env->batches,
+                                   h, sizeof h);
         if (!s->header_len || pl__write_all(s->fd, h, s->header_len, 0, false) != PL_OK) {
             ps = pl_error_set(err, PL_EIO, "error: sink '%s': cannot write '%s': %s", st->name,
                               s->partial, strerror(errno));
@@ -561,8 +688,7 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
     return PL_OK;
 fail:
     if (s->fd >= 0) close(s->fd);
-    free(s->hist);
-    free(s);
+    pl__state_free(s);
     return ps;
 }
 
@@ -571,15 +697,34 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
     const pl_stage *st = ctx->stage;
     const pl__sink_opts *o = st->priv;
     pl__sink_state *s = ctx->state;
-    const void *data = ctx->bufs[st->reads[o->from].index];
     if (ctx->batch != s->written)
         return pl_error_set(err, PL_ERUNTIME,
                             "error: sink got batch %lld out of order (expected %lld): an executor "
                             "bug, please report it",
                             (long long)ctx->batch, (long long)s->written);
-    if (s->fd >= 0 && pl__write_all(s->fd, data, (size_t)s->batch_bytes, 0, false) != PL_OK)
+    bool text = o->format == PL__FMT_TEXT || o->format == PL__FMT_JSONL;
+    int64_t full = text ? pl_sink_text_rows(ctx->spec, st, &o->text)
+                        : pl_kind_rbuf(ctx->spec, st, o->from)->shape[0];
+    int64_t rows = o->rows ? pl_run_rows_of(ctx->env, ctx->batch, full) : full;
+    const void *data;
+    size_t n;
+    if (text) {
+        s->out.n = 0;
+        PL_CHECK(pl_sink_text_format(ctx->spec, st, &o->text, ctx->bufs, ctx->batch, rows, &s->out,
+                                     err));
+        data = s->out.p ? s->out.p : "";
+        n = s->out.n;
+    } else {
+        data = ctx->bufs[st->reads[o->from].index];
+        n = rows == full ? (size_t)s->batch_bytes : (size_t)((uint64_t)rows * s->row_bytes);
+    }
+    s->hist_bytes[s->written % s->n_hist] = s->bytes;
+    s->hist_rows[s->written % s->n_hist] = s->rows;
+    if (s->fd >= 0 && pl__write_all(s->fd, data, n, 0, false) != PL_OK)
         return pl_error_set(err, PL_EIO, "error: writing '%s' failed: %s",
                             s->stream ? s->path : s->partial, strerror(errno));
+    s->bytes += n;
+    s->rows += rows;
     if (o->checksum) {
         if (s->written < PL_BATCH_CHECKSUMS_MAX && s->written == s->cap_sums) {
             int64_t nc = s->cap_sums ? s->cap_sums * 2 : 64;
@@ -588,10 +733,9 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
             s->sums = ns;
             s->cap_sums = nc;
         }
-        if (s->written < PL_BATCH_CHECKSUMS_MAX)
-            s->sums[s->written] = pl_hash(data, (size_t)s->batch_bytes);
+        if (s->written < PL_BATCH_CHECKSUMS_MAX) s->sums[s->written] = pl_hash(data, n);
         s->hist[s->written % s->n_hist] = s->all;
-        pl_hash_stream_update(&s->all, data, (size_t)s->batch_bytes);
+        pl_hash_stream_update(&s->all, data, n);
     }
     s->written++;
     return PL_OK;
@@ -659,6 +803,8 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
      * stream (FIFO, stdout) cannot take back what it sent. */
     if (failed && !s->stream && completed < s->written && s->written - completed < s->n_hist) {
         if (((const pl__sink_opts *)st->priv)->checksum) s->all = s->hist[completed % s->n_hist];
+        s->bytes = s->hist_bytes[completed % s->n_hist];
+        s->rows = s->hist_rows[completed % s->n_hist];
         s->written = completed;
     }
     if (s->fd >= 0 && s->stream) {
@@ -673,10 +819,11 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
             close(s->fd);
         } else {
             const pl__sink_opts *o = st->priv;
-            const pl_buffer *b = pl_kind_rbuf(env->spec, st, o->from);
-            uint64_t end = s->header_len + (uint64_t)s->written * s->batch_bytes;
+            const pl_buffer *b = o->from >= 0 ? pl_kind_rbuf(env->spec, st, o->from) : NULL;
+            uint64_t end = s->header_len + s->bytes;
             char h[256];
-            size_t hl = s->npy ? pl__header(b, s->written, h, sizeof h) : 0;
+            size_t hl =
+                s->npy ? pl__header(b, o->rows, o->rows ? s->rows : s->written, h, sizeof h) : 0;
             if (ftruncate(s->fd, (off_t)end) != 0 ||
                 (s->npy && (hl != s->header_len || pl__write_all(s->fd, h, hl, 0, true) != PL_OK)))
                 ps = pl_error_set(err, PL_EIO,
@@ -698,9 +845,7 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
                                   st->name, s->path, strerror(errno));
         }
     }
-    free(s->sums);
-    free(s->hist);
-    free(s);
+    pl__state_free(s);
     return ps;
 }
 
@@ -717,7 +862,11 @@ static pl_status pl__sink_output(const pl_stage *st, void *state, int64_t comple
     out->checksummed = ((const pl__sink_opts *)st->priv)->checksum;
     if (!s) return PL_OK;
     out->batches = back ? completed : s->written;
-    out->batch_bytes = s->batch_bytes;
+    /* Text has no fixed size a batch: the mean of what was written. */
+    uint64_t bytes = back ? s->hist_bytes[completed % s->n_hist] : s->bytes;
+    out->batch_bytes = s->batch_bytes ? s->batch_bytes
+                       : out->batches ? bytes / (uint64_t)out->batches
+                                      : 0;
     out->checksum = pl_hash_stream_final(back ? &s->hist[completed % s->n_hist] : &s->all);
     if (s->fd >= 0) {
         out->path = strdup(s->path);
@@ -738,7 +887,8 @@ const pl_kind pl_kind_sink = {
     .engine = PL_ENGINE_HOST,
     .role = PL_ROLE_OUTPUT,
     .keys = pl__sink_keys,
-    .doc = "writes a host buffer's batches in order to a raw or .npy file, with checksums",
+    .doc = "writes a host buffer's batches in order to a raw or .npy file, or records as text "
+           "lines or JSONL, with checksums",
     .bind = pl__sink_bind,
     .validate = pl__sink_validate,
     .check_files = pl__sink_check_files,

@@ -36,6 +36,16 @@ bool pl_npy_descr_matches(const char *descr, pl_dtype t)
     return false;
 }
 
+bool pl_npy_descr_dtype(const char *descr, pl_dtype *out)
+{
+    for (int t = 0; t < PL_DTYPE_COUNT; t++)
+        if (pl_npy_descr_matches(descr, (pl_dtype)t)) {
+            *out = (pl_dtype)t;
+            return true;
+        }
+    return false;
+}
+
 static size_t pl__descr_size(const char *d)
 {
     size_t n = strlen(d);

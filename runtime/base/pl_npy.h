@@ -24,6 +24,10 @@ const char *pl_npy_descr(pl_dtype t);
 /* True when `descr` is how dtype `t` is (or may be) written. */
 bool pl_npy_descr_matches(const char *descr, pl_dtype t);
 
+/* The dtype whose data `descr` holds (the first that pl_npy_descr_matches, so '<u2' is bf16);
+ * false for a descr no dtype has ('>f4', '<i2', '|b1', ...). */
+bool pl_npy_descr_dtype(const char *descr, pl_dtype *out);
+
 /* Reads and parses the header of the open file `f` (positioned anywhere; it seeks to 0). `path`
  * is only for messages. Errors are PL_EINPUT, naming the file and what is wrong; a shape whose
  * data would not fit in 2^63 bytes (a corrupt header) is one. */

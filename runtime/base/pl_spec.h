@@ -266,8 +266,9 @@ pl_status pl_spec_check(pl_spec *spec, pl_error *err);
 struct pl_diags;
 /* pl_spec_check that lists every error it finds in `diags` (pl_diag.h; may be NULL: then it is
  * pl_spec_check): all bad buffers, all bad stage declarations, all stages whose names, engines or
- * kind rules fail; each phase runs only when the ones before it passed. *err is the first error,
- * the one pl_spec_check returns. */
+ * kind rules fail, in one pass (a stage that touches a bad buffer, or whose declaration failed,
+ * is not checked further); the whole-pipeline checks (batches: all, hazards, cycles) run only
+ * when nothing else failed. *err is the first error, the one pl_spec_check returns. */
 pl_status pl_spec_check_all(pl_spec *spec, struct pl_diags *diags, pl_error *err);
 
 /* `batches: all` (run.batches_all): sets run.batches to the whole batches the shortest file

@@ -53,13 +53,10 @@ static int pl__check_one(const char *file, bool verbose, json_t *files)
     pl_error err;
     pl_spec *spec = NULL;
     pl_error_clear(&err);
-    if (pl_load_file(file, &spec, &err) != PL_OK) {
-        if (files) json_array_append_new(files, pl__file_json(file, err.status, NULL, NULL, &err));
-        return pl_cli_fail(&err);
-    }
     pl_diags d;
     pl_diags_init(&d, PL__MAX_SHOWN);
-    pl_status st = pl_spec_check_all(spec, &d, &err);
+    pl_status st = pl_load_file_all(file, &d, &spec, &err);
+    if (st == PL_OK) st = pl_spec_check_all(spec, &d, &err);
     /* batches: all: counted from the source files; a file it cannot count is one check_files
      * reports (with every other file error), so those run for one batch then. */
     bool counted = st == PL_OK && pl_spec_resolve_batches(spec, &err) == PL_OK;

@@ -462,8 +462,10 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
 
 /* Records the outcome of one check: a failure goes to the list (when there is one) and, if it is
  * the first, to *err and *first. Returns true when the caller must stop now: no list (the first
- * error wins) or out of memory. Phases stop at their end when anything failed, since later
- * phases rely on earlier ones (sizes, binds, resolved names). */
+ * error wins) or out of memory. With a list every buffer and every stage is checked: a bad buffer
+ * keeps only the stages that touch it from their own checks (their rules need its size), a stage
+ * whose declaration failed is not resolved, and the whole-pipeline phases (`batches: all`,
+ * dependencies) run only when nothing failed, since they rely on every stage. */
 static bool pl__note(pl_status s, const pl_error *e, pl_diags *d, pl_error *err, pl_status *first)
 {
     if (s == PL_OK) return false;
@@ -473,6 +475,16 @@ static bool pl__note(pl_status s, const pl_error *e, pl_diags *d, pl_error *err,
     }
     pl_diags_add(d, PL_SEV_ERROR, e);
     return !d || s == PL_ENOMEM;
+}
+
+/* Whether a resolved stage reads or writes a buffer marked in `bad`. */
+static bool pl__touches(const pl_stage *st, const bool *bad)
+{
+    for (int i = 0; i < st->n_reads; i++)
+        if (bad[st->reads[i].index]) return true;
+    for (int i = 0; i < st->n_writes; i++)
+        if (bad[st->writes[i].index]) return true;
+    return false;
 }
 
 pl_status pl_spec_check(pl_spec *spec, pl_error *err)
@@ -486,6 +498,7 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
     pl_error e;
     pl_names bufs = {0}, stages = {0};
     const char **bnames = NULL, **snames = NULL;
+    bool *bad_buf = NULL, *bad_stage = NULL;
     pl_graph g = {0};
     /* Binds add refs, so a second check would double them: checking a checked spec is a no-op. */
     if (spec->checked) return PL_OK;
@@ -508,29 +521,39 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
     if (pl_names_init(&bufs, spec->n_buffers) || pl_names_init(&stages, spec->n_stages)) goto oom;
     bnames = malloc(((size_t)spec->n_buffers + 1) * sizeof *bnames);
     snames = malloc(((size_t)spec->n_stages + 1) * sizeof *snames);
-    if (!bnames || !snames) goto oom;
+    bad_buf = calloc((size_t)spec->n_buffers + 1, sizeof *bad_buf);
+    bad_stage = calloc((size_t)spec->n_stages + 1, sizeof *bad_stage);
+    if (!bnames || !snames || !bad_buf || !bad_stage) goto oom;
 
     for (int i = 0; i < spec->n_buffers; i++) {
-        PL__NOTE(pl__check_buffer(&spec->buffers[i], &bufs, spec, &e));
+        pl_error_clear(&e);
+        pl_status bs = pl__check_buffer(&spec->buffers[i], &bufs, spec, &e);
+        bad_buf[i] = bs != PL_OK;
+        if (pl__note(bs, &e, diags, err, &first)) goto done;
         bnames[i] = spec->buffers[i].name;
     }
-    if (first != PL_OK) goto done;
     /* One slot must fit run.memory_budget whatever the depth (a fixed depth is checked against it
      * when the plan is compiled, after `--depth` may have replaced it). */
     pl_mem_sizes bufs_only; /* the stages' own memory counts once they are bound (the plan) */
-    pl_spec_mem_sizes(spec, &bufs_only);
-    PL__NOTE(pl_budget_check(spec, &bufs_only, 1, &e));
-    if (first != PL_OK) goto done;
+    if (first == PL_OK) {
+        pl_spec_mem_sizes(spec, &bufs_only);
+        PL__NOTE(pl_budget_check(spec, &bufs_only, 1, &e));
+        if (first != PL_OK) goto done; /* sizes the whole pipeline relies on */
+    }
     /* Names and binds first: after: may name a stage declared further down. */
     for (int i = 0; i < spec->n_stages; i++) {
-        PL__NOTE(pl__check_stage_decl(spec, &spec->stages[i], &stages, &e));
+        pl_error_clear(&e);
+        pl_status ds = pl__check_stage_decl(spec, &spec->stages[i], &stages, &e);
+        bad_stage[i] = ds != PL_OK;
+        if (pl__note(ds, &e, diags, err, &first)) goto done;
         snames[i] = spec->stages[i].name;
     }
-    if (first != PL_OK) goto done;
     for (int i = 0; i < spec->n_stages; i++) {
         pl_stage *s = &spec->stages[i];
+        if (bad_stage[i]) continue;
         pl_error_clear(&e);
         pl_status rs = pl__resolve_stage(spec, s, &bufs, bnames, &stages, snames, &e);
+        if (rs == PL_OK && pl__touches(s, bad_buf)) continue; /* the buffer's error says it */
         /* The generic rules run before the kind's validate, so validators may rely on them
          * (a kernel's operands are on the device, chunk_rows holds the blocks however `chunks:`
          * was written). */
@@ -562,6 +585,8 @@ done:
     pl_names_fini(&stages);
     free(bnames);
     free(snames);
+    free(bad_buf);
+    free(bad_stage);
     return first;
 }
 

@@ -69,6 +69,15 @@ const char *pl_key_value_usage(const pl_key_value *v, char *buf, size_t cap);
 /* The keys every stage has, whatever its kind: name, kind, reads, writes, after. */
 extern const pl_key pl_common_stage_keys[];
 
+/* The real rows of a run's padded last batch (a source's `last_batch: pad`): the padding sources
+ * record them (pl_run_rows_pad, stages/pl_kind_util.h), the sinks that write rows write only
+ * those. One per run, shared by its stages; batch -1 while no batch is padded. */
+typedef struct pl_run_rows {
+    int64_t batch; /* the padded batch, -1 for none (atomic access) */
+    int64_t rows;  /* its real rows along the first dimension (the fewest, if several pad);
+                    * INT64_MAX while none */
+} pl_run_rows;
+
 /* Per-run state of one stage, created by `open`, destroyed by `close`. */
 typedef struct pl_run_env {
     const struct pl_spec *spec;
@@ -88,6 +97,9 @@ typedef struct pl_run_env {
      * stage writes. Per-batch buffers hold nothing yet; on the GPU executor device entries are
      * NULL. NULL outside open() and where the caller has no buffers (bench). */
     void *const *open_bufs;
+    /* The run's padded last batch; NULL where the caller runs no padding source (bench, tests
+     * that build an env by hand): then no batch is padded. Owned by the stage runtime. */
+    pl_run_rows *rows;
 } pl_run_env;
 
 /* What a stage sees when it runs one batch on the host. */

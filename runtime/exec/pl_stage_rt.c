@@ -38,9 +38,11 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     rt->env.gpu = gpu;
     rt->env.open_bufs = open_bufs;
     rt->n_stages = spec->n_stages;
+    rt->env.rows = malloc(sizeof *rt->env.rows);
+    if (rt->env.rows) *rt->env.rows = (pl_run_rows){.batch = -1, .rows = INT64_MAX};
     rt->state = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->state);
     rt->opened = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->opened);
-    if (!rt->state || !rt->opened) {
+    if (!rt->state || !rt->opened || !rt->env.rows) {
         pl_stage_rt_close(rt, NULL, true, NULL, NULL);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory opening stages");
     }
@@ -180,6 +182,8 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
     rt->env.pool = NULL;
     free(rt->state);
     free(rt->opened);
+    free(rt->env.rows);
+    rt->env.rows = NULL;
     rt->state = NULL;
     rt->opened = NULL;
     return first;

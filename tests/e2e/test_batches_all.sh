@@ -68,7 +68,7 @@ out=$("$pipectl" check all.lua 2>&1)
     bad "lua check: $out"
 # a trailing partial batch: an error at check and at run, exit 2, the stage's position
 sed 's/file: b.bin/file: c.bin/' all.yaml >partial.yaml
-want="partial.yaml:9:43: error: source 'rb': 'c.bin' holds 816 bytes, not a whole number of batches of 32 bytes (buffer 'b'): the last 16 bytes would be ignored; trim the file to whole batches or change the buffer's shape"
+want="partial.yaml:9:43: error: source 'rb': 'c.bin' holds 816 bytes, not a whole number of batches of 32 bytes (buffer 'b'): the last 16 bytes would be ignored; set last_batch: pad or last_batch: drop, trim the file to whole batches, or change the buffer's shape"
 for cmd in check run plan; do
     out=$("$pipectl" $cmd partial.yaml 2>&1 >/dev/null)
     rc=$?

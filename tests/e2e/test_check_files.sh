@@ -62,7 +62,7 @@ S="- {name: save, kind: sink, from: x, to: out/x.npy}"
 
 case_ missing "missing.yaml:6:44: error: source 'src': cannot open 'nope.npy': No such file or directory" \
     "- {name: src, kind: source, to: x, file: nope.npy}" "$S"
-case_ dtype "dtype.yaml:6:44: error: source 'src': 'wrong_dtype.npy' holds '<i4' but buffer 'x' is f32; save it as numpy dtype '<f4' in C order" \
+case_ dtype "dtype.yaml:6:44: error: source 'src': 'wrong_dtype.npy' holds '<i4' but buffer 'x' is f32; save it as numpy dtype '<f4' in C order, or set cast: f32 to convert it at read" \
     "- {name: src, kind: source, to: x, file: wrong_dtype.npy}" "$S"
 case_ transposed "transposed.yaml:6:44: error: source 'src': 'transposed.npy' holds an array of shape (10, 32, 128), but batches of buffer 'x' need shape (N, 128, 32); a transposed or reshaped array would be read in the wrong order: save it with that shape" \
     "- {name: src, kind: source, to: x, file: transposed.npy}" "$S"
@@ -78,7 +78,7 @@ case_ unwritable "unwritable.yaml:7:43: error: sink 'save': cannot create 'afile
     "- {name: src, kind: source, to: x}" "- {name: save, kind: sink, from: x, to: afile/x.npy}"
 # Every error is reported, in order, not only the first.
 case_ several "several.yaml:6:45: error: source 'src1': cannot open 'nope1.npy': No such file or directory
-several.yaml:7:45: error: source 'src2': 'wrong_dtype.npy' holds '<i4' but buffer 'x' is f32; save it as numpy dtype '<f4' in C order
+several.yaml:7:45: error: source 'src2': 'wrong_dtype.npy' holds '<i4' but buffer 'x' is f32; save it as numpy dtype '<f4' in C order, or set cast: f32 to convert it at read
 several.yaml:9:43: error: sink 'save': cannot create 'afile/x.npy': 'afile' is not a directory" \
     "- {name: src1, kind: source, to: x, file: nope1.npy}" \
     "- {name: src2, kind: source, to: x, file: wrong_dtype.npy, after: [src1]}" \

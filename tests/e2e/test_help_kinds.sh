@@ -15,7 +15,7 @@ echo "$h2d" | grep -q "^h2d: " || say_fail "help h2d: no heading: $h2d"
 echo "$h2d" | grep -q "engine: *h2d" || say_fail "help h2d: no engine"
 echo "$h2d" | grep -Eq "^  from +buffer name +- +host buffer" || say_fail "help h2d: no 'from' row"
 sink=$("$pipectl" help sink)
-echo "$sink" | grep -Eq "^  format +auto, raw, npy +auto " || say_fail "help sink: no 'format' row with values and default"
+echo "$sink" | grep -Eq "^  format +auto, raw, npy, text, jsonl +auto " || say_fail "help sink: no 'format' row with values and default"
 echo "$sink" | grep -Eq "^  reads +list of names +\[\] " || say_fail "help sink: no common key 'reads'"
 err=$("$pipectl" help kernal 2>&1 >/dev/null)
 rc=$?

@@ -38,7 +38,8 @@ end}
 p:stage{name = "stats", kind = "lua", reads = {"ids"}, writes = {"stats"}, args = "x",
         fn = function(batch, opts, bufs)
   assert(opts.name == "stats" and opts.args == "x" and opts.seed == 7 and opts.batches == 12)
-  assert(bufs.text == nil, "only declared buffers are visible")
+  local ok, e = pcall(function() return bufs.text end) -- only declared buffers are visible
+  assert(not ok and e:find("bufs.text: no such buffer (this stage can use: ids, stats)", 1, true), e)
   bufs.stats:fromtable({bufs.ids:sum(), batch, #bufs.ids})
 end}
 return p
@@ -112,6 +113,10 @@ fails(stage_file("open.lua", "  local f = io.open('/etc/passwd')"),
       "stage 'bad', batch 0: open.lua:6: io.open is not available in the pipectl sandbox")
 fails(stage_file("err.lua", "  if batch == 2 then error('no good: ' .. bufs.a[1]) end"),
       "stage 'bad', batch 2: err.lua:6: no good: 2")
+fails(stage_file("typo.lua", "  local n = #bufs.vec"),
+      "stage 'bad', batch 0: typo.lua:6: bufs.vec: no such buffer (this stage can use: a, b)")
+fails(stage_file("typo2.lua", "  if batch == 1 then bufs.b:fill(bufs[1]) end"),
+      "stage 'bad', batch 1: typo2.lua:6: bufs is indexed by buffer name (this stage can use: a, b), not by number")
 local tb = fails(stage_file("tb.lua", "  local x = nil\n  return x.y"), "stage 'bad', batch 0: tb.lua:7: attempt to index a nil value")
 assert(tb:find("stack traceback:", 1, true), "a traceback follows the message")
 fails(stage_file("keep.lua", "  if batch == 0 then keep = bufs.b end\n  if batch == 1 then return keep[1] end"),

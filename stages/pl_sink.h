@@ -1,0 +1,47 @@
+/* pl_sink: the sink kind's text and JSONL formats (stages/sink_text.c), which stages/sink.c
+ * writes through the same .partial file, lock and finalization as raw and .npy batches. */
+#ifndef PL_SINK_H
+#define PL_SINK_H
+
+#include "pl_kind_util.h"
+
+typedef struct pl_sink_field {
+    const char *name; /* the JSON key */
+    int read;         /* the buffer: index in the stage's reads */
+    pl_pos pos;
+} pl_sink_field;
+
+typedef struct pl_sink_text {
+    bool jsonl;
+    int from, lengths; /* text: indices in reads (lengths -1 without) */
+    pl_sink_field *fields;
+    int n_fields;          /* jsonl */
+    const char *row_field; /* jsonl: the record index's key, or NULL */
+} pl_sink_text;
+
+/* A growing byte string (malloc'd; free p). */
+typedef struct pl_sink_buf {
+    char *p;
+    size_t n, cap;
+} pl_sink_buf;
+
+/* Bind: `from` (text, already bound by the caller at t->from) and `lengths`, or `fields` and
+ * `row_field` (jsonl), as reads of st; their options are refused where they do not belong. */
+pl_status pl_sink_text_bind(pl_spec *spec, pl_stage *st, bool jsonl, pl_sink_text *t,
+                            pl_error *err);
+/* Validate: text rows are u8 [B, L] host buffers, lengths i32 [B]; every JSONL field a host
+ * buffer with the first field's B rows. */
+pl_status pl_sink_text_validate(const pl_spec *spec, const pl_stage *st, const pl_sink_text *t,
+                                pl_error *err);
+/* Rows per batch (the first dimension the records run along). */
+int64_t pl_sink_text_rows(const pl_spec *spec, const pl_stage *st, const pl_sink_text *t);
+/* Appends the first `rows` records of batch `batch` to out: one line each. Text: row r's bytes
+ * (up to lengths[r] or its first NUL); a row holding a line break is an error. JSONL: an object
+ * with the fields in order: u8 [B, L] rows as strings (to the first NUL; invalid UTF-8 becomes
+ * U+FFFD), [B] buffers as numbers, [B, ...] as arrays; integers exactly, floats in the fewest
+ * digits that read back to the same value of their dtype, NaN and infinities as null. */
+pl_status pl_sink_text_format(const pl_spec *spec, const pl_stage *st, const pl_sink_text *t,
+                              void *const *bufs, int64_t batch, int64_t rows, pl_sink_buf *out,
+                              pl_error *err);
+
+#endif
