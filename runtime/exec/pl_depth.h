@@ -1,7 +1,8 @@
 /* pl_depth: `depth: auto`: choosing the depth from the first batches' stage times and the plan's
- * memory per slot. Both executors run the plan's calibration batches (pl_depth_calib_batches) at
- * plan->depth (PL_DEPTH_CALIB), call pl_depth_choose on their spans, grow their ring of slots to
- * the chosen depth between batches, and run the rest there (docs/perf.md, "Automatic depth").
+ * memory per slot. The driver both executors run through (pl_depth_run.h) runs the plan's
+ * calibration batches (pl_depth_calib_batches) at plan->depth (PL_DEPTH_CALIB), calls
+ * pl_depth_choose on their spans, has the executor grow its ring of slots to the chosen depth
+ * between batches, and runs the rest there (docs/perf.md, "Automatic depth").
  *
  * The rule: from the calibration batches' spans, each stage's time (the median over the measured
  * batches), one batch's latency L (the critical path of those times through the batch's DAG: its

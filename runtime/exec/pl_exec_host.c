@@ -10,9 +10,150 @@
 #include <time.h>
 
 #include "pl_buffers.h"
+#include "pl_depth_run.h"
 #include "pl_exec_host.h"
 #include "pl_sched.h"
 #include "pl_stage_rt.h"
+
+/* One run: what its phases (pl_depth_run) share. depth: auto's phases run with the same stages,
+ * stage states and persistent buffers, one scheduler each. */
+typedef struct pl__host {
+    const pl_plan *plan; /* the current phase's: depth: auto's grown plan after the calibration */
+    const pl_run_cfg *cfg;
+    pl_run_result *res;
+    pl_stage_rt rt;
+    pl_sched sched;
+    pl_buffers *bufs;
+    pl_timing *timing;
+    int n_workers;
+    bool rt_open, sched_init;
+    int64_t t0, t_end;
+    int64_t first;    /* the batch the current scheduler began at */
+    int64_t reported; /* batches given to cfg->on_batch */
+} pl__host;
+
+/* A scheduler for `plan` (setup: no thread yet). */
+static pl_status pl__host_sched(pl__host *h, const pl_plan *plan, pl_error *err)
+{
+    PL_CHECK(pl_sched_init(&h->sched, plan, h->cfg, &h->rt, h->bufs, NULL, h->n_workers, h->timing,
+                           err));
+    h->sched_init = true;
+    pl_sched_set_clock(&h->sched, &h->res->batch_clock);
+    pl_sched_set_batch_progress(&h->sched); /* this thread only reports batches and polls stops */
+    return PL_OK;
+}
+
+static pl_status pl__host_setup(pl__host *h, pl_error *err)
+{
+    const pl_plan *plan = h->plan;
+    int64_t calib = pl_depth_calib_batches(plan);
+    int64_t keep = h->cfg->trace_batches > calib ? h->cfg->trace_batches : calib;
+    /* Rows for the batches in flight: slots bound them to about depth (depth: auto: what the ring
+     * may grow to), twice that for margin. The calibration batches' spans stay in the log, for
+     * pl_depth_choose. */
+    int window =
+        2 * (plan->depth_auto && plan->depth_cap > plan->depth ? plan->depth_cap : plan->depth) + 2;
+    PL_CHECK(pl_timing_new(plan, window, keep, &h->timing, err));
+    PL_CHECK(
+        pl_buffers_new(plan->spec, plan->depth, NULL, true, plan->spec->run.seed, &h->bufs, err));
+    PL_CHECK(pl_stage_rt_open(&h->rt, plan, h->n_workers, pl_buffers_slot(h->bufs, 0), NULL, err));
+    h->rt_open = true;
+    /* The first phase's scheduler and its worker threads are setup too. */
+    PL_CHECK(pl__host_sched(h, plan, err));
+    pl_sched_spawn(&h->sched);
+    return PL_OK;
+}
+
+/* pl_depth_backend.run_phase. The calling thread reports progress in batch order and turns a stop
+ * into a drain: the batches already started finish, nothing new starts. It wakes per completed
+ * batch (and every 20 ms, for a stop), not per stage: on a machine the search fills, each wake-up
+ * takes a core from it. The generation keeps a batch completed during the callback. */
+static pl_status pl__host_phase(void *user, int64_t limit, int64_t *done, bool *stopped,
+                                pl_error *err)
+{
+    pl__host *h = user;
+    pl_sched *s = &h->sched;
+    const pl_run_cfg *cfg = h->cfg;
+    int64_t total = h->plan->batches;
+    pthread_mutex_lock(&s->mu);
+    pl_sched_set_limit(s, limit);
+    pthread_mutex_unlock(&s->mu);
+    pl_sched_start(s, h->t0);
+    pthread_mutex_lock(&s->mu);
+    /* Until the work is over (the workers' leaving is teardown, after the clock). */
+    while (!pl_sched_idle(s) && !pl_sched_finished(s)) {
+        uint64_t gen = pl_sched_progress_gen(s);
+        int64_t dn = pl_sched_batches_done(s);
+        while (h->reported < dn) {
+            h->reported++;
+            if (cfg->on_batch) {
+                pthread_mutex_unlock(&s->mu);
+                cfg->on_batch(cfg->user, h->reported, total);
+                pthread_mutex_lock(&s->mu);
+            }
+        }
+        if (cfg->stop && *cfg->stop && !*stopped) {
+            *stopped = true;
+            pl_sched_set_limit(s, s->started);
+        }
+        if (!pl_sched_idle(s) && !pl_sched_finished(s)) pl_sched_wait_progress_since(s, gen, 20000);
+    }
+    *done = pl_sched_batches_done(s);
+    h->t_end = pl_now_ns();
+    pthread_mutex_unlock(&s->mu);
+    while (h->reported < *done && cfg->on_batch)
+        cfg->on_batch(cfg->user, ++h->reported, total);
+    pl_sched_join(s);
+    h->res->batches_issued = s->started;
+    if (!s->failed) return PL_OK;
+    if (err) *err = s->err;
+    return s->status;
+}
+
+/* pl_depth_backend.grow: the ring of slots at plan->depth; the persistent buffers stay. */
+static pl_status pl__host_grow(void *user, const pl_plan *plan, pl_error *err)
+{
+    pl__host *h = user;
+    if (plan->depth != h->plan->depth)
+        PL_CHECK(pl_buffers_grow(h->bufs, plan->depth, true, plan->spec->run.seed, err));
+    h->plan = plan;
+    h->rt.plan = plan;
+    return PL_OK;
+}
+
+/* pl_depth_backend.restart: the finished phase's counters are kept in `first`. */
+static pl_status pl__host_restart(void *user, const pl_plan *plan, int64_t first, pl_error *err)
+{
+    pl__host *h = user;
+    pl_sched_fini(&h->sched);
+    h->sched_init = false;
+    h->first = first;
+    PL_CHECK(pl__host_sched(h, plan, err));
+    pl_sched_begin_at(&h->sched, first);
+    return PL_OK;
+}
+
+/* Closes the stages (a close's error replaces no earlier one). */
+static void pl__host_close(pl__host *h, pl_status *st, pl_error *err)
+{
+    if (!h->rt_open) return;
+    pl_error cerr;
+    pl_error_clear(&cerr);
+    /* Between the phases of depth: auto no scheduler holds the counts: batches < first are what
+     * every stage completed. */
+    size_t ns = (size_t)(h->plan->n_stages ? h->plan->n_stages : 1);
+    int64_t *before = NULL;
+    if (!h->sched_init && h->first > 0 && (before = malloc(ns * sizeof *before)) != NULL)
+        for (size_t i = 0; i < ns; i++)
+            before[i] = h->first;
+    pl_status cs = pl_stage_rt_close(&h->rt, h->sched_init ? h->sched.done : before, *st != PL_OK,
+                                     h->res, &cerr);
+    free(before);
+    if (cs != PL_OK && *st == PL_OK) {
+        *st = cs;
+        if (err) *err = cerr;
+    }
+}
 
 pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
                            pl_error *err)
@@ -29,171 +170,35 @@ pl_status pl_exec_host_run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_re
     res->n_stages = plan->n_stages;
     res->batches_planned = plan->batches;
     snprintf(res->device_name, sizeof res->device_name, "CPU");
-
     res->batch_clock = (pl_batch_clock){plan->depth, -1, -1, 0};
-    int n_workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
-    res->workers = n_workers;
-    pl_status st = PL_OK;
-    bool rt_open = false, sched_init = false;
-    pl_stage_rt rt;
-    pl_sched sched;
-    pl_buffers *bufs = NULL;
+
+    pl__host h;
+    memset(&h, 0, sizeof h);
+    h.plan = plan;
+    h.cfg = cfg;
+    h.res = res;
+    h.n_workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
+    res->workers = h.n_workers;
     pl_plan *grown = NULL; /* depth: auto: the plan at the chosen depth */
-    memset(&sched, 0, sizeof sched);
-    int64_t t0 = pl_now_ns(), t_end = 0, first = 0;
-    size_t ns = (size_t)(plan->n_stages ? plan->n_stages : 1);
-    int64_t calib = pl_depth_calib_batches(plan);
-    /* Rows for the batches in flight: slots bound them to about depth (depth: auto: what the ring
-     * may grow to), twice that for margin. The calibration batches' spans stay in the log, for
-     * pl_depth_choose. */
-    pl_timing *timing = NULL;
-    int window =
-        2 * (plan->depth_auto && plan->depth_cap > plan->depth ? plan->depth_cap : plan->depth) + 2;
-    PL_CHECK_GOTO(pl_timing_new(plan, window,
-                                cfg->trace_batches > calib ? cfg->trace_batches : calib, &timing,
-                                err),
-                  st, done);
-    PL_CHECK_GOTO(
-        pl_buffers_new(plan->spec, plan->depth, NULL, true, plan->spec->run.seed, &bufs, err), st,
-        done);
-    PL_CHECK_GOTO(pl_stage_rt_open(&rt, plan, n_workers, pl_buffers_slot(bufs, 0), NULL, err), st,
-                  done);
-    rt_open = true;
-    /* The first phase's scheduler and its worker threads are setup too. */
-    PL_CHECK_GOTO(pl_sched_init(&sched, plan, cfg, &rt, bufs, NULL, n_workers, timing, err), st,
-                  done);
-    sched_init = true;
-    pl_sched_set_clock(&sched, &res->batch_clock);
-    pl_sched_set_batch_progress(&sched); /* this thread only reports batches and polls stops */
-    pl_sched_spawn(&sched);
-    /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
-     * files; the workers), as on the GPU executor, so per-batch figures describe the steady
-     * state. */
-    t0 = pl_now_ns();
-    bool stopped = false;
-    int64_t reported = 0, d = 0;
-    /* depth: auto: phase 0 runs the calibration batches at plan->depth, then the ring grows to the
-     * chosen depth and phase 1 runs the rest with the plan of that depth: the same stages, stage
-     * states and persistent buffers, one scheduler per phase. */
-    const pl_plan *cur = plan;
-    res->depth = plan->depth;
-    for (int phase = 0;; phase++) {
-        if (phase > 0) {
-            PL_CHECK_GOTO(pl_sched_init(&sched, cur, cfg, &rt, bufs, NULL, n_workers, timing, err),
-                          st, done);
-            sched_init = true;
-            pl_sched_set_clock(&sched, &res->batch_clock);
-            pl_sched_set_batch_progress(&sched);
-            pl_sched_begin_at(&sched, first);
-        }
-        if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
-            stopped = true;
-            pthread_mutex_lock(&sched.mu);
-            pl_sched_set_limit(&sched, first);
-            pthread_mutex_unlock(&sched.mu);
-        } else if (phase == 0 && calib > 0) {
-            pthread_mutex_lock(&sched.mu);
-            pl_sched_set_limit(&sched, calib);
-            pthread_mutex_unlock(&sched.mu);
-        }
-        pl_sched_start(&sched, t0);
-
-        /* The calling thread reports progress in batch order and turns a stop into a drain: the
-         * batches already started finish, nothing new starts. It wakes per completed batch (and
-         * every 20 ms, for a stop), not per stage: on a machine the search fills, each wake-up
-         * takes a core from it. The generation keeps a batch completed during the callback. */
-        pthread_mutex_lock(&sched.mu);
-        /* Until the work is over (the workers' leaving is teardown, after the clock). */
-        while (!pl_sched_idle(&sched) && !pl_sched_finished(&sched)) {
-            uint64_t gen = pl_sched_progress_gen(&sched);
-            int64_t dn = pl_sched_batches_done(&sched);
-            while (reported < dn) {
-                reported++;
-                if (cfg->on_batch) {
-                    pthread_mutex_unlock(&sched.mu);
-                    cfg->on_batch(cfg->user, reported, plan->batches);
-                    pthread_mutex_lock(&sched.mu);
-                }
-            }
-            if (cfg->stop && *cfg->stop && !stopped) {
-                stopped = true;
-                pl_sched_set_limit(&sched, sched.started);
-            }
-            if (!pl_sched_idle(&sched) && !pl_sched_finished(&sched))
-                pl_sched_wait_progress_since(&sched, gen, 20000);
-        }
-        d = pl_sched_batches_done(&sched);
-        t_end = pl_now_ns();
-        pthread_mutex_unlock(&sched.mu);
-        while (reported < d && cfg->on_batch)
-            cfg->on_batch(cfg->user, ++reported, plan->batches);
-        pl_sched_join(&sched);
-        res->batches_issued = sched.started;
-        if (phase > 0 || calib == 0) break;
-        /* The calibration is over: choose, grow the ring, go on from batch d. */
-        if (sched.failed || stopped || d < calib || d >= plan->batches) {
-            pl_depth_no_choice(plan, d, &res->depth_auto);
-            if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
-            break;
-        }
-        pl_depth_choose(plan, timing, d, &res->depth_auto);
-        if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
-        int nd = res->depth_auto.depth;
-        if (nd != plan->depth) {
-            /* Phase 1's plan is the same DAG at the chosen depth: its slot-reuse deps have that
-             * distance, and batch b uses slot b % nd from here on. Batches < d are done, so no
-             * slot holds anything a later batch needs but the persistent buffers, which stay. */
-            PL_CHECK_GOTO(pl_plan_compile_with(plan->spec, plan->batches, nd, &grown, err), st,
-                          done);
-            PL_CHECK_GOTO(pl_buffers_grow(bufs, nd, true, plan->spec->run.seed, err), st, done);
-            cur = grown;
-            rt.plan = grown;
-        }
-        res->depth = nd;
-        /* The steady state starts anew at the chosen depth. */
-        res->batch_clock.mark_b = d + nd;
-        res->batch_clock.mark_ns = -1;
-        /* The finished phase's counters are kept in `first`: a fresh scheduler goes on. */
-        pl_sched_fini(&sched);
-        sched_init = false;
-        first = d;
+    h.t0 = pl_now_ns();
+    pl_status st = pl__host_setup(&h, err);
+    if (st == PL_OK) {
+        /* The run's clock starts after setup (buffers, initial contents, stages' open: Lua states,
+         * files; the workers), as on the GPU executor, so per-batch figures describe the steady
+         * state. */
+        h.t0 = pl_now_ns();
+        pl_depth_backend be = {&h, pl__host_phase, pl__host_grow, pl__host_restart};
+        st = pl_depth_run(plan, cfg, h.timing, &be, res, &grown, err);
     }
-
-    res->batches_done = d;
-    if (sched.failed) {
-        st = sched.status;
-        if (err) *err = sched.err;
-    } else if (stopped && d < plan->batches) {
-        st = pl_error_set(err, PL_EINTR, "error: interrupted after %lld of %lld batches",
-                          (long long)d, (long long)plan->batches);
+    pl__host_close(&h, &st, err);
+    res->wall_ns = (h.t_end > h.t0 ? h.t_end : pl_now_ns()) - h.t0;
+    if (st == PL_OK || h.rt_open) {
+        res->timing = h.timing;
+        h.timing = NULL;
     }
-
-done:
-    if (rt_open) {
-        pl_error cerr;
-        pl_error_clear(&cerr);
-        /* Between the phases of depth: auto no scheduler holds the counts: batches < first are
-         * what every stage completed. */
-        int64_t *before = NULL;
-        if (!sched_init && first > 0 && (before = malloc(ns * sizeof *before)) != NULL)
-            for (size_t i = 0; i < ns; i++)
-                before[i] = first;
-        pl_status cs =
-            pl_stage_rt_close(&rt, sched_init ? sched.done : before, st != PL_OK, res, &cerr);
-        free(before);
-        if (cs != PL_OK && st == PL_OK) {
-            st = cs;
-            if (err) *err = cerr;
-        }
-    }
-    res->wall_ns = (t_end > t0 ? t_end : pl_now_ns()) - t0;
-    if (st == PL_OK || rt_open) {
-        res->timing = timing;
-        timing = NULL;
-    }
-    pl_sched_fini(&sched);
-    pl_buffers_free(bufs);
-    pl_timing_free(timing);
+    pl_sched_fini(&h.sched);
+    pl_buffers_free(h.bufs);
+    pl_timing_free(h.timing);
     pl_plan_free(grown);
     return st;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_depth_run.h"
 #include "pl_exec.h"
 #include "pl_exec_gpu_int.h"
 #include "pl_gx.h"
@@ -154,6 +155,132 @@ static pl_status pl__grow_ring(pl_gx *gx, const pl_plan *plan, pl_error *err)
     return PL_CUDA(cudaDeviceSynchronize(), NULL, -1, err);
 }
 
+/* One run: what its phases (pl_depth_run) share besides the executor's state. */
+typedef struct pl__gpu_run {
+    pl_gx *gx;
+    const pl_run_cfg *cfg;
+    pl_run_result *res;
+    bool *owned;   /* [stream]: the host scheduler runs it (the host streams) */
+    int64_t first; /* depth: auto: the batch the current scheduler began at */
+} pl__gpu_run;
+
+/* The host scheduler for `plan`'s host streams (no thread yet). */
+static pl_status pl__sched(pl__gpu_run *r, const pl_plan *plan, pl_error *err)
+{
+    pl_gx *gx = r->gx;
+    PL_CHECK(pl_sched_init(&gx->sched, plan, r->cfg, &gx->rt, gx->hbufs, r->owned,
+                           gx->rt.env.workers, gx->stats, err));
+    gx->sched_init = true;
+    gx->help_worker = pl_sched_help_worker(&gx->sched, gx->rt.env.workers);
+    pl_sched_set_clock(&gx->sched, &r->res->batch_clock);
+    pl_gx_wake_attach(gx, &gx->sched);
+    return PL_OK;
+}
+
+/* What the run needs past pl__setup: the span log, the first phase's scheduler and its workers,
+ * then the run's clock (ev_t0 completes at about t_start; device spans are measured from it). */
+static pl_status pl__run_setup(pl__gpu_run *r, pl_error *err)
+{
+    pl_gx *gx = r->gx;
+    const pl_plan *plan = gx->plan;
+    /* Rows for the batches in flight: the ring bounds them (graphs run ahead by depth; depth:
+     * auto sizes for the ring it may grow to, at most 2 x cap entries). The calibration batches'
+     * spans stay in the log, for pl_depth_choose. */
+    int64_t calib = pl_depth_calib_batches(plan);
+    int64_t keep = r->cfg->trace_batches > calib ? r->cfg->trace_batches : calib;
+    int wd = plan->depth_auto && plan->depth_cap > gx->depth ? plan->depth_cap : gx->depth;
+    int ring = gx->ring > 2 * wd + 1 ? gx->ring : 2 * wd + 1;
+    PL_CHECK(pl_timing_new(plan, 2 * ring + 2, keep, &gx->stats, err));
+    r->owned = calloc((size_t)plan->n_streams + 1, sizeof *r->owned);
+    if (!r->owned) return pl_error_set(err, PL_ENOMEM, "error: out of memory setting up the run");
+    for (int k = 0; k < plan->n_streams; k++)
+        r->owned[k] = plan->streams[k].engine == PL_ENGINE_HOST;
+    PL_CHECK(pl__sched(r, plan, err));
+    pl_sched_spawn(&gx->sched); /* the workers are setup: before the clock */
+    PL_CHECK(PL_CUDA(cudaEventRecord(gx->ev_t0, gx->launch[0]), NULL, -1, err));
+    PL_CHECK(PL_CUDA(cudaEventSynchronize(gx->ev_t0), NULL, -1, err));
+    gx->t_start = pl_now_ns();
+    return PL_OK;
+}
+
+/* pl_depth_backend.run_phase: the issue loop on this thread, the host stages on the workers. */
+static pl_status pl__phase(void *user, int64_t limit, int64_t *done, bool *stopped, pl_error *err)
+{
+    pl_gx *gx = ((pl__gpu_run *)user)->gx;
+    pthread_mutex_lock(&gx->sched.mu);
+    pl_sched_set_limit(&gx->sched, limit);
+    pthread_mutex_unlock(&gx->sched.mu);
+    pl_sched_start(&gx->sched, gx->t_start);
+    pl_gx_issue_loop(gx);
+    gx->t_end = pl_now_ns(); /* the work is done; the workers' leaving is teardown */
+    pthread_mutex_lock(&gx->sched.mu);
+    pl_sched_abort(&gx->sched); /* the loop ends with the work: this sends the workers off */
+    pthread_mutex_unlock(&gx->sched.mu);
+    pl_sched_join(&gx->sched);
+    *done = pl_sched_batches_done(&gx->sched);
+    *stopped = gx->stopped;
+    /* A stage's failure first; an issue-side error when the read-back found nothing better. */
+    if (gx->sched.failed) {
+        if (err) *err = gx->sched.err;
+        return gx->sched.status;
+    }
+    if (gx->has_late_err) {
+        if (err) *err = gx->late_err;
+        return gx->late_status;
+    }
+    return PL_OK;
+}
+
+/* pl_depth_backend.grow: also at the same depth when the timing asked for is not the
+ * calibration's (every batch timed): the lean graphs are captured then. */
+static pl_status pl__grow(void *user, const pl_plan *plan, pl_error *err)
+{
+    pl_gx *gx = ((pl__gpu_run *)user)->gx;
+    if (plan->depth == gx->depth && gx->user_timing == gx->timing) return PL_OK;
+    return pl__grow_ring(gx, plan, err);
+}
+
+/* pl_depth_backend.restart: a fresh scheduler from batch `first`; the issue loop goes on there. */
+static pl_status pl__restart(void *user, const pl_plan *plan, int64_t first, pl_error *err)
+{
+    pl__gpu_run *r = user;
+    pl_gx *gx = r->gx;
+    r->first = first;
+    pl_gx_wake_attach(gx, NULL); /* a late wake-up must not find it half-made */
+    pl_sched_fini(&gx->sched);
+    gx->sched_init = false;
+    PL_CHECK(pl__sched(r, plan, err));
+    pl_sched_begin_at(&gx->sched, first);
+    for (int k = 0; k < gx->nseg; k++) {
+        gx->launched[k] = gx->mon_b[k] = first;
+        gx->mon_i[k] = gx->mon_conf[k] = 0;
+    }
+    gx->monitored = first;
+    return PL_OK;
+}
+
+/* Closes the stages (a close's error replaces no earlier one). */
+static void pl__close(pl__gpu_run *r, pl_status *st, pl_error *err)
+{
+    pl_gx *gx = r->gx;
+    if (!gx->rt_open) return;
+    pl_error ce;
+    /* Between the phases of depth: auto no scheduler holds the counts: batches < first are what
+     * every stage completed. */
+    int64_t *before = NULL;
+    if (!gx->sched_init && r->first > 0 &&
+        (before = malloc((size_t)(gx->nst > 0 ? gx->nst : 1) * sizeof *before)) != NULL)
+        for (int i = 0; i < gx->nst; i++)
+            before[i] = r->first;
+    pl_status cs = pl_stage_rt_close(&gx->rt, gx->sched_init ? gx->sched.done : before,
+                                     *st != PL_OK, r->res, &ce);
+    free(before);
+    if (*st == PL_OK && cs != PL_OK) {
+        *st = cs;
+        if (err) *err = ce;
+    }
+}
+
 /* The run; *active_ns (may be NULL) gets the time from the first launch to the last batch read
  * back (host clock), for bench. */
 static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_result *res,
@@ -165,9 +292,8 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
         cfg = &def;
     }
     pl_gx gxs, *gx = &gxs;
-    bool *owned = NULL;
+    pl__gpu_run r = {gx, cfg, res, NULL, 0};
     pl_plan *grown = NULL; /* depth: auto: the plan at the chosen depth */
-    int64_t first = 0;     /* depth: auto: batches done before the current scheduler */
     pl_status st = pl__setup(gx, plan, cfg, cfg->use_graphs, true, err);
     memset(res, 0, sizeof *res);
     res->executor = "gpu";
@@ -183,131 +309,10 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
             snprintf(res->device_name, sizeof res->device_name, "%.127s", prop.name);
     }
     if (st != PL_OK) goto close;
-    /* Rows for the batches in flight: the ring bounds them (graphs run ahead by depth; depth:
-     * auto sizes for the ring it may grow to, at most 2 x cap entries). The calibration batches'
-     * spans stay in the log, for pl_depth_choose. */
-    int64_t calib = pl_depth_calib_batches(plan);
-    {
-        int wd = plan->depth_auto && plan->depth_cap > gx->depth ? plan->depth_cap : gx->depth;
-        int ring = gx->ring > 2 * wd + 1 ? gx->ring : 2 * wd + 1;
-        PL_CHECK_GOTO(pl_timing_new(plan, 2 * ring + 2,
-                                    cfg->trace_batches > calib ? cfg->trace_batches : calib,
-                                    &gx->stats, err),
-                      st, close);
-    }
-    owned = calloc((size_t)plan->n_streams + 1, sizeof *owned);
-    if (!owned) {
-        st = pl_error_set(err, PL_ENOMEM, "error: out of memory setting up the run");
-        goto close;
-    }
-    for (int k = 0; k < plan->n_streams; k++)
-        owned[k] = plan->streams[k].engine == PL_ENGINE_HOST;
-    PL_CHECK_GOTO(pl_sched_init(&gx->sched, plan, cfg, &gx->rt, gx->hbufs, owned,
-                                gx->rt.env.workers, gx->stats, err),
-                  st, close);
-    gx->sched_init = true;
-    gx->help_worker = pl_sched_help_worker(&gx->sched, gx->rt.env.workers);
-    pl_sched_set_clock(&gx->sched, &res->batch_clock);
-    pl_gx_wake_attach(gx, &gx->sched);
-    pl_sched_spawn(&gx->sched); /* the workers are setup: before the clock */
-    /* The run clock: ev_t0 completes at (about) t_start; device spans are measured from it. */
-    PL_CHECK_GOTO(PL_CUDA(cudaEventRecord(gx->ev_t0, gx->launch[0]), NULL, -1, err), st, close);
-    PL_CHECK_GOTO(PL_CUDA(cudaEventSynchronize(gx->ev_t0), NULL, -1, err), st, close);
-    gx->t_start = pl_now_ns();
-    if (cfg->stop && *cfg->stop) { /* stopped before it started: nothing runs */
-        gx->stopped = true;
-        pthread_mutex_lock(&gx->sched.mu);
-        pl_sched_set_limit(&gx->sched, 0);
-        pthread_mutex_unlock(&gx->sched.mu);
-    }
-    /* depth: auto: the calibration batches first, at plan->depth (pl_depth.h). */
-    res->depth = plan->depth;
-    if (calib > 0 && !gx->stopped) {
-        pthread_mutex_lock(&gx->sched.mu);
-        pl_sched_set_limit(&gx->sched, calib);
-        pthread_mutex_unlock(&gx->sched.mu);
-    }
-    pl_sched_start(&gx->sched, gx->t_start);
-
-    pl_gx_issue_loop(gx);
-    gx->t_end = pl_now_ns(); /* the work is done; the workers' leaving is teardown */
-
-    pthread_mutex_lock(&gx->sched.mu);
-    pl_sched_abort(&gx->sched); /* the loop ends with the work: this sends the workers off */
-    pthread_mutex_unlock(&gx->sched.mu);
-    pl_sched_join(&gx->sched);
-
-    int64_t done = pl_sched_batches_done(&gx->sched);
-    if (calib > 0) {
-        if (gx->sched.failed || gx->has_late_err || gx->stopped || done < calib ||
-            done >= gx->batches) {
-            pl_depth_no_choice(plan, done, &res->depth_auto);
-            if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
-        } else {
-            pl_depth_choose(plan, gx->stats, done, &res->depth_auto);
-            if (cfg->on_depth) cfg->on_depth(cfg->depth_user, &res->depth_auto);
-            int nd = res->depth_auto.depth;
-            pl_status gst = PL_OK;
-            const pl_plan *np = plan;
-            if (nd != plan->depth) {
-                gst = pl_plan_compile_with(plan->spec, plan->batches, nd, &grown, err);
-                np = grown;
-            }
-            /* Also at the same depth when the timing asked for is not the calibration's: the
-             * lean graphs are captured then. */
-            if (gst == PL_OK && (nd != plan->depth || gx->user_timing != gx->timing))
-                gst = pl__grow_ring(gx, np, err);
-            if (gst == PL_OK) {
-                res->depth = nd;
-                /* The steady state starts anew at the chosen depth. */
-                res->batch_clock.mark_b = done + nd;
-                res->batch_clock.mark_ns = -1;
-                /* A fresh scheduler for the rest, at batch `done`; the issue loop goes on. */
-                first = done;
-                pl_gx_wake_attach(gx, NULL); /* a late wake-up must not find it half-made */
-                pl_sched_fini(&gx->sched);
-                gx->sched_init = false;
-                gst = pl_sched_init(&gx->sched, gx->plan, cfg, &gx->rt, gx->hbufs, owned,
-                                    gx->rt.env.workers, gx->stats, err);
-            }
-            if (gst == PL_OK) {
-                gx->sched_init = true;
-                gx->help_worker = pl_sched_help_worker(&gx->sched, gx->rt.env.workers);
-                pl_sched_set_clock(&gx->sched, &res->batch_clock);
-                pl_gx_wake_attach(gx, &gx->sched);
-                pl_sched_begin_at(&gx->sched, first);
-                for (int k = 0; k < gx->nseg; k++) {
-                    gx->launched[k] = gx->mon_b[k] = first;
-                    gx->mon_i[k] = gx->mon_conf[k] = 0;
-                }
-                gx->monitored = first;
-                pl_sched_start(&gx->sched, gx->t_start);
-                pl_gx_issue_loop(gx);
-                gx->t_end = pl_now_ns();
-                pthread_mutex_lock(&gx->sched.mu);
-                pl_sched_abort(&gx->sched);
-                pthread_mutex_unlock(&gx->sched.mu);
-                pl_sched_join(&gx->sched);
-                done = pl_sched_batches_done(&gx->sched);
-            }
-            /* A failure to grow ends the run after the calibration batches (kept). */
-            st = gst;
-        }
-    }
-    if (gx->sched_init && gx->sched.failed) {
-        st = gx->sched.status;
-        if (err) *err = gx->sched.err;
-    } else if (st != PL_OK) {
-        /* depth: auto could not grow the ring: the error is in err already */
-    } else if (gx->has_late_err) {
-        st = gx->late_status;
-        if (err) *err = gx->late_err;
-    } else if (gx->stopped && done < gx->batches) {
-        st = pl_error_set(err, PL_EINTR, "error: interrupted after %lld of %lld batches",
-                          (long long)done, (long long)gx->batches);
-    }
-    res->batches_issued = gx->nseg ? gx->launched[0] : gx->sched_init ? gx->sched.started : first;
-    res->batches_done = done;
+    PL_CHECK_GOTO(pl__run_setup(&r, err), st, close);
+    pl_depth_backend be = {&r, pl__phase, pl__grow, pl__restart};
+    st = pl_depth_run(plan, cfg, gx->stats, &be, res, &grown, err);
+    res->batches_issued = gx->nseg ? gx->launched[0] : gx->sched_init ? gx->sched.started : r.first;
     res->wall_ns = (gx->t_end > gx->t_start ? gx->t_end : pl_now_ns()) - gx->t_start;
     if (active_ns)
         *active_ns = gx->t_first_launch > 0 && gx->t_last_done > gx->t_first_launch
@@ -316,25 +321,10 @@ static pl_status pl__run(const pl_plan *plan, const pl_run_cfg *cfg, pl_run_resu
     res->timing = gx->stats;
     gx->stats = NULL;
 close:
-    if (gx->rt_open) {
-        pl_error ce;
-        /* Between the phases of depth: auto no scheduler holds the counts: batches < first are
-         * what every stage completed. */
-        int64_t *before = NULL;
-        if (!gx->sched_init && first > 0 &&
-            (before = malloc((size_t)(gx->nst > 0 ? gx->nst : 1) * sizeof *before)) != NULL)
-            for (int i = 0; i < gx->nst; i++)
-                before[i] = first;
-        pl_status cs = pl_stage_rt_close(&gx->rt, gx->sched_init ? gx->sched.done : before,
-                                         st != PL_OK, res, &ce);
-        if (st == PL_OK && cs != PL_OK) {
-            st = cs;
-            if (err) *err = ce;
-        }
-    }
+    pl__close(&r, &st, err);
     pl_timing_free(gx->stats);
     gx->stats = NULL;
-    free(owned);
+    free(r.owned);
     pl__teardown(gx);
     pl_plan_free(grown);
     return st;
