@@ -162,6 +162,9 @@ typedef struct pl_replay_result {
     char note[160];           /* e.g. "recorded on gpu, replayed on host: ..." or "" */
     int64_t batches_done;
     pl_compare cmp;  /* a = recorded, b = now */
+    char **warnings; /* lines for stderr: a sink of the bundled pipeline that writes outside the
+                      * bundle, or whose file in the replay folder leads elsewhere (a link) */
+    int n_warnings;
 } pl_replay_result;
 
 void pl_replay_result_fini(pl_replay_result *r);

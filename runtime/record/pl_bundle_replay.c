@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,9 @@ void pl_replay_result_fini(pl_replay_result *r)
 {
     if (!r) return;
     free(r->changed);
+    for (int i = 0; i < r->n_warnings; i++)
+        free(r->warnings[i]);
+    free(r->warnings);
     pl_compare_fini(&r->cmp);
     memset(r, 0, sizeof *r);
     r->cmp.first_sink = -1;
@@ -479,20 +483,41 @@ static void pl__replay_fini(pl__replay *x)
     if (x->temp) pl__rm_tree(x->out_dir);
 }
 
-/* The folder the replay writes to: cfg->out_dir, or a temporary one (x->temp) removed at the end.
- * Nothing to free when it fails. */
+/* The folder the replay writes to: cfg->out_dir, or a temporary one (x->temp) removed at the end;
+ * absolute, since the sinks' paths are resolved from the bundled pipeline's folder and a relative
+ * one would put the replay's outputs inside the bundle. Nothing to free when it fails. */
 static pl_status pl__replay_folder(const pl_replay_cfg *cfg, pl__replay *x, pl_error *err)
 {
-    if (cfg->out_dir) {
-        pl__bundle_fmt(x->out_dir, sizeof x->out_dir, "%s", cfg->out_dir);
-        return pl__bundle_mkdir_p(x->out_dir, err);
-    }
     const char *t = getenv("TMPDIR");
-    pl__bundle_fmt(x->out_dir, sizeof x->out_dir, "%s/pipectl-replay-XXXXXX", t && *t ? t : "/tmp");
+    const char *where = cfg->out_dir ? cfg->out_dir : t && *t ? t : "/tmp";
+    char cwd[PL__PATH];
+    bool rel = where[0] != '/' && getcwd(cwd, sizeof cwd);
+    pl__bundle_fmt(x->out_dir, sizeof x->out_dir, "%s%s%s%s", rel ? cwd : "", rel ? "/" : "", where,
+                   cfg->out_dir ? "" : "/pipectl-replay-XXXXXX");
+    if (cfg->out_dir) return pl__bundle_mkdir_p(x->out_dir, err);
     if (!mkdtemp(x->out_dir))
         return pl_error_set(err, PL_EIO, "error: cannot create a temporary folder: %s",
                             strerror(errno));
     x->temp = true;
+    return PL_OK;
+}
+
+/* A line for the replay's warnings (r->warnings, printed by the CLI). */
+static pl_status pl__warn(pl_replay_result *r, pl_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static pl_status pl__warn(pl_replay_result *r, pl_error *err, const char *fmt, ...)
+{
+    char line[2 * PL__PATH];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char **n = realloc(r->warnings, (size_t)(r->n_warnings + 1) * sizeof *n);
+    if (!n) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    r->warnings = n;
+    if (!(n[r->n_warnings] = strdup(line)))
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    r->n_warnings++;
     return PL_OK;
 }
 
@@ -576,9 +601,65 @@ static pl_status pl__pipeline_reads_closed(const pl_bundle *b, const char *file,
     return PL_OK;
 }
 
+/* Whether path (relative to the bundle's folder) leads out of it: absolute, or more '..' than
+ * folders before them. */
+static bool pl__leaves(const char *path)
+{
+    if (path[0] == '/') return true;
+    int depth = 0;
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0) return true;
+        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += n + (p[n] == '/');
+    }
+    return false;
+}
+
+/* A sink's file in the replay folder: the base name of what the pipeline says (the stage's name
+ * when that is not a plain name: "..", "." or a path ending in '/'), so the replay writes
+ * nothing over the bundle nor outside its folder. Warns (one line a sink) when the bundled
+ * pipeline itself writes outside the bundle (an absolute path, or one that climbs out with
+ * '..'), and when the file in the replay folder is a link or a special file that would lead the
+ * write elsewhere (an --out folder with things in it). */
+static pl_status pl__sink_target(const pl_bundle *b, const char *file, const pl_stage *sg,
+                                 const char *to, const char *out_dir, char *np, size_t cap,
+                                 pl_replay_result *r, pl_error *err)
+{
+    const char *base = pl__bundle_base(to);
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) base = sg->name;
+    pl__bundle_fmt(np, cap, "%s/%s", out_dir, base);
+    char rel[PL__PATH];
+    if (strcmp(to, "-") != 0 && pl__leaves(pl__from_root(file, to, rel, sizeof rel)))
+        PL_CHECK(pl__warn(r, err,
+                          "warning: sink '%s' of the bundled pipeline writes %s, outside the "
+                          "bundle: replay writes %s instead; a run of %s/%s would write %s (give "
+                          "its `to:` a path under outputs/, as capture does, to keep it inside)",
+                          sg->name, to, np, b->dir, file, to));
+    struct stat sb;
+    if (lstat(np, &sb) != 0 || S_ISREG(sb.st_mode)) return PL_OK;
+    char target[PL__PATH] = "";
+    ssize_t n = S_ISLNK(sb.st_mode) ? readlink(np, target, sizeof target - 1) : -1;
+    if (n > 0) target[n] = '\0';
+    if (S_ISLNK(sb.st_mode))
+        return pl__warn(r, err,
+                        "warning: sink '%s' writes %s, a symlink to %s: the replay writes where "
+                        "it leads, outside its folder (remove the link, or give --out an empty "
+                        "folder)",
+                        sg->name, np, n > 0 ? target : "?");
+    return pl__warn(r, err,
+                    "warning: sink '%s' writes %s, which is %s, not a file of the replay folder "
+                    "(remove it, or give --out an empty folder)",
+                    sg->name, np, pl__bundle_file_type(sb.st_mode));
+}
+
 /* The bundled pipeline, its outputs sent to the replay folder (not over the bundle's copies),
  * checked and compiled. */
-static pl_status pl__replay_load(const pl_bundle *b, pl__replay *x, pl_error *err)
+static pl_status pl__replay_load(const pl_bundle *b, pl__replay *x, pl_replay_result *r,
+                                 pl_error *err)
 {
     const char *file =
         pl_json_str_or(json_object_get(b->manifest, "pipeline"), "file", "pipeline.yaml");
@@ -592,7 +673,8 @@ static pl_status pl__replay_load(const pl_bundle *b, pl__replay *x, pl_error *er
             const pl_key *k = pl_kind_key(sg->kind, sg->opts[o].key);
             if (!k || k->type != PL_KEY_PATH || !sg->opts[o].str) continue;
             char np[PL__PATH];
-            pl__bundle_fmt(np, sizeof np, "%s/%s", x->out_dir, pl__bundle_base(sg->opts[o].str));
+            PL_CHECK(
+                pl__sink_target(b, file, sg, sg->opts[o].str, x->out_dir, np, sizeof np, r, err));
             sg->opts[o].str = pl_spec_strdup(spec, np);
             if (!sg->opts[o].str) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
         }
@@ -761,7 +843,7 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
     PL_CHECK(pl__replay_folder(cfg, &x, err));
     pl_status st;
     pl_run_cfg rc;
-    PL_CHECK_GOTO(pl__replay_load(b, &x, err), st, done);
+    PL_CHECK_GOTO(pl__replay_load(b, &x, r, err), st, done);
     PL_CHECK_GOTO(pl__replay_run_cfg(b, cfg, r, &x, &rc, err), st, done);
     PL_CHECK_GOTO(pl__replay_runs(&x, &rc, r, err), st, done);
     PL_CHECK_GOTO(pl__cmp_sinks(json_object_get(m, "outputs"), x.now_out, &r->cmp, err), st, done);
