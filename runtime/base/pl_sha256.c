@@ -3,8 +3,10 @@
 #include "pl_sha256.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -28,11 +30,9 @@ pl_status pl_sha256(const void *data, size_t len, char hex[PL_SHA256_HEX], pl_er
     return PL_OK;
 }
 
-pl_status pl_sha256_file(const char *path, char hex[PL_SHA256_HEX], unsigned long long *bytes,
-                         pl_error *err)
+pl_status pl_sha256_fd(int fd, const char *name, char hex[PL_SHA256_HEX], unsigned long long *bytes,
+                       pl_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return pl_error_set(err, PL_EIO, "error: cannot read %s: %s", path, strerror(errno));
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     pl_status st = PL_OK;
     unsigned long long total = 0;
@@ -41,17 +41,19 @@ pl_status pl_sha256_file(const char *path, char hex[PL_SHA256_HEX], unsigned lon
         goto done;
     }
     unsigned char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        total += n;
-        if (EVP_DigestUpdate(ctx, buf, n) != 1) {
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            st = pl_error_set(err, PL_EIO, "error: cannot read %s: %s", name, strerror(errno));
+            goto done;
+        }
+        if (n == 0) break;
+        total += (unsigned long long)n;
+        if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1) {
             st = pl_error_set(err, PL_ERUNTIME, "error: SHA-256 failed (libcrypto)");
             goto done;
         }
-    }
-    if (ferror(f)) {
-        st = pl_error_set(err, PL_EIO, "error: cannot read %s: %s", path, strerror(errno));
-        goto done;
     }
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdn = 0;
@@ -63,6 +65,16 @@ pl_status pl_sha256_file(const char *path, char hex[PL_SHA256_HEX], unsigned lon
     if (bytes) *bytes = total;
 done:
     EVP_MD_CTX_free(ctx);
-    fclose(f);
+    return st;
+}
+
+pl_status pl_sha256_file(const char *path, char hex[PL_SHA256_HEX], unsigned long long *bytes,
+                         pl_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return pl_error_set(err, PL_EIO, "error: cannot read %s: %s", path, strerror(errno));
+    pl_status st = pl_sha256_fd(fd, path, hex, bytes, err);
+    close(fd);
     return st;
 }

@@ -15,5 +15,9 @@ pl_status pl_sha256(const void *data, size_t len, char hex[PL_SHA256_HEX], pl_er
  * names the file when it cannot be read. */
 pl_status pl_sha256_file(const char *path, char hex[PL_SHA256_HEX], unsigned long long *bytes,
                          pl_error *err);
+/* The same of what is left to read from the open descriptor fd (not closed); `name` names it in
+ * messages. Bundles open their files without following links, then hash the descriptor. */
+pl_status pl_sha256_fd(int fd, const char *name, char hex[PL_SHA256_HEX], unsigned long long *bytes,
+                       pl_error *err);
 
 #endif

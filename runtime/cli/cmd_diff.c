@@ -10,29 +10,24 @@
 #include "pl_cli.h"
 #include "pl_json.h"
 
-/* The lines of a file (owned by *buf), at most 4000. */
-static int pl__lines(const char *path, char **buf, char ***lines)
+/* The lines of the bundle's file rel (owned by *buf), at most 4000; read through
+ * pl_bundle_file_read, so a link or a FIFO there is refused (PL_EINPUT in *st). -1 when it cannot
+ * be read (missing). */
+static int pl__lines(const pl_bundle *b, const char *rel, char **buf, char ***lines, pl_status *st,
+                     pl_error *err)
 {
     *buf = NULL;
     *lines = NULL;
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t cap = 0, len = 0;
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (len + n + 1 > cap) {
-            cap = 2 * (len + n + 1);
-            char *nb = realloc(*buf, cap);
-            if (!nb) break;
-            *buf = nb;
+    size_t len = 0;
+    pl_error re;
+    pl_error_clear(&re);
+    if (pl_bundle_file_read(b, rel, (size_t)64 << 20, buf, &len, NULL, &re) != PL_OK) {
+        if (re.status == PL_EINPUT) {
+            *err = re;
+            *st = PL_EINPUT;
         }
-        memcpy(*buf + len, chunk, n);
-        len += n;
+        return -1;
     }
-    fclose(f);
-    if (!*buf) return 0;
-    (*buf)[len] = '\0';
     int nl = 0, capl = 64;
     *lines = malloc((size_t)capl * sizeof **lines);
     for (char *p = *buf; *lines && *p && nl < 4000;) {
@@ -51,13 +46,20 @@ static int pl__lines(const char *path, char **buf, char ***lines)
     return nl;
 }
 
-/* A line diff (longest common subsequence) of two small text files, "-" lines of A and "+" of B,
- * comment lines (#) ignored. Prints nothing when they agree; returns whether they differ. */
-static bool pl__text_diff(const char *what, const char *pa, const char *pb, bool quiet)
+/* A line diff (longest common subsequence) of two small text files, rel_a of bundle a and rel_b of
+ * b, "-" lines of A and "+" of B, comment lines (#) ignored. Prints nothing when they agree;
+ * returns whether they differ. A file refused (a link, a FIFO) sets *st to PL_EINPUT and err. */
+static bool pl__text_diff(const char *what, const pl_bundle *a, const char *rel_a,
+                          const pl_bundle *b, const char *rel_b, bool quiet, pl_status *st,
+                          pl_error *err)
 {
     char *ba, *bb, **la, **lb;
-    int na = pl__lines(pa, &ba, &la), nb = pl__lines(pb, &bb, &lb);
+    char pa[4096], pb[4096];
+    pl_bundle_path(a->dir, rel_a, pa, sizeof pa);
+    pl_bundle_path(b->dir, rel_b, pb, sizeof pb);
+    int na = pl__lines(a, rel_a, &ba, &la, st, err), nb = pl__lines(b, rel_b, &bb, &lb, st, err);
     bool differ = false;
+    if (*st != PL_OK) goto done;
     if (na < 0 || nb < 0) {
         if (!quiet) printf("\n%s: %s is missing\n", what, na < 0 ? pa : pb);
         differ = true;
@@ -199,13 +201,16 @@ int pl_cmd_diff(int argc, char **argv)
         goto out;
     }
     if (!json) printf("diff of bundles A = %s and B = %s\n", d[0], d[1]);
-    char pa[4096], pb[4096];
     const char *fa = pl_json_str_or(json_object_get(a->manifest, "pipeline"), "file", "");
     const char *fb = pl_json_str_or(json_object_get(b->manifest, "pipeline"), "file", "");
-    bool spec_diff = pl__text_diff("the pipeline", pl_bundle_path(a->dir, fa, pa, sizeof pa),
-                                   pl_bundle_path(b->dir, fb, pb, sizeof pb), json);
-    bool plan_diff = pl__text_diff("the plan", pl_bundle_path(a->dir, "plan.txt", pa, sizeof pa),
-                                   pl_bundle_path(b->dir, "plan.txt", pb, sizeof pb), json);
+    pl_status st = PL_OK;
+    bool spec_diff = pl__text_diff("the pipeline", a, fa, b, fb, json, &st, &err);
+    bool plan_diff = pl__text_diff("the plan", a, "plan.txt", b, "plan.txt", json, &st, &err);
+    if (st != PL_OK) {
+        if (json) pl_json_print_error(stdout, "diff", &err);
+        rc = pl_cli_fail(&err);
+        goto out;
+    }
     if (json) {
         pl__json(d, &c, spec_diff, plan_diff);
         rc = c.first_sink >= 0 ? 1 : 0;

@@ -394,6 +394,8 @@ int pl_cmd_replay(int argc, char **argv)
         return pl_cli_fail(&err);
     }
     pl_status st = pl__replay_stoppable(b, &o.cfg, &r, &err);
+    for (int i = 0; i < r.n_warnings; i++)
+        fprintf(stderr, "%s\n", r.warnings[i]);
     if (o.json) {
         pl__json(o.dir, &r, st, &err);
         rc = st != PL_OK ? pl_status_exit_code(st) : r.cmp.first_sink >= 0 ? 1 : 0;

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -99,6 +100,201 @@ pl_status pl__bundle_write_text(const char *path, void (*fn)(const pl_plan *, FI
     fn(plan, f);
     if (fclose(f) != 0) return pl_error_set(err, PL_EIO, "error: cannot write %s", path);
     return PL_OK;
+}
+
+/* ---- opening a bundle's files: the one way in ---- */
+
+const char *pl__bundle_rel_refusal(const char *rel)
+{
+    if (!rel[0]) return "is an empty path";
+    if (rel[0] == '/') return "is an absolute path";
+    const char *why = NULL;
+    for (const char *p = rel; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') return "climbs out of the bundle";
+        if (n == 0 || (n == 1 && p[0] == '.')) why = "is not a plain relative path";
+        p += n;
+        if (*p == '/') {
+            p++;
+            if (!*p) why = "is not a plain relative path";
+        }
+    }
+    return why;
+}
+
+const char *pl__bundle_file_type(mode_t m)
+{
+    return S_ISDIR(m)    ? "a folder"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISLNK(m)  ? "a symlink"
+           : S_ISREG(m)  ? "a regular file"
+                         : "not a regular file";
+}
+
+/* Refuses what at (a component of rel, relative to the folder fd `at`), a symlink: names its
+ * target (readlink reads the link, never what it points to). */
+static pl_status pl__refuse_link(int at, const char *name, const char *dir, const char *shown,
+                                 bool folder, pl_error *err)
+{
+    char target[PL__PATH];
+    ssize_t n = readlinkat(at, name, target, sizeof target - 1);
+    if (n < 0) n = 0;
+    target[n] = '\0';
+    return pl_error_set(err, PL_EINPUT,
+                        "error: bundle %s: %s%s is a symlink%s%s: a bundle holds regular files "
+                        "only",
+                        dir, shown, folder ? "/" : "", n > 0 ? " to " : "", target);
+}
+
+pl_status pl__bundle_openat(int root, const char *dir, const char *rel, pl__bundle_mode mode,
+                            int *out, bool *missing, pl_error *err)
+{
+    *out = -1;
+    if (missing) *missing = false;
+    const char *why = pl__bundle_rel_refusal(rel);
+    if (why)
+        return pl_error_set(err, PL_EINPUT,
+                            "error: bundle %s: %s %s: a bundle holds regular files only, under "
+                            "its own folder",
+                            dir, rel, why);
+    char buf[PL__PATH];
+    if (strlen(rel) >= sizeof buf)
+        return pl_error_set(err, PL_EINPUT, "error: bundle %s: a path longer than %d bytes", dir,
+                            PL__PATH - 1);
+    memcpy(buf, rel, strlen(rel) + 1);
+    int at = root;
+    pl_status st = PL_OK;
+    for (char *name = buf;;) {
+        char *slash = strchr(name, '/');
+        bool last = !slash;
+        if (slash) *slash = '\0';
+        /* What the component is, before opening anything: a FIFO would block the open, a device
+         * may act on it, a link would lead out. */
+        struct stat sb;
+        if (fstatat(at, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (missing) *missing = errno == ENOENT || errno == ENOTDIR;
+            st = pl_error_set(err, PL_EIO, "error: cannot read %s/%s: %s", dir, rel,
+                              strerror(errno));
+            break;
+        }
+        if (S_ISLNK(sb.st_mode)) {
+            st = pl__refuse_link(at, name, dir, buf, !last, err);
+            break;
+        }
+        if (!last && !S_ISDIR(sb.st_mode)) {
+            if (missing) *missing = true;
+            st = pl_error_set(err, PL_EIO, "error: cannot read %s/%s: %s/ is %s, not a folder", dir,
+                              rel, buf, pl__bundle_file_type(sb.st_mode));
+            break;
+        }
+        bool want_dir = !last || mode == PL__BUNDLE_FOLDER;
+        if (last && (want_dir ? !S_ISDIR(sb.st_mode) : !S_ISREG(sb.st_mode))) {
+            st = pl_error_set(err, PL_EINPUT,
+                              "error: bundle %s: %s is %s: a bundle holds regular files only", dir,
+                              buf, pl__bundle_file_type(sb.st_mode));
+            break;
+        }
+        if (last && mode == PL__BUNDLE_CHECK) break;
+        /* O_NOFOLLOW and O_NONBLOCK: what is opened is what was looked at, or the open fails
+         * (a link put there since) or returns at once (a FIFO put there since: refused below). */
+        int fd = openat(at, name,
+                        (want_dir ? O_DIRECTORY : O_NONBLOCK) | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat now;
+        if (fd < 0 || fstat(fd, &now) != 0 || now.st_dev != sb.st_dev || now.st_ino != sb.st_ino ||
+            (now.st_mode & S_IFMT) != (sb.st_mode & S_IFMT)) {
+            int e = fd < 0 ? errno : 0;
+            if (fd >= 0) close(fd);
+            if (e == ELOOP || e == 0)
+                st = pl_error_set(err, PL_EINPUT,
+                                  "error: bundle %s: %s changed while it was opened: a bundle "
+                                  "holds regular files only",
+                                  dir, buf);
+            else
+                st = pl_error_set(err, PL_EIO, "error: cannot read %s/%s: %s", dir, rel,
+                                  strerror(e));
+            break;
+        }
+        if (at != root) close(at);
+        at = -1;
+        if (last) {
+            if (!want_dir) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+            *out = fd;
+            break;
+        }
+        at = fd;
+        *slash = '/';
+        name = slash + 1;
+    }
+    if (at >= 0 && at != root) close(at);
+    return st;
+}
+
+pl_status pl__bundle_root(const char *dir, int *fd, pl_error *err)
+{
+    *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*fd < 0)
+        return pl_error_set(err, PL_EINPUT, "error: %s is not a bundle folder (%s)", dir,
+                            errno == ENOTDIR ? "not a folder" : strerror(errno));
+    return PL_OK;
+}
+
+pl_status pl_bundle_file_open(const pl_bundle *b, const char *rel, int *fd, bool *missing,
+                              pl_error *err)
+{
+    return pl__bundle_openat(b->fd, b->dir, rel, PL__BUNDLE_FILE, fd, missing, err);
+}
+
+pl_status pl_bundle_file_read(const pl_bundle *b, const char *rel, size_t max, char **text,
+                              size_t *len, bool *missing, pl_error *err)
+{
+    *text = NULL;
+    *len = 0;
+    int fd;
+    PL_CHECK(pl_bundle_file_open(b, rel, &fd, missing, err));
+    struct stat sb;
+    pl_status st = PL_OK;
+    char *buf = NULL;
+    if (fstat(fd, &sb) != 0) {
+        st =
+            pl_error_set(err, PL_EIO, "error: cannot read %s/%s: %s", b->dir, rel, strerror(errno));
+        goto done;
+    }
+    if ((unsigned long long)sb.st_size > max) {
+        st = pl_error_set(err, PL_EINPUT,
+                          "error: bundle %s: %s is larger than %zu MiB, more than a bundle's "
+                          "text files hold",
+                          b->dir, rel, max >> 20);
+        goto done;
+    }
+    size_t cap = (size_t)sb.st_size + 1, n = 0;
+    buf = malloc(cap);
+    if (!buf) {
+        st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        goto done;
+    }
+    /* Up to the size fstat gave: a file that grows meanwhile is read as it was. */
+    while (n + 1 < cap) {
+        ssize_t k = read(fd, buf + n, cap - 1 - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            st = pl_error_set(err, PL_EIO, "error: cannot read %s/%s: %s", b->dir, rel,
+                              strerror(errno));
+            goto done;
+        }
+        if (k == 0) break;
+        n += (size_t)k;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    buf = NULL;
+done:
+    free(buf);
+    close(fd);
+    return st;
 }
 
 /* ---- the plan as JSON ---- */
@@ -367,14 +563,29 @@ json_t *pl__bundle_stages_over_reps(json_t *const *reps, int n)
     return out;
 }
 
-pl_status pl__bundle_file_entry(const char *dir, const char *rel, json_t *files, pl_error *err)
+/* {path: rel, sha256, bytes} of rel in the folder open as root (named dir), appended to files. */
+static pl_status pl__file_entry_at(int root, const char *dir, const char *rel, json_t *files,
+                                   pl_error *err)
 {
     char p[PL__PATH], hex[PL_SHA256_HEX];
     unsigned long long bytes = 0;
-    PL_CHECK(pl_sha256_file(pl_bundle_path(dir, rel, p, sizeof p), hex, &bytes, err));
+    int fd;
+    PL_CHECK(pl__bundle_openat(root, dir, rel, PL__BUNDLE_FILE, &fd, NULL, err));
+    pl_status st = pl_sha256_fd(fd, pl_bundle_path(dir, rel, p, sizeof p), hex, &bytes, err);
+    close(fd);
+    PL_CHECK(st);
     return pl_json_append(
         files, json_pack("{s:s, s:s, s:I}", "path", rel, "sha256", hex, "bytes", (json_int_t)bytes),
         err);
+}
+
+pl_status pl__bundle_file_entry(const char *dir, const char *rel, json_t *files, pl_error *err)
+{
+    int root;
+    PL_CHECK(pl__bundle_root(dir, &root, err));
+    pl_status st = pl__file_entry_at(root, dir, rel, files, err);
+    close(root);
+    return st;
 }
 
 static int pl__cmp_str(const void *a, const void *b)
@@ -382,40 +593,62 @@ static int pl__cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The sorted names in dir's graphs/ (at most cap; owned by the caller); 0 when there is none. */
+static pl_status pl__graph_names(int root, const char *dir, char **names, int cap, int *n,
+                                 pl_error *err)
+{
+    *n = 0;
+    int gfd;
+    bool missing;
+    pl_error ge;
+    pl_error_clear(&ge);
+    if (pl__bundle_openat(root, dir, "graphs", PL__BUNDLE_FOLDER, &gfd, &missing, &ge) != PL_OK) {
+        if (missing) return PL_OK;
+        *err = ge;
+        return ge.status;
+    }
+    DIR *d = fdopendir(gfd);
+    if (!d) {
+        close(gfd);
+        return pl_error_set(err, PL_EIO, "error: cannot read %s/graphs: %s", dir, strerror(errno));
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) && *n < cap)
+        if (e->d_name[0] != '.') names[(*n)++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, (size_t)*n, sizeof *names, pl__cmp_str);
+    return PL_OK;
+}
+
 /* The graphs' files (sorted) into files, and the digest of their topologies. */
 pl_status pl__bundle_graphs(const char *dir, json_t *files, json_t **out, int *n_graphs,
                             pl_error *err)
 {
-    char gdir[PL__PATH];
-    pl_bundle_path(dir, "graphs", gdir, sizeof gdir);
-    DIR *d = opendir(gdir);
     *out = json_null();
     *n_graphs = 0;
-    if (!d) return PL_OK;
+    int root;
+    PL_CHECK(pl__bundle_root(dir, &root, err));
     char *names[1024];
     int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 1024)
-        if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, pl__cmp_str);
-    pl_status st = PL_OK;
+    pl_status st = pl__graph_names(root, dir, names, 1024, &n, err);
     char *topo = NULL;
     size_t tlen = 0;
-    FILE *mem = open_memstream(&topo, &tlen);
+    FILE *mem = st == PL_OK && n > 0 ? open_memstream(&topo, &tlen) : NULL;
     json_t *dots = json_array();
     for (int i = 0; i < n; i++) {
         char rel[PL__PATH];
         pl__bundle_fmt(rel, sizeof rel, "graphs/%s", names[i]);
-        if (st == PL_OK) st = pl__bundle_file_entry(dir, rel, files, err);
+        if (st == PL_OK) st = pl__file_entry_at(root, dir, rel, files, err);
         size_t l = strlen(names[i]);
         if (st == PL_OK && l > 4 && strcmp(names[i] + l - 4, ".dot") == 0) {
             json_array_append_new(dots, json_string(rel));
             (*n_graphs)++;
         }
         if (st == PL_OK && l > 5 && strcmp(names[i] + l - 5, ".topo") == 0 && mem) {
-            char p[PL__PATH];
-            FILE *f = fopen(pl_bundle_path(dir, rel, p, sizeof p), "r");
+            int fd;
+            st = pl__bundle_openat(root, dir, rel, PL__BUNDLE_FILE, &fd, NULL, err);
+            FILE *f = st == PL_OK ? fdopen(fd, "r") : NULL;
+            if (st == PL_OK && !f) close(fd);
             char buf[4096];
             size_t k;
             fprintf(mem, "%s\n", names[i]);
@@ -427,6 +660,7 @@ pl_status pl__bundle_graphs(const char *dir, json_t *files, json_t **out, int *n
     for (int i = 0; i < n; i++)
         free(names[i]);
     if (mem) fclose(mem);
+    close(root);
     if (st == PL_OK && *n_graphs > 0 && topo) {
         char hex[PL_SHA256_HEX];
         st = pl_sha256(topo, tlen, hex, err);
@@ -440,47 +674,130 @@ pl_status pl__bundle_graphs(const char *dir, json_t *files, json_t **out, int *n
 
 /* ---- reading ---- */
 
-pl_status pl_bundle_open(const char *dir, pl_bundle **out, pl_error *err)
+/* The manifest, read through pl__bundle_openat like every file of the bundle. */
+static pl_status pl__read_manifest(pl_bundle *b, json_t **m, pl_error *err)
 {
-    *out = NULL;
     char p[PL__PATH];
-    pl_bundle_path(dir, "manifest.json", p, sizeof p);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return pl_error_set(err, PL_EINPUT, "error: %s is not a bundle folder (%s)", dir,
-                            stat(dir, &sb) != 0 ? strerror(errno) : "not a folder");
-    if (stat(p, &sb) != 0)
+    pl_bundle_path(b->dir, "manifest.json", p, sizeof p);
+    int fd;
+    bool missing;
+    pl_error oe;
+    pl_error_clear(&oe);
+    pl_status st =
+        pl__bundle_openat(b->fd, b->dir, "manifest.json", PL__BUNDLE_FILE, &fd, &missing, &oe);
+    if (st != PL_OK && missing)
         return pl_error_set(err, PL_EINPUT,
                             "error: %s is not a bundle: it has no manifest.json (an interrupted "
                             "capture leaves none; capture it again)",
-                            dir);
-    json_t *m = NULL;
-    pl_status st = pl_json_read_file(p, "corrupt bundle manifest", &m, err);
-    if (st != PL_OK) return PL_EINPUT;
+                            b->dir);
+    if (st != PL_OK) {
+        *err = oe;
+        return st;
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return pl_error_set(err, PL_EIO, "error: cannot read %s: %s", p, strerror(errno));
+    }
+    json_error_t je;
+    *m = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
+    if (!*m)
+        return pl_error_set(err, PL_EINPUT,
+                            "%s:%d:%d: error: corrupt bundle manifest: not valid JSON: %s", p,
+                            je.line, je.column, je.text);
+    return PL_OK;
+}
+
+/* A path the manifest names (field: where): relative, in the folder, a regular file reached
+ * through folders, or missing (replay names what is missing; diff reads what is there). */
+static pl_status pl__closed(const pl_bundle *b, const char *rel, const char *field, pl_error *err)
+{
+    const char *why = pl__bundle_rel_refusal(rel);
+    if (why)
+        return pl_error_set(err, PL_EINPUT,
+                            "error: bundle %s: %s (the manifest's %s) %s: a bundle holds regular "
+                            "files only, under its own folder",
+                            b->dir, rel, field, why);
+    int fd;
+    pl_error e;
+    pl_error_clear(&e);
+    if (pl__bundle_openat(b->fd, b->dir, rel, PL__BUNDLE_CHECK, &fd, NULL, &e) == PL_EINPUT) {
+        *err = e;
+        return PL_EINPUT;
+    }
+    return PL_OK;
+}
+
+/* Every path the manifest names, checked before anything but the manifest is read. */
+static pl_status pl__bundle_closed(const pl_bundle *b, pl_error *err)
+{
+    const json_t *m = b->manifest;
+    char field[96];
+    static const char *const one[][2] = {
+        {"pipeline", "file"}, {"pipeline", "original"}, {"plan", "text"}, {"plan", "json"},
+        {"plan", "dot"},      {"", "timeline"},         {"", "summary"},
+    };
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+        const json_t *o = one[i][0][0] ? json_object_get(m, one[i][0]) : m;
+        const char *rel = pl_json_str_or(o, one[i][1], NULL);
+        pl__bundle_fmt(field, sizeof field, "%s%s%s", one[i][0], one[i][0][0] ? "." : "",
+                       one[i][1]);
+        if (rel) PL_CHECK(pl__closed(b, rel, field, err));
+    }
+    static const char *const arrays[][2] = {
+        {"files", "path"}, {"inputs", "bundled"}, {"outputs", "bundled"}};
+    for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(m, arrays[a][0]), i, e)
+        {
+            const char *rel = pl_json_str_or(e, arrays[a][1], NULL);
+            pl__bundle_fmt(field, sizeof field, "%s[%zu].%s", arrays[a][0], i, arrays[a][1]);
+            if (rel) PL_CHECK(pl__closed(b, rel, field, err));
+            /* An input not copied is named by its absolute path, outside the bundle by design;
+             * a relative one is read from the bundle's folder. */
+            const char *path = pl_json_str_or(e, "path", NULL);
+            if (a == 1 && !rel && path && path[0] != '/') {
+                pl__bundle_fmt(field, sizeof field, "inputs[%zu].path", i);
+                PL_CHECK(pl__closed(b, path, field, err));
+            }
+        }
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(json_object_get(m, "graphs"), "dot"), i, e)
+    {
+        pl__bundle_fmt(field, sizeof field, "graphs.dot[%zu]", i);
+        if (json_is_string(e)) PL_CHECK(pl__closed(b, json_string_value(e), field, err));
+    }
+    return PL_OK;
+}
+
+/* What replay and diff need, checked once so later code may rely on it. */
+static pl_status pl__manifest_fields(const json_t *m, const char *p, pl_error *err)
+{
     char what[PL__PATH + 32];
     pl__bundle_fmt(what, sizeof what, "corrupt bundle manifest %s", p);
     const char *schema = pl_json_str_or(m, "schema", NULL);
     json_t *ver = json_object_get(m, "schema_version");
-    if (!json_is_object(m) || !schema || strcmp(schema, PL_BUNDLE_SCHEMA) != 0) {
-        json_decref(m);
+    if (!json_is_object(m) || !schema || strcmp(schema, PL_BUNDLE_SCHEMA) != 0)
         return pl_error_set(err, PL_EINPUT,
                             "%s: error: not a pipectl bundle manifest (no \"schema\": \"%s\")", p,
                             PL_BUNDLE_SCHEMA);
-    }
     if (!json_is_integer(ver) || json_integer_value(ver) != PL_BUNDLE_SCHEMA_VERSION) {
         char v[32] = "missing";
         if (json_is_integer(ver))
             snprintf(v, sizeof v, "%" JSON_INTEGER_FORMAT, json_integer_value(ver));
-        json_decref(m);
         return pl_error_set(err, PL_EINPUT,
                             "%s: error: manifest version %s; this pipectl (%s) reads version %d "
                             "only: replay it with the pipectl that wrote it, or capture it again",
                             p, v, PL_VERSION, PL_BUNDLE_SCHEMA_VERSION);
     }
-    /* What replay and diff need, checked once so later code may rely on it. */
     json_t *x;
     const char *s;
     int64_t i;
+    pl_status st;
     if ((st = pl_json_get_obj(m, "pipeline", what, &x, err)) != PL_OK ||
         (st = pl_json_get_str(x, "file", what, &s, err)) != PL_OK ||
         (st = pl_json_get_obj(m, "plan", what, &x, err)) != PL_OK ||
@@ -493,49 +810,59 @@ pl_status pl_bundle_open(const char *dir, pl_bundle **out, pl_error *err)
         (st = pl_json_get_arr(m, "outputs", what, &x, err)) != PL_OK ||
         (st = pl_json_get_arr(m, "stages", what, &x, err)) != PL_OK ||
         (st = pl_json_get_arr(m, "files", what, &x, err)) != PL_OK ||
-        (st = pl_json_get_obj(m, "environment", what, &x, err)) != PL_OK) {
-        json_decref(m);
+        (st = pl_json_get_obj(m, "environment", what, &x, err)) != PL_OK)
         return PL_EINPUT;
-    }
     size_t k;
     json_t *o;
     json_array_foreach(json_object_get(m, "outputs"), k, o)
     {
         json_t *bc;
-        if ((st = pl_json_get_str(o, "stage", what, &s, err)) != PL_OK ||
-            (st = pl_json_get_arr(o, "batch_checksums", what, &bc, err)) != PL_OK) {
-            json_decref(m);
+        if (pl_json_get_str(o, "stage", what, &s, err) != PL_OK ||
+            pl_json_get_arr(o, "batch_checksums", what, &bc, err) != PL_OK)
             return PL_EINPUT;
-        }
         size_t b;
         json_t *c;
         json_array_foreach(bc, b, c)
         {
             uint64_t v;
-            if (!json_is_string(c) || !pl_json_parse_hex64(json_string_value(c), &v)) {
-                json_decref(m);
+            if (!json_is_string(c) || !pl_json_parse_hex64(json_string_value(c), &v))
                 return pl_error_set(err, PL_EINPUT,
                                     "error: %s: sink '%s', batch %zu: checksum must be \"0x\" "
                                     "and 16 hex digits",
                                     what, s, b);
-            }
         }
     }
+    return PL_OK;
+}
+
+pl_status pl_bundle_open(const char *dir, pl_bundle **out, pl_error *err)
+{
+    *out = NULL;
     pl_bundle *b = calloc(1, sizeof *b);
     if (!b || !(b->dir = strdup(dir))) {
         free(b);
-        json_decref(m);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
-    b->manifest = m;
+    b->fd = -1;
+    pl_status st;
+    char p[PL__PATH];
+    pl_bundle_path(dir, "manifest.json", p, sizeof p);
+    PL_CHECK_GOTO(pl__bundle_root(dir, &b->fd, err), st, fail);
+    PL_CHECK_GOTO(pl__read_manifest(b, &b->manifest, err), st, fail);
+    PL_CHECK_GOTO(pl__manifest_fields(b->manifest, p, err), st, fail);
+    PL_CHECK_GOTO(pl__bundle_closed(b, err), st, fail);
     *out = b;
     return PL_OK;
+fail:
+    pl_bundle_free(b);
+    return st;
 }
 
 void pl_bundle_free(pl_bundle *b)
 {
     if (!b) return;
     json_decref(b->manifest);
+    if (b->fd >= 0) close(b->fd);
     free(b->dir);
     free(b);
 }

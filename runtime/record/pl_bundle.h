@@ -56,13 +56,31 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
 
 typedef struct pl_bundle {
     char *dir;
+    int fd; /* the folder, open: every file of the bundle is opened from it */
     json_t *manifest;
 } pl_bundle;
 
-/* Reads DIR/manifest.json and checks its schema and version. PL_EINPUT (exit 2) with a message
- * that says what is wrong: not a bundle, corrupt JSON (with line and column), another version. */
+/* Reads DIR/manifest.json and checks its schema and version, then that the bundle is closed:
+ * every path the manifest names (files, inputs and outputs bundled, the pipeline, the plan, the
+ * trace, the graphs) is relative, stays in the folder, and is a regular file reached through
+ * folders only (a missing one is for replay to report). PL_EINPUT (exit 2) with a message that
+ * says what is wrong: not a bundle, corrupt JSON (with line and column), another version, a path
+ * out of the bundle ("../x (the manifest's files[3].path) climbs out of the bundle"), a symlink
+ * ("inputs/0-in.raw is a symlink to /etc/shadow: a bundle holds regular files only"), a FIFO or
+ * a device; nothing is opened through those. */
 pl_status pl_bundle_open(const char *dir, pl_bundle **out, pl_error *err);
 void pl_bundle_free(pl_bundle *b);
+
+/* Opens the bundle's file rel for reading without following a symlink on the way: *fd, to close.
+ * Refuses (PL_EINPUT, naming it) a symlink, a FIFO, a device, a socket, a folder, an absolute
+ * path or one that climbs out with '..', before opening it. A missing file is PL_EIO with
+ * *missing set (missing may be NULL). Every reader of a bundle opens its files through this. */
+pl_status pl_bundle_file_open(const pl_bundle *b, const char *rel, int *fd, bool *missing,
+                              pl_error *err);
+/* The whole of the bundle's file rel (pl_bundle_file_open), at most max bytes (else PL_EINPUT),
+ * NUL-terminated in *text (owned by the caller, free it). */
+pl_status pl_bundle_file_read(const pl_bundle *b, const char *rel, size_t max, char **text,
+                              size_t *len, bool *missing, pl_error *err);
 
 /* One file whose SHA-256 is not the recorded one (or that is missing). */
 typedef struct pl_file_check {
@@ -143,7 +161,10 @@ typedef struct pl_replay_result {
     const char *executor;     /* what ran now (static) */
     char note[160];           /* e.g. "recorded on gpu, replayed on host: ..." or "" */
     int64_t batches_done;
-    pl_compare cmp; /* a = recorded, b = now */
+    pl_compare cmp;  /* a = recorded, b = now */
+    char **warnings; /* lines for stderr: a sink of the bundled pipeline that writes outside the
+                      * bundle, or whose file in the replay folder leads elsewhere (a link) */
+    int n_warnings;
 } pl_replay_result;
 
 void pl_replay_result_fini(pl_replay_result *r);

@@ -4,6 +4,7 @@
 #define PL_BUNDLE_INT_H
 
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "pl_bundle.h"
 
@@ -19,6 +20,32 @@ pl_status pl__bundle_copy_file(const char *from, const char *to, pl_error *err);
 /* Writes fn(plan, file) to path. */
 pl_status pl__bundle_write_text(const char *path, void (*fn)(const pl_plan *, FILE *),
                                 const pl_plan *plan, pl_error *err);
+
+/* A bundle is closed: every file in it is a regular file under its folder, and nothing opens one
+ * through a symlink, a device, a FIFO or a path out of it. pl__bundle_openat is the one way
+ * capture, replay and diff open a bundle's files: rel is walked from the folder's descriptor
+ * `root` one component at a time, each looked at (fstatat, not followed) before it is opened
+ * with O_NOFOLLOW; a symlink (named with its target), anything but a folder on the way or a
+ * regular file at the end, an absolute path or one with '..' is refused (PL_EINPUT) before
+ * anything is opened there. `dir` names the folder in messages. PL__BUNDLE_CHECK opens nothing
+ * at the end (*fd stays -1); PL__BUNDLE_FOLDER wants a folder (for fdopendir). A missing file is
+ * PL_EIO with *missing set (missing may be NULL). openat2's RESOLVE_NO_SYMLINKS would refuse the
+ * same paths, but could not say which component is a link, nor where it leads. */
+typedef enum pl__bundle_mode {
+    PL__BUNDLE_FILE,
+    PL__BUNDLE_FOLDER,
+    PL__BUNDLE_CHECK
+} pl__bundle_mode;
+pl_status pl__bundle_openat(int root, const char *dir, const char *rel, pl__bundle_mode mode,
+                            int *fd, bool *missing, pl_error *err);
+/* Why rel cannot name a file inside a bundle ("is an absolute path", "climbs out of the bundle",
+ * ...: static), or NULL when it can. */
+const char *pl__bundle_rel_refusal(const char *rel);
+/* Opens the folder dir (followed: the bundle is the folder the user named) as the root of
+ * pl__bundle_openat. PL_EINPUT: "DIR is not a bundle folder (...)". */
+pl_status pl__bundle_root(const char *dir, int *fd, pl_error *err);
+/* "a FIFO", "a symlink", "a character device", ... (static) */
+const char *pl__bundle_file_type(mode_t mode);
 
 /* A run's sinks as the manifest's "outputs" array (checksums, reproducibility, where written). */
 json_t *pl__bundle_outputs_json(const pl_plan *plan, const pl_run_result *res);

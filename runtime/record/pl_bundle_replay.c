@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,24 +276,47 @@ void pl_replay_result_fini(pl_replay_result *r)
 {
     if (!r) return;
     free(r->changed);
+    for (int i = 0; i < r->n_warnings; i++)
+        free(r->warnings[i]);
+    free(r->warnings);
     pl_compare_fini(&r->cmp);
     memset(r, 0, sizeof *r);
     r->cmp.first_sink = -1;
 }
 
-static pl_status pl__check_file(pl_replay_result *r, const char *path, const char *shown,
+/* Hashes one input or bundled file against its recorded SHA-256: rel inside the bundle (opened
+ * through pl_bundle_file_open: a link, a device or a path out of it fails the replay), or an
+ * absolute path outside it (an input not copied). Missing or unreadable: listed as missing. */
+static pl_status pl__check_file(const pl_bundle *b, pl_replay_result *r, const char *rel,
                                 const char *what, const char *want, pl_error *err)
 {
     char got[PL_SHA256_HEX];
     pl_error fe;
-    bool missing = pl_sha256_file(path, got, NULL, &fe) != PL_OK;
+    pl_error_clear(&fe);
+    pl_status st;
+    if (rel[0] == '/') {
+        st = pl_sha256_file(rel, got, NULL, &fe);
+    } else {
+        int fd;
+        st = pl_bundle_file_open(b, rel, &fd, NULL, &fe);
+        if (st == PL_EINPUT) {
+            *err = fe;
+            return st;
+        }
+        if (st == PL_OK) {
+            char p[PL__PATH];
+            st = pl_sha256_fd(fd, pl_bundle_path(b->dir, rel, p, sizeof p), got, NULL, &fe);
+            close(fd);
+        }
+    }
+    bool missing = st != PL_OK;
     if (!missing && strcmp(got, want) == 0) return PL_OK;
     pl_file_check *n = realloc(r->changed, (size_t)(r->n_changed + 1) * sizeof *n);
     if (!n) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     r->changed = n;
     pl_file_check *x = &r->changed[r->n_changed++];
     memset(x, 0, sizeof *x);
-    pl__bundle_fmt(x->path, sizeof x->path, "%s", shown);
+    pl__bundle_fmt(x->path, sizeof x->path, "%s", rel);
     pl__bundle_fmt(x->what, sizeof x->what, "%s", what);
     x->missing = missing;
     snprintf(x->want, sizeof x->want, "%s", want);
@@ -302,15 +326,14 @@ static pl_status pl__check_file(pl_replay_result *r, const char *path, const cha
 
 static pl_status pl__check_inputs(const pl_bundle *b, pl_replay_result *r, pl_error *err)
 {
-    char p[PL__PATH], what[160];
+    char what[160];
     size_t i;
     json_t *e;
     json_t *inputs = json_object_get(b->manifest, "inputs");
     json_array_foreach(inputs, i, e)
     {
         const char *bundled = pl_json_str_or(e, "bundled", NULL);
-        const char *path =
-            bundled ? pl_bundle_path(b->dir, bundled, p, sizeof p) : pl_json_str_or(e, "path", "");
+        const char *path = bundled ? bundled : pl_json_str_or(e, "path", "");
         const char *stage = pl_json_str_or(e, "stage", NULL);
         if (stage)
             snprintf(what, sizeof what, "input of stage '%s' (%s)", stage,
@@ -318,8 +341,7 @@ static pl_status pl__check_inputs(const pl_bundle *b, pl_replay_result *r, pl_er
         else
             snprintf(what, sizeof what, "initial contents of buffer '%s'",
                      pl_json_str_or(e, "buffer", "?"));
-        PL_CHECK(pl__check_file(r, path, bundled ? bundled : path, what,
-                                pl_json_str_or(e, "sha256", ""), err));
+        PL_CHECK(pl__check_file(b, r, path, what, pl_json_str_or(e, "sha256", ""), err));
     }
     json_array_foreach(json_object_get(b->manifest, "files"), i, e)
     {
@@ -333,23 +355,35 @@ static pl_status pl__check_inputs(const pl_bundle *b, pl_replay_result *r, pl_er
             if (bd && strcmp(bd, rel) == 0) is_input = true;
         }
         if (is_input) continue;
-        PL_CHECK(pl__check_file(r, pl_bundle_path(b->dir, rel, p, sizeof p), rel,
-                                strcmp(rel, "pipeline.yaml") == 0 ? "the bundled pipeline"
-                                                                  : "bundled file",
-                                pl_json_str_or(e, "sha256", ""), err));
+        /* Every file the bundle holds is inside it: an absolute path here is refused too. */
+        if (rel[0] == '/') {
+            int fd;
+            return pl_bundle_file_open(b, rel, &fd, NULL, err);
+        }
+        PL_CHECK(pl__check_file(
+            b, r, rel, strcmp(rel, "pipeline.yaml") == 0 ? "the bundled pipeline" : "bundled file",
+            pl_json_str_or(e, "sha256", ""), err));
     }
     return PL_OK;
 }
 
 /* Norm-wise relative difference of two output files of dtype `dt` (.npy headers skipped):
  * ||a - b|| / ||b||, or -1 when they cannot be compared (size, dtype, unreadable). NaN anywhere
- * in one and not the other counts as infinitely far. */
-static double pl__rel_diff(const char *pa, const char *pb, const char *dtype)
+ * in one and not the other counts as infinitely far. The recorded one, b, is the bundle's file
+ * rel. */
+static double pl__rel_diff(const char *pa, const pl_bundle *bundle, const char *rel,
+                           const char *dtype)
 {
     pl_dtype dt;
     if (!dtype || !pl_dtype_parse(dtype, &dt) || !pl_dtype_is_float(dt)) return -1;
     if (dt != PL_F32 && dt != PL_F64) return -1; /* halves: compared bit for bit only */
-    FILE *fa = fopen(pa, "rb"), *fb = fopen(pb, "rb");
+    char pb[PL__PATH];
+    pl_bundle_path(bundle->dir, rel, pb, sizeof pb);
+    int fdb;
+    pl_error oe;
+    FILE *fa = fopen(pa, "rb"), *fb = NULL;
+    if (pl_bundle_file_open(bundle, rel, &fdb, NULL, &oe) == PL_OK && !(fb = fdopen(fdb, "rb")))
+        close(fdb);
     double num = 0, den = 0, res = -1;
     if (!fa || !fb) goto done;
     uint64_t off[2] = {0, 0};
@@ -449,16 +483,18 @@ static void pl__replay_fini(pl__replay *x)
     if (x->temp) pl__rm_tree(x->out_dir);
 }
 
-/* The folder the replay writes to: cfg->out_dir, or a temporary one (x->temp) removed at the end.
- * Nothing to free when it fails. */
+/* The folder the replay writes to: cfg->out_dir, or a temporary one (x->temp) removed at the end;
+ * absolute, since the sinks' paths are resolved from the bundled pipeline's folder and a relative
+ * one would put the replay's outputs inside the bundle. Nothing to free when it fails. */
 static pl_status pl__replay_folder(const pl_replay_cfg *cfg, pl__replay *x, pl_error *err)
 {
-    if (cfg->out_dir) {
-        pl__bundle_fmt(x->out_dir, sizeof x->out_dir, "%s", cfg->out_dir);
-        return pl__bundle_mkdir_p(x->out_dir, err);
-    }
     const char *t = getenv("TMPDIR");
-    pl__bundle_fmt(x->out_dir, sizeof x->out_dir, "%s/pipectl-replay-XXXXXX", t && *t ? t : "/tmp");
+    const char *where = cfg->out_dir ? cfg->out_dir : t && *t ? t : "/tmp";
+    char cwd[PL__PATH];
+    bool rel = where[0] != '/' && getcwd(cwd, sizeof cwd);
+    pl__bundle_fmt(x->out_dir, sizeof x->out_dir, "%s%s%s%s", rel ? cwd : "", rel ? "/" : "", where,
+                   cfg->out_dir ? "" : "/pipectl-replay-XXXXXX");
+    if (cfg->out_dir) return pl__bundle_mkdir_p(x->out_dir, err);
     if (!mkdtemp(x->out_dir))
         return pl_error_set(err, PL_EIO, "error: cannot create a temporary folder: %s",
                             strerror(errno));
@@ -466,15 +502,170 @@ static pl_status pl__replay_folder(const pl_replay_cfg *cfg, pl__replay *x, pl_e
     return PL_OK;
 }
 
+/* A line for the replay's warnings (r->warnings, printed by the CLI). */
+static pl_status pl__warn(pl_replay_result *r, pl_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static pl_status pl__warn(pl_replay_result *r, pl_error *err, const char *fmt, ...)
+{
+    char line[2 * PL__PATH];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char **n = realloc(r->warnings, (size_t)(r->n_warnings + 1) * sizeof *n);
+    if (!n) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    r->warnings = n;
+    if (!(n[r->n_warnings] = strdup(line)))
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    r->n_warnings++;
+    return PL_OK;
+}
+
+/* path (as the bundled pipeline `file` says it, relative to its folder) relative to the bundle's
+ * folder, into buf. */
+static const char *pl__from_root(const char *file, const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(file, '/');
+    if (path[0] == '/' || !slash)
+        pl__bundle_fmt(buf, cap, "%s", path);
+    else
+        pl__bundle_fmt(buf, cap, "%.*s/%s", (int)(slash - file), file, path);
+    return buf;
+}
+
+/* The bundled pipeline, read through pl_bundle_file_read (a link or a FIFO there is refused). */
+static pl_status pl__load_bundled(const pl_bundle *b, const char *file, pl_spec **spec,
+                                  pl_error *err)
+{
+    char *text = NULL, p[PL__PATH];
+    size_t len = 0;
+    pl_status st = pl_bundle_file_read(b, file, (size_t)64 << 20, &text, &len, NULL, err);
+    if (st == PL_EIO) err->status = st = PL_EINPUT; /* a bundle without its pipeline: a bad one */
+    if (st != PL_OK) return st;
+    pl_bundle_path(b->dir, file, p, sizeof p);
+    size_t n = strlen(file);
+    if (n >= 4 && strcmp(file + n - 4, ".lua") == 0)
+        st = pl_lua_load_string(p, text, len, spec, err);
+    else
+        st = pl_yaml_load_string(p, text, len, spec, err);
+    free(text);
+    return st;
+}
+
+/* One file the bundled pipeline reads (what: "stage 'read' (file)"): relative to the bundle's
+ * folder, it must stay in it and pass pl__bundle_openat's checks (missing is for the run to say);
+ * absolute, it is an input not copied, read where it is, as `pipectl run` would. */
+static pl_status pl__read_closed(const pl_bundle *b, const char *file, const char *path,
+                                 const char *what, pl_error *err)
+{
+    if (path[0] == '/') return PL_OK;
+    char rel[PL__PATH];
+    const char *why = pl__bundle_rel_refusal(pl__from_root(file, path, rel, sizeof rel));
+    if (why)
+        return pl_error_set(err, PL_EINPUT,
+                            "error: bundle %s: %s of the bundled pipeline reads %s, which %s: a "
+                            "bundle holds regular files only, under its own folder",
+                            b->dir, what, path, why);
+    int fd;
+    pl_error e;
+    pl_error_clear(&e);
+    if (pl__bundle_openat(b->fd, b->dir, rel, PL__BUNDLE_CHECK, &fd, NULL, &e) == PL_EINPUT) {
+        *err = e;
+        return PL_EINPUT;
+    }
+    return PL_OK;
+}
+
+/* The files the bundled pipeline reads (a stage's path option, a buffer's init file), checked
+ * before the run opens them by name (pl__check_inputs has hashed the ones the manifest lists). */
+static pl_status pl__pipeline_reads_closed(const pl_bundle *b, const char *file,
+                                           const pl_spec *spec, pl_error *err)
+{
+    char what[PL_MAX_NAME + 64];
+    for (int i = 0; i < spec->n_buffers; i++) {
+        const pl_buffer *bf = &spec->buffers[i];
+        if (bf->init != PL_INIT_FILE || !bf->init_file) continue;
+        snprintf(what, sizeof what, "buffer '%s' (file)", bf->name);
+        PL_CHECK(pl__read_closed(b, file, bf->init_file, what, err));
+    }
+    for (int s = 0; s < spec->n_stages; s++) {
+        const pl_stage *sg = &spec->stages[s];
+        if (!sg->kind || (sg->kind->role & PL_ROLE_OUTPUT)) continue;
+        for (int o = 0; o < sg->n_opts; o++) {
+            const pl_key *k = pl_kind_key(sg->kind, sg->opts[o].key);
+            if (!k || k->type != PL_KEY_PATH || !sg->opts[o].str) continue;
+            snprintf(what, sizeof what, "stage '%s' (%s)", sg->name, k->name);
+            PL_CHECK(pl__read_closed(b, file, sg->opts[o].str, what, err));
+        }
+    }
+    return PL_OK;
+}
+
+/* Whether path (relative to the bundle's folder) leads out of it: absolute, or more '..' than
+ * folders before them. */
+static bool pl__leaves(const char *path)
+{
+    if (path[0] == '/') return true;
+    int depth = 0;
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0) return true;
+        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += n + (p[n] == '/');
+    }
+    return false;
+}
+
+/* A sink's file in the replay folder: the base name of what the pipeline says (the stage's name
+ * when that is not a plain name: "..", "." or a path ending in '/'), so the replay writes
+ * nothing over the bundle nor outside its folder. Warns (one line a sink) when the bundled
+ * pipeline itself writes outside the bundle (an absolute path, or one that climbs out with
+ * '..'), and when the file in the replay folder is a link or a special file that would lead the
+ * write elsewhere (an --out folder with things in it). */
+static pl_status pl__sink_target(const pl_bundle *b, const char *file, const pl_stage *sg,
+                                 const char *to, const char *out_dir, char *np, size_t cap,
+                                 pl_replay_result *r, pl_error *err)
+{
+    const char *base = pl__bundle_base(to);
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) base = sg->name;
+    pl__bundle_fmt(np, cap, "%s/%s", out_dir, base);
+    char rel[PL__PATH];
+    if (strcmp(to, "-") != 0 && pl__leaves(pl__from_root(file, to, rel, sizeof rel)))
+        PL_CHECK(pl__warn(r, err,
+                          "warning: sink '%s' of the bundled pipeline writes %s, outside the "
+                          "bundle: replay writes %s instead; a run of %s/%s would write %s (give "
+                          "its `to:` a path under outputs/, as capture does, to keep it inside)",
+                          sg->name, to, np, b->dir, file, to));
+    struct stat sb;
+    if (lstat(np, &sb) != 0 || S_ISREG(sb.st_mode)) return PL_OK;
+    char target[PL__PATH] = "";
+    ssize_t n = S_ISLNK(sb.st_mode) ? readlink(np, target, sizeof target - 1) : -1;
+    if (n > 0) target[n] = '\0';
+    if (S_ISLNK(sb.st_mode))
+        return pl__warn(r, err,
+                        "warning: sink '%s' writes %s, a symlink to %s: the replay writes where "
+                        "it leads, outside its folder (remove the link, or give --out an empty "
+                        "folder)",
+                        sg->name, np, n > 0 ? target : "?");
+    return pl__warn(r, err,
+                    "warning: sink '%s' writes %s, which is %s, not a file of the replay folder "
+                    "(remove it, or give --out an empty folder)",
+                    sg->name, np, pl__bundle_file_type(sb.st_mode));
+}
+
 /* The bundled pipeline, its outputs sent to the replay folder (not over the bundle's copies),
  * checked and compiled. */
-static pl_status pl__replay_load(const pl_bundle *b, pl__replay *x, pl_error *err)
+static pl_status pl__replay_load(const pl_bundle *b, pl__replay *x, pl_replay_result *r,
+                                 pl_error *err)
 {
-    char p[PL__PATH];
     const char *file =
         pl_json_str_or(json_object_get(b->manifest, "pipeline"), "file", "pipeline.yaml");
-    PL_CHECK(pl_load_file(pl_bundle_path(b->dir, file, p, sizeof p), &x->spec, err));
+    PL_CHECK(pl__load_bundled(b, file, &x->spec, err));
     pl_spec *spec = x->spec;
+    PL_CHECK(pl__pipeline_reads_closed(b, file, spec, err));
     for (int s = 0; s < spec->n_stages; s++) {
         pl_stage *sg = &spec->stages[s];
         if (!sg->kind || !(sg->kind->role & PL_ROLE_OUTPUT)) continue;
@@ -482,7 +673,8 @@ static pl_status pl__replay_load(const pl_bundle *b, pl__replay *x, pl_error *er
             const pl_key *k = pl_kind_key(sg->kind, sg->opts[o].key);
             if (!k || k->type != PL_KEY_PATH || !sg->opts[o].str) continue;
             char np[PL__PATH];
-            pl__bundle_fmt(np, sizeof np, "%s/%s", x->out_dir, pl__bundle_base(sg->opts[o].str));
+            PL_CHECK(
+                pl__sink_target(b, file, sg, sg->opts[o].str, x->out_dir, np, sizeof np, r, err));
             sg->opts[o].str = pl_spec_strdup(spec, np);
             if (!sg->opts[o].str) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
         }
@@ -612,9 +804,7 @@ static void pl__replay_verdicts(const pl_bundle *b, pl_replay_result *r, const p
             if (!bundled || !written) {
                 s->verdict = PL_SINK_UNVERIFIED;
             } else {
-                char pa[PL__PATH];
-                s->rel_err = pl__rel_diff(written, pl_bundle_path(b->dir, bundled, pa, sizeof pa),
-                                          pl_json_str_or(e, "dtype", NULL));
+                s->rel_err = pl__rel_diff(written, b, bundled, pl_json_str_or(e, "dtype", NULL));
                 s->verdict = s->rel_err >= 0 && s->rel_err <= s->tol ? PL_SINK_WITHIN_TOL
                              : s->rel_err >= 0                       ? PL_SINK_DIFFER
                                                                      : PL_SINK_UNVERIFIED;
@@ -653,7 +843,7 @@ pl_status pl_bundle_replay(const pl_bundle *b, const pl_replay_cfg *cfg, pl_repl
     PL_CHECK(pl__replay_folder(cfg, &x, err));
     pl_status st;
     pl_run_cfg rc;
-    PL_CHECK_GOTO(pl__replay_load(b, &x, err), st, done);
+    PL_CHECK_GOTO(pl__replay_load(b, &x, r, err), st, done);
     PL_CHECK_GOTO(pl__replay_run_cfg(b, cfg, r, &x, &rc, err), st, done);
     PL_CHECK_GOTO(pl__replay_runs(&x, &rc, r, err), st, done);
     PL_CHECK_GOTO(pl__cmp_sinks(json_object_get(m, "outputs"), x.now_out, &r->cmp, err), st, done);
