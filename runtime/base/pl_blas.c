@@ -46,6 +46,15 @@ static struct {
 static pthread_mutex_t pl__mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pl__cv = PTHREAD_COND_INITIALIZER;
 static int pl__active, pl__mapped, pl__trial;
+/* Under an address-space or data limit (read when OpenBLAS loads). Without one a mapping fails
+ * only when the machine is out of memory, and calls skip the count (no lock per call). */
+static bool pl__bounded;
+
+static bool pl__limited(int resource)
+{
+    struct rlimit rl;
+    return getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+}
 
 static bool pl__room(size_t bytes)
 {
@@ -61,6 +70,7 @@ static bool pl__room(size_t bytes)
 static int pl__enter(bool maps)
 {
     int how = 0;
+    if (!pl__bounded) return 0;
     pthread_mutex_lock(&pl__mu);
     while (pl__active >= pl__mapped) {
         if (pl__room((size_t)(pl__trial + 1) * (PL__BLAS_BUF + PL__BLAS_SLACK))) {
@@ -82,6 +92,7 @@ static int pl__enter(bool maps)
 
 static void pl__leave(int how)
 {
+    if (!pl__bounded) return;
     pthread_mutex_lock(&pl__mu);
     pl__active--;
     if (how == 1) pl__trial--;
@@ -189,6 +200,7 @@ static void pl__blas_load(void)
         *err = pl__blas.open_err;
         return;
     }
+    pl__bounded = pl__limited(RLIMIT_AS) || pl__limited(RLIMIT_DATA);
     enum { N = 128 };
     float *m = calloc(3 * N * N, sizeof *m);
     int how = m ? pl__enter(true) : -1;
@@ -197,6 +209,9 @@ static void pl__blas_load(void)
         char lim[64] = "";
         if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
             snprintf(lim, sizeof lim, " (address-space limit %llu MiB)",
+                     (unsigned long long)(rl.rlim_cur >> 20));
+        else if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            snprintf(lim, sizeof lim, " (data limit %llu MiB)",
                      (unsigned long long)(rl.rlim_cur >> 20));
         pl_error_set(err, PL_ENOMEM,
                      "error: out of memory: OpenBLAS needs %zu MiB of address space for a work "

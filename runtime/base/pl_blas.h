@@ -8,11 +8,11 @@
  * pipectl runs its host work in parallel through its own pool (pl_pool.h), so OpenBLAS is loaded
  * with one thread (OPENBLAS_NUM_THREADS=1 while it loads): each pool task calls a single-threaded
  * sgemm on its own block, and no second set of threads competes for the cores. Each call in
- * flight holds one of OpenBLAS's work buffers (128 MiB of address space, kept until exit); a
- * call that would need one more waits for a running call to finish when the address space has
- * no room for it (checked with a trial mapping), so the number of buffers is bounded by the
- * process's limit and no call spins. Loading maps the first buffer, so a process without room
- * for one fails there with an out-of-memory error.
+ * flight holds one of OpenBLAS's work buffers (128 MiB of address space, kept until exit). Under
+ * an address-space or data limit (`ulimit -v`, `ulimit -d`), a call that would need one more
+ * waits for a running call to finish when there is no room for it (checked with a trial
+ * mapping), so the number of buffers is bounded by the limit and no call spins. Loading maps the
+ * first buffer, so a process without room for one fails there with an out-of-memory error.
  *
  * The kernels are OpenBLAS's choice for the CPU, made when the library loads, so
  * OPENBLAS_CORETYPE in the environment is the only way to another set. Where OpenBLAS falls back
