@@ -157,18 +157,15 @@ static void pl__raise_fatal(lua_State *L, pl_lua *lx)
     lua_error(L);
 }
 
-static void pl__hook(lua_State *L, lua_Debug *ar)
+/* Stops that do not depend on instructions: a signal, or the wall clock (a loop of C calls runs
+ * few instructions but may take long). `ar` describes the code to blame (its "Sl" filled in
+ * here when a stop is due). */
+static void pl__check_clock(lua_State *L, pl_lua *lx, lua_Debug *ar, bool fill)
 {
-    pl_lua *lx = pl__lx(L);
-    if (lx->fatal) pl__raise_fatal(L, lx);
-    lx->counted += lx->step;
-    /* Stops that do not depend on instructions: a signal, or the wall clock (a loop of C calls,
-     * s:gsub(...), runs few instructions but takes long). The watchdog makes this hook run at
-     * the next instruction when one is due. */
     int64_t dl = atomic_load_explicit(&lx->deadline, memory_order_relaxed);
     int intr = PL__INTERRUPTED();
     if (intr || (dl && pl__now_ns() >= dl)) {
-        lua_getinfo(L, "Sl", ar);
+        if (fill) lua_getinfo(L, "Sl", ar);
         lx->stopped = intr ? 1 : 2;
         if (lx->stopped == 1)
             snprintf(lx->fatal_msg, sizeof lx->fatal_msg, "%s:%d: interrupted", ar->short_src,
@@ -180,6 +177,27 @@ static void pl__hook(lua_State *L, lua_Debug *ar)
         lx->fatal = 1;
         pl__raise_fatal(L, lx);
     }
+}
+
+static void pl__check_budget(lua_State *L, pl_lua *lx, lua_Debug *ar, bool fill)
+{
+    if (lx->counted >= lx->budget) {
+        if (fill) lua_getinfo(L, "Sl", ar);
+        snprintf(lx->fatal_msg, sizeof lx->fatal_msg,
+                 "%s:%d: instruction budget of %lld exceeded (%s)", ar->short_src, ar->currentline,
+                 (long long)lx->budget, lx->hint_instr);
+        lx->fatal = 1;
+        pl__raise_fatal(L, lx);
+    }
+}
+
+static void pl__hook(lua_State *L, lua_Debug *ar)
+{
+    pl_lua *lx = pl__lx(L);
+    if (lx->fatal) pl__raise_fatal(L, lx);
+    lx->counted += lx->step;
+    /* The watchdog makes this hook run at the next instruction when a stop is due. */
+    pl__check_clock(L, lx, ar, true);
     if (lx->over) {
         lx->over = 0;
         if (lx->used > lx->cap) {
@@ -191,15 +209,29 @@ static void pl__hook(lua_State *L, lua_Debug *ar)
             pl__raise_fatal(L, lx);
         }
     }
-    if (lx->counted >= lx->budget) {
-        lua_getinfo(L, "Sl", ar);
-        snprintf(lx->fatal_msg, sizeof lx->fatal_msg,
-                 "%s:%d: instruction budget of %lld exceeded (%s)", ar->short_src, ar->currentline,
-                 (long long)lx->budget, lx->hint_instr);
-        lx->fatal = 1;
-        pl__raise_fatal(L, lx);
-    }
+    pl__check_budget(L, lx, ar, true);
     pl__set_step(lx);
+}
+
+void pl_lua_charge(lua_State *L, int64_t steps)
+{
+    pl_lua *lx = pl__lx(L);
+    if (!lx->in_call) return;
+    if (lx->fatal) pl__raise_fatal(L, lx);
+    lx->counted += steps;
+    int64_t dl = atomic_load_explicit(&lx->deadline, memory_order_relaxed);
+    if (lx->counted < lx->budget && !PL__INTERRUPTED() && !(dl && pl__now_ns() >= dl)) return;
+    /* Blame the nearest Lua code: level 0 is the C function itself. */
+    lua_Debug ar;
+    bool found = false;
+    for (int level = 1; !found && lua_getstack(L, level, &ar); level++)
+        found = lua_getinfo(L, "Sl", &ar) && ar.currentline > 0;
+    if (!found) {
+        snprintf(ar.short_src, sizeof ar.short_src, "?");
+        ar.currentline = 0;
+    }
+    pl__check_clock(L, lx, &ar, false);
+    pl__check_budget(L, lx, &ar, false);
 }
 
 static void pl__format_refused(pl_lua *lx)
@@ -447,6 +479,7 @@ static int pl__setup(lua_State *L)
     pl__guard_table(L, "debug", "the debug library would break the sandbox");
     pl__guard_table(L, "package", "modules cannot be loaded; only require 'pipectl' works");
     pl__guard_table(L, "coroutine", "the sandbox keeps one thread of Lua per state");
+    pl_lua_open_patterns(L);
     pl_lua_open_module(L);
     /* math.random starts from a fixed seed (stages reseed it per batch: stages/lua.c), so a
      * script gives the same pipeline, and a stage the same results, on every run. */

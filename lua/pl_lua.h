@@ -61,6 +61,16 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
  * May be called again to change the limit. pl_lua_free stops watching. */
 pl_status pl_lua_watch(pl_lua *lx, int64_t time_limit_ms, const char *hint, pl_error *err);
 
+/* Charges `steps` units of work done inside a C function (the pattern functions' matcher) to the
+ * running pl_lua_call's instruction budget, one instruction each, and raises as the count hook
+ * does when the budget, the time limit or pl_lua_interrupt ends the call: with the line of the
+ * Lua code that called the function. Does nothing outside pl_lua_call. */
+void pl_lua_charge(lua_State *L, int64_t steps);
+
+/* Replaces string.find, match, gmatch and gsub (the `string` global) with the same functions
+ * over a matcher that charges its steps (lua/pl_lua_match.c). Called by pl_lua_new. */
+void pl_lua_open_patterns(lua_State *L);
+
 /* Asks every Lua call to stop (async-signal-safe: a flag; `pipectl run`'s SIGINT/SIGTERM/SIGHUP
  * handler calls it). Watched calls end with PL_EINTR within ~10 ms; new watched calls return
  * PL_EINTR at once, until pl_lua_interrupt_clear(). */

@@ -3,6 +3,7 @@
  * gemm rows: milliseconds), so the lock is cheap next to them and easy to reason about. */
 #include "pl_pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -96,7 +97,14 @@ static pl_status pl__grow(pl_pool *p, int threads, pl_error *err)
         p->cap = threads;
     }
     while (p->n_threads < threads) {
-        if (pthread_create(&p->threads[p->n_threads], NULL, pl__helper, p) != 0)
+        int rc = pthread_create(&p->threads[p->n_threads], NULL, pl__helper, p);
+        /* EAGAIN: no room for its stack (an address-space limit) or a limit on threads. */
+        if (rc == EAGAIN || rc == ENOMEM)
+            return pl_error_set(err, PL_ENOMEM,
+                                "error: out of memory starting host thread %d of %d (its stack, "
+                                "or a limit on threads); use fewer --workers",
+                                p->n_threads + 1, threads);
+        if (rc != 0)
             return pl_error_set(err, PL_ERUNTIME,
                                 "error: cannot start host thread %d of %d; use fewer --workers",
                                 p->n_threads + 1, threads);

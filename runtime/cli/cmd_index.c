@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_blas.h"
 #include "pl_cli.h"
 #include "pl_npy.h"
 #include "pl_search.h"
@@ -92,6 +93,9 @@ static int pl__index_build(const char *corpus, const char *factory, const char *
 {
     pl_error err;
     if (!pl_faiss_available()) return pl__no_faiss();
+    /* FAISS trains through BLAS (runtime/base/pl_blas.h): loaded first, so that a process with
+     * no room for its work buffer fails here with out of memory. */
+    if (pl_blas_load(&err) != PL_OK) return pl_cli_fail(&err);
     float *x = NULL;
     int64_t n = 0, d = 0;
     if (pl__load_corpus(corpus, &x, &n, &d, &err) != PL_OK) return pl_cli_fail(&err);

@@ -19,7 +19,8 @@ int pl_cmd_version(int argc, char **argv)
         return pl_cli_usage_error(a.cmd, "'pipectl version' takes no arguments (got '%s')",
                                   a.operands[0]);
     printf("pipectl %s\n", PL_VERSION);
+    const char *blas = pl_blas_describe(); /* loads OpenBLAS, which may set OPENBLAS_CORETYPE */
     const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("blas: %s%s%s\n", pl_blas_describe(), ct ? ", OPENBLAS_CORETYPE=" : "", ct ? ct : "");
+    printf("blas: %s%s%s\n", blas, ct ? ", OPENBLAS_CORETYPE=" : "", ct ? ct : "");
     return 0;
 }

@@ -2,22 +2,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "pl_blas.h"
+#include <malloc.h>
+#include <sys/resource.h>
+
 #include "pl_cli.h"
+
+/* glibc's malloc gives each thread that allocates an arena of its own (up to 8 a core), and each
+ * arena reserves 64 MiB of address space: under an address-space limit (`ulimit -v`) a search's
+ * threads alone would take the room that thread stacks and OpenBLAS's work buffers need
+ * (runtime/base/pl_blas.h). So under a limit, one arena per 256 MiB of it. */
+static void pl__fit_address_limit(void)
+{
+#ifdef M_ARENA_MAX
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    rlim_t n = rl.rlim_cur / ((rlim_t)256 << 20);
+    mallopt(M_ARENA_MAX, n < 1 ? 1 : n > 64 ? 64 : (int)n);
+#endif
+}
 
 int main(int argc, char **argv)
 {
-    /* OpenBLAS chose its kernels when it loaded. Where it fell back far below this CPU (its
-     * Prescott kernels on an AVX-512 host: exact search 3-4x slower, docs/perf.md), run again
-     * with a better OPENBLAS_CORETYPE: exec keeps the process (pid, signals, open files), and
-     * nothing has run yet. If exec fails, go on with OpenBLAS's pick. */
-    const char *core = pl_blas_better_core();
-    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) {
-        execv("/proc/self/exe", argv);
-        unsetenv("OPENBLAS_CORETYPE");
-    }
+    pl__fit_address_limit();
     if (argc < 2) {
         pl_cmd_help(1, argv);
         return 2;

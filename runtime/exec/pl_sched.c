@@ -2,6 +2,7 @@
  * worker pool, completion counters, and drain on failure. */
 #include "pl_sched.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,13 +488,17 @@ void pl_sched_spawn(pl_sched *s)
         pthread_mutex_lock(&s->mu);
         s->n_running++;
         pthread_mutex_unlock(&s->mu);
-        if (pthread_create(&s->threads[i], NULL, pl__worker_main, &args[i]) != 0) {
+        int rc = pthread_create(&s->threads[i], NULL, pl__worker_main, &args[i]);
+        if (rc != 0) {
             pthread_mutex_lock(&s->mu);
             s->n_running--;
             if (i == 0) {
+                /* EAGAIN: no room for its stack (an address-space limit) or a limit on threads. */
+                pl_status st = rc == EAGAIN || rc == ENOMEM ? PL_ENOMEM : PL_ERUNTIME;
                 pl_error e;
-                pl_error_set(&e, PL_ERUNTIME, "error: cannot start a host worker thread");
-                pl_sched_fail(s, 0, PL_ERUNTIME, &e);
+                pl_error_set(&e, st, "error: %s a host worker thread",
+                             st == PL_ENOMEM ? "out of memory starting" : "cannot start");
+                pl_sched_fail(s, 0, st, &e);
             }
             pthread_mutex_unlock(&s->mu);
             break; /* fewer workers: the run goes on with those that started */

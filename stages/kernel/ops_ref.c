@@ -247,6 +247,7 @@ static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_
                           const void *A, const void *B, void *C, pl_pool *pool, int parallel,
                           pl_error *err)
 {
+    PL_CHECK(pl_blas_load(err));
     float *af = NULL, *bf = NULL, *cf = NULL;
     if (t != PL_F32) {
         af = malloc((size_t)(m * k) * sizeof *af);

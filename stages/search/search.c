@@ -289,8 +289,9 @@ static pl_status pl__search_open(const pl_run_env *env, const pl_stage *st, void
             for (int w = 0; w < spec->stages[i].n_writes; w++)
                 if (spec->stages[i].writes[w].index == c->index) s->cache_norms = false;
     }
+    /* FAISS's BLAS calls and the exact search's go to the OpenBLAS that this loads. */
+    if (ps == PL_OK) ps = pl_blas_load(err);
     if (ps == PL_OK && o->index) {
-        pl_blas_init(); /* FAISS's own BLAS calls run on pool threads too */
         char path[4096];
         pl_spec_path(spec, o->index, path, sizeof path);
         pl_error e;

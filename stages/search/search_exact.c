@@ -199,6 +199,7 @@ static void pl__warm_task(void *arg, int64_t task, int slot)
 
 void pl_search_warm(pl_pool *pool, int parallel, int64_t nq, int64_t n, int64_t d)
 {
+    if (pl_blas_load(NULL) != PL_OK) return; /* only a warm-up: the search reports it */
     pl__warm w = {.parallel = parallel,
                   .m = nq < PL__QBLOCK ? nq : PL__QBLOCK,
                   .n = pl_search_tile_rows(n, d),
@@ -376,6 +377,7 @@ pl_status pl_search_exact_prof(pl_pool *pool, int parallel, const float *queries
 {
     if (prof) memset(prof, 0, sizeof *prof);
     if (nq <= 0) return PL_OK;
+    PL_CHECK(pl_blas_load(err));
     int64_t t0 = prof ? pl__ns() : 0;
     pl__exact x = {.q = queries,
                    .nq = nq,
