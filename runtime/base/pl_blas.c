@@ -6,6 +6,7 @@
 #include <cblas.h>
 #include <ctype.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,17 +108,29 @@ static void *pl__dlopen(const char **name, pl_error *err)
                                         PL_OPENBLAS_FILE,
 #endif
                                         NULL};
-    const char *why = "not found";
+    char why[512] = "not found";
+    bool no_room = false;
     for (int i = 0; names[i]; i++) {
+        errno = 0;
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (h) {
             *name = names[i];
             return h;
         }
-        why = dlerror();
+        /* The loader maps the library's segments: under an address-space limit that fails with
+         * ENOMEM ("failed to map segment"), which is out of memory, not a missing library. */
+        no_room = no_room || errno == ENOMEM;
+        const char *e = dlerror();
+        snprintf(why, sizeof why, "%s", e ? e : "not found");
+        no_room = no_room || strstr(why, "failed to map segment") || strstr(why, "Cannot allocate");
     }
-    pl_error_set(err, PL_ERUNTIME, "error: cannot load OpenBLAS (libopenblas.so.0): %s",
-                 why ? why : "not found");
+    if (no_room)
+        pl_error_set(err, PL_ENOMEM,
+                     "out of memory: no address space left to load OpenBLAS (libopenblas.so.0): "
+                     "%s; raise the address-space limit (ulimit -v)",
+                     why);
+    else
+        pl_error_set(err, PL_ERUNTIME, "error: cannot load OpenBLAS (libopenblas.so.0): %s", why);
     return NULL;
 }
 

@@ -143,7 +143,7 @@ const pl_cli_env pl_cli_envs[] = {
     {"OPENBLAS_CORETYPE", "NAME", "run capture replay bench",
      "OpenBLAS's kernels, read when it loads: SkylakeX runs d <= 448 in one pass where Cooperlake "
      "splits d > 320 (docs/perf.md); unset, pipectl sets SkylakeX (AVX-512) or Haswell (AVX2) "
-     "where OpenBLAS fell back to older kernels, and starts again"},
+     "where OpenBLAS fell back to older kernels, and loads it again"},
     {"PIPECTL_BLAS_PICKED", "NAME", "version",
      "testing: stands for OpenBLAS's own pick of kernels, to check the fallback above without "
      "such a CPU (tests/e2e/test_cli.sh)"},

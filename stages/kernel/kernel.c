@@ -3,6 +3,7 @@
  * for duration_us. Or a user kernel (source:, code: or module:), handled by
  * stages/kernel/kernel_user.c. Nothing here names an op: the key table's `op:` values, the checks,
  * the description, the reproducibility and the documented values come from the op table. */
+#include "pl_blas.h"
 #include "pl_kind_util.h"
 #include "pl_ops.h"
 #include "pl_ukern.h"
@@ -136,12 +137,15 @@ static pl_status pl__kernel_run(pl_stage_ctx *ctx, pl_error *err)
     return pl_op_run_host(ctx->spec, ctx->stage, ctx->bufs, ctx->env->pool, ctx->env->workers, err);
 }
 
-/* Built-in ops keep no per-run state; user kernels keep their module or Lua states. */
+/* Built-in ops keep no per-run state; user kernels keep their module or Lua states. The host
+ * gemm loads BLAS here, on the thread that opens the run, not in its first batch on a worker:
+ * loading may set OPENBLAS_CORETYPE (pl_blas.h), and setenv must not race the workers. */
 static pl_status pl__kernel_open(const pl_run_env *env, const pl_stage *st, void **state,
                                  pl_error *err)
 {
     const pl_kernel_opts *o = st->priv;
     *state = NULL;
+    if (o && !o->user && o->op == PL_OP_GEMM && !env->on_gpu) PL_CHECK(pl_blas_load(err));
     return o && o->user ? pl_ukern_open(env, st, o->user, state, err) : PL_OK;
 }
 
