@@ -139,7 +139,7 @@ const char *pl_name_str(const char *s, unsigned flags, char *buf, size_t cap)
     if (!cap) return buf;
     if (!s) s = "";
     size_t n = strlen(s);
-    bool quote = (flags & PL_NAME_QUOTE) || !pl_name_safe(s);
+    bool quote = !(flags & PL_NAME_INSIDE) && ((flags & PL_NAME_QUOTE) || !pl_name_safe(s));
     size_t keep = (flags & PL_NAME_SHORT) && n > PL_NAME_SHORT_OVER ? PL_NAME_SHORT_KEEP : n;
     /* Too long for cap: ends that fit when nothing needs escaping, then shorter ones. */
     size_t fit = cap > PL__MARK_LEN + 3 ? (cap - PL__MARK_LEN - 3) / 2 : 0;

@@ -8,15 +8,19 @@
 
 /* How pl_name_str writes a name. */
 enum {
-    PL_NAME_QUOTE = 1, /* always in double quotes, even when every byte is safe */
-    PL_NAME_SHORT = 2, /* longer than PL_NAME_SHORT_OVER bytes: keep the first and the last
-                        * PL_NAME_SHORT_KEEP bytes (whole characters) around "…" */
+    PL_NAME_QUOTE = 1,  /* always in double quotes, even when every byte is safe */
+    PL_NAME_SHORT = 2,  /* longer than PL_NAME_SHORT_OVER bytes: keep the first and the last
+                         * PL_NAME_SHORT_KEEP bytes (whole characters) around "…" */
+    PL_NAME_INSIDE = 4, /* the escapes only, never quotes: for a message that quotes the name
+                         * itself ('%s') */
 };
 #define PL_NAME_SHORT_OVER 96
 #define PL_NAME_SHORT_KEEP 40
 
 /* Worst case of pl_name_str with PL_NAME_SHORT: two kept ends, each byte an escape, quotes. */
 #define PL_NAME_SHORT_CAP (2 * 4 * (PL_NAME_SHORT_KEEP + 4) + 16)
+/* Worst case of a whole path check let through (shorter than PATH_MAX, 4096 on Linux). */
+#define PL_NAME_CAP (4 * 4096 + 8)
 
 /* A file name (or any user text) for human output, one line whatever it holds: as it is when
  * every byte is safe (ASCII letters and digits, `_-.,/+:=@%^~`, and valid UTF-8 beyond ASCII
@@ -27,7 +31,7 @@ enum {
  * cap >= 32 always fits something. Returns buf. */
 const char *pl_name_str(const char *s, unsigned flags, char *buf, size_t cap);
 
-/* Whether pl_name_str writes s without quotes. */
+/* Whether pl_name_str writes s without quotes (no escapes needed either). */
 bool pl_name_safe(const char *s);
 
 /* The first `head` and the last `tail` bytes of s[0, n) with "…" between them, into buf (both

@@ -34,6 +34,9 @@ static void test_name_str(void)
     CHECK_STR(pl_name_str("\xf0\x9f\x98\x80", 0, b, sizeof b), "\xf0\x9f\x98\x80");
     CHECK_STR(pl_name_str("cut\xe2\x80", 0, b, sizeof b), "\"cut\\xe2\\x80\"");
     CHECK(pl_name_safe("a.npy") && !pl_name_safe("a\n") && !pl_name_safe(""));
+    /* Inside a message's own quotes: the same escapes, no quotes. */
+    CHECK_STR(pl_name_str("out\nx.npy", PL_NAME_INSIDE, b, sizeof b), "out\\nx.npy");
+    CHECK_STR(pl_name_str("a b", PL_NAME_INSIDE | PL_NAME_QUOTE, b, sizeof b), "a b");
 }
 
 static void test_name_short(void)
