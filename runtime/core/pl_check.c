@@ -727,3 +727,53 @@ pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, pl_diags *di
     }
     return first;
 }
+
+int pl_spec_check_memory(const pl_spec *spec, uint64_t host_bytes, pl_diags *diags)
+{
+    if (!host_bytes || !spec->checked) return 0;
+    uint64_t on_host = 0, on_dev = 0;
+    int n = 0;
+    for (int i = 0; i < spec->n_buffers; i++) {
+        const pl_buffer *b = &spec->buffers[i];
+        if (!b->persistent) continue;
+        *(b->where == PL_HOST ? &on_host : &on_dev) += b->bytes;
+        n++;
+    }
+    if (on_host + on_dev <= host_bytes) return 0;
+    /* The largest few, largest first (ties in declaration order). */
+    enum { SHOWN = 4 };
+    int idx[SHOWN], m = 0;
+    for (int i = 0; i < spec->n_buffers; i++) {
+        if (!spec->buffers[i].persistent) continue;
+        int j = m < SHOWN ? m++ : SHOWN;
+        while (j > 0 && spec->buffers[idx[j - 1]].bytes < spec->buffers[i].bytes) {
+            if (j < SHOWN) idx[j] = idx[j - 1];
+            j--;
+        }
+        if (j < SHOWN) idx[j] = i;
+    }
+    char list[SHOWN * (PL_MAX_NAME + 40) + 64], sz[32], total[32], mem[32];
+    size_t k = 0;
+    uint64_t rest = on_host + on_dev;
+    for (int j = 0; j < m; j++) {
+        const pl_buffer *b = &spec->buffers[idx[j]];
+        rest -= b->bytes;
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s'%s' %s (%s)", j ? ", " : "", b->name,
+                              pl_bytes_str(b->bytes, sz, sizeof sz), pl_where_name(b->where));
+    }
+    if (n > SHOWN)
+        snprintf(list + k, sizeof list - k, " and %d more (%s)", n - SHOWN,
+                 pl_bytes_str(rest, sz, sizeof sz));
+    pl_diags_warn(
+        diags, PL_ENOMEM, spec->buffers[idx[0]].pos,
+        "the persistent buffers alone take %s, more than this machine's physical memory, %s "
+        "(sysconf: _SC_PHYS_PAGES x _SC_PAGESIZE): %s; %s: make them smaller, or per-batch "
+        "(without persistent: true) where their data can come a batch at a time",
+        pl_bytes_str(on_host + on_dev, total, sizeof total),
+        pl_bytes_str(host_bytes, mem, sizeof mem), list,
+        on_host > host_bytes
+            ? "a run cannot allocate them, on either executor"
+            : "the host executor keeps device buffers in host memory too, so a run there cannot "
+              "allocate them (the GPU's memory is not checked here)");
+    return 1;
+}
