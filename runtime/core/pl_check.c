@@ -19,12 +19,21 @@
 #include "pl_stage.h"
 #include "pl_str.h"
 
-/* "file:line:col" of pos, for the second position in a message about two places. */
+/* "file:line:col" of pos, for the second position in a message about two places; a file name
+ * too long for buf loses its middle, so line and column survive. */
 static const char *pl__pos_str(pl_pos pos, char *buf, size_t n)
 {
-    if (pos.line > 0)
-        snprintf(buf, n, "%s:%d:%d", pos.file ? pos.file : "<input>", pos.line, pos.col);
-    else
+    if (pos.line > 0) {
+        const char *f = pos.file ? pos.file : "<input>";
+        char cut[448]; /* with ":line:col" it fits the callers' 512 bytes */
+        size_t len = strlen(f), keep = (sizeof cut - 8) / 2;
+        if (n > 64 && keep > (n - 64) / 2) keep = (n - 64) / 2;
+        if (len + 32 > n) {
+            pl_str_cut_middle(f, len, keep, keep, cut, sizeof cut);
+            f = cut;
+        }
+        snprintf(buf, n, "%s:%d:%d", f, pos.line, pos.col);
+    } else
         snprintf(buf, n, "an unknown position");
     return buf;
 }
