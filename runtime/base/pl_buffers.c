@@ -5,19 +5,88 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pl_npy.h"
 #include "pl_rng.h"
+#include "pl_str.h"
 
+uint64_t pl_host_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+/* Allocations of the default allocator: what pl__oom names when one fails. */
 static void *pl__calloc(void *user, const pl_buffer *b, uint64_t bytes, pl_error *err)
 {
     (void)user;
     void *p = bytes <= SIZE_MAX ? calloc(1, (size_t)bytes) : NULL;
     if (!p)
-        pl_error_set(err, PL_ENOMEM,
-                     "error: out of memory allocating buffer '%s' (%llu bytes); make it smaller "
-                     "or lower the depth",
+        pl_error_set(err, PL_ENOMEM, "error: out of memory allocating buffer '%s' (%llu bytes)",
                      b->name, (unsigned long long)bytes);
+    return p;
+}
+
+/* The default allocator's failure for buffer b at `depth` slots, with what would help: a
+ * persistent buffer has one copy whatever the depth, so only it (its size, or making it
+ * per-batch) can change; per-batch buffers have one copy per slot, so the depth and the batch
+ * shape can. Every buffer is host memory there (the host executor). */
+static void pl__oom(const pl_spec *spec, const pl_buffer *b, int depth, pl_error *err)
+{
+    char size[32], shape[128], mem[64] = "", slot[32], all[32], one[32];
+    pl_mem_sizes m;
+    pl_spec_mem_sizes(spec, &m);
+    uint64_t per_slot = m.host_per_slot + m.device_per_slot;
+    uint64_t persistent = m.host_persistent + m.device_persistent, host = pl_host_memory();
+    pl_bytes_str(b->bytes, size, sizeof size);
+    pl_dims_str(b->shape, b->rank, shape, sizeof shape);
+    if (host) {
+        char h[32];
+        snprintf(mem, sizeof mem, "; this machine has %s of physical memory",
+                 pl_bytes_str(host, h, sizeof h));
+    }
+    if (b->persistent) {
+        pl_error_set(err, PL_ENOMEM,
+                     "error: out of memory allocating persistent buffer '%s' (%s, shape %s %s): a "
+                     "persistent buffer has one copy whatever the depth, so a lower depth does "
+                     "not help; make '%s' smaller, or per-batch (without persistent: true) if its "
+                     "data can come a batch at a time (the persistent buffers take %s in all%s)",
+                     b->name, size, shape, pl_dtype_name(b->dtype), b->name,
+                     pl_bytes_str(persistent, all, sizeof all), mem);
+        return;
+    }
+    pl_bytes_str(per_slot, slot, sizeof slot);
+    pl_bytes_str(persistent + (uint64_t)depth * per_slot, all, sizeof all);
+    pl_bytes_str(persistent + per_slot, one, sizeof one);
+    char help[160];
+    if (host && persistent + per_slot > host)
+        snprintf(help, sizeof help,
+                 "even depth 1 takes %s, more than the machine has: make the batch smaller (the "
+                 "shape of '%s' and the other per-batch buffers)",
+                 one, b->name);
+    else if (host && per_slot)
+        snprintf(help, sizeof help,
+                 "lower the depth (depth 1 takes %s; at most %llu fit the machine) or the batch "
+                 "shape ('%s' and the other per-batch buffers)",
+                 one, (unsigned long long)((host - persistent) / per_slot), b->name);
+    else
+        snprintf(help, sizeof help,
+                 "lower the depth (depth 1 takes %s) or the batch shape ('%s' and the other "
+                 "per-batch buffers)",
+                 one, b->name);
+    pl_error_set(err, PL_ENOMEM,
+                 "error: out of memory allocating per-batch buffer '%s' (%s, shape %s %s) at depth "
+                 "%d: every slot holds a copy of each per-batch buffer, %s a slot, so depth %d "
+                 "takes %s with the persistent buffers%s; %s",
+                 b->name, size, shape, pl_dtype_name(b->dtype), depth, slot, depth, all, mem, help);
+}
+
+/* One copy of buffer b for a ring of `depth` slots. */
+static void *pl__alloc_one(pl_buffers *bufs, const pl_buffer *b, int depth, pl_error *err)
+{
+    void *p = bufs->alloc.alloc(bufs->alloc.user, b, b->bytes, err);
+    if (!p && bufs->alloc.alloc == pl__calloc) pl__oom(bufs->spec, b, depth, err);
     return p;
 }
 
@@ -63,11 +132,13 @@ static pl_status pl__init_file_open(const pl_spec *spec, const pl_buffer *b, FIL
                                     uint64_t *off, char *path, size_t cap, pl_error *err)
 {
     pl_spec_path(spec, b->init_file, path, cap);
+    char shown[PL_NAME_CAP]; /* the name in messages: escaped inside their quotes */
+    const char *nm = pl_name_str(path, PL_NAME_INSIDE, shown, sizeof shown);
     *f = fopen(path, "rb");
     *off = 0;
     if (!*f)
         return pl_error_at(err, PL_EINPUT, b->init_pos,
-                           "buffer '%s': cannot open init file '%s': %s", b->name, path,
+                           "buffer '%s': cannot open init file '%s': %s", b->name, nm,
                            strerror(errno));
     pl_status st = PL_OK;
     uint64_t avail;
@@ -83,7 +154,7 @@ static pl_status pl__init_file_open(const pl_spec *spec, const pl_buffer *b, FIL
             st = pl_error_at(err, PL_EINPUT, b->init_pos,
                              "buffer '%s' is %s but '%s' holds '%s'%s; save the array as %s "
                              "(numpy dtype '%s', C order)",
-                             b->name, pl_dtype_name(b->dtype), path, info.descr,
+                             b->name, pl_dtype_name(b->dtype), nm, info.descr,
                              info.fortran_order ? " in Fortran order" : "", pl_dtype_name(b->dtype),
                              pl_npy_descr(b->dtype));
             goto fail;
@@ -102,7 +173,7 @@ static pl_status pl__init_file_open(const pl_spec *spec, const pl_buffer *b, FIL
                              "buffer '%s' has shape %s but '%s' holds an array of shape %s; save "
                              "it with the buffer's shape (a transposed or reshaped array would be "
                              "read in the wrong order)",
-                             b->name, want, path, have);
+                             b->name, want, nm, have);
             goto fail;
         }
         *off = info.data_offset;
@@ -115,14 +186,14 @@ static pl_status pl__init_file_open(const pl_spec *spec, const pl_buffer *b, FIL
                     err, PL_EINPUT, b->init_pos,
                     "buffer '%s': '%s' is truncated: its header promises %llu bytes "
                     "of data, the file has %llu",
-                    b->name, path, (unsigned long long)info.data_bytes,
+                    b->name, nm, (unsigned long long)info.data_bytes,
                     (unsigned long long)(size > info.data_offset ? size - info.data_offset : 0));
                 goto fail;
             }
         }
     } else {
         if (fseek(*f, 0, SEEK_END) != 0) {
-            st = pl_error_set(err, PL_EIO, "error: cannot seek in '%s': %s", path, strerror(errno));
+            st = pl_error_set(err, PL_EIO, "error: cannot seek in '%s': %s", nm, strerror(errno));
             goto fail;
         }
         long end = ftell(*f);
@@ -132,7 +203,7 @@ static pl_status pl__init_file_open(const pl_spec *spec, const pl_buffer *b, FIL
         st = pl_error_at(err, PL_EINPUT, b->init_pos,
                          "buffer '%s' needs %llu bytes but '%s' holds %llu bytes of data; give a "
                          "file of exactly the buffer's size",
-                         b->name, (unsigned long long)b->bytes, path, (unsigned long long)avail);
+                         b->name, (unsigned long long)b->bytes, nm, (unsigned long long)avail);
         goto fail;
     }
     return PL_OK;
@@ -159,8 +230,10 @@ static pl_status pl__init_file(const pl_spec *spec, const pl_buffer *b, void *ds
     uint64_t off;
     PL_CHECK(pl__init_file_open(spec, b, &f, &off, path, sizeof path, err));
     pl_status st = PL_OK;
+    char shown[PL_NAME_CAP];
     if (fseek(f, (long)off, SEEK_SET) != 0 || fread(dst, 1, (size_t)b->bytes, f) != b->bytes)
-        st = pl_error_set(err, PL_EIO, "error: buffer '%s': reading '%s' failed: %s", b->name, path,
+        st = pl_error_set(err, PL_EIO, "error: buffer '%s': reading '%s' failed: %s", b->name,
+                          pl_name_str(path, PL_NAME_INSIDE, shown, sizeof shown),
                           ferror(f) ? strerror(errno) : "file shorter than its header says");
     fclose(f);
     return st;
@@ -208,7 +281,7 @@ pl_status pl_buffers_new(const pl_spec *spec, int depth, const pl_allocator *all
         const pl_buffer *buf = &spec->buffers[b];
         int copies = buf->persistent ? 1 : depth;
         for (int s = 0; s < copies; s++) {
-            void *p = bufs->alloc.alloc(bufs->alloc.user, buf, buf->bytes, err);
+            void *p = pl__alloc_one(bufs, buf, depth, err);
             if (!p) {
                 st = err ? err->status : PL_ENOMEM;
                 if (st == PL_OK) st = PL_ENOMEM;
@@ -251,7 +324,7 @@ pl_status pl_buffers_grow(pl_buffers *bufs, int depth, bool init, uint64_t seed,
                 ptr[(size_t)s * nb + b] = ptr[b];
                 continue;
             }
-            void *p = bufs->alloc.alloc(bufs->alloc.user, buf, buf->bytes, err);
+            void *p = pl__alloc_one(bufs, buf, depth, err);
             if (!p) {
                 st = err && err->status != PL_OK ? err->status : PL_ENOMEM;
                 break;

@@ -57,6 +57,10 @@ pl_status pl_buffer_check_init_file(const pl_spec *spec, const pl_buffer *b, pl_
 pl_status pl_buffer_init_contents(const pl_spec *spec, const pl_buffer *b, uint64_t seed, void *dst,
                                   pl_error *err);
 
+/* This machine's physical memory in bytes (sysconf: _SC_PHYS_PAGES x _SC_PAGESIZE), 0 when the
+ * system does not say. Total, not what is free now: what no run can exceed. */
+uint64_t pl_host_memory(void);
+
 /* Resolves a path from the pipeline file against spec->dir into buf (absolute paths unchanged). */
 const char *pl_spec_path(const pl_spec *spec, const char *path, char *buf, size_t cap);
 

@@ -1,6 +1,8 @@
 /* pl_diag: the diagnostics list. */
 #include "pl_diag.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,4 +50,21 @@ int pl_diags_errors(const pl_diags *d)
     for (int i = 0; i < d->n; i++)
         n += d->items[i].severity == PL_SEV_ERROR;
     return n;
+}
+
+void pl_diags_warn(pl_diags *d, pl_status st, pl_pos pos, const char *fmt, ...)
+{
+    if (!d) return;
+    pl_error e;
+    char body[PL_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    /* pl_error_at's record and position prefix, with "warning: " where it writes "error: ". */
+    pl_error_at(&e, st, pos, "%s", "");
+    size_t n = strlen(e.msg);
+    n = n >= 7 ? n - 7 : 0;
+    snprintf(e.msg + n, sizeof e.msg - n, "warning: %s", body);
+    pl_diags_add(d, PL_SEV_WARNING, &e);
 }

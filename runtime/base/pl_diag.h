@@ -33,5 +33,10 @@ void pl_diags_fini(pl_diags *d); /* zeroed or initialised; idempotent */
 void pl_diags_add(pl_diags *d, pl_severity sev, const pl_error *e);
 /* Errors recorded, kept or not. */
 int pl_diags_errors(const pl_diags *d);
+/* Adds a warning: a record like pl_error_at's, status `st` (what a run would meet: PL_ENOMEM for
+ * memory it cannot have), whose message reads "file:line:col: warning: <fmt>" ("warning: <fmt>"
+ * with pos.line == 0). d may be NULL: then nothing happens. */
+void pl_diags_warn(pl_diags *d, pl_status st, pl_pos pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

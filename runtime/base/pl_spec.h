@@ -287,6 +287,14 @@ pl_status pl_spec_resolve_batches(pl_spec *spec, pl_error *err);
 pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, struct pl_diags *diags,
                               pl_error *err);
 
+/* Warnings (pl_diag.h, severity warning, status PL_ENOMEM) when the persistent buffers alone
+ * take more than `host_bytes` of memory (the machine's physical memory, pl_host_memory; 0: no
+ * check), naming the largest of them with their sizes, at the largest one's position. On the host
+ * executor every buffer is host memory; on the GPU executor device buffers are not, and their
+ * limit, the GPU's memory, is not checked here (that would start the GPU). The spec must be
+ * checked. Returns the warnings added (0 or 1). */
+int pl_spec_check_memory(const pl_spec *spec, uint64_t host_bytes, struct pl_diags *diags);
+
 /* "did you mean" helper: the candidate closest to `word` by edit distance (<= 2 edits and less
  * than half its length), or NULL. */
 const char *pl_closest(const char *word, const char *const *candidates, int n);

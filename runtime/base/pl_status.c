@@ -2,7 +2,10 @@
 #include "pl_status.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "pl_str.h"
 
 static const struct {
     const char *name, *text;
@@ -43,11 +46,57 @@ static void pl__copy(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
+/* A message longer than the record holds loses its middle, not its end: the end says why and how
+ * to fix it, the middle is usually a long path or a list. */
+static void pl__fit(char *msg, const char *full, size_t n)
+{
+    size_t head = PL_ERROR_MSG_MAX / 2;
+    pl_str_cut_middle(full, n, head, PL_ERROR_MSG_MAX - head - 8, msg, PL_ERROR_MSG_MAX);
+}
+
+/* msg[0, off) is written already; formats the rest after it. */
+static void pl__vformat(char *msg, size_t off, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(msg + off, PL_ERROR_MSG_MAX - off, fmt, ap);
+    if (n >= 0 && off + (size_t)n >= PL_ERROR_MSG_MAX) {
+        char *full = malloc(off + (size_t)n + 1);
+        if (full) { /* without memory the end is cut, as snprintf cut it */
+            memcpy(full, msg, off);
+            vsnprintf(full + off, (size_t)n + 1, fmt, again);
+            pl__fit(msg, full, off + (size_t)n);
+            free(full);
+        }
+    }
+    va_end(again);
+}
+
+/* msg = a + b, cut in the middle when it does not fit. */
+static void pl__join(char *msg, const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (na + nb < PL_ERROR_MSG_MAX) {
+        memmove(msg + na, b, nb + 1); /* b may be msg itself */
+        memcpy(msg, a, na);
+        return;
+    }
+    char *full = malloc(na + nb + 1);
+    if (!full) {
+        snprintf(msg, PL_ERROR_MSG_MAX, "%.*s", (int)(PL_ERROR_MSG_MAX - 1), a);
+        return;
+    }
+    memcpy(full, a, na);
+    memcpy(full + na, b, nb + 1);
+    pl__fit(msg, full, na + nb);
+    free(full);
+}
+
 pl_status pl_error_vset(pl_error *err, pl_status st, const char *fmt, va_list ap)
 {
     if (err) {
         err->status = st;
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        pl__vformat(err->msg, 0, fmt, ap);
         pl__where_clear(err);
     }
     return st;
@@ -74,7 +123,7 @@ pl_status pl_error_at(pl_error *err, pl_status st, pl_pos pos, const char *fmt, 
     if (n < 0 || (size_t)n >= sizeof err->msg) n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
+    pl__vformat(err->msg, (size_t)n, fmt, ap);
     va_end(ap);
     err->status = st;
     pl__where_clear(err);
@@ -93,9 +142,10 @@ pl_status pl_error_prefix(pl_error *err, const char *fmt, ...)
     memcpy(old, err->msg, sizeof old);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(pre, sizeof pre, fmt, ap);
+    vsnprintf(pre, sizeof pre - 2, fmt, ap);
     va_end(ap);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    strcat(pre, ": ");
+    pl__join(err->msg, pre, old);
     return err->status;
 }
 
@@ -120,15 +170,13 @@ pl_status pl_error_stage(pl_error *err, const char *stage, int64_t batch)
     memcpy(old, err->msg, sizeof old);
     old[sizeof old - 1] = '\0';
     const char *rest = strncmp(old, "error: ", 7) == 0 ? old + 7 : old;
-    int n = batch >= 0
-                ? snprintf(err->msg, sizeof err->msg,
-                           "error: stage '%s', batch %lld: ", stage ? stage : "", (long long)batch)
-                : snprintf(err->msg, sizeof err->msg, "error: stage '%s': ", stage ? stage : "");
-    if (n > 0 && (size_t)n < sizeof err->msg) {
-        size_t len = strnlen(rest, sizeof err->msg - (size_t)n - 1);
-        memcpy(err->msg + n, rest, len);
-        err->msg[(size_t)n + len] = '\0';
-    }
+    char pre[PL_ERROR_STAGE_MAX + 64];
+    if (batch >= 0)
+        snprintf(pre, sizeof pre, "error: stage '%s', batch %lld: ", stage ? stage : "",
+                 (long long)batch);
+    else
+        snprintf(pre, sizeof pre, "error: stage '%s': ", stage ? stage : "");
+    pl__join(err->msg, pre, rest);
     return pl_error_tag(err, stage, batch);
 }
 

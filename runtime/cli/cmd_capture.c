@@ -7,6 +7,7 @@
 
 #include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_str.h"
 
 static volatile sig_atomic_t pl__stop;
 
@@ -173,13 +174,18 @@ int pl_cmd_capture(int argc, char **argv)
     if (info.note[0]) fprintf(stderr, "%s\n", info.note);
     if (st != PL_OK) {
         rc = pl_cli_fail(&err);
+        char dir[PL_NAME_CAP];
         if (st != PL_EINPUT)
-            fprintf(stderr, "no bundle written: %s has no manifest.json\n", cfg.dir);
+            fprintf(stderr, "no bundle written: %s has no manifest.json\n",
+                    pl_name_str(cfg.dir, 0, dir, sizeof dir));
         return rc;
     }
     if (!quiet) {
-        printf("bundle %s: pipeline %s, %lld batches on %s, %d run%s\n", cfg.dir, cfg.file,
-               (long long)info.batches_done, info.executor, info.reps, info.reps == 1 ? "" : "s");
+        char dir[PL_NAME_CAP], file[PL_NAME_CAP];
+        pl_name_str(cfg.dir, 0, dir, sizeof dir);
+        printf("bundle %s: pipeline %s, %lld batches on %s, %d run%s\n", dir,
+               pl_name_str(cfg.file, 0, file, sizeof file), (long long)info.batches_done,
+               info.executor, info.reps, info.reps == 1 ? "" : "s");
         printf("  plan digest %.16s, %d input%s%s, %d sink%s%s", info.plan_digest, info.n_inputs,
                info.n_inputs == 1 ? "" : "s", cfg.copy_inputs ? " (copied)" : "", info.n_outputs,
                info.n_outputs == 1 ? "" : "s", cfg.copy_outputs ? " (outputs copied)" : "");
@@ -188,7 +194,7 @@ int pl_cmd_capture(int argc, char **argv)
         printf("\n");
         if (info.reps > 1 && info.reps_identical)
             printf("  checksums identical in all %d runs\n", info.reps);
-        printf("  replay it with: pipectl replay %s\n", cfg.dir);
+        printf("  replay it with: pipectl replay %s\n", dir);
     }
     if (info.reps > 1 && !info.reps_identical)
         fprintf(stderr,

@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_buffers.h"
 #include "pl_cli.h"
 #include "pl_plan.h"
 #include "pl_diag.h"
 #include "pl_json.h"
 #include "pl_parse.h"
 #include "pl_stage.h"
+#include "pl_str.h"
 
 #define PL__MAX_SHOWN 20
 
@@ -22,7 +24,7 @@ static json_t *pl__file_json(const char *file, pl_status st, const pl_spec *spec
         json_array_append_new(
             diags, pl_json_diag(&d->items[i].err,
                                 d->items[i].severity == PL_SEV_WARNING ? "warning" : "error"));
-    if (diags && st != PL_OK && (!d || d->n == 0))
+    if (diags && st != PL_OK && (!d || pl_diags_errors(d) == 0))
         json_array_append_new(diags, pl_json_diag(err, "error"));
     json_t *o = json_object();
     if (!o || !diags) {
@@ -57,6 +59,7 @@ static int pl__check_one(const char *file, bool verbose, json_t *files)
     pl_diags_init(&d, PL__MAX_SHOWN);
     pl_status st = pl_load_file_all(file, &d, &spec, &err);
     if (st == PL_OK) st = pl_spec_check_all(spec, &d, &err);
+    if (st == PL_OK) pl_spec_check_memory(spec, pl_host_memory(), &d); /* warnings */
     /* batches: all: counted from the source files; a file it cannot count is one check_files
      * reports (with every other file error), so those run for one batch then. */
     bool counted = st == PL_OK && pl_spec_resolve_batches(spec, &err) == PL_OK;
@@ -70,23 +73,27 @@ static int pl__check_one(const char *file, bool verbose, json_t *files)
         pl_plan_free(plan);
     }
     int rc = 0;
+    char name[PL_NAME_CAP];
+    pl_name_str(file, 0, name, sizeof name);
     if (st != PL_OK) {
         /* The first error is err (the one every other command reports); the list adds the rest. */
         rc = pl_status_exit_code(st);
         for (int i = 0; i < d.n; i++)
             fprintf(stderr, "%s\n", d.items[i].err.msg);
-        if (d.n == 0) fprintf(stderr, "%s\n", err.msg);
+        if (pl_diags_errors(&d) == 0) fprintf(stderr, "%s\n", err.msg);
         if (d.dropped)
-            fprintf(stderr, "%s: %d more error%s not shown (the first %d are above)\n", file,
+            fprintf(stderr, "%s: %d more error%s not shown (the first %d are above)\n", name,
                     d.dropped, d.dropped == 1 ? "" : "s", d.n);
     } else {
+        for (int i = 0; i < d.n; i++) /* warnings only, on success */
+            fprintf(stderr, "%s\n", d.items[i].err.msg);
         pl_cli_print_notes(spec, verbose);
         char all[PL_MAX_NAME + 96] = "";
         if (spec->run.batches_all && spec->run.batches_from >= 0)
             snprintf(all, sizeof all, "; batches: all = %lld, what source '%s' holds",
                      (long long)spec->run.batches, spec->stages[spec->run.batches_from].name);
         if (!files)
-            printf("%s: ok (%d stage%s, %d buffer%s%s)\n", file, spec->n_stages,
+            printf("%s: ok (%d stage%s, %d buffer%s%s)\n", name, spec->n_stages,
                    spec->n_stages == 1 ? "" : "s", spec->n_buffers, spec->n_buffers == 1 ? "" : "s",
                    all);
     }

@@ -1,7 +1,9 @@
 /* cmd_plan: `pipectl plan [--dot | --json] [--depth N] FILE`: prints the compiled stream/event
  * plan. --json prints the object bundles store (pl_plan_json), so the two cannot differ. */
+#include "pl_buffers.h"
 #include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_diag.h"
 #include "pl_depth.h"
 #include "pl_json.h"
 #include "pl_parse.h"
@@ -52,6 +54,12 @@ int pl_cmd_plan(int argc, char **argv)
         return pl_cli_fail(&err);
     }
     pl_cli_print_notes(spec, false);
+    pl_diags warn; /* what check warns about, on stderr whatever stdout holds */
+    pl_diags_init(&warn, 8);
+    pl_spec_check_memory(spec, pl_host_memory(), &warn);
+    for (int i = 0; i < warn.n; i++)
+        fprintf(stderr, "%s\n", warn.items[i].err.msg);
+    pl_diags_fini(&warn);
     if (depth > 0) {
         spec->run.depth = (int)depth;
         spec->run.depth_auto = false;

@@ -9,6 +9,7 @@
 
 #include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_str.h"
 
 static volatile sig_atomic_t pl__stop;
 
@@ -288,14 +289,16 @@ static pl_status pl__replay_stoppable(const pl_bundle *b, pl_replay_cfg *cfg, pl
 
 static void pl__print_changed(const pl_replay_result *r)
 {
+    char name[PL_NAME_CAP];
     for (int i = 0; i < r->n_changed; i++) {
         const pl_file_check *x = &r->changed[i];
+        pl_name_str(x->path, 0, name, sizeof name);
         if (x->missing)
             fprintf(stderr, "changed: %s: %s is missing (recorded sha256 %.16s...)\n", x->what,
-                    x->path, x->want);
+                    name, x->want);
         else
             fprintf(stderr, "changed: %s: %s (sha256 recorded %.16s..., now %.16s...)\n", x->what,
-                    x->path, x->want, x->got);
+                    name, x->want, x->got);
     }
 }
 
@@ -308,8 +311,10 @@ static int pl__print_verdict(const char *dir, const pl_replay_result *r)
     for (int i = 0; i < c->n_sinks; i++)
         if (c->sinks[i].verdict == PL_SINK_WITHIN_TOL) n_tol++;
     if (c->first_sink < 0) {
-        printf("replay of %s on %s: %d sink%s, %lld batches: every checksum matches%s\n", dir,
-               r->executor, c->n_sinks, c->n_sinks == 1 ? "" : "s", (long long)r->batches_done,
+        char name[PL_NAME_CAP];
+        printf("replay of %s on %s: %d sink%s, %lld batches: every checksum matches%s\n",
+               pl_name_str(dir, 0, name, sizeof name), r->executor, c->n_sinks,
+               c->n_sinks == 1 ? "" : "s", (long long)r->batches_done,
                n_tol ? " or is within its tolerance" : " (bit for bit)");
         return 0;
     }

@@ -3,23 +3,37 @@
  * buffers), and, separately, the files a run will touch (pl_spec_check_files). Without a
  * diagnostics list the first error wins; with one, every independent error of a phase is listed.
  * Every message says where, what and how to fix it. */
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pl_buffers.h"
 #include "pl_diag.h"
 #include "pl_graph.h"
 #include "pl_spec.h"
 #include "pl_stage.h"
+#include "pl_str.h"
 
-/* "file:line:col" of pos, for the second position in a message about two places. */
+/* "file:line:col" of pos, for the second position in a message about two places; a file name
+ * too long for buf loses its middle, so line and column survive. */
 static const char *pl__pos_str(pl_pos pos, char *buf, size_t n)
 {
-    if (pos.line > 0)
-        snprintf(buf, n, "%s:%d:%d", pos.file ? pos.file : "<input>", pos.line, pos.col);
-    else
+    if (pos.line > 0) {
+        const char *f = pos.file ? pos.file : "<input>";
+        char cut[448]; /* with ":line:col" it fits the callers' 512 bytes */
+        size_t len = strlen(f), keep = (sizeof cut - 8) / 2;
+        if (n > 64 && keep > (n - 64) / 2) keep = (n - 64) / 2;
+        if (len + 32 > n) {
+            pl_str_cut_middle(f, len, keep, keep, cut, sizeof cut);
+            f = cut;
+        }
+        snprintf(buf, n, "%s:%d:%d", f, pos.line, pos.col);
+    } else
         snprintf(buf, n, "an unknown position");
     return buf;
 }
@@ -86,6 +100,108 @@ pl_status pl_spec_resolve_batches(pl_spec *spec, pl_error *err)
     return PL_OK;
 }
 
+/* The longest name the file system holding `dir` allows (NAME_MAX where it does not say). */
+static long pl__name_max(const char *dir)
+{
+    errno = 0;
+    long n = pathconf(dir, _PC_NAME_MAX);
+    return n > 0 ? n : NAME_MAX;
+}
+
+/* The system's limits on one path a run opens, `path` as written for key `key` of `who` ("sink
+ * 'out'", "buffer 'w'"): open() refuses a path of PATH_MAX bytes or more, or one with a name
+ * longer than its folder's file system allows, with only "File name too long", so a run would
+ * fail after check said yes. The limits apply to the path as opened: relative paths resolved
+ * against the pipeline file's folder (pl_spec_path). Names below the deepest folder that exists
+ * are measured against that folder's file system, where they would be created. */
+static pl_status pl__check_path(const pl_spec *spec, const char *who, const char *key,
+                                const char *path, pl_pos pos, pl_error *err)
+{
+    if (!path || !*path || strcmp(path, "-") == 0) return PL_OK; /* stdin, stdout */
+    bool joined = path[0] != '/' && spec->dir && *spec->dir && strcmp(spec->dir, ".") != 0;
+    size_t n = joined ? strlen(spec->dir) + 1 + strlen(path) : strlen(path);
+    char *full = malloc(n + 1);
+    if (!full) return pl_error_set(err, PL_ENOMEM, "error: out of memory checking paths");
+    if (joined)
+        snprintf(full, n + 1, "%s/%s", spec->dir, path);
+    else
+        memcpy(full, path, n + 1);
+    char shown[PL_NAME_SHORT_CAP], len[32], lim[32];
+    const char *as = joined ? " (resolved against the pipeline file's folder)" : "";
+    pl_name_str(full, PL_NAME_SHORT | PL_NAME_QUOTE, shown, sizeof shown);
+    pl_status st = PL_OK;
+    if (n >= PATH_MAX) {
+        st = pl_error_at(err, PL_EINPUT, pos,
+                         "%s: %s: %s%s is %s bytes, longer than the %s bytes the system allows "
+                         "for a path (PATH_MAX, its terminating NUL included); shorten the "
+                         "folders' names, or write the file closer to /",
+                         who, key, shown, as, pl_str_count(n, len, sizeof len),
+                         pl_str_count(PATH_MAX - 1, lim, sizeof lim));
+        goto done;
+    }
+    /* dir_end: where the deepest folder known to exist ends in full (0: "/" or "."). */
+    bool exists = true;
+    size_t dir_end = 0;
+    long limit = pl__name_max(full[0] == '/' ? "/" : ".");
+    for (size_t a = 0; a < n;) {
+        while (a < n && full[a] == '/')
+            a++;
+        size_t b = a;
+        while (b < n && full[b] != '/')
+            b++;
+        if (b == a) break;
+        if ((long)(b - a) > limit) {
+            char name[PL_NAME_SHORT_CAP], folder[PL_NAME_SHORT_CAP];
+            char c = full[b];
+            full[b] = '\0';
+            pl_name_str(full + a, PL_NAME_SHORT | PL_NAME_QUOTE, name, sizeof name);
+            full[b] = c;
+            c = full[dir_end];
+            full[dir_end] = '\0';
+            const char *dir = dir_end ? full : c == '/' ? "/" : ".";
+            pl_name_str(dir, PL_NAME_SHORT | PL_NAME_QUOTE, folder, sizeof folder);
+            full[dir_end] = c;
+            bool whole = a == 0 && b == n; /* the path is that one name: say it once */
+            st = pl_error_at(err, PL_EINPUT, pos,
+                             "%s: %s: %s%s has a name of %s bytes%s%s, longer than the %s bytes "
+                             "the file system of %s allows for one name (NAME_MAX); shorten it",
+                             who, key, shown, as, pl_str_count(b - a, len, sizeof len),
+                             whole ? "" : ", ", whole ? "" : name,
+                             pl_str_count((unsigned long long)limit, lim, sizeof lim), folder);
+            goto done;
+        }
+        if (exists && b < n) {
+            char c = full[b];
+            struct stat sb;
+            full[b] = '\0';
+            exists = stat(full, &sb) == 0 && S_ISDIR(sb.st_mode);
+            if (exists) {
+                limit = pl__name_max(full);
+                dir_end = b;
+            }
+            full[b] = c;
+        }
+        a = b;
+    }
+done:
+    free(full);
+    return st;
+}
+
+/* Every path a stage's options name (its kind's PL_KEY_PATH keys) against the system's limits. */
+static pl_status pl__check_stage_paths(const pl_spec *spec, const pl_stage *st, pl_error *err)
+{
+    char who[PL_MAX_NAME + 64];
+    snprintf(who, sizeof who, "%s stage '%s'", st->kind->name, st->name);
+    for (int i = 0; i < st->n_opts; i++) {
+        const pl_opt *o = &st->opts[i];
+        const pl_key *k = pl_kind_key(st->kind, o->key);
+        if (!k || k->type != PL_KEY_PATH || !o->str) continue;
+        PL_CHECK(pl__check_path(spec, who, o->key, o->str, o->pos, err));
+    }
+    return PL_OK;
+}
+
 static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *spec, pl_error *err)
 {
     char p[512];
@@ -122,6 +238,11 @@ static pl_status pl__check_buffer(pl_buffer *b, pl_names *names, const pl_spec *
     if (b->init == PL_INIT_FILE && (!b->init_file || !*b->init_file))
         return pl_error_at(err, PL_EINPUT, b->init_pos,
                            "buffer '%s': init: file needs 'file: PATH' (raw or .npy)", b->name);
+    if (b->init == PL_INIT_FILE) {
+        char who[PL_MAX_NAME + 16];
+        snprintf(who, sizeof who, "buffer '%s'", b->name);
+        PL_CHECK(pl__check_path(spec, who, "file", b->init_file, b->init_pos, err));
+    }
     return PL_OK;
 }
 
@@ -147,6 +268,8 @@ static pl_status pl__check_stage_decl(pl_spec *spec, pl_stage *st, pl_names *nam
         return pl_error_at(err, PL_EINPUT, st->pos, "stage '%s' has no kind; add kind: one of %s",
                            st->name, pl_kind_list());
     PL_CHECK(pl_stage_check_opts(spec, st, err));
+    /* Before bind: kinds read some files there (a Lua script, a kernel's source). */
+    PL_CHECK(pl__check_stage_paths(spec, st, err));
     if (kind->bind) PL_CHECK(kind->bind(spec, st, err));
     return PL_OK;
 }
@@ -612,4 +735,54 @@ pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, pl_diags *di
         if (pl__note(kind->check_files(spec, s, batches, &e), &e, diags, err, &first)) return first;
     }
     return first;
+}
+
+int pl_spec_check_memory(const pl_spec *spec, uint64_t host_bytes, pl_diags *diags)
+{
+    if (!host_bytes || !spec->checked) return 0;
+    uint64_t on_host = 0, on_dev = 0;
+    int n = 0;
+    for (int i = 0; i < spec->n_buffers; i++) {
+        const pl_buffer *b = &spec->buffers[i];
+        if (!b->persistent) continue;
+        *(b->where == PL_HOST ? &on_host : &on_dev) += b->bytes;
+        n++;
+    }
+    if (on_host + on_dev <= host_bytes) return 0;
+    /* The largest few, largest first (ties in declaration order). */
+    enum { SHOWN = 4 };
+    int idx[SHOWN], m = 0;
+    for (int i = 0; i < spec->n_buffers; i++) {
+        if (!spec->buffers[i].persistent) continue;
+        int j = m < SHOWN ? m++ : SHOWN;
+        while (j > 0 && spec->buffers[idx[j - 1]].bytes < spec->buffers[i].bytes) {
+            if (j < SHOWN) idx[j] = idx[j - 1];
+            j--;
+        }
+        if (j < SHOWN) idx[j] = i;
+    }
+    char list[SHOWN * (PL_MAX_NAME + 40) + 64], sz[32], total[32], mem[32];
+    size_t k = 0;
+    uint64_t rest = on_host + on_dev;
+    for (int j = 0; j < m; j++) {
+        const pl_buffer *b = &spec->buffers[idx[j]];
+        rest -= b->bytes;
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s'%s' %s (%s)", j ? ", " : "", b->name,
+                              pl_bytes_str(b->bytes, sz, sizeof sz), pl_where_name(b->where));
+    }
+    if (n > SHOWN)
+        snprintf(list + k, sizeof list - k, " and %d more (%s)", n - SHOWN,
+                 pl_bytes_str(rest, sz, sizeof sz));
+    pl_diags_warn(
+        diags, PL_ENOMEM, spec->buffers[idx[0]].pos,
+        "the persistent buffers alone take %s, more than this machine's physical memory, %s "
+        "(sysconf: _SC_PHYS_PAGES x _SC_PAGESIZE): %s; %s: make them smaller, or per-batch "
+        "(without persistent: true) where their data can come a batch at a time",
+        pl_bytes_str(on_host + on_dev, total, sizeof total),
+        pl_bytes_str(host_bytes, mem, sizeof mem), list,
+        on_host > host_bytes
+            ? "a run cannot allocate them, on either executor"
+            : "the host executor keeps device buffers in host memory too, so a run there cannot "
+              "allocate them (the GPU's memory is not checked here)");
+    return 1;
 }

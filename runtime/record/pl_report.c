@@ -2,6 +2,7 @@
 #include "pl_report.h"
 
 #include "pl_json.h"
+#include "pl_str.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -210,19 +211,22 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
     }
     free(st);
     if (res->n_outputs) fprintf(out, "\n  outputs:\n");
+    /* File names escaped (pl_name_str): one line per output whatever bytes a name holds. */
+    char name[PL_NAME_CAP];
     for (int i = 0; i < res->n_outputs; i++) {
         const pl_output *o = &res->outputs[i];
+        const char *path = o->path ? pl_name_str(o->path, 0, name, sizeof name) : "";
         if (o->path && o->batches == 0 && status != PL_OK)
-            fprintf(out, "    %s: nothing written; %s left as it was\n", o->stage, o->path);
+            fprintf(out, "    %s: nothing written; %s left as it was\n", o->stage, path);
         else if (o->path && !o->checksummed)
             fprintf(out,
                     "    %s: %lld batches written to %s%s, no checksum taken (checksum: "
                     "false)\n",
-                    o->stage, (long long)o->batches, o->path,
+                    o->stage, (long long)o->batches, path,
                     o->finalized ? "" : " (NOT finalized: see the error)");
         else if (o->path)
             fprintf(out, "    %s: %lld batches written to %s%s, checksum 0x%016" PRIx64 "\n",
-                    o->stage, (long long)o->batches, o->path,
+                    o->stage, (long long)o->batches, path,
                     o->finalized ? "" : " (NOT finalized: see the error)", o->checksum);
         else if (!o->checksummed)
             fprintf(out, "    %s: %lld batches consumed (no file, no checksum: checksum: false)\n",
@@ -238,14 +242,16 @@ void pl_report_stopped(FILE *out, const pl_run_result *res)
     fprintf(out, "stopped after %lld of %lld batches", (long long)res->batches_done,
             (long long)res->batches_planned);
     const char *sep = "; ";
+    char name[PL_NAME_CAP];
     for (int i = 0; i < res->n_outputs; i++) {
         const pl_output *o = &res->outputs[i];
         if (!o->path) continue;
+        const char *path = pl_name_str(o->path, 0, name, sizeof name);
         if (o->batches == 0)
-            fprintf(out, "%snothing written to %s (left as it was)", sep, o->path);
+            fprintf(out, "%snothing written to %s (left as it was)", sep, path);
         else
             fprintf(out, "%s%lld batch%s written to %s%s", sep, (long long)o->batches,
-                    o->batches == 1 ? "" : "es", o->path, o->finalized ? "" : " (not finalized)");
+                    o->batches == 1 ? "" : "es", path, o->finalized ? "" : " (not finalized)");
         sep = ", ";
     }
     fputc('\n', out);
