@@ -7,8 +7,8 @@
 # vocabulary folder is given. A table last; every log under $OUT. From the repository root:
 #   source .gpu/setup.sh && BASE=.gpu/base OUT=$OUT bash tests/gpu/run_compare.sh
 # Environment: OUT (default out/compare), BASE (a second source tree; unset: this tree alone),
-# REPS (3), STEPS (default "build gpu bench gpt2 tokenize"), VOCAB (a folder with encoder.json and
-# vocab.bpe, or vocab.json and merges.txt), DEADLINE (seconds; default 540), JOBS (16).
+# REPS (3), STEPS (default "build gpu bench gpt2 tokenize"), VOCAB (a folder with vocab.json and
+# merges.txt: GPT-2's vocabulary), DEADLINE (seconds; default 540), JOBS (16).
 set -u
 OUT=${OUT:-out/compare}
 REPS=${REPS:-3}
@@ -59,7 +59,7 @@ if want gpt2; then
 fi
 if want tokenize && [ -n "${VOCAB:-}" ]; then
     step "tokenizer vs GPT2TokenizerFast" 150 tokenize.log python3 tests/bench/tokenize_hf.py \
-        --pipectl build-rel/pipectl --vocab "$VOCAB" --corpus tests/data/tokenize
+        --pipectl build-rel/pipectl --vocab "$VOCAB"
 fi
 
 printf '%s\n' "${rows[@]}"
