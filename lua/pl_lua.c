@@ -3,6 +3,7 @@
  * sandbox follows Redis scripting (script_lua.c) and lua.c: every call into Lua is a lua_pcall
  * with a message handler, and budget or memory errors cannot be caught by the script. */
 #include "pl_lua.h"
+#include "pl_lua_match.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -479,7 +480,8 @@ static int pl__setup(lua_State *L)
     pl__guard_table(L, "debug", "the debug library would break the sandbox");
     pl__guard_table(L, "package", "modules cannot be loaded; only require 'pipectl' works");
     pl__guard_table(L, "coroutine", "the sandbox keeps one thread of Lua per state");
-    pl_lua_open_patterns(L);
+    static const pl_lua_meter meter = {pl_lua_charge};
+    pl_lua_open_patterns(L, &meter);
     pl_lua_open_module(L);
     /* math.random starts from a fixed seed (stages reseed it per batch: stages/lua.c), so a
      * script gives the same pipeline, and a stage the same results, on every run. */

@@ -67,10 +67,6 @@ pl_status pl_lua_watch(pl_lua *lx, int64_t time_limit_ms, const char *hint, pl_e
  * Lua code that called the function. Does nothing outside pl_lua_call. */
 void pl_lua_charge(lua_State *L, int64_t steps);
 
-/* Replaces string.find, match, gmatch and gsub (the `string` global) with the same functions
- * over a matcher that charges its steps (lua/pl_lua_match.c). Called by pl_lua_new. */
-void pl_lua_open_patterns(lua_State *L);
-
 /* Asks every Lua call to stop (async-signal-safe: a flag; `pipectl run`'s SIGINT/SIGTERM/SIGHUP
  * handler calls it). Watched calls end with PL_EINTR within ~10 ms; new watched calls return
  * PL_EINTR at once, until pl_lua_interrupt_clear(). */

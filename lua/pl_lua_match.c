@@ -1,14 +1,15 @@
 /* pl_lua_match: string.find, string.match, string.gmatch and string.gsub for the sandbox, with
  * Lua 5.4's pattern language and results, over a matcher that charges its steps to the running
- * call (pl_lua_charge). Lua's own functions match in C without a hook, so a pattern that
- * backtracks ((".-b") over a long subject: quadratic; nested captures: worse) would run past the
- * instruction budget, the time limit and Ctrl-C. The matcher follows the algorithm the Lua 5.4
- * reference manual (section 6.4.1) describes and lstrlib.c implements (backtracking over the
- * pattern text, a depth limit of 200, at most 32 captures), and gives the same
- * error messages. */
-#include "pl_lua.h"
+ * call (the meter pl_lua_open_patterns is given: pl_lua_charge). Lua's own functions match in C
+ * without a hook, so a pattern that backtracks ((".-b") over a long subject: quadratic; nested
+ * captures: worse) would run past the instruction budget, the time limit and Ctrl-C. The matcher
+ * follows the algorithm the Lua 5.4 reference manual (section 6.4.1) describes and lstrlib.c
+ * implements (backtracking over the pattern text, a depth limit of 200, at most 32 captures), and
+ * gives the same error messages. */
+#include "pl_lua_match.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -26,9 +27,10 @@
 typedef struct pl__ms {
     const char *src, *src_end, *pat_end;
     lua_State *L;
-    int depth; /* recursion left */
-    int level; /* captures open or closed */
-    int steps; /* steps since the last charge */
+    pl_lua_charge_fn charge; /* the state's meter (pl_lua_open_patterns) */
+    int depth;               /* recursion left */
+    int level;               /* captures open or closed */
+    int steps;               /* steps since the last charge */
     struct {
         const char *init;
         ptrdiff_t len; /* or PL__CAP_OPEN / PL__CAP_POS */
@@ -41,13 +43,13 @@ static void pl__step(pl__ms *ms, int n)
     if (ms->steps >= PL__CHUNK) {
         int64_t s = ms->steps;
         ms->steps = 0;
-        pl_lua_charge(ms->L, s);
+        ms->charge(ms->L, s);
     }
 }
 
 static void pl__flush(pl__ms *ms)
 {
-    if (ms->steps) pl_lua_charge(ms->L, ms->steps);
+    if (ms->steps) ms->charge(ms->L, ms->steps);
     ms->steps = 0;
 }
 
@@ -311,9 +313,15 @@ static const char *pl__match(pl__ms *ms, const char *s, const char *p)
     return s;
 }
 
+/* Where each state keeps its meter: the registry, under this address. */
+static const char pl__meter_key = 0;
+
 static void pl__prep(pl__ms *ms, lua_State *L, const char *s, size_t ls, const char *p, size_t lp)
 {
     ms->L = L;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &pl__meter_key);
+    ms->charge = ((const pl_lua_meter *)lua_touserdata(L, -1))->charge;
+    lua_pop(L, 1);
     ms->src = s;
     ms->src_end = s + ls;
     ms->pat_end = p + lp;
@@ -586,8 +594,10 @@ static int pl__gsub(lua_State *L)
     return 2;
 }
 
-void pl_lua_open_patterns(lua_State *L)
+void pl_lua_open_patterns(lua_State *L, const pl_lua_meter *meter)
 {
+    lua_pushlightuserdata(L, (void *)meter);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &pl__meter_key);
     static const luaL_Reg fns[] = {{"find", pl__find},
                                    {"match", pl__str_match},
                                    {"gmatch", pl__gmatch},
