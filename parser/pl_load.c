@@ -1,19 +1,37 @@
-/* pl_load: picks the front end by file extension, then checks the spec. */
+/* pl_load: picks the front end by file extension (which applies the command line's --set), then
+ * checks the spec. */
 #include "pl_parse.h"
 
 #include <string.h>
 
 pl_status pl_load_file(const char *path, pl_spec **out, pl_error *err)
 {
-    size_t n = strlen(path);
-    if (n >= 4 && strcmp(path + n - 4, ".lua") == 0) return pl_lua_load_file(path, out, err);
-    return pl_yaml_load_file(path, out, err);
+    return pl_load_file_opts(path, NULL, out, err);
 }
 
 pl_status pl_load_checked(const char *path, pl_spec **out, pl_error *err)
 {
+    return pl_load_checked_opts(path, NULL, out, err);
+}
+
+pl_status pl_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
+                            pl_error *err)
+{
+    size_t n = strlen(path);
     pl_spec *spec = NULL;
-    PL_CHECK(pl_load_file(path, &spec, err));
+    if (n >= 4 && strcmp(path + n - 4, ".lua") == 0)
+        PL_CHECK(pl_lua_load_file_opts(path, opts, &spec, err));
+    else
+        PL_CHECK(pl_yaml_load_file_opts(path, opts, &spec, err));
+    *out = spec;
+    return PL_OK;
+}
+
+pl_status pl_load_checked_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
+                               pl_error *err)
+{
+    pl_spec *spec = NULL;
+    PL_CHECK(pl_load_file_opts(path, opts, &spec, err));
     pl_status st = pl_spec_check(spec, err);
     if (st != PL_OK) {
         pl_spec_free(spec);

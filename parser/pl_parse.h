@@ -8,19 +8,45 @@
 
 #include "pl_spec.h"
 
-/* YAML front end (parser/pl_yaml.c, libyaml). `name` is used as the file name in positions. */
+/* What the command line changes in a pipeline as it loads (`pipectl check|plan|run|capture`).
+ * A zeroed record (or NULL) changes nothing. */
+typedef struct pl_load_opts {
+    /* --set KEY=VALUE, in the order given (a later one for the same key wins): each sets one key
+     * of the loaded document, YAML or Lua, before the schema checks it, so a --set is checked
+     * exactly as the file's keys are and its errors read "--set KEY=VALUE: error: ..."
+     * (parser/pl_override.c; docs/pipeline-yaml.md, "Setting keys from the command line").
+     * Borrowed. */
+    const char *const *sets;
+    int n_sets;
+} pl_load_opts;
+
+/* YAML front end (parser/pl_yaml.c, libyaml). `name` is used as the file name in positions. The
+ * _opts forms apply opts->sets. */
 pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err);
 pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl_spec **out,
                               pl_error *err);
+pl_status pl_yaml_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
+                                 pl_error *err);
+pl_status pl_yaml_load_string_opts(const char *name, const char *text, size_t len,
+                                   const pl_load_opts *opts, pl_spec **out, pl_error *err);
 
 /* Lua front end (parser/pl_lua_front.c): runs the script sandboxed; it returns the pipeline. */
 pl_status pl_lua_load_file(const char *path, pl_spec **out, pl_error *err);
 pl_status pl_lua_load_string(const char *name, const char *text, size_t len, pl_spec **out,
                              pl_error *err);
+pl_status pl_lua_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
+                                pl_error *err);
+pl_status pl_lua_load_string_opts(const char *name, const char *text, size_t len,
+                                  const pl_load_opts *opts, pl_spec **out, pl_error *err);
 
 /* By extension: .lua goes to the Lua front end, anything else to YAML. */
 pl_status pl_load_file(const char *path, pl_spec **out, pl_error *err);
 /* pl_load_file, then pl_spec_check: what every command that takes a pipeline does. */
 pl_status pl_load_checked(const char *path, pl_spec **out, pl_error *err);
+/* The same with the command line's changes (opts->sets in the front end). opts may be NULL. */
+pl_status pl_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
+                            pl_error *err);
+pl_status pl_load_checked_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
+                               pl_error *err);
 
 #endif

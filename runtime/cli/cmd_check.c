@@ -1,6 +1,6 @@
-/* cmd_check: `pipectl check [-v] [--json] [--arch SM] FILE...`: parses and checks pipelines without
- * running them: the spec (every error of a phase, up to PL__MAX_SHOWN per file), user kernels
- * (compiled with NVRTC, which needs no GPU), then the files a run would touch. */
+/* cmd_check: `pipectl check [options] FILE...`: parses and checks pipelines without running them:
+ * the spec (every error of a phase, up to PL__MAX_SHOWN per file), user kernels (compiled with
+ * NVRTC, which needs no GPU), then the files a run would touch. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,12 +48,12 @@ static json_t *pl__file_json(const char *file, pl_status st, const pl_spec *spec
 /* Checks one file; prints its errors (or its notes and "ok"); returns the exit code. With
  * `files` (--json), its entry is appended there and "ok" is not printed (the errors still go to
  * stderr). */
-static int pl__check_one(const char *file, bool verbose, json_t *files)
+static int pl__check_one(const char *file, const pl_load_opts *lo, bool verbose, json_t *files)
 {
     pl_error err;
     pl_spec *spec = NULL;
     pl_error_clear(&err);
-    if (pl_load_file(file, &spec, &err) != PL_OK) {
+    if (pl_load_file_opts(file, lo, &spec, &err) != PL_OK) {
         if (files) json_array_append_new(files, pl__file_json(file, err.status, NULL, NULL, &err));
         return pl_cli_fail(&err);
     }
@@ -112,6 +112,7 @@ const pl_cli_opt pl_cli_check_opts[] = {
      "print every file's result and every diagnostic as one JSON object on stdout "
      "(docs/json.md); the messages still go to stderr",
      PL__O_JSON},
+    {"set", 0, "KEY=VALUE", NULL, PL_CLI_SET_HELP, PL_CLI_O_SET},
     {0},
 };
 
@@ -123,7 +124,13 @@ int pl_cmd_check(int argc, char **argv)
     const char *v;
     int id, rc = 0;
     bool verbose = false, json = false;
+    pl_cli_load lo = {0};
     while ((id = pl_cli_next(&a, &v)) > 0) {
+        int lr = pl_cli_load_arg(cmd, id, v, &lo);
+        if (lr >= 0) {
+            if (lr) return lr;
+            continue;
+        }
         if (id == PL__O_VERBOSE) verbose = true;
         if (id == PL__O_JSON) json = true;
         if (id == PL__O_ARCH && !pl_cli_set_arch(v))
@@ -137,7 +144,7 @@ int pl_cmd_check(int argc, char **argv)
      * the first failure's. */
     json_t *files = json ? json_array() : NULL;
     for (int i = 0; i < a.n_operands; i++) {
-        int code = pl__check_one(a.operands[i], verbose, files);
+        int code = pl__check_one(a.operands[i], &lo.opts, verbose, files);
         if (!rc) rc = code;
     }
     if (json) {

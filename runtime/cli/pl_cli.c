@@ -28,7 +28,7 @@ const pl_cmd pl_cmds[] = {
      .operands = "FILE",
      .fn = pl_cmd_run},
     {.name = "check",
-     .usage = "pipectl check [-v] [--json] [--arch SM] FILE...",
+     .usage = "pipectl check [options] FILE...",
      .summary = "check pipelines for errors without running them",
      .opts = pl_cli_check_opts,
      .notes = "Reports every error it finds (up to 20 per file), each as file:line:col: error: "
@@ -508,4 +508,22 @@ void pl_cli_print_notes(const pl_spec *spec, bool verbose)
         st->kind->notes(st, verbose, buf, sizeof buf);
         if (buf[0]) fprintf(stderr, "%s\n", buf);
     }
+}
+
+int pl_cli_load_arg(const pl_cmd *cmd, int id, const char *val, pl_cli_load *l)
+{
+    l->opts.sets = l->sets;
+    switch (id) {
+    case PL_CLI_O_SET: {
+        const char *eq = strchr(val, '=');
+        if (!eq || eq == val)
+            return pl_cli_usage_error(
+                cmd, "--set needs KEY=VALUE, like --set run.batches=4, got '%s'", val);
+        if (l->opts.n_sets == PL_CLI_MAX_SETS)
+            return pl_cli_usage_error(cmd, "more than %d --set options", PL_CLI_MAX_SETS);
+        l->sets[l->opts.n_sets++] = val;
+        return 0;
+    }
+    }
+    return -1;
 }

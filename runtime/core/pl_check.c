@@ -19,6 +19,8 @@ static const char *pl__pos_str(pl_pos pos, char *buf, size_t n)
 {
     if (pos.line > 0)
         snprintf(buf, n, "%s:%d:%d", pos.file ? pos.file : "<input>", pos.line, pos.col);
+    else if (pos.line == PL_POS_ARG && pos.file)
+        snprintf(buf, n, "%s", pos.file);
     else
         snprintf(buf, n, "an unknown position");
     return buf;

@@ -554,8 +554,8 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
     memset(&c, 0, sizeof c);
     c.cfg = cfg;
     pl_status st;
-    PL_CHECK_GOTO(pl_load_checked(cfg->file, &c.spec, err), st, done);
-    PL_CHECK_GOTO(pl_load_file(cfg->file, &c.raw, err), st, done);
+    PL_CHECK_GOTO(pl_load_checked_opts(cfg->file, &cfg->load, &c.spec, err), st, done);
+    PL_CHECK_GOTO(pl_load_file_opts(cfg->file, &cfg->load, &c.raw, err), st, done);
     if (cfg->batches > 0) c.spec->run.batches_all = false;
     if (cfg->batches > 0) c.spec->run.batches = c.raw->run.batches = cfg->batches;
     if (cfg->batches == -1) c.spec->run.batches_all = true;
