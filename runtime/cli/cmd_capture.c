@@ -58,7 +58,8 @@ const pl_cli_opt pl_cli_capture_opts[] = {
      PL__O_TIMING},
     {"workers", 'w', "N", NULL, "host worker threads (default: max(CPUs, streams))", PL__O_WORKERS},
     {"quiet", 'q', NULL, NULL, "no summary", PL__O_QUIET},
-    {"set", 0, "KEY=VALUE", NULL, PL_CLI_SET_HELP "; the bundled pipeline.yaml has them applied",
+    {"set", 0, "KEY=VALUE", NULL,
+     PL_CLI_SET_HELP "; the manifest lists them and the bundled pipeline.yaml has them applied",
      PL_CLI_O_SET},
     {0},
 };

@@ -36,7 +36,8 @@ typedef struct pl_capture_cfg {
     int reps;         /* runs, >= 1: the spread of their stage times is the recorded noise */
     bool copy_inputs, copy_outputs;
     const char *command; /* the command line, recorded as it was (may be NULL) */
-    /* --set, applied as the pipeline loads: the bundled pipeline.yaml has them applied. */
+    /* --set, applied as the pipeline loads: the manifest lists them, and the bundled
+     * pipeline.yaml has them applied, so a replay needs none. */
     pl_load_opts load;
 } pl_capture_cfg;
 

@@ -465,6 +465,11 @@ static pl_status pl__manifest_what_ran(pl__capture *c, const pl_capture_info *in
                                    "pipeline.yaml", "digest", info->spec_digest, "original",
                                    pl_json_str(b->orig_rel), "original_path", cfg->file),
                          err));
+    /* The --set options as given: pipeline.yaml has them applied already, the original not. */
+    json_t *sets = json_array();
+    for (int i = 0; sets && i < cfg->load.n_sets; i++)
+        json_array_append_new(sets, pl_json_str(cfg->load.sets[i]));
+    PL_CHECK(pl_json_set(json_object_get(m, "pipeline"), "set", sets, err));
     PL_CHECK(
         pl_json_set(m, "plan",
                     json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:i, s:i}", "text", "plan.txt",

@@ -4,7 +4,9 @@
 # - run.KEY, STAGE.KEY, stages.STAGE.KEY and buffers.NAME.KEY replace what the file says, and a key
 #   the file does not have is added; the last --set of a key wins; VALUE is YAML (lists, numbers);
 # - a bad --set is refused with exit 2 and a message that names the argument, checked by the same
-#   rules as the file's keys (the messages word for word are in tests/parser/bad/set_*).
+#   rules as the file's keys (the messages word for word are in tests/parser/bad/set_*);
+# - a capture records the --set values in the manifest, its pipeline.yaml has them applied, and
+#   the bundle replays without them.
 # usage: test_set.sh PIPECTL SOURCE_DIR BUILD_DIR
 set -u
 pipectl=$1 src=$2
@@ -81,6 +83,28 @@ for f in p.yaml p.lua; do
     # a check-time error about a --set value points at the argument too
     out=$("$pipectl" check --set save.from=nope "$f" 2>&1)
     case $out in "--set save.from=nope: error: "*) ;; *) err "$f: save.from=nope: $out" ;; esac
+
+    # 4. bundles: the manifest lists the --set values, pipeline.yaml has them applied, and the
+    # bundle replays as captured without them.
+    b=b_${f%.*}_${f##*.}
+    "$pipectl" capture --quiet --executor host --reps 1 --set run.batches=5 --set gen.value=3 \
+        --set 'buffers.x.shape=[2, 8]' "$f" -o "$b" || { err "$f: capture failed"; continue; }
+    sets=$(jq -c '.pipeline.set' "$b/manifest.json")
+    [ "$sets" = '["run.batches=5","gen.value=3","buffers.x.shape=[2, 8]"]' ] ||
+        err "$f: manifest pipeline.set is $sets"
+    jq -e '.plan.batches == 5' "$b/manifest.json" >/dev/null || err "$f: the capture did not run 5 batches"
+    grep -q "batches: 5" "$b/pipeline.yaml" || err "$f: pipeline.yaml has no batches: 5"
+    grep -q "shape: \[2, 8\]" "$b/pipeline.yaml" || err "$f: pipeline.yaml has no shape [2, 8]"
+    grep -q 'value: "3"' "$b/pipeline.yaml" || err "$f: pipeline.yaml has no value: 3"
+    out=$("$pipectl" replay "$b" 2>&1) || err "$f: replay without --set: $out"
+    # the bundled pipeline plans exactly as the capture did, with no --set
+    [ "$("$pipectl" plan --json "$b/pipeline.yaml" | jq -c .plan)" = "$(jq -c . "$b/plan.json")" ] ||
+        err "$f: the bundled pipeline.yaml plans differently"
+    # run --capture passes --set on
+    "$pipectl" run --executor host --set run.batches=2 --capture "${b}_run" "$f" >/dev/null ||
+        err "$f: run --capture with --set failed"
+    [ "$(jq -c '.pipeline.set' "${b}_run/manifest.json")" = '["run.batches=2"]' ] ||
+        err "$f: run --capture: manifest pipeline.set is $(jq -c '.pipeline.set' "${b}_run/manifest.json")"
 done
 
 # 5. The shipped examples take --set as documented.
