@@ -1,5 +1,5 @@
-/* pl_load: picks the front end by file extension (which applies the command line's --set), then
- * checks the spec. */
+/* pl_load: picks the front end by file extension, applies what the command line changes (--set
+ * in the front end, --out-dir), then checks the spec. */
 #include "pl_parse.h"
 
 #include <string.h>
@@ -23,6 +23,15 @@ pl_status pl_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec 
         PL_CHECK(pl_lua_load_file_opts(path, opts, &spec, err));
     else
         PL_CHECK(pl_yaml_load_file_opts(path, opts, &spec, err));
+    pl_status st = PL_OK;
+    if (opts && opts->out_dir) {
+        spec->out_dir = pl_spec_strdup(spec, opts->out_dir);
+        if (!spec->out_dir) st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    }
+    if (st != PL_OK) {
+        pl_spec_free(spec);
+        return st;
+    }
     *out = spec;
     return PL_OK;
 }

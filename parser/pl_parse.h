@@ -18,10 +18,13 @@ typedef struct pl_load_opts {
      * Borrowed. */
     const char *const *sets;
     int n_sets;
+    /* --out-dir: the folder sinks' relative paths resolve against (spec->out_dir) instead of the
+     * pipeline's; relative to the working directory. NULL: the pipeline's folder. Copied. */
+    const char *out_dir;
 } pl_load_opts;
 
 /* YAML front end (parser/pl_yaml.c, libyaml). `name` is used as the file name in positions. The
- * _opts forms apply opts->sets. */
+ * _opts forms apply opts->sets (only: out_dir is pl_load_file_opts's). */
 pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err);
 pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl_spec **out,
                               pl_error *err);
@@ -43,7 +46,8 @@ pl_status pl_lua_load_string_opts(const char *name, const char *text, size_t len
 pl_status pl_load_file(const char *path, pl_spec **out, pl_error *err);
 /* pl_load_file, then pl_spec_check: what every command that takes a pipeline does. */
 pl_status pl_load_checked(const char *path, pl_spec **out, pl_error *err);
-/* The same with the command line's changes (opts->sets in the front end). opts may be NULL. */
+/* The same with the command line's changes: opts->sets in the front end, then spec->out_dir.
+ * opts may be NULL. */
 pl_status pl_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
                             pl_error *err);
 pl_status pl_load_checked_opts(const char *path, const pl_load_opts *opts, pl_spec **out,

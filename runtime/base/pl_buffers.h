@@ -59,5 +59,8 @@ pl_status pl_buffer_init_contents(const pl_spec *spec, const pl_buffer *b, uint6
 
 /* Resolves a path from the pipeline file against spec->dir into buf (absolute paths unchanged). */
 const char *pl_spec_path(const pl_spec *spec, const char *path, char *buf, size_t cap);
+/* The same for a path a stage writes (a sink's `to`): against spec->out_dir when the command line
+ * gave one (--out-dir), else as pl_spec_path. */
+const char *pl_spec_out_path(const pl_spec *spec, const char *path, char *buf, size_t cap);
 
 #endif

@@ -184,6 +184,9 @@ typedef struct pl_spec {
     const char *name; /* pipeline name; default: file's base name */
     const char *file; /* path of the pipeline file, as given */
     const char *dir;  /* its directory: relative paths in options resolve against it */
+    /* `--out-dir`: sinks' relative paths resolve against it instead (pl_spec_out_path); relative
+     * to the working directory. NULL: dir. */
+    const char *out_dir;
     pl_buffer *buffers;
     int n_buffers, cap_buffers;
     pl_stage *stages;

@@ -61,6 +61,10 @@ const pl_cli_opt pl_cli_capture_opts[] = {
     {"set", 0, "KEY=VALUE", NULL,
      PL_CLI_SET_HELP "; the manifest lists them and the bundled pipeline.yaml has them applied",
      PL_CLI_O_SET},
+    {"out-dir", 0, "DIR", NULL,
+     "the runs' sinks write their relative paths in DIR (made with its parents) instead of the "
+     "pipeline's folder",
+     PL_CLI_O_OUT_DIR},
     {0},
 };
 

@@ -113,6 +113,10 @@ const pl_cli_opt pl_cli_check_opts[] = {
      "(docs/json.md); the messages still go to stderr",
      PL__O_JSON},
     {"set", 0, "KEY=VALUE", NULL, PL_CLI_SET_HELP, PL_CLI_O_SET},
+    {"out-dir", 0, "DIR", NULL,
+     "check sinks' relative paths as they resolve in DIR, as 'pipectl run --out-dir DIR' writes "
+     "them (nothing is created)",
+     PL_CLI_O_OUT_DIR},
     {0},
 };
 

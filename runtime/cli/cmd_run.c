@@ -93,9 +93,14 @@ const pl_cli_opt pl_cli_run_opts[] = {
     {"capture", 0, "DIR", NULL,
      "write a bundle of the run ('pipectl capture --reps 1 -o DIR'; with the options capture "
      "takes: --batches, --depth, --executor, --graphs, --no-graph, --timing, --workers, --quiet, "
-     "--set)",
+     "--set, --out-dir)",
      PL__O_CAPTURE},
     {"set", 0, "KEY=VALUE", NULL, PL_CLI_SET_HELP, PL_CLI_O_SET},
+    {"out-dir", 0, "DIR", NULL,
+     "sinks' relative paths resolve in DIR instead of the pipeline's folder (sources' still "
+     "resolve against the pipeline's folder); DIR is made with its parents (mkdir -p) when the "
+     "run starts",
+     PL_CLI_O_OUT_DIR},
     {0},
 };
 
@@ -130,7 +135,7 @@ typedef struct pl__run_args {
     int timing;                      /* pl_run_cfg.timing_period */
     bool json, quiet, verbose, fault_marks;
     pl_run_cfg gcfg;  /* --graphs / --no-graph */
-    pl_cli_load load; /* --set */
+    pl_cli_load load; /* --set, --out-dir */
     pl_progress_mode progress;
     pl_exec_kind exec;
     /* --capture DIR: the run is a one-run capture; the options capture takes are passed on as
@@ -282,7 +287,8 @@ static pl_status pl__run_load(const pl__run_args *r, pl_spec **spec_out, pl_plan
      * run will issue, before anything opens (exit 2). */
     PL_CHECK(pl_spec_resolve_batches(spec, err));
     PL_CHECK(pl_spec_check_files(spec, spec->run.batches, NULL, err));
-    return pl_plan_compile(spec, plan, err);
+    PL_CHECK(pl_plan_compile(spec, plan, err));
+    return spec->out_dir ? pl_cli_make_dir(spec->out_dir, err) : PL_OK;
 }
 
 /* The run's configuration: the options, the progress line (prog) and what depth: auto says (say)

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const pl_cmd pl_cmds[] = {
     {.name = "run",
@@ -524,6 +525,32 @@ int pl_cli_load_arg(const pl_cmd *cmd, int id, const char *val, pl_cli_load *l)
         l->sets[l->opts.n_sets++] = val;
         return 0;
     }
+    case PL_CLI_O_OUT_DIR:
+        if (!*val) return pl_cli_usage_error(cmd, "--out-dir needs a folder");
+        l->opts.out_dir = val;
+        return 0;
     }
     return -1;
+}
+
+pl_status pl_cli_make_dir(const char *dir, pl_error *err)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return pl_error_set(err, PL_EIO, "error: --out-dir '%s' is too long", dir);
+    /* Each parent in turn, then the folder itself: mkdir -p. */
+    for (char *c = p + 1;; c++) {
+        bool end = *c == '\0';
+        if (*c != '/' && !end) continue;
+        *c = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            return pl_error_set(err, PL_EIO, "error: cannot create --out-dir '%s': %s: %s", dir, p,
+                                strerror(errno));
+        if (end) break;
+        *c = '/';
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return pl_error_set(err, PL_EIO, "error: --out-dir '%s' is not a folder", dir);
+    return PL_OK;
 }

@@ -36,8 +36,9 @@ typedef struct pl_capture_cfg {
     int reps;         /* runs, >= 1: the spread of their stage times is the recorded noise */
     bool copy_inputs, copy_outputs;
     const char *command; /* the command line, recorded as it was (may be NULL) */
-    /* --set, applied as the pipeline loads: the manifest lists them, and the bundled
-     * pipeline.yaml has them applied, so a replay needs none. */
+    /* --set (the manifest lists them; the bundled pipeline.yaml has them applied, so a replay
+     * needs none) and --out-dir (where the runs' sinks write; made before the first run),
+     * applied as the pipeline loads. */
     pl_load_opts load;
 } pl_capture_cfg;
 

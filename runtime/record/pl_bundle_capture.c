@@ -585,6 +585,7 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
         goto done;
     }
     PL_CHECK_GOTO(pl__bundle_empty(cfg->dir, err), st, done);
+    if (cfg->load.out_dir) PL_CHECK_GOTO(pl__bundle_mkdir_p(cfg->load.out_dir, err), st, done);
     st = pl__capture_write(&c, info, err);
 done:
     free(c.in);
