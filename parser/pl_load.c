@@ -1,5 +1,5 @@
 /* pl_load: picks the front end by file extension, applies what the command line changes (--set
- * in the front end, --out-dir), then checks the spec. */
+ * in the front end, --out-dir, --confine), then checks the spec. */
 #include "pl_parse.h"
 
 #include <string.h>
@@ -28,6 +28,8 @@ pl_status pl_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec 
         spec->out_dir = pl_spec_strdup(spec, opts->out_dir);
         if (!spec->out_dir) st = pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
+    if (opts && opts->confine) spec->run.confine = true;
+    if (st == PL_OK && spec->run.confine) st = pl_spec_check_confined(spec, err);
     if (st != PL_OK) {
         pl_spec_free(spec);
         return st;

@@ -176,6 +176,10 @@ typedef struct pl_run_opts {
     /* GPU executor: while host stages gate a launch, the issue loop polls the device (default)
      * or sleeps until a device completion wakes it (runtime/exec/gpu/pl_gpu_launch.c). */
     pl_gpu_wait gpu_wait;
+    /* Every file path the pipeline names stays inside its folder or out_dir, checked as it loads
+     * (parser/pl_confine.c); `pipectl run --confine` sets it. Default false. */
+    bool confine;
+    pl_pos confine_pos;
 } pl_run_opts;
 
 typedef struct pl_arena pl_arena;

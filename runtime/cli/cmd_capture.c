@@ -65,6 +65,10 @@ const pl_cli_opt pl_cli_capture_opts[] = {
      "the runs' sinks write their relative paths in DIR (made with its parents) instead of the "
      "pipeline's folder",
      PL_CLI_O_OUT_DIR},
+    {"confine", 0, NULL, NULL,
+     "refuse any path the pipeline names that leads outside its folder and --out-dir, as "
+     "'pipectl run --confine'",
+     PL_CLI_O_CONFINE},
     {0},
 };
 

@@ -117,6 +117,10 @@ const pl_cli_opt pl_cli_check_opts[] = {
      "check sinks' relative paths as they resolve in DIR, as 'pipectl run --out-dir DIR' writes "
      "them (nothing is created)",
      PL_CLI_O_OUT_DIR},
+    {"confine", 0, NULL, NULL,
+     "refuse any path the pipeline names that leads outside its folder and --out-dir, as 'pipectl "
+     "run --confine' does (run.confine: true)",
+     PL_CLI_O_CONFINE},
     {0},
 };
 

@@ -93,7 +93,7 @@ const pl_cli_opt pl_cli_run_opts[] = {
     {"capture", 0, "DIR", NULL,
      "write a bundle of the run ('pipectl capture --reps 1 -o DIR'; with the options capture "
      "takes: --batches, --depth, --executor, --graphs, --no-graph, --timing, --workers, --quiet, "
-     "--set, --out-dir)",
+     "--set, --out-dir, --confine)",
      PL__O_CAPTURE},
     {"set", 0, "KEY=VALUE", NULL, PL_CLI_SET_HELP, PL_CLI_O_SET},
     {"out-dir", 0, "DIR", NULL,
@@ -101,6 +101,11 @@ const pl_cli_opt pl_cli_run_opts[] = {
      "resolve against the pipeline's folder); DIR is made with its parents (mkdir -p) when the "
      "run starts",
      PL_CLI_O_OUT_DIR},
+    {"confine", 0, NULL, NULL,
+     "refuse, before anything runs, any path the pipeline names (sources, sinks, init files, "
+     "scripts, kernel sources) that leads outside its folder and --out-dir, `..` and symlinks "
+     "followed (as run.confine: true)",
+     PL_CLI_O_CONFINE},
     {0},
 };
 
@@ -135,7 +140,7 @@ typedef struct pl__run_args {
     int timing;                      /* pl_run_cfg.timing_period */
     bool json, quiet, verbose, fault_marks;
     pl_run_cfg gcfg;  /* --graphs / --no-graph */
-    pl_cli_load load; /* --set, --out-dir */
+    pl_cli_load load; /* --set, --out-dir, --confine */
     pl_progress_mode progress;
     pl_exec_kind exec;
     /* --capture DIR: the run is a one-run capture; the options capture takes are passed on as

@@ -529,6 +529,9 @@ int pl_cli_load_arg(const pl_cmd *cmd, int id, const char *val, pl_cli_load *l)
         if (!*val) return pl_cli_usage_error(cmd, "--out-dir needs a folder");
         l->opts.out_dir = val;
         return 0;
+    case PL_CLI_O_CONFINE:
+        l->opts.confine = true;
+        return 0;
     }
     return -1;
 }

@@ -119,10 +119,10 @@ int pl_cli_graphs(const pl_cmd *cmd, int id, const char *val, struct pl_run_cfg 
  * error ("--executor must be auto, host or gpu, got 'cpu'") and -1. */
 int pl_cli_choice(const pl_cmd *cmd, int id, const char *val);
 
-/* --set and --out-dir: what the command line changes in the pipeline as it loads
+/* --set, --out-dir and --confine: what the command line changes in the pipeline as it loads
  * (pl_load_opts), shared by check, plan, run and capture. Each command's table has its own entries
  * (their help differs) with these ids. */
-enum { PL_CLI_O_SET = 1000, PL_CLI_O_OUT_DIR };
+enum { PL_CLI_O_SET = 1000, PL_CLI_O_OUT_DIR, PL_CLI_O_CONFINE };
 enum { PL_CLI_MAX_SETS = 64 }; /* --set options of one command line */
 #define PL_CLI_SET_HELP                                                                            \
     "set KEY of the pipeline to VALUE before it is checked, as if the file said so (repeatable; "  \
@@ -133,7 +133,7 @@ typedef struct pl_cli_load {
     pl_load_opts opts; /* opts.sets points at sets */
     const char *sets[PL_CLI_MAX_SETS];
 } pl_cli_load;
-/* Takes option `id` with value `val` into l: 0 when it is one of them, 2 after a usage error
+/* Takes option `id` with value `val` into l: 0 when it is one of the three, 2 after a usage error
  * (printed: a --set that is not KEY=VALUE, too many of them), -1 when `id` is another option. */
 int pl_cli_load_arg(const pl_cmd *cmd, int id, const char *val, pl_cli_load *l);
 /* --out-dir before a run writes into it: made with its parents (mkdir -p); PL_EIO naming it when

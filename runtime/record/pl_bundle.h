@@ -37,8 +37,8 @@ typedef struct pl_capture_cfg {
     bool copy_inputs, copy_outputs;
     const char *command; /* the command line, recorded as it was (may be NULL) */
     /* --set (the manifest lists them; the bundled pipeline.yaml has them applied, so a replay
-     * needs none) and --out-dir (where the runs' sinks write; made before the first run),
-     * applied as the pipeline loads. */
+     * needs none), --out-dir (where the runs' sinks write; made before the first run) and
+     * --confine, applied as the pipeline loads. */
     pl_load_opts load;
 } pl_capture_cfg;
 
