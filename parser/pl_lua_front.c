@@ -15,6 +15,7 @@
 #include <lauxlib.h>
 
 #include "pl_lua.h"
+#include "pl_override.h"
 #include "pl_schema.h"
 
 typedef struct pl__front {
@@ -387,6 +388,12 @@ static pl_status pl__lua_error(pl__front *f, const char *msg)
 pl_status pl_lua_load_string(const char *name, const char *text, size_t len, pl_spec **out,
                              pl_error *err)
 {
+    return pl_lua_load_string_opts(name, text, len, NULL, out, err);
+}
+
+pl_status pl_lua_load_string_opts(const char *name, const char *text, size_t len,
+                                  const pl_load_opts *opts, pl_spec **out, pl_error *err)
+{
     *out = NULL;
     int64_t instr, mem;
     PL_CHECK(pl__env_limit("PIPECTL_LUA_INSTRUCTIONS", PL_LUA_FRONT_INSTRUCTIONS, 1, &instr, err));
@@ -411,7 +418,9 @@ pl_status pl_lua_load_string(const char *name, const char *text, size_t len, pl_
     pl_lua_free(lx);
     if (st == PL_OK) {
         pl_schema_src src = {.lua = true, .script_base = f.base};
-        st = pl_schema_build(spec, f.root, &src, err);
+        if (opts && opts->n_sets)
+            st = pl_override_apply(spec, &f.root, &src, opts->sets, opts->n_sets, err);
+        if (st == PL_OK) st = pl_schema_build(spec, f.root, &src, err);
     }
     pl_value_free(f.root);
     if (st != PL_OK) {
@@ -424,13 +433,19 @@ pl_status pl_lua_load_string(const char *name, const char *text, size_t len, pl_
 
 pl_status pl_lua_load_file(const char *path, pl_spec **out, pl_error *err)
 {
+    return pl_lua_load_file_opts(path, NULL, out, err);
+}
+
+pl_status pl_lua_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
+                                pl_error *err)
+{
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
     char msg[PL_ERROR_MSG_MAX];
     pl_status st = pl_lua_read_file(path, &text, &len, msg, sizeof msg);
     if (st != PL_OK) return pl_error_set(err, st, "error: %s", msg);
-    st = pl_lua_load_string(path, text, len, out, err);
+    st = pl_lua_load_string_opts(path, text, len, opts, out, err);
     free(text);
     return st;
 }

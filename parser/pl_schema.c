@@ -530,6 +530,16 @@ static pl_status pl__take_gpu_wait(pl_walk *w, const pl_field *f, const pl_value
     return PL_OK;
 }
 
+static pl_status pl__take_confine(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_run_opts *r = obj;
+    int idx;
+    PL_CHECK(pl__want_enum(w, "run: ", f, v, &idx));
+    r->confine = idx == 1;
+    r->confine_pos = v->pos;
+    return PL_OK;
+}
+
 static const pl_field pl__run_fields[] = {
     {.key = {"batches", PL_KEY_INT, "all", "16",
              "how many batches to run, or all: until the first source file ends"},
@@ -575,6 +585,12 @@ static const pl_field pl__run_fields[] = {
              "measured no faster)"},
      .example = "sleep",
      .take = pl__take_gpu_wait},
+    {.key = {"confine", PL_KEY_BOOL, NULL, "false",
+             "every file path the pipeline names (sources, sinks, init files, scripts, kernel "
+             "sources, indexes) must resolve inside the pipeline's folder or --out-dir, symlinks "
+             "followed; pipectl run --confine sets it"},
+     .example = "true",
+     .take = pl__take_confine},
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 

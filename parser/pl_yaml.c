@@ -2,6 +2,7 @@
  * which the schema walker (parser/pl_schema.c) checks and turns into a pl_spec; what is here is
  * only YAML itself: text, syntax, anchors, tags, documents, nesting. Every error is
  * "file:line:col: error: what; how to fix" with status PL_EINPUT. */
+#include "pl_override.h"
 #include "pl_parse.h"
 #include "pl_schema.h"
 
@@ -16,21 +17,26 @@
 #define PL__MAX_FILE_BYTES ((size_t)64 << 20)
 
 typedef struct pl__yaml {
-    pl_spec *spec;
+    const char *file; /* the name positions carry (borrowed: the spec's) */
+    bool arg;         /* a --set value: every position is the argument as a whole (PL_POS_ARG) */
     pl_error *err;
 } pl__yaml;
 
 static pl_status pl__oom(pl__yaml *y)
 {
-    return pl_error_set(y->err, PL_ENOMEM, "error: out of memory while reading '%s'",
-                        y->spec->file);
+    return pl_error_set(y->err, PL_ENOMEM, "error: out of memory while reading '%s'", y->file);
+}
+
+static pl_pos pl__at(const pl__yaml *y, int line, int col)
+{
+    pl_pos p = {y->file, y->arg ? PL_POS_ARG : line, y->arg ? 0 : col};
+    return p;
 }
 
 static pl_pos pl__pos(const pl__yaml *y, yaml_mark_t m)
 {
-    pl_pos p = {y->spec->file, (int)(m.line > INT_MAX - 1 ? INT_MAX - 1 : m.line) + 1,
-                (int)(m.column > INT_MAX - 1 ? INT_MAX - 1 : m.column) + 1};
-    return p;
+    return pl__at(y, (int)(m.line > INT_MAX - 1 ? INT_MAX - 1 : m.line) + 1,
+                  (int)(m.column > INT_MAX - 1 ? INT_MAX - 1 : m.column) + 1);
 }
 
 /* ---- Reading: bytes -> events -> node tree ---------------------------------------------- */
@@ -46,7 +52,7 @@ static pl_status pl__check_text(pl__yaml *y, const unsigned char *s, size_t len)
         bool bad = false;
         if (c < 0x80) {
             if (c == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
-                pl_pos p = {y->spec->file, line, col};
+                pl_pos p = pl__at(y, line, col);
                 if (c == 0)
                     return pl_error_at(
                         y->err, PL_EINPUT, p,
@@ -75,7 +81,7 @@ static pl_status pl__check_text(pl__yaml *y, const unsigned char *s, size_t len)
                 cp = (cp << 6) | (s[i + k] & 0x3f);
             }
             if (!bad && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) bad = true;
-            pl_pos p = {y->spec->file, line, col};
+            pl_pos p = pl__at(y, line, col);
             if (bad)
                 return pl_error_at(y->err, PL_EINPUT, p,
                                    "the file is not UTF-8 text (byte 0x%02x at offset %zu); a "
@@ -152,13 +158,12 @@ static pl_status pl__syntax_error(pl__yaml *y, yaml_parser_t *p, size_t len)
         return pl_error_at(y->err, PL_EINPUT, pos,
                            "'%s' is not UTF-8 YAML text (%s at byte offset %zu); re-save it as "
                            "UTF-8",
-                           y->spec->file, problem,
-                           p->problem_offset < len ? p->problem_offset : len);
+                           y->file, problem, p->problem_offset < len ? p->problem_offset : len);
     }
     const char *fix = "check the indentation and the quoting on this line and the one above";
     for (size_t i = 0; i < sizeof pl__syntax_fixes / sizeof pl__syntax_fixes[0]; i++)
         if (strcmp(problem, pl__syntax_fixes[i].problem) == 0) fix = pl__syntax_fixes[i].fix;
-    if (p->context)
+    if (p->context && !y->arg) /* an argument is one line: its line says nothing */
         return pl_error_at(y->err, PL_EINPUT, pos, "YAML syntax: %s (%s at line %d); %s", problem,
                            p->context, (int)p->context_mark.line + 1, fix);
     return pl_error_at(y->err, PL_EINPUT, pos, "YAML syntax: %s; %s", problem, fix);
@@ -292,16 +297,37 @@ static pl_status pl__read_tree(pl__yaml *y, const char *text, size_t len, pl_val
     return st;
 }
 
+pl_status pl_yaml_read_value(const char *label, const char *text, size_t len, pl_value **out,
+                             pl_error *err)
+{
+    pl__yaml y = {label, true, err};
+    PL_CHECK(pl__read_tree(&y, text, len, out));
+    if (*out) return PL_OK;
+    /* Nothing (`--set run.batches=`): a plain empty scalar, "no value", as in a file. */
+    pl_pos p = pl__at(&y, 1, 1);
+    *out = pl_value_add(NULL, PL_VAL_SCALAR, p);
+    if (!*out || !pl_value_set_text(*out, "", 0)) {
+        pl_value_free(*out);
+        *out = NULL;
+        return pl__oom(&y);
+    }
+    (*out)->plain = true;
+    return PL_OK;
+}
+
 static pl_status pl__load_string(const char *name, const char *text, size_t len,
-                                 struct pl_diags *diags, pl_spec **out, pl_error *err)
+                                 const pl_load_opts *opts, struct pl_diags *diags, pl_spec **out,
+                                 pl_error *err)
 {
     *out = NULL;
     pl_spec *spec = NULL;
     pl_value *root = NULL;
     PL_CHECK(pl_spec_new(name, &spec, err));
-    pl__yaml y = {spec, err};
+    pl__yaml y = {spec->file, false, err};
     pl_status st = pl__read_tree(&y, text, len, &root);
     pl_schema_src src = {.lua = false, .script_base = NULL, .diags = diags};
+    if (st == PL_OK && opts && opts->n_sets)
+        st = pl_override_apply(spec, &root, &src, opts->sets, opts->n_sets, err);
     if (st == PL_OK) st = pl_schema_build(spec, root, &src, err);
     pl_value_free(root);
     if (st != PL_OK) {
@@ -315,11 +341,28 @@ static pl_status pl__load_string(const char *name, const char *text, size_t len,
 pl_status pl_yaml_load_string(const char *name, const char *text, size_t len, pl_spec **out,
                               pl_error *err)
 {
-    return pl__load_string(name, text, len, NULL, out, err);
+    return pl__load_string(name, text, len, NULL, NULL, out, err);
 }
 
-pl_status pl_yaml_load_file_all(const char *path, struct pl_diags *diags, pl_spec **out,
-                                pl_error *err)
+pl_status pl_yaml_load_string_opts(const char *name, const char *text, size_t len,
+                                   const pl_load_opts *opts, pl_spec **out, pl_error *err)
+{
+    return pl__load_string(name, text, len, opts, NULL, out, err);
+}
+
+pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err)
+{
+    return pl_yaml_load_file_opts(path, NULL, out, err);
+}
+
+pl_status pl_yaml_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
+                                 pl_error *err)
+{
+    return pl_yaml_load_file_all(path, opts, NULL, out, err);
+}
+
+pl_status pl_yaml_load_file_all(const char *path, const pl_load_opts *opts, struct pl_diags *diags,
+                                pl_spec **out, pl_error *err)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -359,14 +402,9 @@ pl_status pl_yaml_load_file_all(const char *path, struct pl_diags *diags, pl_spe
                           strerror(errno ? errno : EIO));
         goto done;
     }
-    st = pl__load_string(path, buf, len, diags, out, err);
+    st = pl__load_string(path, buf, len, opts, diags, out, err);
 done:
     free(buf);
     fclose(f);
     return st;
-}
-
-pl_status pl_yaml_load_file(const char *path, pl_spec **out, pl_error *err)
-{
-    return pl_yaml_load_file_all(path, NULL, out, err);
 }

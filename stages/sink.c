@@ -202,7 +202,7 @@ static void pl__canon(const pl_spec *spec, const char *to, char *out, size_t cap
         return;
     }
     char p[PATH_MAX], abs[PATH_MAX];
-    pl_spec_path(spec, to, p, sizeof p);
+    pl_spec_out_path(spec, to, p, sizeof p);
     pl__follow(p, sizeof p);
     if (p[0] == '/') {
         snprintf(abs, sizeof abs, "%s", p);
@@ -461,7 +461,7 @@ static pl_status pl__target_resolve(const pl_spec *spec, const pl_stage *st, pl_
         t->what = "stdout";
         snprintf(t->path, sizeof t->path, "-");
     } else {
-        pl_spec_path(spec, o->to, t->path, sizeof t->path);
+        pl_spec_out_path(spec, o->to, t->path, sizeof t->path);
         pl__follow(t->path, sizeof t->path);
         struct stat sb;
         if (stat(t->path, &sb) == 0) {

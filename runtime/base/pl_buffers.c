@@ -106,6 +106,17 @@ const char *pl_spec_path(const pl_spec *spec, const char *path, char *buf, size_
     return buf;
 }
 
+const char *pl_spec_out_path(const pl_spec *spec, const char *path, char *buf, size_t cap)
+{
+    if (path[0] == '/' || !spec->out_dir || !*spec->out_dir)
+        return pl_spec_path(spec, path, buf, cap);
+    if (strcmp(spec->out_dir, ".") == 0)
+        snprintf(buf, cap, "%s", path);
+    else
+        snprintf(buf, cap, "%s/%s", spec->out_dir, path);
+    return buf;
+}
+
 void pl_buffers_free(pl_buffers *bufs)
 {
     if (!bufs) return;

@@ -63,5 +63,8 @@ uint64_t pl_host_memory(void);
 
 /* Resolves a path from the pipeline file against spec->dir into buf (absolute paths unchanged). */
 const char *pl_spec_path(const pl_spec *spec, const char *path, char *buf, size_t cap);
+/* The same for a path a stage writes (a sink's `to`): against spec->out_dir when the command line
+ * gave one (--out-dir), else as pl_spec_path. */
+const char *pl_spec_out_path(const pl_spec *spec, const char *path, char *buf, size_t cap);
 
 #endif

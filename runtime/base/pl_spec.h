@@ -176,6 +176,10 @@ typedef struct pl_run_opts {
     /* GPU executor: while host stages gate a launch, the issue loop polls the device (default)
      * or sleeps until a device completion wakes it (runtime/exec/gpu/pl_gpu_launch.c). */
     pl_gpu_wait gpu_wait;
+    /* Every file path the pipeline names stays inside its folder or out_dir, checked as it loads
+     * (parser/pl_confine.c); `pipectl run --confine` sets it. Default false. */
+    bool confine;
+    pl_pos confine_pos;
 } pl_run_opts;
 
 typedef struct pl_arena pl_arena;
@@ -184,6 +188,9 @@ typedef struct pl_spec {
     const char *name; /* pipeline name; default: file's base name */
     const char *file; /* path of the pipeline file, as given */
     const char *dir;  /* its directory: relative paths in options resolve against it */
+    /* `--out-dir`: sinks' relative paths resolve against it instead (pl_spec_out_path); relative
+     * to the working directory. NULL: dir. */
+    const char *out_dir;
     pl_buffer *buffers;
     int n_buffers, cap_buffers;
     pl_stage *stages;

@@ -118,6 +118,8 @@ pl_status pl_error_at(pl_error *err, pl_status st, pl_pos pos, const char *fmt, 
     if (pos.line > 0)
         n = snprintf(err->msg, sizeof err->msg,
                      "%s:%d:%d: error: ", pos.file ? pos.file : "<input>", pos.line, pos.col);
+    else if (pos.line == PL_POS_ARG && pos.file)
+        n = snprintf(err->msg, sizeof err->msg, "%s: error: ", pos.file);
     else
         n = snprintf(err->msg, sizeof err->msg, "error: ");
     if (n < 0 || (size_t)n >= sizeof err->msg) n = 0;
@@ -131,6 +133,8 @@ pl_status pl_error_at(pl_error *err, pl_status st, pl_pos pos, const char *fmt, 
         pl__copy(err->file, sizeof err->file, pos.file ? pos.file : "<input>");
         err->line = pos.line;
         err->col = pos.col;
+    } else if (pos.line == PL_POS_ARG && pos.file) {
+        pl__copy(err->file, sizeof err->file, pos.file);
     }
     return st;
 }

@@ -34,12 +34,16 @@ const char *pl_status_text(pl_status st); /* "bad input" */
 int pl_status_exit_code(pl_status st);
 
 /* A position in a pipeline file, 1-based. `file` is borrowed: it lives as long as the spec that
- * produced it (strings are interned in the spec's arena). line == 0 means "no position". */
+ * produced it (strings are interned in the spec's arena). line == 0 means "no position";
+ * line == PL_POS_ARG means a command-line argument as a whole, which `file` names
+ * ("--set run.batches=4": what that argument put into the pipeline). */
 typedef struct pl_pos {
     const char *file;
     int line;
     int col;
 } pl_pos;
+
+#define PL_POS_ARG (-1)
 
 #define PL_ERROR_MSG_MAX 2048
 #define PL_ERROR_FILE_MAX 512 /* a longer file name is cut in the record (the message keeps it) */
@@ -52,8 +56,10 @@ typedef struct pl_pos {
 typedef struct pl_error {
     pl_status status;
     char msg[PL_ERROR_MSG_MAX];
-    char file[PL_ERROR_FILE_MAX];   /* the pipeline file; "" when the error has no position */
-    int line, col;                  /* 1-based; 0 when the error has no position */
+    char file[PL_ERROR_FILE_MAX];   /* the pipeline file (or the PL_POS_ARG argument); "" when
+                                     * the error has no position */
+    int line, col;                  /* 1-based; 0 when the error has no position or is at an
+                                     * argument */
     char stage[PL_ERROR_STAGE_MAX]; /* the stage it happened in; "" when none */
     int64_t batch;                  /* the batch it happened on; -1 when none */
 } pl_error;
@@ -64,7 +70,8 @@ pl_status pl_error_set(pl_error *err, pl_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 pl_status pl_error_vset(pl_error *err, pl_status st, const char *fmt, va_list ap);
 /* "file:line:col: error: <fmt>" and the position fields (stage and batch cleared); with
- * pos.line == 0 it is just "error: <fmt>" with no position. */
+ * pos.line == 0 it is just "error: <fmt>" with no position; with PL_POS_ARG "arg: error: <fmt>"
+ * (file set, line and col 0). */
 pl_status pl_error_at(pl_error *err, pl_status st, pl_pos pos, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Prefixes the existing message: "<prefix>: <old message>", keeping every field. Returns

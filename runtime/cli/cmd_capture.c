@@ -59,6 +59,17 @@ const pl_cli_opt pl_cli_capture_opts[] = {
      PL__O_TIMING},
     {"workers", 'w', "N", NULL, "host worker threads (default: max(CPUs, streams))", PL__O_WORKERS},
     {"quiet", 'q', NULL, NULL, "no summary", PL__O_QUIET},
+    {"set", 0, "KEY=VALUE", NULL,
+     PL_CLI_SET_HELP "; the manifest lists them and the bundled pipeline.yaml has them applied",
+     PL_CLI_O_SET},
+    {"out-dir", 0, "DIR", NULL,
+     "the runs' sinks write their relative paths in DIR (made with its parents) instead of the "
+     "pipeline's folder",
+     PL_CLI_O_OUT_DIR},
+    {"confine", 0, NULL, NULL,
+     "refuse any path the pipeline names that leads outside its folder and --out-dir, as "
+     "'pipectl run --confine'",
+     PL_CLI_O_CONFINE},
     {0},
 };
 
@@ -89,7 +100,10 @@ int pl_cmd_capture(int argc, char **argv)
     pl_cli_args_init(&a, cmd, argc, argv);
     const char *v;
     int id, k, rc = 2;
+    pl_cli_load lo = {0};
     while ((id = pl_cli_next(&a, &v)) > 0) {
+        int lr = pl_cli_load_arg(cmd, id, v, &lo);
+        if (lr > 0) goto usage;
         switch (id) {
         case PL__O_OUTPUT:
             cfg.dir = v;
@@ -158,6 +172,7 @@ int pl_cmd_capture(int argc, char **argv)
     }
 
     cfg.command = line;
+    cfg.load = lo.opts;
     cfg.run.stop = &pl__stop;
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);

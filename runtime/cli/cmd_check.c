@@ -1,6 +1,6 @@
-/* cmd_check: `pipectl check [-v] [--json] [--arch SM] FILE...`: parses and checks pipelines without
- * running them: the spec (every error of a phase, up to PL__MAX_SHOWN per file), user kernels
- * (compiled with NVRTC, which needs no GPU), then the files a run would touch. */
+/* cmd_check: `pipectl check [options] FILE...`: parses and checks pipelines without running them:
+ * the spec (every error of a phase, up to PL__MAX_SHOWN per file), user kernels (compiled with
+ * NVRTC, which needs no GPU), then the files a run would touch. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,14 +50,14 @@ static json_t *pl__file_json(const char *file, pl_status st, const pl_spec *spec
 /* Checks one file; prints its errors (or its notes and "ok"); returns the exit code. With
  * `files` (--json), its entry is appended there and "ok" is not printed (the errors still go to
  * stderr). */
-static int pl__check_one(const char *file, bool verbose, json_t *files)
+static int pl__check_one(const char *file, const pl_load_opts *lo, bool verbose, json_t *files)
 {
     pl_error err;
     pl_spec *spec = NULL;
     pl_error_clear(&err);
     pl_diags d;
     pl_diags_init(&d, PL__MAX_SHOWN);
-    pl_status st = pl_load_file_all(file, &d, &spec, &err);
+    pl_status st = pl_load_file_all(file, lo, &d, &spec, &err);
     if (st == PL_OK) st = pl_spec_check_all(spec, &d, &err);
     if (st == PL_OK) pl_spec_check_memory(spec, pl_host_memory(), &d); /* warnings */
     /* batches: all: counted from the source files; a file it cannot count is one check_files
@@ -116,6 +116,15 @@ const pl_cli_opt pl_cli_check_opts[] = {
      "print every file's result and every diagnostic as one JSON object on stdout "
      "(docs/json.md); the messages still go to stderr",
      PL__O_JSON},
+    {"set", 0, "KEY=VALUE", NULL, PL_CLI_SET_HELP, PL_CLI_O_SET},
+    {"out-dir", 0, "DIR", NULL,
+     "check sinks' relative paths as they resolve in DIR, as 'pipectl run --out-dir DIR' writes "
+     "them (nothing is created)",
+     PL_CLI_O_OUT_DIR},
+    {"confine", 0, NULL, NULL,
+     "refuse any path the pipeline names that leads outside its folder and --out-dir, as 'pipectl "
+     "run --confine' does (run.confine: true)",
+     PL_CLI_O_CONFINE},
     {0},
 };
 
@@ -127,7 +136,13 @@ int pl_cmd_check(int argc, char **argv)
     const char *v;
     int id, rc = 0;
     bool verbose = false, json = false;
+    pl_cli_load lo = {0};
     while ((id = pl_cli_next(&a, &v)) > 0) {
+        int lr = pl_cli_load_arg(cmd, id, v, &lo);
+        if (lr >= 0) {
+            if (lr) return lr;
+            continue;
+        }
         if (id == PL__O_VERBOSE) verbose = true;
         if (id == PL__O_JSON) json = true;
         if (id == PL__O_ARCH && !pl_cli_set_arch(v))
@@ -141,7 +156,7 @@ int pl_cmd_check(int argc, char **argv)
      * the first failure's. */
     json_t *files = json ? json_array() : NULL;
     for (int i = 0; i < a.n_operands; i++) {
-        int code = pl__check_one(a.operands[i], verbose, files);
+        int code = pl__check_one(a.operands[i], &lo.opts, verbose, files);
         if (!rc) rc = code;
     }
     if (json) {

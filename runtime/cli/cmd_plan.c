@@ -19,6 +19,7 @@ const pl_cli_opt pl_cli_plan_opts[] = {
      "print the plan as one JSON object on stdout (docs/json.md; the plan of a bundle's "
      "manifest); a failure prints an error object",
      PL__O_JSON},
+    {"set", 0, "KEY=VALUE", NULL, PL_CLI_SET_HELP, PL_CLI_O_SET},
     {0},
 };
 
@@ -31,7 +32,11 @@ int pl_cmd_plan(int argc, char **argv)
     pl_cli_args_init(&a, cmd, argc, argv);
     const char *v;
     int id;
+    pl_cli_load lo = {0};
     while ((id = pl_cli_next(&a, &v)) > 0) {
+        int lr = pl_cli_load_arg(cmd, id, v, &lo);
+        if (lr > 0) return lr;
+        if (lr == 0) continue;
         if (id == PL__O_DOT)
             dot = true;
         else if (id == PL__O_JSON)
@@ -49,7 +54,7 @@ int pl_cmd_plan(int argc, char **argv)
     pl_error_clear(&err);
     pl_spec *spec = NULL;
     pl_plan *plan = NULL;
-    if (pl_load_checked(file, &spec, &err) != PL_OK) {
+    if (pl_load_checked_opts(file, &lo.opts, &spec, &err) != PL_OK) {
         if (json) pl_json_print_error(stdout, "plan", &err);
         return pl_cli_fail(&err);
     }

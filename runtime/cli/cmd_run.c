@@ -92,8 +92,20 @@ const pl_cli_opt pl_cli_run_opts[] = {
      PL__O_FAULT_MARKS},
     {"capture", 0, "DIR", NULL,
      "write a bundle of the run ('pipectl capture --reps 1 -o DIR'; with the options capture "
-     "takes: --batches, --depth, --executor, --graphs, --no-graph, --timing, --workers, --quiet)",
+     "takes: --batches, --depth, --executor, --graphs, --no-graph, --timing, --workers, --quiet, "
+     "--set, --out-dir, --confine)",
      PL__O_CAPTURE},
+    {"set", 0, "KEY=VALUE", NULL, PL_CLI_SET_HELP, PL_CLI_O_SET},
+    {"out-dir", 0, "DIR", NULL,
+     "sinks' relative paths resolve in DIR instead of the pipeline's folder (sources' still "
+     "resolve against the pipeline's folder); DIR is made with its parents (mkdir -p) when the "
+     "run starts",
+     PL_CLI_O_OUT_DIR},
+    {"confine", 0, NULL, NULL,
+     "refuse, before anything runs, any path the pipeline names (sources, sinks, init files, "
+     "scripts, kernel sources) that leads outside its folder and --out-dir, `..` and symlinks "
+     "followed (as run.confine: true)",
+     PL_CLI_O_CONFINE},
     {0},
 };
 
@@ -127,7 +139,8 @@ typedef struct pl__run_args {
     int64_t batches, depth, workers; /* batches -1, depth 0, workers 0: as the pipeline says */
     int timing;                      /* pl_run_cfg.timing_period */
     bool json, quiet, verbose, fault_marks;
-    pl_run_cfg gcfg; /* --graphs / --no-graph */
+    pl_run_cfg gcfg;  /* --graphs / --no-graph */
+    pl_cli_load load; /* --set, --out-dir, --confine */
     pl_progress_mode progress;
     pl_exec_kind exec;
     /* --capture DIR: the run is a one-run capture; the options capture takes are passed on as
@@ -172,6 +185,8 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
             r->cav[r->ncav++] = names[k2];
             if (v) r->cav[r->ncav++] = (char *)v;
         }
+        int lr = pl_cli_load_arg(cmd, id, v, &r->load);
+        if (lr > 0) return lr;
         switch (id) {
         case PL__O_BATCHES:
             if (strcmp(v, "all") == 0)
@@ -261,7 +276,7 @@ static int pl__run_capture(const pl_cmd *cmd, pl__run_args *r)
 static pl_status pl__run_load(const pl__run_args *r, pl_spec **spec_out, pl_plan **plan,
                               pl_error *err)
 {
-    PL_CHECK(pl_load_checked(r->file, spec_out, err));
+    PL_CHECK(pl_load_checked_opts(r->file, &r->load.opts, spec_out, err));
     pl_spec *spec = *spec_out;
     pl_cli_print_notes(spec, r->verbose);
     if (r->batches >= 0) spec->run.batches_all = r->batches == 0;
@@ -277,7 +292,8 @@ static pl_status pl__run_load(const pl__run_args *r, pl_spec **spec_out, pl_plan
      * run will issue, before anything opens (exit 2). */
     PL_CHECK(pl_spec_resolve_batches(spec, err));
     PL_CHECK(pl_spec_check_files(spec, spec->run.batches, NULL, err));
-    return pl_plan_compile(spec, plan, err);
+    PL_CHECK(pl_plan_compile(spec, plan, err));
+    return spec->out_dir ? pl_cli_make_dir(spec->out_dir, err) : PL_OK;
 }
 
 /* The run's configuration: the options, the progress line (prog) and what depth: auto says (say)

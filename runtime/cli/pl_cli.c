@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const pl_cmd pl_cmds[] = {
     {.name = "run",
@@ -28,7 +29,7 @@ const pl_cmd pl_cmds[] = {
      .operands = "FILE",
      .fn = pl_cmd_run},
     {.name = "check",
-     .usage = "pipectl check [-v] [--json] [--arch SM] FILE...",
+     .usage = "pipectl check [options] FILE...",
      .summary = "check pipelines for errors without running them",
      .opts = pl_cli_check_opts,
      .notes = "Reports every error it finds (up to 20 per file), each as file:line:col: error: "
@@ -508,4 +509,51 @@ void pl_cli_print_notes(const pl_spec *spec, bool verbose)
         st->kind->notes(st, verbose, buf, sizeof buf);
         if (buf[0]) fprintf(stderr, "%s\n", buf);
     }
+}
+
+int pl_cli_load_arg(const pl_cmd *cmd, int id, const char *val, pl_cli_load *l)
+{
+    l->opts.sets = l->sets;
+    switch (id) {
+    case PL_CLI_O_SET: {
+        const char *eq = strchr(val, '=');
+        if (!eq || eq == val)
+            return pl_cli_usage_error(
+                cmd, "--set needs KEY=VALUE, like --set run.batches=4, got '%s'", val);
+        if (l->opts.n_sets == PL_CLI_MAX_SETS)
+            return pl_cli_usage_error(cmd, "more than %d --set options", PL_CLI_MAX_SETS);
+        l->sets[l->opts.n_sets++] = val;
+        return 0;
+    }
+    case PL_CLI_O_OUT_DIR:
+        if (!*val) return pl_cli_usage_error(cmd, "--out-dir needs a folder");
+        l->opts.out_dir = val;
+        return 0;
+    case PL_CLI_O_CONFINE:
+        l->opts.confine = true;
+        return 0;
+    }
+    return -1;
+}
+
+pl_status pl_cli_make_dir(const char *dir, pl_error *err)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return pl_error_set(err, PL_EIO, "error: --out-dir '%s' is too long", dir);
+    /* Each parent in turn, then the folder itself: mkdir -p. */
+    for (char *c = p + 1;; c++) {
+        bool end = *c == '\0';
+        if (*c != '/' && !end) continue;
+        *c = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            return pl_error_set(err, PL_EIO, "error: cannot create --out-dir '%s': %s: %s", dir, p,
+                                strerror(errno));
+        if (end) break;
+        *c = '/';
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return pl_error_set(err, PL_EIO, "error: --out-dir '%s' is not a folder", dir);
+    return PL_OK;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pl_parse.h"
 #include "pl_status.h"
 
 /* One option of a command. GNU forms are accepted for every entry: `--name=V`, `--name V`,
@@ -117,6 +118,27 @@ int pl_cli_graphs(const pl_cmd *cmd, int id, const char *val, struct pl_run_cfg 
  * `values` (so the accepted words, the help and the completions are one list); else a usage
  * error ("--executor must be auto, host or gpu, got 'cpu'") and -1. */
 int pl_cli_choice(const pl_cmd *cmd, int id, const char *val);
+
+/* --set, --out-dir and --confine: what the command line changes in the pipeline as it loads
+ * (pl_load_opts), shared by check, plan, run and capture. Each command's table has its own entries
+ * (their help differs) with these ids. */
+enum { PL_CLI_O_SET = 1000, PL_CLI_O_OUT_DIR, PL_CLI_O_CONFINE };
+enum { PL_CLI_MAX_SETS = 64 }; /* --set options of one command line */
+#define PL_CLI_SET_HELP                                                                            \
+    "set KEY of the pipeline to VALUE before it is checked, as if the file said so (repeatable; "  \
+    "the last one for a key wins): run.batches=4, STAGE.KEY (forward.weights=/models/gpt2), "      \
+    "buffers.NAME.KEY (buffers.x.shape=[8,512]); VALUE is YAML (docs/pipeline-yaml.md, \"Setting " \
+    "keys from the command line\")"
+typedef struct pl_cli_load {
+    pl_load_opts opts; /* opts.sets points at sets */
+    const char *sets[PL_CLI_MAX_SETS];
+} pl_cli_load;
+/* Takes option `id` with value `val` into l: 0 when it is one of the three, 2 after a usage error
+ * (printed: a --set that is not KEY=VALUE, too many of them), -1 when `id` is another option. */
+int pl_cli_load_arg(const pl_cmd *cmd, int id, const char *val, pl_cli_load *l);
+/* --out-dir before a run writes into it: made with its parents (mkdir -p); PL_EIO naming it when
+ * that fails or it is not a folder. */
+pl_status pl_cli_make_dir(const char *dir, pl_error *err);
 
 /* The generated documents (pl_cli_gen.c), all from pl_cmds and the option tables. */
 void pl_cli_help_markdown(FILE *out); /* docs/cli.md */

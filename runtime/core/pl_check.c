@@ -33,7 +33,9 @@ static const char *pl__pos_str(pl_pos pos, char *buf, size_t n)
             f = cut;
         }
         snprintf(buf, n, "%s:%d:%d", f, pos.line, pos.col);
-    } else
+    } else if (pos.line == PL_POS_ARG && pos.file)
+        snprintf(buf, n, "%s", pos.file);
+    else
         snprintf(buf, n, "an unknown position");
     return buf;
 }

@@ -13,6 +13,7 @@
 
 #include "pl_run.h"
 #include "pl_json.h"
+#include "pl_parse.h"
 #include "pl_sha256.h"
 
 /* The manifest's format: "schema": "pipectl-bundle", "schema_version": 1. */
@@ -35,6 +36,10 @@ typedef struct pl_capture_cfg {
     int reps;         /* runs, >= 1: the spread of their stage times is the recorded noise */
     bool copy_inputs, copy_outputs;
     const char *command; /* the command line, recorded as it was (may be NULL) */
+    /* --set (the manifest lists them; the bundled pipeline.yaml has them applied, so a replay
+     * needs none), --out-dir (where the runs' sinks write; made before the first run) and
+     * --confine, applied as the pipeline loads. */
+    pl_load_opts load;
 } pl_capture_cfg;
 
 typedef struct pl_capture_info {

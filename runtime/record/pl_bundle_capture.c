@@ -465,6 +465,11 @@ static pl_status pl__manifest_what_ran(pl__capture *c, const pl_capture_info *in
                                    "pipeline.yaml", "digest", info->spec_digest, "original",
                                    pl_json_str(b->orig_rel), "original_path", cfg->file),
                          err));
+    /* The --set options as given: pipeline.yaml has them applied already, the original not. */
+    json_t *sets = json_array();
+    for (int i = 0; sets && i < cfg->load.n_sets; i++)
+        json_array_append_new(sets, pl_json_str(cfg->load.sets[i]));
+    PL_CHECK(pl_json_set(json_object_get(m, "pipeline"), "set", sets, err));
     PL_CHECK(
         pl_json_set(m, "plan",
                     json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:i, s:i}", "text", "plan.txt",
@@ -554,8 +559,8 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
     memset(&c, 0, sizeof c);
     c.cfg = cfg;
     pl_status st;
-    PL_CHECK_GOTO(pl_load_checked(cfg->file, &c.spec, err), st, done);
-    PL_CHECK_GOTO(pl_load_file(cfg->file, &c.raw, err), st, done);
+    PL_CHECK_GOTO(pl_load_checked_opts(cfg->file, &cfg->load, &c.spec, err), st, done);
+    PL_CHECK_GOTO(pl_load_file_opts(cfg->file, &cfg->load, &c.raw, err), st, done);
     if (cfg->batches > 0) c.spec->run.batches_all = false;
     if (cfg->batches > 0) c.spec->run.batches = c.raw->run.batches = cfg->batches;
     if (cfg->batches == -1) c.spec->run.batches_all = true;
@@ -580,6 +585,7 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
         goto done;
     }
     PL_CHECK_GOTO(pl__bundle_empty(cfg->dir, err), st, done);
+    if (cfg->load.out_dir) PL_CHECK_GOTO(pl__bundle_mkdir_p(cfg->load.out_dir, err), st, done);
     st = pl__capture_write(&c, info, err);
 done:
     free(c.in);

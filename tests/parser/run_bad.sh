@@ -1,7 +1,10 @@
 #!/bin/bash
 # run_bad: the bad-input corpus. For every BAD_DIR/NAME.yaml, runs `pipectl check NAME.yaml` from
-# inside BAD_DIR (so messages carry the bare file name) and requires exit code 2 (bad input) and
-# stderr identical, byte for byte, to BAD_DIR/NAME.expected. Lists every mismatch, then fails.
+# inside BAD_DIR (so messages carry the bare file name), with the arguments of BAD_DIR/NAME.args
+# before the file when there is one (one argument a line: `--set` then `run.batches=4`), and
+# requires exit code 2 (bad input) and stderr identical, byte for byte, to BAD_DIR/NAME.expected,
+# where BAD_DIR's own absolute path is written `<bad>` (run.confine's messages name the folder).
+# Lists every mismatch, then fails.
 # usage: run_bad.sh PIPECTL BAD_DIR
 # Adding a case: write NAME.yaml, run `pipectl check NAME.yaml 2> NAME.expected` inside BAD_DIR,
 # and read the message: it must say where, what, and how to fix it.
@@ -16,10 +19,13 @@ case $probe in *"not built yet"*) echo "SKIP: pipectl check is not built yet: $p
 fail=0 n=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+here=$(pwd -P)
 check_case() { # NAME EXPECTED_FILE
-    local name=$1 want=$2 rc
-    "$pipectl" check "$name" >"$tmp/out" 2>"$tmp/err"
+    local name=$1 want=$2 rc args=()
+    [ -f "${name%.yaml}.args" ] && mapfile -t args <"${name%.yaml}.args"
+    "$pipectl" check "${args[@]}" "$name" >"$tmp/out" 2>"$tmp/raw"
     rc=$?
+    sed "s|$here|<bad>|g" "$tmp/raw" >"$tmp/err"
     n=$((n + 1))
     if [ "$rc" -ne 2 ]; then
         echo "FAIL $name: exit code $rc, expected 2"

@@ -267,7 +267,7 @@ static void test_strings(void)
     /* Columns count characters, not bytes. */
     CHECK_STR(P("pipeline: \"\xc3\xa9t\xc3\xa9\"\nstages: []\nrun: {x: 1}\n"),
               "t.yaml:3:7: error: run: unknown key 'x'; the keys here are: batches, depth, device, "
-              "seed, memory_budget, fault_marks, gpu_wait");
+              "seed, memory_budget, fault_marks, gpu_wait, confine");
     CHECK_STR(P("pipeline: \xc3\xa9t\xc3\xa9\nstages: [1]\n"),
               "t.yaml:2:10: error: each stage must be a mapping like {name: up, kind: h2d, from: "
               "x, to: y}, not a single value");
@@ -440,8 +440,8 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-/* Every parse-level case of the bad corpus, loaded by base name from inside the folder, as
- * tests/parser/run_bad.sh does through `pipectl check`. */
+/* Every parse-level case of the bad corpus, loaded by base name from inside the folder (with its
+ * --set arguments), as tests/parser/run_bad.sh does through `pipectl check`. */
 static void test_bad_corpus(void)
 {
     if (chdir("tests/parser/bad") != 0) {
@@ -466,9 +466,23 @@ static void test_bad_corpus(void)
         }
         char *nl = strchr(expected, '\n');
         if (nl) *nl = '\0'; /* the first line is the message */
+        /* NAME.args: the --set arguments run_bad.sh gives `pipectl check` ("--set" and the
+         * KEY=VALUE on the next line), given to the front end as the command line gives them. */
+        char args_path[512], *args = NULL, *sets[16];
+        pl_load_opts opts = {.sets = (const char *const *)sets};
+        snprintf(args_path, sizeof args_path, "%.*s.args", (int)(len - 5), e->d_name);
+        size_t alen = 0;
+        if ((args = slurp(args_path, &alen)) != NULL) {
+            bool set = false;
+            for (char *line = strtok(args, "\n"); line; line = strtok(NULL, "\n")) {
+                if (set && opts.n_sets < 16) sets[opts.n_sets++] = line;
+                set = strcmp(line, "--set") == 0;
+            }
+        }
         pl_error err;
         pl_spec *s = NULL;
-        pl_status st = pl_yaml_load_file(e->d_name, &s, &err);
+        pl_status st = pl_yaml_load_file_opts(e->d_name, &opts, &s, &err);
+        free(args);
         CHECK_EQ_INT(st, PL_EINPUT);
         if (st == PL_OK) {
             fprintf(stderr, "%s: parsed, expected: %s\n", e->d_name, expected);
