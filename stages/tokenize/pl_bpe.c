@@ -1,6 +1,7 @@
 /* pl_bpe: the encoder (UTF-8 repair, added tokens, GPT-2's pre-tokenizer as a scanner, the BPE
  * merges with per-thread word caches, the batch API on the run's pool) and the decoder. The
  * rules it follows are pl_bpe.h's; the tables come from pl_bpe_load.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -668,6 +669,13 @@ pl_status pl_bpe_decode(const pl_bpe *b, const int32_t *ids, int64_t n, bool ski
         out->n += len;
     }
     return PL_OK;
+}
+
+pl_status pl_bpe_error_row(pl_error *err, int64_t row)
+{
+    char m[PL_ERROR_MSG_MAX];
+    snprintf(m, sizeof m, "%s", strncmp(err->msg, "error: ", 7) == 0 ? err->msg + 7 : err->msg);
+    return pl_error_set(err, err->status, "error: row %lld: %s", (long long)row, m);
 }
 
 bool pl_bpe_has_id(const pl_bpe *b, int32_t id)

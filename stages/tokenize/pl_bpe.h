@@ -85,6 +85,10 @@ pl_status pl_bpe_encode_batch(const pl_bpe *bpe, struct pl_pool *pool, int paral
 pl_status pl_bpe_decode(const pl_bpe *bpe, const int32_t *ids, int64_t n, bool skip_special,
                         pl_bpe_text *out, pl_error *err);
 
+/* Rewrites err's message "error: WHAT" as "error: row N: WHAT" (status kept); returns the status.
+ */
+pl_status pl_bpe_error_row(pl_error *err, int64_t row);
+
 /* Appends `len` bytes with each invalid UTF-8 sequence replaced by U+FFFD, one per maximal
  * subpart (Python's errors='replace', Rust's from_utf8_lossy). PL_ENOMEM only. */
 pl_status pl_bpe_utf8_replace(const char *s, size_t len, pl_bpe_text *out, pl_error *err);

@@ -438,7 +438,12 @@ static pl_status pl__load_merges_json(pl_bpe *b, const json_t *vocab, const json
                                 "[\"a\", \"b\"]",
                                 path, i);
         pl_status st = pl__merge_add(b, vocab, a, c, (uint32_t)i, nopos, "model.vocab", err);
-        if (st != PL_OK) return pl_error_prefix(err, "%s: model.merges[%zu]", path, i);
+        if (st != PL_OK) {
+            char msg[PL_ERROR_MSG_MAX];
+            snprintf(msg, sizeof msg, "%s",
+                     strncmp(err->msg, "error: ", 7) ? err->msg : err->msg + 7);
+            return pl_error_set(err, st, "%s: error: model.merges[%zu]: %s", path, i, msg);
+        }
     }
     return PL_OK;
 }
