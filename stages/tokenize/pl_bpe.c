@@ -1,6 +1,7 @@
 /* pl_bpe: the encoder (UTF-8 repair, added tokens, GPT-2's pre-tokenizer as a scanner, the BPE
  * merges with per-thread word caches, the batch API on the run's pool) and the decoder. The
  * rules it follows are pl_bpe.h's; the tables come from pl_bpe_load.c. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +16,11 @@
 
 enum { PL__L, PL__N, PL__O, PL__S }; /* letter, number, other, whitespace */
 
-/* Classes of the code points below this, made once from utf8proc; the rest (planes 3 to 16,
- * rarely seen) ask utf8proc each time. */
+/* Classes of the code points below this, class + 1 once asked (0: not yet), so a run pays for
+ * the characters it meets only; the rest (planes 3 to 16, rarely seen) ask utf8proc each time.
+ * Relaxed atomics: threads that race store the same value. */
 #define PL__CLS_TABLE 0x30000
-static uint8_t pl__cls_table[PL__CLS_TABLE];
-static pthread_once_t pl__cls_once = PTHREAD_ONCE_INIT;
+static _Atomic uint8_t pl__cls_table[PL__CLS_TABLE];
 
 static int pl__classify(uint32_t cp)
 {
@@ -44,10 +45,14 @@ static int pl__classify(uint32_t cp)
     }
 }
 
-static void pl__cls_init(void)
+static inline int pl__cls(uint32_t cp)
 {
-    for (uint32_t cp = 0; cp < PL__CLS_TABLE; cp++)
-        pl__cls_table[cp] = (uint8_t)pl__classify(cp);
+    if (cp >= PL__CLS_TABLE) return pl__classify(cp);
+    int c = atomic_load_explicit(&pl__cls_table[cp], memory_order_relaxed);
+    if (c) return c - 1;
+    c = pl__classify(cp);
+    atomic_store_explicit(&pl__cls_table[cp], (uint8_t)(c + 1), memory_order_relaxed);
+    return c;
 }
 
 /* The class of the code point at s[i] (valid UTF-8); *len gets its bytes. */
@@ -56,7 +61,7 @@ static inline int pl__cls_at(const uint8_t *s, size_t i, int *len)
     uint32_t c = s[i];
     if (c < 0x80) {
         *len = 1;
-        return pl__cls_table[c];
+        return pl__cls(c);
     }
     uint32_t cp;
     if (c < 0xE0) {
@@ -70,7 +75,7 @@ static inline int pl__cls_at(const uint8_t *s, size_t i, int *len)
         cp = ((c & 0x07) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) |
              (s[i + 3] & 0x3Fu);
     }
-    return cp < PL__CLS_TABLE ? pl__cls_table[cp] : pl__classify(cp);
+    return pl__cls(cp);
 }
 
 /* The end of the piece that starts at s[i] (i < n): the alternatives of GPT-2's pattern in
@@ -586,7 +591,6 @@ static pl_status pl__encode(const pl_bpe *b, pl__bpe_cache *c, const char *text,
 pl_status pl_bpe_encode(const pl_bpe *b, const char *text, size_t len, pl_bpe_ids *out,
                         pl_error *err)
 {
-    pthread_once(&pl__cls_once, pl__cls_init);
     pl__bpe_cache *c = pl__cache_take(b);
     if (!c) return pl_error_set(err, PL_ENOMEM, "error: out of memory (a word cache)");
     pl_status st = pl__encode(b, c, text, len, out, err);
@@ -621,7 +625,6 @@ pl_status pl_bpe_encode_batch(const pl_bpe *b, pl_pool *pool, int parallel, int6
                               const char *const *texts, const size_t *lens, pl_bpe_ids *outs,
                               pl_error *err)
 {
-    pthread_once(&pl__cls_once, pl__cls_init);
     if (n <= 0) return PL_OK;
     if (parallel < 1 || !pool) parallel = 1;
     if (parallel > n) parallel = (int)n;
