@@ -223,9 +223,12 @@ static pl_status pl__merge_add(pl_bpe *b, const json_t *vocab, const char *a, co
                                uint32_t rank, pl_pos pos, const char *vocab_file, pl_error *err)
 {
     int32_t ia = pl__vocab_id(vocab, a), ic = pl__vocab_id(vocab, c);
+    pl_pos second = pos; /* pos.col: where c starts; the line's start for the rest */
+    pos.col = pos.line ? 1 : 0;
     if (ia < 0 || ic < 0)
-        return pl_error_at(err, PL_EINPUT, pos, "merge '%s %s': token '%s' is not in %s", a, c,
-                           ia < 0 ? a : c, vocab_file);
+        return pl_error_at(err, PL_EINPUT, ia < 0 ? pos : second,
+                           "merge '%s %s': token '%s' is not in %s", a, c, ia < 0 ? a : c,
+                           vocab_file);
     size_t la = strlen(a), lc = strlen(c);
     char stack[256], *both = la + lc < sizeof stack ? stack : malloc(la + lc + 1);
     if (!both) return pl_error_set(err, PL_ENOMEM, "error: out of memory for the merges");
