@@ -15,7 +15,7 @@ static const pl_key pl__detokenize_keys[] = {
      "host u8 buffer [B, L]: each row's text, NUL-padded (required)"},
     {"vocab", PL_KEY_PATH, NULL, NULL,
      "the tokenizer: a Hugging Face GPT-2 folder with tokenizer.json, or vocab.json and "
-     "merges.txt (required)"},
+     "merges.txt; or a tokenizer.json file, which bundles can copy (required)"},
     {"padding", PL_KEY_ENUM, "right|left", "right",
      "with lengths: the tokens are a row's first ids (right) or its last (left)"},
     {"skip_special", PL_KEY_BOOL, NULL, "false",

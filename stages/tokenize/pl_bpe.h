@@ -51,14 +51,16 @@ typedef struct pl_bpe_text {
 } pl_bpe_text;
 void pl_bpe_text_free(pl_bpe_text *t);
 
-/* Loads the tokenizer of folder `dir`. *out is owned by the caller (pl_bpe_free). Bad files are
- * PL_EINPUT naming the file (and line:col for JSON, the line for merges.txt); a folder with
- * neither tokenizer.json nor vocab.json + merges.txt too. */
-pl_status pl_bpe_load(const char *dir, pl_bpe **out, pl_error *err);
+/* Loads the tokenizer at `path`: a folder (its tokenizer.json, else its vocab.json and
+ * merges.txt), a vocab.json file (merges.txt beside it) or another file, read as a tokenizer.json
+ * (so a copy under any name works, as a bundle's inputs/ has it). *out is owned by the caller
+ * (pl_bpe_free). Bad files are PL_EINPUT naming the file (and line:col for JSON, the line for
+ * merges.txt); a folder with neither tokenizer.json nor vocab.json + merges.txt too. */
+pl_status pl_bpe_load(const char *path, pl_bpe **out, pl_error *err);
 void pl_bpe_free(pl_bpe *bpe);
-/* What pl_bpe_load checks before reading anything: `dir` is a folder with tokenizer.json, or
- * vocab.json and merges.txt (check time: nothing is parsed). */
-pl_status pl_bpe_check_dir(const char *dir, pl_error *err);
+/* What pl_bpe_load checks before reading anything: the files `path` names exist (check time:
+ * nothing is parsed). */
+pl_status pl_bpe_check_path(const char *path, pl_error *err);
 
 /* The largest id + 1. */
 int32_t pl_bpe_vocab_size(const pl_bpe *bpe);

@@ -40,7 +40,7 @@ struct pl_bpe {
     bool add_prefix_space; /* tokenizer.json's ByteLevel option (false for GPT-2) */
     bool use_regex;        /* idem (true for GPT-2) */
     size_t heap_min;       /* words longer than this merge through the heap */
-    char source[4200];
+    char source[4300];
     /* Word caches not in use, one taken per encoding thread. */
     pthread_mutex_t mu;
     pl__bpe_cache **free_caches;

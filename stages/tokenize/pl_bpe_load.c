@@ -337,7 +337,7 @@ static pl_status pl__add_added(pl_bpe *b, const char *text, int32_t id, bool spe
 
 static pl_status pl__load_pair(pl_bpe *b, const char *dir, pl_error *err)
 {
-    char vpath[4096], mpath[4096];
+    char vpath[4200], mpath[4200];
     snprintf(vpath, sizeof vpath, "%s/vocab.json", dir);
     snprintf(mpath, sizeof mpath, "%s/merges.txt", dir);
     snprintf(b->source, sizeof b->source, "%s + merges.txt", vpath);
@@ -451,10 +451,8 @@ static pl_status pl__load_merges_json(pl_bpe *b, const json_t *vocab, const json
     return PL_OK;
 }
 
-static pl_status pl__load_tokenizer_json(pl_bpe *b, const char *dir, pl_error *err)
+static pl_status pl__load_tokenizer_json(pl_bpe *b, const char *path, pl_error *err)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     snprintf(b->source, sizeof b->source, "%s", path);
     json_t *root = NULL;
     pl__tok *toks = NULL;
@@ -510,50 +508,81 @@ static pl_status pl__load_tokenizer_json(pl_bpe *b, const char *dir, pl_error *e
     return st;
 }
 
-/* Which files `dir` has: *json true for tokenizer.json, false for vocab.json + merges.txt. */
-static pl_status pl__find_files(const char *dir, bool *json, pl_error *err)
+/* What `path` names: a folder (its tokenizer.json, else its vocab.json and merges.txt), a
+ * vocab.json (merges.txt beside it) or any other file, read as a tokenizer.json. *file gets the
+ * tokenizer.json to read, or "" and *dir the folder of vocab.json and merges.txt. */
+static pl_status pl__find_files(const char *path, char *file, char *dir, size_t cap, pl_error *err)
 {
-    char tj[4096], vj[4096], mt[4096];
-    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
-    snprintf(vj, sizeof vj, "%s/vocab.json", dir);
-    snprintf(mt, sizeof mt, "%s/merges.txt", dir);
-    bool has_tj = pl__is_file(tj), has_vj = pl__is_file(vj), has_mt = pl__is_file(mt);
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    file[0] = dir[0] = 0;
+    if (stat(path, &sb) != 0)
         return pl_error_set(err, PL_EINPUT,
-                            "error: vocab '%s' is not a folder (%s); give a Hugging Face GPT-2 "
-                            "snapshot folder with tokenizer.json, or vocab.json and merges.txt",
-                            dir, stat(dir, &sb) != 0 ? strerror(errno) : "not a directory");
-    if (!has_tj && !(has_vj && has_mt))
+                            "error: vocab '%s' does not exist (%s); give a Hugging Face GPT-2 "
+                            "snapshot folder with tokenizer.json, or vocab.json and merges.txt, "
+                            "or one of those files",
+                            path, strerror(errno));
+    if (S_ISREG(sb.st_mode)) {
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        if (strcmp(base, "vocab.json") != 0) {
+            snprintf(file, cap, "%s", path);
+            return PL_OK;
+        }
+        snprintf(dir, cap, "%.*s", base > path ? (int)(base - path - 1) : 1,
+                 base > path ? path : ".");
+        char mt[4096];
+        snprintf(mt, sizeof mt, "%s/merges.txt", dir);
+        if (pl__is_file(mt)) return PL_OK;
         return pl_error_set(err, PL_EINPUT,
-                            "error: vocab folder '%s' has %s; a GPT-2 tokenizer is tokenizer.json, "
-                            "or vocab.json and merges.txt",
-                            dir,
-                            has_vj   ? "vocab.json but no merges.txt"
-                            : has_mt ? "merges.txt but no vocab.json"
-                                     : "no tokenizer.json, vocab.json or merges.txt");
-    *json = has_tj;
-    return PL_OK;
+                            "error: vocab '%s' has no merges.txt beside it; a GPT-2 tokenizer is "
+                            "tokenizer.json, or vocab.json and merges.txt",
+                            path);
+    }
+    char tj[4096], vj[4096], mt[4096];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", path);
+    snprintf(vj, sizeof vj, "%s/vocab.json", path);
+    snprintf(mt, sizeof mt, "%s/merges.txt", path);
+    bool has_tj = pl__is_file(tj), has_vj = pl__is_file(vj), has_mt = pl__is_file(mt);
+    if (!S_ISDIR(sb.st_mode))
+        return pl_error_set(err, PL_EINPUT,
+                            "error: vocab '%s' is neither a folder nor a file; give a Hugging Face "
+                            "GPT-2 snapshot folder with tokenizer.json, or vocab.json and "
+                            "merges.txt",
+                            path);
+    if (has_tj) {
+        snprintf(file, cap, "%s", tj);
+        return PL_OK;
+    }
+    if (has_vj && has_mt) {
+        snprintf(dir, cap, "%s", path);
+        return PL_OK;
+    }
+    return pl_error_set(err, PL_EINPUT,
+                        "error: vocab folder '%s' has %s; a GPT-2 tokenizer is tokenizer.json, or "
+                        "vocab.json and merges.txt",
+                        path,
+                        has_vj   ? "vocab.json but no merges.txt"
+                        : has_mt ? "merges.txt but no vocab.json"
+                                 : "no tokenizer.json, vocab.json or merges.txt");
 }
 
-pl_status pl_bpe_check_dir(const char *dir, pl_error *err)
+pl_status pl_bpe_check_path(const char *path, pl_error *err)
 {
-    bool json;
-    return pl__find_files(dir, &json, err);
+    char file[4096], dir[4096];
+    return pl__find_files(path, file, dir, sizeof file, err);
 }
 
-pl_status pl_bpe_load(const char *dir, pl_bpe **out, pl_error *err)
+pl_status pl_bpe_load(const char *path, pl_bpe **out, pl_error *err)
 {
     *out = NULL;
-    bool json;
-    PL_CHECK(pl__find_files(dir, &json, err));
+    char file[4096], dir[4096];
+    PL_CHECK(pl__find_files(path, file, dir, sizeof file, err));
     pl_bpe *b = calloc(1, sizeof *b);
     if (!b) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     pthread_mutex_init(&b->mu, NULL);
     b->eos = -1;
     b->use_regex = true;
     b->heap_min = 48;
-    pl_status st = json ? pl__load_tokenizer_json(b, dir, err) : pl__load_pair(b, dir, err);
+    pl_status st = file[0] ? pl__load_tokenizer_json(b, file, err) : pl__load_pair(b, dir, err);
     if (st != PL_OK) {
         pl_bpe_free(b);
         return st;

@@ -32,7 +32,7 @@ static inline pl_status pl_tok_check_files(const pl_spec *spec, const pl_stage *
     pl_spec_path(spec, pl_opt_get_str(st, "vocab", ""), path, sizeof path);
     pl_error e;
     pl_error_clear(&e);
-    if (pl_bpe_check_dir(path, &e) != PL_OK) return pl_tok_vocab_error(st, &e, err);
+    if (pl_bpe_check_path(path, &e) != PL_OK) return pl_tok_vocab_error(st, &e, err);
     return PL_OK;
 }
 

@@ -16,7 +16,7 @@ static const pl_key pl__tokenize_keys[] = {
      "host i32 buffer [B]: how many of each row's T ids are tokens (the rest is padding)"},
     {"vocab", PL_KEY_PATH, NULL, NULL,
      "the tokenizer: a Hugging Face GPT-2 folder with tokenizer.json, or vocab.json and "
-     "merges.txt (required)"},
+     "merges.txt; or a tokenizer.json file, which bundles can copy (required)"},
     {"padding", PL_KEY_ENUM, "right|left", "right",
      "where the padding goes: after the tokens (right) or before them (left, for generation)"},
     {"pad_id", PL_KEY_INT, NULL, "the eos id",

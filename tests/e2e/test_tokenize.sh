@@ -56,7 +56,7 @@ grep -Eq '^tokenize: 1 rows, 6 bytes, 2 ids in [0-9.]+ s: [0-9.]+ MB/s, [0-9]+ i
 # ---- errors: exit 2, the file and the line ----
 expect 2 "" "error: 'pipectl tokenize' needs --vocab DIR (a GPT-2 tokenizer folder: tokenizer.json, or vocab.json and merges.txt); see 'pipectl tokenize --help'" \
   "$pipectl" tokenize x
-expect 2 "" "error: vocab '$work/none' is not a folder (No such file or directory); give a Hugging Face GPT-2 snapshot folder with tokenizer.json, or vocab.json and merges.txt" \
+expect 2 "" "error: vocab '$work/none' does not exist (No such file or directory); give a Hugging Face GPT-2 snapshot folder with tokenizer.json, or vocab.json and merges.txt, or one of those files" \
   "$pipectl" tokenize --vocab "$work/none" x
 mkdir -p "$work/v"
 cp "$tiny/vocab.json" "$work/v/"
@@ -136,6 +136,7 @@ runs() { # WANT_OUTPUTS TOK_OPTIONS [T] [L] [DETOK_OPTIONS]
 text="it was the best of times / x"
 runs "$full$(pads $((8 - nf)) 556) / $x$(pads 7 556) | $nf 1 | $text" ""
 runs "$full$(pads $((8 - nf)) 0) / $x$(pads 7 0) | $nf 1 | $text" ", pad_id: 0"
+runs "$full$(pads $((8 - nf)) 556) / $x$(pads 7 556) | $nf 1 | $text" "/vocab.json" "" "" "/tokenizer.json"
 runs "$(pads $((8 - nf)) 556 | cut -c2-) $full / $(pads 7 556 | cut -c2-) $x | $nf 1 | $text" \
   ", padding: left" "" "" ", padding: left"
 runs "556 $full 556$(pads $((9 - nf - 2)) 556) / 556 $x 556$(pads 6 556) | $((nf + 2)) 3 | <|endoftext|>$(echo "$text" | sed 's| / x|<\|endoftext\|> / <\|endoftext\|>x<\|endoftext\|>|')" \
@@ -157,7 +158,7 @@ grep -qF "error: stage 'detok', batch 0: row 0 decodes to 24 bytes, more than th
   err "detokenize overflow: $(cat "$work/err")"
 pipeline "" && sed -i 's|vocab: tiny}|vocab: nothere}|' "$work/p.yaml"
 expect 2 - - "$pipectl" check "$work/p.yaml"
-grep -qF "p.yaml:10:80: error: tokenize stage 'tok': vocab '$work/nothere' is not a folder (No such file or directory)" "$work/err" ||
+grep -qF "p.yaml:10:80: error: tokenize stage 'tok': vocab '$work/nothere' does not exist (No such file or directory)" "$work/err" ||
   err "check, missing vocab: $(cat "$work/err")"
 pipeline "" && sed -i 's|text: {where: host, dtype: u8|text: {where: host, dtype: i32|' "$work/p.yaml"
 expect 2 - - "$pipectl" check "$work/p.yaml"

@@ -1,9 +1,9 @@
 /* test_bpe: the GPT-2 tokenizer engine (stages/tokenize/pl_bpe.c) on the tiny vocabulary that
- * ships (pipelines/data/tiny_bpe), and on GPT-2's when .ci/setup fetched it: UTF-8 repair per
- * maximal subpart, the pre-tokenizer's splits (each checked as encode(text) == the pieces'
- * encodings joined), decode(encode(x)) == x over the corpus, the heap and linear merges agree,
- * the batch API gives the ids of single calls, tokenizer.json gives the ids of vocab.json +
- * merges.txt, and bad files fail with the messages below, word for word. */
+ * ships (pipelines/data/tiny_bpe: vocab.json + merges.txt, and tokenizer.json), and on GPT-2's when
+ * .ci/setup fetched it: UTF-8 repair per maximal subpart, the pre-tokenizer's splits (each checked
+ * as encode(text) == the pieces' encodings joined), decode(encode(x)) == x over the corpus, the
+ * heap and linear merges agree, the batch API gives the ids of single calls, tokenizer.json gives
+ * the ids of vocab.json + merges.txt, and bad files fail with the messages below, word for word. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,9 +343,9 @@ static void test_errors(const char *tmp)
     pl_bpe *b = NULL;
     pl_error err;
     CHECK_EQ_INT(pl_bpe_load("/nonexistent/tok", &b, &err), PL_EINPUT);
-    CHECK_STR(err.msg, "error: vocab '/nonexistent/tok' is not a folder (No such file or "
+    CHECK_STR(err.msg, "error: vocab '/nonexistent/tok' does not exist (No such file or "
                        "directory); give a Hugging Face GPT-2 snapshot folder with tokenizer.json, "
-                       "or vocab.json and merges.txt");
+                       "or vocab.json and merges.txt, or one of those files");
     char dir[512], want[1024];
     snprintf(dir, sizeof dir, "%s/v", tmp);
     snprintf(want, sizeof want,
@@ -395,7 +395,7 @@ int main(void)
     pl_bpe *tiny = NULL;
     pl_error err;
     pl_error_clear(&err);
-    CHECK_EQ_INT(pl_bpe_load(TINY, &tiny, &err), PL_OK);
+    CHECK_EQ_INT(pl_bpe_load(TINY "/vocab.json", &tiny, &err), PL_OK);
     if (!tiny) {
         fprintf(stderr, "%s\n", err.msg);
         PL_TEST_DONE();
@@ -412,6 +412,20 @@ int main(void)
     test_batch(tiny);
     test_tokenizer_json(tiny, TINY, sub, false);
     test_tokenizer_json(tiny, TINY, sub, true);
+    /* the folder: its tokenizer.json (make_tiny_bpe.py writes both forms) */
+    pl_bpe *folder = NULL;
+    CHECK_EQ_INT(pl_bpe_load(TINY, &folder, &err), PL_OK);
+    if (folder) {
+        CHECK_STR(pl_bpe_source(folder), TINY "/tokenizer.json");
+        size_t len;
+        char *text = slurp("tests/data/tokenize/unicode.txt", &len);
+        pl_bpe_ids a = enc(tiny, text, len), c = enc(folder, text, len);
+        CHECK(same_ids(&a, &c));
+        pl_bpe_ids_free(&a);
+        pl_bpe_ids_free(&c);
+        free(text);
+        pl_bpe_free(folder);
+    }
     test_errors(tmp);
     pl_bpe_free(tiny);
     /* GPT-2's vocabulary, when .ci/setup fetched it */

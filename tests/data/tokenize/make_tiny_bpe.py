@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""make_tiny_bpe.py: trains a tiny byte-level BPE vocabulary in GPT-2's file format (vocab.json and
-merges.txt, <|endoftext|> last) on the text files given, so tests and pipelines/tokenize.yaml have a
-tokenizer that ships in the repository. It is not GPT-2's vocabulary (.ci/setup fetches that).
+"""make_tiny_bpe.py: trains a tiny byte-level BPE vocabulary in GPT-2's file formats (vocab.json and
+merges.txt, <|endoftext|> last, and the same as the tokenizer.json transformers would save) on the
+text files given, so tests and pipelines/tokenize.yaml have a tokenizer that ships in the
+repository. It is not GPT-2's vocabulary (.ci/setup fetches that).
 
     python3 tests/data/tokenize/make_tiny_bpe.py OUT_DIR MERGES FILE...
 
@@ -73,6 +74,22 @@ def main():
         f.write("#version: 0.2\n")
         for a, b in merges:
             f.write(f"{a} {b}\n")
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": True}
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": vocab["<|endoftext|>"], "content": "<|endoftext|>",
+                          "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": True, "special": True}],
+        "normalizer": None, "pre_tokenizer": byte_level, "post_processor": byte_level,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
+                  "byte_fallback": False, "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]},
+    }
+    with open(f"{out}/tokenizer.json", "w", encoding="utf-8") as f:
+        json.dump(tokenizer, f, ensure_ascii=False)
+        f.write("\n")
 
 
 if __name__ == "__main__":
