@@ -25,7 +25,7 @@ enum {
 const pl_cli_opt pl_cli_tokenize_opts[] = {
     {"vocab", 0, "DIR", NULL,
      "the tokenizer: a Hugging Face GPT-2 folder with tokenizer.json, or vocab.json and "
-     "merges.txt (required)",
+     "merges.txt (required); or one of those files (merges.txt beside a vocab.json)",
      PL__O_VOCAB},
     {"decode", 'd', NULL, NULL,
      "each row is ids (separated by spaces or commas; brackets ignored): print its text",
