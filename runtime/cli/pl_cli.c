@@ -87,6 +87,18 @@ const pl_cmd pl_cmds[] = {
      .notes = "needs a pipectl built with FAISS (libfaiss-dev); exit 2 without it\n",
      .operands = "build|info",
      .fn = pl_cmd_index},
+    {.name = "tokenize",
+     .usage = "pipectl tokenize --vocab DIR [--decode] [--json] [-z] [TEXT... | -]",
+     .summary = "GPT-2 BPE ids of each TEXT or stdin line, or text of ids (--decode)",
+     .opts = pl_cli_tokenize_opts,
+     .notes = "one output line per row: ids separated by spaces (encode) or the text (decode);\n"
+              "no TEXT or '-' reads the rows from stdin, one a line (with -z: NUL-ended). Input\n"
+              "is UTF-8: each invalid sequence counts as U+FFFD, as Python's\n"
+              "bytes.decode('utf-8', 'replace') gives it. <|endoftext|> in the text is id 50256.\n"
+              "The tokenizer: docs/pipeline-yaml.md (the tokenize kind). Exit 2 for a bad\n"
+              "vocabulary file (named, with its line) or a bad id.\n",
+     .operands = "TEXT...",
+     .fn = pl_cmd_tokenize},
     {.name = "version",
      .usage = "pipectl version",
      .summary = "print the version",

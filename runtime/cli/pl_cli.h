@@ -163,6 +163,8 @@ int pl_cmd_gen(int argc, char **argv); /* __complete bash|zsh, __man */
 int pl_cmd_capture(int argc, char **argv);
 int pl_cmd_replay(int argc, char **argv);
 int pl_cmd_diff(int argc, char **argv);
+extern const pl_cli_opt pl_cli_tokenize_opts[];
+int pl_cmd_tokenize(int argc, char **argv);
 
 /* Tables shared by `replay` and `diff` (cmd_replay.c): stage times of two records (la, lb name
  * them), and what changed in the environment. */
