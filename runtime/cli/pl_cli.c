@@ -86,6 +86,23 @@ const pl_cmd pl_cmds[] = {
      .notes = "needs a pipectl built with FAISS (libfaiss-dev); exit 2 without it\n",
      .operands = "build|info",
      .fn = pl_cmd_index},
+    {.name = "salvage",
+     .usage = "pipectl salvage [-n] [--json] FILE.partial",
+     .summary = "turn the .partial a killed run left into its final file",
+     .opts = pl_cli_salvage_opts,
+     .notes = "Cuts a batch that was being written (text, JSONL: and a partial line), sets the "
+              ".npy\n"
+              "header to the batches kept, renames FILE.partial to FILE unless FILE exists, and "
+              "prints\n"
+              "what it kept with the checksum 'pipectl run' reports for those batches. It reads "
+              "the\n"
+              "sidecar FILE.partial.meta a sink writes beside it (docs/pipeline-yaml.md, \"What "
+              "each\n"
+              "ending leaves\"). Exit 2 for a file that is not a pipectl leftover, one still being "
+              "written,\n"
+              "or a FILE that exists; 1 when reading or writing fails.\n",
+     .operands = "FILE",
+     .fn = pl_cmd_salvage},
     {.name = "version",
      .usage = "pipectl version",
      .summary = "print the version",
