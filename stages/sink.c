@@ -22,11 +22,12 @@
  *
  * What a killed run leaves (SIGKILL, a crash, power loss) is recoverable. The .partial is always a
  * prefix of whole batches plus at most one torn one, and a .npy's header (fixed-length, written
- * with 0 rows at open) is rewritten in place at least once a second, after an fdatasync of the
- * data, so it never claims rows that are not on disk: numpy.load reads the batches up to the last
- * rewrite. Beside it, "<to>.partial.meta" (JSON, written at open, removed with the .partial) says
- * what the file is, where it goes and how big a batch is, so `pipectl salvage` (cmd_salvage.c) can
- * cut the torn batch, fix the header, rename it and give the checksums the run would have. */
+ * with 0 rows at open) is rewritten in place about once a second, after an fdatasync of the
+ * data, by a background thread (sink_sync.c), so it never claims rows that are not on disk:
+ * numpy.load reads the batches up to the last rewrite. Beside it, "<to>.partial.meta" (JSON,
+ * written at open, removed with the .partial) says what the file is, where it goes and how big a
+ * batch is, so `pipectl salvage` (cmd_salvage.c) can cut the torn batch, fix the header, rename it
+ * and give the checksums the run would have. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "pl_buffers.h"
@@ -114,8 +114,8 @@ typedef struct pl__sink_state {
     char meta[PATH_MAX + 24];    /* partial + ".meta" ("" until written) */
     uint64_t short_at;           /* where the sidecar's "short_batch" value starts */
     size_t header_len;
-    int64_t synced_ns; /* when the .npy header was last rewritten (CLOCK_MONOTONIC) */
-    int64_t opened_ns;
+    pl_sink_sync sync; /* .npy: the header's rewrites (sink_sync.c) */
+    bool syncing;      /* sync is registered */
     uint64_t batch_bytes;
     uint64_t row_bytes;
     int64_t written;
@@ -631,32 +631,6 @@ static pl_status pl__meta_short(const pl_stage *st, pl__sink_state *s, int64_t b
     return ps;
 }
 
-static int64_t pl__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* The .npy header of the partial file rewritten to claim `first` (batches, or rows), once the data
- * before it is on disk: fdatasync first, so after a power loss too the header claims no row the
- * disk lacks. */
-static pl_status pl__sync_header(const pl_stage *st, pl__sink_state *s, const pl_buffer *b,
-                                 int64_t first, pl_error *err)
-{
-    const pl__sink_opts *o = st->priv;
-    char h[256];
-    size_t hl = pl__header(b, o->rows, first, h, sizeof h);
-    if (fdatasync(s->fd) != 0)
-        return pl_error_set(err, PL_EIO, "error: sink '%s': fdatasync of '%s' failed: %s", st->name,
-                            s->partial, strerror(errno));
-    if (hl != s->header_len || pl__write_all(s->fd, h, hl, 0, true) != PL_OK)
-        return pl_error_set(err, PL_EIO,
-                            "error: sink '%s': rewriting the header of '%s' failed: %s", st->name,
-                            s->partial, strerror(errno));
-    return PL_OK;
-}
-
 static void pl__state_free(pl__sink_state *s)
 {
     free(s->sums);
@@ -794,9 +768,24 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
             goto fail;
         }
     }
-    s->synced_ns = s->opened_ns = pl__now_ns();
     ps = pl__meta_create(env, st, s,
                          text ? pl_sink_text_rows(env->spec, st, &o->text) : b->shape[0], err);
+    if (ps == PL_OK && s->npy) {
+        pl_sink_sync *y = &s->sync;
+        y->fd = s->fd;
+        y->header_len = s->header_len;
+        y->dtype = b->dtype;
+        y->rank_rest = o->rows ? b->rank - 1 : b->rank;
+        memcpy(y->rest, o->rows ? b->shape + 1 : b->shape, (size_t)y->rank_rest * sizeof *y->rest);
+        int rc = pl_sink_sync_add(y);
+        if (rc)
+            ps = pl_error_set(
+                err, PL_ERUNTIME,
+                "error: sink '%s': cannot start the thread that syncs .npy headers: %s", st->name,
+                strerror(rc));
+        s->syncing = rc == 0;
+        if (rc) unlink(s->meta);
+    }
     if (ps != PL_OK) {
         unlink(s->partial);
         goto fail;
@@ -856,14 +845,16 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
         pl_hash_stream_update(&s->all, data, n);
     }
     s->written++;
-    if (s->npy && s->fd >= 0) {
-        /* One clock read a batch; the rewrite itself at most once a second. */
-        int64_t now = pl__now_ns();
-        if (now - s->synced_ns >= 1000000000) {
-            PL_CHECK(pl__sync_header(st, s, pl_kind_rbuf(ctx->spec, st, o->from),
-                                     o->rows ? s->rows : s->written, err));
-            s->synced_ns = pl__now_ns();
-        }
+    if (s->syncing) {
+        pl_sink_sync_publish(&s->sync, o->rows ? s->rows : s->written);
+        int e = pl_sink_sync_error(&s->sync);
+        if (e && s->sync.failed_call == 0)
+            return pl_error_set(err, PL_EIO, "error: sink '%s': fdatasync of '%s' failed: %s",
+                                st->name, s->partial, strerror(e));
+        if (e)
+            return pl_error_set(err, PL_EIO,
+                                "error: sink '%s': rewriting the header of '%s' failed: %s",
+                                st->name, s->partial, strerror(e));
     }
     return PL_OK;
 }
@@ -925,6 +916,14 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
     pl__sink_state *s = state;
     pl_status ps = PL_OK;
     if (!s) return PL_OK;
+    /* The syncer lets go of the file before close truncates it and sets the header. A failure of
+     * its last fdatasync, after the last batch, is this run's error too. */
+    int sync_err = 0;
+    if (s->syncing) {
+        pl_sink_sync_remove(&s->sync);
+        sync_err = pl_sink_sync_error(&s->sync);
+    }
+    s->syncing = false;
     /* A failed run keeps what the whole run completed: batches this sink wrote past that point
      * are taken back (the file is truncated below), so every sink holds the same batches. A
      * stream (FIFO, stdout) cannot take back what it sent. */
@@ -960,15 +959,6 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
                                   "finishes it)",
                                   st->name, s->partial, strerror(errno), (long long)s->written,
                                   s->partial, s->partial);
-            /* On disk before it has the final name, so that after a power loss the final name
-             * holds the whole file or the .partial is there to salvage; runs under a second,
-             * cheaper to redo than an fdatasync a sink (30 ms on a VM's disk), skip it. */
-            else if (!gone && pl__now_ns() - s->opened_ns >= 1000000000 && fdatasync(s->fd) != 0)
-                ps = pl_error_set(err, PL_EIO,
-                                  "error: sink '%s': fdatasync of '%s' failed: %s; the %lld "
-                                  "batches written are in '%s' ('pipectl salvage %s' finishes it)",
-                                  st->name, s->partial, strerror(errno), (long long)s->written,
-                                  s->partial, s->partial);
             else if (gone) {
                 ps = pl__save_again(st, s, end, err);
                 if (s->meta[0]) unlink(s->meta);
@@ -987,6 +977,10 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
                                   st->name, s->path, strerror(errno));
         }
     }
+    if (ps == PL_OK && sync_err && !failed)
+        ps = pl_error_set(err, PL_EIO, "error: sink '%s': %s '%s' failed: %s", st->name,
+                          s->sync.failed_call ? "rewriting the header of" : "fdatasync of",
+                          s->partial, strerror(sync_err));
     pl__state_free(s);
     return ps;
 }
