@@ -142,6 +142,18 @@ want="error: '$work/kill/p.yaml' is not a pipectl partial output: a sink's lefto
 [ $rc = 2 ] && [ "$out" = "$want" ] || bad "not a .partial: exit $rc: $out"
 [ -f "$work/stray.npy.partial" ] && [ -f "$work/kill/p.yaml" ] || bad "a refused salvage removed its file"
 
+# A .partial a running run holds is not a leftover.
+mkdir -p "$work/live" && cp "$work/kill/p.yaml" "$work/live/"
+"$pipectl" run --executor host --quiet "$work/live/p.yaml" 2>/dev/null &
+pid=$!
+for _ in $(seq 1 3000); do [ -f "$work/live/out/x.npy.partial.meta" ] && break; sleep 0.01; done
+out=$("$pipectl" salvage "$work/live/out/x.npy.partial" 2>&1)
+rc=$?
+want="error: '$work/live/out/x.npy.partial' is being written by a run (process $pid), which holds its lock: it is not a leftover; wait for the run to end"
+[ $rc = 2 ] && [ "$out" = "$want" ] || bad "a live run's .partial: exit $rc: $out"
+kill -KILL $pid
+wait $pid 2>/dev/null
+
 # A short last batch (a padded source, layout: rows) is kept when the sidecar names it, cut when
 # not: 3 whole batches of 4 rows and one of 2.
 cat >"$work/pad.yaml" <<'YAML'
