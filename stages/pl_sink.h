@@ -44,4 +44,39 @@ pl_status pl_sink_text_format(const pl_spec *spec, const pl_stage *st, const pl_
                               void *const *bufs, int64_t batch, int64_t rows, pl_sink_buf *out,
                               pl_error *err);
 
+/* The .npy sinks' background sync (stages/sink_sync.c): one thread for the process, started by
+ * the first pl_sink_sync_add, that once a second, for each entry whose published count moved,
+ * fdatasyncs its fd and then rewrites its header (pwrite at 0) with that count. */
+typedef struct pl_sink_sync {
+    /* Set by the sink before pl_sink_sync_add; read-only after. */
+    int fd;
+    size_t header_len; /* what pl_npy_format_header gives for any first dimension */
+    pl_dtype dtype;
+    int rank_rest;
+    int64_t rest[PL_MAX_RANK];
+    /* The header's first dimension once the data it covers is written (pl_sink_sync_publish). */
+    int64_t published;
+    /* The errno of the syncer's failed call, 0 (atomic; it stops syncing the entry then), and
+     * which: 0 fdatasync, 1 the header's pwrite. */
+    int err;
+    int failed_call;
+    /* The syncer's own. */
+    int64_t synced;
+    struct pl_sink_sync *next;
+} pl_sink_sync;
+
+/* Registers e (borrowed until pl_sink_sync_remove); 0, or pthread_create's error. */
+int pl_sink_sync_add(pl_sink_sync *e);
+/* Unregisters e; once it returns the syncer touches neither e nor its fd. */
+void pl_sink_sync_remove(pl_sink_sync *e);
+/* Called after the bytes covering `first` are written (write(2) returned). */
+static inline void pl_sink_sync_publish(pl_sink_sync *e, int64_t first)
+{
+    __atomic_store_n(&e->published, first, __ATOMIC_RELEASE);
+}
+static inline int pl_sink_sync_error(const pl_sink_sync *e)
+{
+    return __atomic_load_n(&e->err, __ATOMIC_ACQUIRE);
+}
+
 #endif

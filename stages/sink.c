@@ -18,7 +18,16 @@
  *   cannot take back).
  * - a directory, a block device or a socket: refused at check time (check_files) and at open.
  * If the .partial disappears during the run (its directory was removed), close() notices, saves
- * the batches again from the open file under the final name and says so. */
+ * the batches again from the open file under the final name and says so.
+ *
+ * What a killed run leaves (SIGKILL, a crash, power loss) is recoverable. The .partial is always a
+ * prefix of whole batches plus at most one torn one, and a .npy's header (fixed-length, written
+ * with 0 rows at open) is rewritten in place about once a second, after an fdatasync of the
+ * data, by a background thread (sink_sync.c), so it never claims rows that are not on disk:
+ * numpy.load reads the batches up to the last rewrite. Beside it, "<to>.partial.meta" (JSON,
+ * written at open, removed with the .partial) says what the file is, where it goes and how big a
+ * batch is, so `pipectl salvage` (cmd_salvage.c) can cut the torn batch, fix the header, rename it
+ * and give the checksums the run would have. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +39,7 @@
 
 #include "pl_buffers.h"
 #include "pl_hash.h"
+#include "pl_json.h"
 #include "pl_npy.h"
 #include "pl_sink.h"
 #include "pl_source.h"
@@ -101,7 +111,11 @@ typedef struct pl__sink_state {
     bool stream;
     char path[PATH_MAX];         /* final name (the file written, symlinks followed) */
     char partial[PATH_MAX + 16]; /* path + ".partial" */
+    char meta[PATH_MAX + 24];    /* partial + ".meta" ("" until written) */
+    uint64_t short_at;           /* where the sidecar's "short_batch" value starts */
     size_t header_len;
+    pl_sink_sync sync; /* .npy: the header's rewrites (sink_sync.c) */
+    bool syncing;      /* sync is registered */
     uint64_t batch_bytes;
     uint64_t row_bytes;
     int64_t written;
@@ -547,6 +561,76 @@ static size_t pl__header(const pl_buffer *b, bool rows, int64_t first, char *buf
     return pl_npy_format_header(buf, cap, b->dtype, first, b->rank, b->shape);
 }
 
+/* The sidecar's value of "short_batch": [batch, rows], fixed-width so it is rewritten in place. */
+#define PL__SHORT_FMT "[%20lld, %20lld]}\n"
+
+/* Writes the sidecar "<partial>.meta" that `pipectl salvage` reads (docs/pipeline-yaml.md, "What
+ * each ending leaves"): what the file is, its final name, the size of a batch and a row, and
+ * "short_batch", the one batch that may hold fewer rows (a padded last batch, [-1, 0] until it is
+ * written), so that salvage can tell it from a torn one. */
+static pl_status pl__meta_create(const pl_run_env *env, const pl_stage *st, pl__sink_state *s,
+                                 int64_t rows_per_batch, pl_error *err)
+{
+    static const char *const formats[] = {"raw", "raw", "npy", "text", "jsonl"};
+    const pl__sink_opts *o = st->priv;
+    snprintf(s->meta, sizeof s->meta, "%s.meta", s->partial);
+    json_t *j = json_pack(
+        "{s:i, s:o, s:o, s:o, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "pipectl_partial", 1,
+        "pipeline", pl_json_str(env->spec->name), "stage", pl_json_str(st->name), "final",
+        pl_json_str(s->path), "format", formats[o->format], "layout", o->rows ? "rows" : "batches",
+        "header_bytes", (json_int_t)s->header_len, "batch_bytes", (json_int_t)s->batch_bytes,
+        "row_bytes", (json_int_t)s->row_bytes, "rows_per_batch", (json_int_t)rows_per_batch,
+        "batches", (json_int_t)env->batches, "checksum", (int)o->checksum);
+    char *txt = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    size_t n = txt ? strlen(txt) : 0;
+    char *buf = n ? malloc(n + 96) : NULL;
+    if (!buf) {
+        free(txt);
+        s->meta[0] = '\0';
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    }
+    memcpy(buf, txt, n - 1); /* the object without its closing brace */
+    free(txt);
+    int k = snprintf(buf + n - 1, 96, ",\"short_batch\":");
+    s->short_at = n - 1 + (uint64_t)k;
+    k += snprintf(buf + s->short_at, 96 - (size_t)k, PL__SHORT_FMT, -1LL, 0LL);
+    pl_status ps = PL_OK;
+    int fd = open(s->meta, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0 || pl__write_all(fd, buf, n - 1 + (size_t)k, 0, false) != PL_OK) {
+        ps = pl_error_set(err, PL_EIO, "error: sink '%s': cannot write '%s': %s", st->name, s->meta,
+                          strerror(errno));
+        if (fd >= 0) unlink(s->meta);
+        s->meta[0] = '\0';
+    }
+    if (fd >= 0 && close(fd) != 0 && ps == PL_OK) {
+        ps = pl_error_set(err, PL_EIO, "error: sink '%s': cannot write '%s': %s", st->name, s->meta,
+                          strerror(errno));
+        unlink(s->meta);
+        s->meta[0] = '\0';
+    }
+    free(buf);
+    return ps;
+}
+
+/* Records in the sidecar that batch `batch` holds `rows` rows, fewer than a whole batch, before
+ * its bytes are written. */
+static pl_status pl__meta_short(const pl_stage *st, pl__sink_state *s, int64_t batch, int64_t rows,
+                                pl_error *err)
+{
+    char v[64];
+    int n = snprintf(v, sizeof v, PL__SHORT_FMT, (long long)batch, (long long)rows);
+    int fd = open(s->meta, O_WRONLY | O_CLOEXEC);
+    pl_status ps = PL_OK;
+    if (fd < 0 || pl__write_all(fd, v, (size_t)n, (off_t)s->short_at, true) != PL_OK ||
+        close(fd) != 0) {
+        ps = pl_error_set(err, PL_EIO, "error: sink '%s': cannot write '%s': %s", st->name, s->meta,
+                          strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    return ps;
+}
+
 static void pl__state_free(pl__sink_state *s)
 {
     free(s->sums);
@@ -674,15 +758,37 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
     }
     PL_CHECK_GOTO(pl__open_locked(st, o->to_pos, s->partial, s->path, &s->fd, err), ps, fail);
     if (s->npy) {
+        /* 0 rows until the first rewrite (pl__sync_header): the file loads at every moment. */
         char h[256];
-        s->header_len = pl__header(b, o->rows, o->rows ? env->batches * b->shape[0] : env->batches,
-                                   h, sizeof h);
+        s->header_len = pl__header(b, o->rows, 0, h, sizeof h);
         if (!s->header_len || pl__write_all(s->fd, h, s->header_len, 0, false) != PL_OK) {
             ps = pl_error_set(err, PL_EIO, "error: sink '%s': cannot write '%s': %s", st->name,
                               s->partial, strerror(errno));
             unlink(s->partial);
             goto fail;
         }
+    }
+    ps = pl__meta_create(env, st, s,
+                         text ? pl_sink_text_rows(env->spec, st, &o->text) : b->shape[0], err);
+    if (ps == PL_OK && s->npy) {
+        pl_sink_sync *y = &s->sync;
+        y->fd = s->fd;
+        y->header_len = s->header_len;
+        y->dtype = b->dtype;
+        y->rank_rest = o->rows ? b->rank - 1 : b->rank;
+        memcpy(y->rest, o->rows ? b->shape + 1 : b->shape, (size_t)y->rank_rest * sizeof *y->rest);
+        int rc = pl_sink_sync_add(y);
+        if (rc)
+            ps = pl_error_set(
+                err, PL_ERUNTIME,
+                "error: sink '%s': cannot start the thread that syncs .npy headers: %s", st->name,
+                strerror(rc));
+        s->syncing = rc == 0;
+        if (rc) unlink(s->meta);
+    }
+    if (ps != PL_OK) {
+        unlink(s->partial);
+        goto fail;
     }
     *state = s;
     return PL_OK;
@@ -720,6 +826,7 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
     }
     s->hist_bytes[s->written % s->n_hist] = s->bytes;
     s->hist_rows[s->written % s->n_hist] = s->rows;
+    if (rows < full && s->meta[0]) PL_CHECK(pl__meta_short(st, s, ctx->batch, rows, err));
     if (s->fd >= 0 && pl__write_all(s->fd, data, n, 0, false) != PL_OK)
         return pl_error_set(err, PL_EIO, "error: writing '%s' failed: %s",
                             s->stream ? s->path : s->partial, strerror(errno));
@@ -738,6 +845,17 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
         pl_hash_stream_update(&s->all, data, n);
     }
     s->written++;
+    if (s->syncing) {
+        pl_sink_sync_publish(&s->sync, o->rows ? s->rows : s->written);
+        int e = pl_sink_sync_error(&s->sync);
+        if (e && s->sync.failed_call == 0)
+            return pl_error_set(err, PL_EIO, "error: sink '%s': fdatasync of '%s' failed: %s",
+                                st->name, s->partial, strerror(e));
+        if (e)
+            return pl_error_set(err, PL_EIO,
+                                "error: sink '%s': rewriting the header of '%s' failed: %s",
+                                st->name, s->partial, strerror(e));
+    }
     return PL_OK;
 }
 
@@ -798,6 +916,14 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
     pl__sink_state *s = state;
     pl_status ps = PL_OK;
     if (!s) return PL_OK;
+    /* The syncer lets go of the file before close truncates it and sets the header. A failure of
+     * its last fdatasync, after the last batch, is this run's error too. */
+    int sync_err = 0;
+    if (s->syncing) {
+        pl_sink_sync_remove(&s->sync);
+        sync_err = pl_sink_sync_error(&s->sync);
+    }
+    s->syncing = false;
     /* A failed run keeps what the whole run completed: batches this sink wrote past that point
      * are taken back (the file is truncated below), so every sink holds the same batches. A
      * stream (FIFO, stdout) cannot take back what it sent. */
@@ -816,6 +942,7 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
         if (failed && s->written == 0) {
             /* Nothing to keep: do not replace an older output with an empty one. */
             if (!gone) unlink(s->partial);
+            if (s->meta[0]) unlink(s->meta);
             close(s->fd);
         } else {
             const pl__sink_opts *o = st->priv;
@@ -828,11 +955,14 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
                 (s->npy && (hl != s->header_len || pl__write_all(s->fd, h, hl, 0, true) != PL_OK)))
                 ps = pl_error_set(err, PL_EIO,
                                   "error: sink '%s': finishing '%s' failed: %s; the "
-                                  "%lld batches written are in '%s'",
+                                  "%lld batches written are in '%s' ('pipectl salvage %s' "
+                                  "finishes it)",
                                   st->name, s->partial, strerror(errno), (long long)s->written,
-                                  s->partial);
-            else if (gone)
+                                  s->partial, s->partial);
+            else if (gone) {
                 ps = pl__save_again(st, s, end, err);
+                if (s->meta[0]) unlink(s->meta);
+            }
             /* Renamed while the lock is held: a run waiting for it finds a new name. */
             else if (rename(s->partial, s->path) != 0)
                 ps = pl_error_set(err, PL_EIO,
@@ -840,11 +970,17 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
                                   "batches written are in '%s'",
                                   st->name, s->partial, s->path, strerror(errno),
                                   (long long)s->written, s->partial);
+            /* The sidecar goes with the .partial; it stays while a .partial is left to salvage. */
+            if (ps == PL_OK && s->meta[0]) unlink(s->meta);
             if (close(s->fd) != 0 && ps == PL_OK)
                 ps = pl_error_set(err, PL_EIO, "error: sink '%s': closing '%s' failed: %s",
                                   st->name, s->path, strerror(errno));
         }
     }
+    if (ps == PL_OK && sync_err && !failed)
+        ps = pl_error_set(err, PL_EIO, "error: sink '%s': %s '%s' failed: %s", st->name,
+                          s->sync.failed_call ? "rewriting the header of" : "fdatasync of",
+                          s->partial, strerror(sync_err));
     pl__state_free(s);
     return ps;
 }

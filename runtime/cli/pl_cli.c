@@ -99,6 +99,20 @@ const pl_cmd pl_cmds[] = {
               "vocabulary file (named, with its line) or a bad id.\n",
      .operands = "TEXT...",
      .fn = pl_cmd_tokenize},
+    {.name = "salvage",
+     .usage = "pipectl salvage [-n] [--json] FILE.partial",
+     .summary = "turn the .partial a killed run left into its final file",
+     .opts = pl_cli_salvage_opts,
+     .notes =
+         "Cuts a batch that was being written (text, JSONL: and a partial line), sets the\n"
+         ".npy header to the batches kept, renames FILE.partial to FILE unless FILE exists,\n"
+         "and prints what it kept with the checksum 'pipectl run' reports for those batches.\n"
+         "It reads the sidecar FILE.partial.meta a sink writes beside it\n"
+         "(docs/pipeline-yaml.md, \"What each ending leaves\"). Exit 2 for a file that is not\n"
+         "a pipectl leftover, one still being written, or a FILE that exists; 1 when reading\n"
+         "or writing fails.\n",
+     .operands = "FILE",
+     .fn = pl_cmd_salvage},
     {.name = "version",
      .usage = "pipectl version",
      .summary = "print the version",

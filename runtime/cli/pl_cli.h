@@ -172,4 +172,8 @@ struct pl_compare;
 void pl_cli_print_stages(FILE *out, const struct pl_compare *c, const char *la, const char *lb);
 void pl_cli_print_env(FILE *out, const struct pl_compare *c, const char *la, const char *lb);
 
+/* `pipectl salvage` (cmd_salvage.c). */
+extern const pl_cli_opt pl_cli_salvage_opts[];
+int pl_cmd_salvage(int argc, char **argv);
+
 #endif
