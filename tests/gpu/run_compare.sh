@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # run_compare.sh: this tree's GPU checks and its speed beside a second tree's, in one run on the GPU
 # machine of under ten minutes: both trees built (Release, sm_90), `ctest -L gpu` on this one
-# (transformers' GPT-2 124M included), then `pipectl bench --quick` and pipelines/gpt2.yaml,
-# alternating between the two trees REPS times, so each ratio comes from runs side by side; then
-# the GPT-2 tokenizer against transformers' GPT2TokenizerFast (tests/bench/tokenize_hf.py) when a
-# vocabulary folder is given. A table last; every log under $OUT. From the repository root:
+# (transformers' GPT-2 124M included), the GPT-2 tokenizer against transformers'
+# GPT2TokenizerFast (tests/bench/tokenize_hf.py) when a vocabulary folder is given, then `pipectl
+# bench --quick` and pipelines/gpt2.yaml, alternating between the two trees REPS times, so each
+# ratio comes from runs side by side. A table last; every log under $OUT. From the repository root:
 #   source .gpu/setup.sh && BASE=.gpu/base OUT=$OUT bash tests/gpu/run_compare.sh
 # Environment: OUT (default out/compare), BASE (a second source tree; unset: this tree alone),
-# REPS (3), STEPS (default "build gpu bench gpt2 tokenize"), VOCAB (a folder with vocab.json and
+# REPS (3), STEPS (default "build gpu tokenize bench gpt2"), VOCAB (a folder with vocab.json and
 # merges.txt: GPT-2's vocabulary), DEADLINE (seconds; default 540), JOBS (16).
 set -u
 OUT=${OUT:-out/compare}
 REPS=${REPS:-3}
-STEPS=${STEPS:-build gpu bench gpt2 tokenize}
+STEPS=${STEPS:-build gpu tokenize bench gpt2}
 DEADLINE=${DEADLINE:-540}
 JOBS=${JOBS:-16}
 mkdir -p "$OUT"
@@ -38,6 +38,10 @@ fi
 want gpu && step "ctest -L gpu (this; HF 124M included)" 240 ctest_gpu.log \
     env PIPECTL_TEST_HF=1 ctest --test-dir build-rel -L gpu --output-on-failure -j4
 
+if want tokenize && [ -n "${VOCAB:-}" ]; then
+    step "tokenizer vs GPT2TokenizerFast" 150 tokenize.log python3 tests/bench/tokenize_hf.py \
+        --pipectl build-rel/pipectl --vocab "$VOCAB"
+fi
 # bench: the balanced-copies and small-batch tables of each tree, alternating.
 if want bench; then
     for r in $(seq 1 "$REPS"); do
@@ -56,10 +60,6 @@ if want gpt2; then
                 --json pipelines/gpt2.yaml
         done
     done
-fi
-if want tokenize && [ -n "${VOCAB:-}" ]; then
-    step "tokenizer vs GPT2TokenizerFast" 150 tokenize.log python3 tests/bench/tokenize_hf.py \
-        --pipectl build-rel/pipectl --vocab "$VOCAB"
 fi
 
 printf '%s\n' "${rows[@]}"
