@@ -46,8 +46,22 @@ def hf_tokenizer(vocab):
     from transformers import GPT2TokenizerFast
     import transformers
     transformers.logging.set_verbosity_error()  # "sequence longer than 1024" is no error here
-    return GPT2TokenizerFast(vocab_file=os.path.join(vocab, "vocab.json"),
-                             merges_file=os.path.join(vocab, "merges.txt"))
+    vf, mf = os.path.join(vocab, "vocab.json"), os.path.join(vocab, "merges.txt")
+    tok = GPT2TokenizerFast(vocab_file=vf, merges_file=mf)
+    if tok("Hello world", add_special_tokens=False)["input_ids"] != [15496, 995]:
+        # Some transformers versions build a fast tokenizer from the vocabulary and merges they
+        # are handed, not from the files: the same two files, read here.
+        with open(vf, encoding="utf-8") as f:
+            table = json.load(f)
+        with open(mf, encoding="utf-8") as f:
+            merges = [tuple(l.split(" ")) for l in f.read().split("\n")
+                      if l and not l.startswith("#version")]
+        tok = GPT2TokenizerFast(vocab=table, merges=merges)
+    got = tok("Hello world", add_special_tokens=False)["input_ids"]
+    if got != [15496, 995]:
+        sys.exit(f"transformers' GPT2TokenizerFast from {vocab}: 'Hello world' -> {got}, not "
+                 "[15496, 995]: the vocabulary did not load")
+    return tok
 
 
 def hf_time(vocab, rows_file, parallel):
