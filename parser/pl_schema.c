@@ -530,6 +530,15 @@ static pl_status pl__take_gpu_wait(pl_walk *w, const pl_field *f, const pl_value
     return PL_OK;
 }
 
+static pl_status pl__take_shard_mode(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_run_opts *r = obj;
+    int idx;
+    PL_CHECK(pl__want_enum(w, "run: ", f, v, &idx));
+    r->shard.mode = idx == 1 ? PL_SHARD_RANGE : PL_SHARD_STRIDE;
+    return PL_OK;
+}
+
 static const pl_field pl__run_fields[] = {
     {.key = {"batches", PL_KEY_INT, "all", "16",
              "how many batches to run, or all: until the first source file ends"},
@@ -575,6 +584,11 @@ static const pl_field pl__run_fields[] = {
              "measured no faster)"},
      .example = "sleep",
      .take = pl__take_gpu_wait},
+    {.key = {"shard_mode", PL_KEY_ENUM, "stride|range", "stride",
+             "which batches shard K of N runs (pipectl run --shard K/N, --mpi): stride (b mod N "
+             "== K) or range (one contiguous block each); docs/scale.md"},
+     .example = "range",
+     .take = pl__take_shard_mode},
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 
