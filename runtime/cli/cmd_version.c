@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "pl_blas.h"
+#include "pl_mpi.h"
 
 int pl_cmd_version(int argc, char **argv)
 {
@@ -21,5 +22,8 @@ int pl_cmd_version(int argc, char **argv)
     printf("pipectl %s\n", PL_VERSION);
     const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("blas: %s%s%s\n", pl_blas_describe(), ct ? ", OPENBLAS_CORETYPE=" : "", ct ? ct : "");
+    char mpi[128];
+    pl_mpi_describe(mpi, sizeof mpi);
+    printf("mpi: %s\n", mpi);
     return 0;
 }
