@@ -23,7 +23,7 @@ pipes="diamond.yaml forkjoin.yaml host_step.yaml host_step.lua lua_postprocess.y
 
 # same NAME DIR_A DIR_B: the two folders hold the same files, byte for byte.
 same() {
-    local a b
+    local a b f
     a=$(cd "$2" && find . -type f | sort)
     b=$(cd "$3" && find . -type f | sort)
     [ "$a" = "$b" ] || { bad "$1: files differ: [$a] against [$b]"; return; }
