@@ -85,6 +85,14 @@ pl_status pl_scale_apply(pl_scale *sc, pl_spec *spec, pl_error *err)
                                "sink '%s' writes to stdout, which the shards cannot share; give "
                                "it a file to run in shards",
                                st->name);
+        /* mpirun gives stdin to rank 0 only; separate --shard runs may each be fed it whole. */
+        const pl_opt *file =
+            sc->mpi_up && (st->kind->role & PL_ROLE_INPUT) ? pl_stage_opt(st, "file") : NULL;
+        if (file && file->str && strcmp(file->str, "-") == 0)
+            return pl_error_at(err, PL_EINPUT, file->val_pos,
+                               "source '%s' reads stdin, which mpirun gives to rank 0 only; give "
+                               "it a file to run under --mpi",
+                               st->name);
     }
     return PL_OK;
 }
