@@ -540,6 +540,15 @@ static pl_status pl__take_confine(pl_walk *w, const pl_field *f, const pl_value 
     return PL_OK;
 }
 
+static pl_status pl__take_shard_mode(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_run_opts *r = obj;
+    int idx;
+    PL_CHECK(pl__want_enum(w, "run: ", f, v, &idx));
+    r->shard.mode = idx == 1 ? PL_SHARD_RANGE : PL_SHARD_STRIDE;
+    return PL_OK;
+}
+
 static const pl_field pl__run_fields[] = {
     {.key = {"batches", PL_KEY_INT, "all", "16",
              "how many batches to run, or all: until the first source file ends"},
@@ -591,6 +600,11 @@ static const pl_field pl__run_fields[] = {
              "followed; pipectl run --confine sets it"},
      .example = "true",
      .take = pl__take_confine},
+    {.key = {"shard_mode", PL_KEY_ENUM, "stride|range", "stride",
+             "which batches shard K of N runs (pipectl run --shard K/N, --mpi): stride (b mod N "
+             "== K) or range (one contiguous block each); docs/scale.md"},
+     .example = "range",
+     .take = pl__take_shard_mode},
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 

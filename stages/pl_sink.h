@@ -78,5 +78,20 @@ static inline int pl_sink_sync_error(const pl_sink_sync *e)
 {
     return __atomic_load_n(&e->err, __ATOMIC_ACQUIRE);
 }
+/* What a sink's file is made of, for the manifest of a shard's part (`pipectl merge` joins the
+ * parts back by it): one batch is `batch_rows` rows (text, JSONL: lines) of `row_bytes` bytes
+ * each (0 for text, whose lines vary); a padded last batch may hold fewer rows (`rows`: the sink
+ * writes only real rows). */
+typedef struct pl_sink_part {
+    const char *format;   /* "raw", "npy", "text" or "jsonl" (static) */
+    const pl_buffer *buf; /* the buffer written (JSONL: its first field's) */
+    int64_t batch_rows;
+    uint64_t row_bytes;
+    bool rows;
+} pl_sink_part;
+
+/* Fills *out for a checked sink stage that writes a file; false for another stage or a sink
+ * without `to`. */
+bool pl_sink_part_info(const pl_spec *spec, const pl_stage *st, pl_sink_part *out);
 
 #endif

@@ -404,6 +404,23 @@ static pl_status pl__check_pad_rows(const pl_spec *spec, const pl_stage *st, pl_
                        pl_kind_shape(sb, sh, sizeof sh), (long long)sb->shape[0]);
 }
 
+bool pl_sink_part_info(const pl_spec *spec, const pl_stage *st, pl_sink_part *out)
+{
+    memset(out, 0, sizeof *out);
+    if (st->kind != &pl_kind_sink || !st->priv) return false;
+    const pl__sink_opts *o = st->priv;
+    if (!o->to) return false;
+    static const char *const names[] = {"raw", "raw", "npy", "text", "jsonl"};
+    bool text = o->format == PL__FMT_TEXT || o->format == PL__FMT_JSONL;
+    out->format = names[o->format];
+    int read = !text ? o->from : o->text.jsonl ? o->text.fields[0].read : o->text.from;
+    out->buf = pl_kind_rbuf(spec, st, read);
+    out->batch_rows = text ? pl_sink_text_rows(spec, st, &o->text) : out->buf->shape[0];
+    out->row_bytes = text ? 0 : out->buf->bytes / (uint64_t)out->buf->shape[0];
+    out->rows = o->rows;
+    return true;
+}
+
 /* Two sinks writing one file would clobber each other: refuse it, comparing canonical paths. */
 static pl_status pl__sink_validate(const pl_spec *spec, const pl_stage *st, pl_error *err)
 {
@@ -465,6 +482,21 @@ static pl_status pl__check_dir(const pl_stage *st, pl_pos pos, const char *path,
 }
 
 /* Resolves and checks where the sink writes. Check time and open time both call it. */
+/* A shard's sink writes its part of the file (pl_shard_part_path); `pipectl merge` joins them. */
+static pl_status pl__part_path(const pl_spec *spec, const pl_stage *st, pl__target *t,
+                               pl_error *err)
+{
+    const pl_shard *sh = &spec->run.shard;
+    if (!pl_shard_on(sh)) return PL_OK;
+    const pl__sink_opts *o = st->priv;
+    char part[PATH_MAX];
+    if (!pl_shard_part_path(t->path, sh->index, sh->count, part, sizeof part))
+        return pl_error_at(err, PL_EINPUT, o->to_pos,
+                           "sink '%s': the part name of '%s' is too long", st->name, t->path);
+    memcpy(t->path, part, sizeof part);
+    return PL_OK;
+}
+
 static pl_status pl__target_resolve(const pl_spec *spec, const pl_stage *st, pl__target *t,
                                     pl_error *err)
 {
@@ -476,6 +508,7 @@ static pl_status pl__target_resolve(const pl_spec *spec, const pl_stage *st, pl_
         snprintf(t->path, sizeof t->path, "-");
     } else {
         pl_spec_out_path(spec, o->to, t->path, sizeof t->path);
+        PL_CHECK(pl__part_path(spec, st, t, err));
         pl__follow(t->path, sizeof t->path);
         struct stat sb;
         if (stat(t->path, &sb) == 0) {
@@ -803,11 +836,13 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
     const pl_stage *st = ctx->stage;
     const pl__sink_opts *o = st->priv;
     pl__sink_state *s = ctx->state;
-    if (ctx->batch != s->written)
+    /* A shard's batches come in the pipeline's order too, its own only. */
+    int64_t want = pl_shard_global(&ctx->spec->run.shard, ctx->env->batches, s->written);
+    if (ctx->batch != want)
         return pl_error_set(err, PL_ERUNTIME,
                             "error: sink got batch %lld out of order (expected %lld): an executor "
                             "bug, please report it",
-                            (long long)ctx->batch, (long long)s->written);
+                            (long long)ctx->batch, (long long)want);
     bool text = o->format == PL__FMT_TEXT || o->format == PL__FMT_JSONL;
     int64_t full = text ? pl_sink_text_rows(ctx->spec, st, &o->text)
                         : pl_kind_rbuf(ctx->spec, st, o->from)->shape[0];

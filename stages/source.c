@@ -293,6 +293,7 @@ typedef struct pl__source_state {
     pl__stash *stash;
     int n_stash;
     uint64_t to_bytes, len_bytes;
+    char *skip; /* a shard's stream: where the batches other shards run are read and dropped */
 } pl__source_state;
 
 static const char *pl__base(const char *path)
@@ -566,6 +567,7 @@ static void pl__state_free(pl__source_state *s)
     for (int i = 0; i < s->n_stash; i++)
         free(s->stash[i].mem);
     free(s->stash);
+    free(s->skip);
     if (s->fd > 2) close(s->fd);
     free(s);
 }
@@ -913,6 +915,18 @@ static pl_status pl__seq_get(const pl_stage_ctx *ctx, pl__source_state *s, const
         goto done;
     }
     while (ps == PL_OK && s->next < ctx->batch) {
+        if (pl_shard_local(&ctx->spec->run.shard, ctx->env->batches, s->next) < 0) {
+            /* Another shard's batch: a stream is read in order, so it is read and dropped. */
+            if (!s->skip) s->skip = malloc((size_t)(s->to_bytes + s->len_bytes));
+            if (!s->skip) {
+                ps = pl_error_set(err, PL_ENOMEM, "error: out of memory");
+                break;
+            }
+            ps = pl__seq_fill(ctx, s, b, s->skip,
+                              s->len_bytes ? (int32_t *)(s->skip + s->to_bytes) : NULL, err);
+            if (ps == PL_OK) s->next++;
+            continue;
+        }
         pl__stash *slot = NULL;
         for (int i = 0; i < s->n_stash && !slot; i++)
             if (s->stash[i].batch < 0) slot = &s->stash[i];

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pl_shard.h"
 #include "pl_status.h"
 
 /* Documented limits (docs/pipeline-yaml.md). */
@@ -180,6 +181,11 @@ typedef struct pl_run_opts {
      * (parser/pl_confine.c); `pipectl run --confine` sets it. Default false. */
     bool confine;
     pl_pos confine_pos;
+    /* Which batches this process runs: index and count from `pipectl run --shard K/N` or the MPI
+     * rank (never from the file: every shard reads the same pipeline), mode from run.shard_mode.
+     * `batches` stays the pipeline's count; the plan of a shard has pl_shard_batches of them, and
+     * the stage runtime maps each to its index here (pl_shard.h). Off (count 0) by default. */
+    pl_shard shard;
 } pl_run_opts;
 
 typedef struct pl_arena pl_arena;

@@ -15,6 +15,7 @@
 #include "pl_plan.h"
 #include "pl_progress.h"
 #include "pl_report.h"
+#include "pl_scale.h"
 #include "pl_trace.h"
 
 /* The signal that stopped the run (0: none). timeout(1), systemd, docker and Slurm send SIGTERM;
@@ -47,6 +48,8 @@ enum {
     PL__O_ARCH,
     PL__O_CAPTURE,
     PL__O_FAULT_MARKS,
+    PL__O_SHARD,
+    PL__O_MPI,
 };
 
 const pl_cli_opt pl_cli_run_opts[] = {
@@ -106,6 +109,16 @@ const pl_cli_opt pl_cli_run_opts[] = {
      "scripts, kernel sources) that leads outside its folder and --out-dir, `..` and symlinks "
      "followed (as run.confine: true)",
      PL_CLI_O_CONFINE},
+    {"shard", 0, "K/N", NULL,
+     "run shard K of N: the batches b with b mod N == K (run.shard_mode: range, one block each); "
+     "each sink writes its part, OUT.part-K-of-N.EXT with a manifest, which 'pipectl merge' "
+     "joins (docs/scale.md)",
+     PL__O_SHARD},
+    {"mpi", 0, NULL, NULL,
+     "under mpirun: rank K of N runs shard K/N on the GPU of its local rank; rank 0 merges the "
+     "parts into the outputs one process writes and prints each rank's throughput "
+     "(docs/scale.md)",
+     PL__O_MPI},
     {0},
 };
 
@@ -148,6 +161,7 @@ typedef struct pl__run_args {
     char *cav[64];
     int ncav;
     const char *not_capture;
+    pl_scale scale; /* --shard, --mpi */
 } pl__run_args;
 
 /* Parses the options and the file into *r. Returns -1 to go on, else the exit code (0 after
@@ -160,6 +174,7 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
     pl_run_cfg_init(&r->gcfg);
     r->progress = PL_PROGRESS_AUTO;
     r->exec = PL_EXEC_AUTO;
+    pl_scale_init(&r->scale);
     static const int timings[] = {16, 0, -1}; /* sample, all, off */
     r->cav[r->ncav++] = "capture";
     r->cav[r->ncav++] = "--reps";
@@ -173,7 +188,8 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
         for (const pl_cli_opt *p = pl_cli_run_opts; p->name; p++)
             if (p->id == id) o = p;
         if (id == PL__O_TRACE || id == PL__O_JSON || id == PL__O_PROGRESS || id == PL__O_FAIL_AT ||
-            id == PL__O_VERBOSE || id == PL__O_ARCH || id == PL__O_FAULT_MARKS) {
+            id == PL__O_VERBOSE || id == PL__O_ARCH || id == PL__O_FAULT_MARKS ||
+            id == PL__O_SHARD || id == PL__O_MPI) {
             if (!r->not_capture) r->not_capture = o->name;
         } else if (id != PL__O_CAPTURE) {
             if (r->ncav + 2 > 56)
@@ -244,6 +260,12 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
         case PL__O_FAULT_MARKS:
             r->fault_marks = true;
             break;
+        case PL__O_SHARD:
+            if (pl_scale_parse_shard(cmd, id, v, &r->scale)) return 2;
+            break;
+        case PL__O_MPI:
+            r->scale.mpi = true;
+            break;
         }
     }
     if (id < 0) return a.rc;
@@ -252,6 +274,11 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
         return pl_cli_usage_error(
             cmd, "'pipectl run' takes one pipeline file; '%s' is a second one", a.operands[1]);
     r->file = a.operands[0];
+    if (r->scale.mpi && r->json)
+        return pl_cli_usage_error(cmd, "--json does not go with --mpi: rank 0 prints a table of "
+                                       "the ranks");
+    r->scale.quiet = r->quiet;
+    if (r->scale.mpi) r->quiet = true; /* each rank's own table: rank 0 prints the ranks' one */
     return -1;
 }
 
@@ -273,8 +300,7 @@ static int pl__run_capture(const pl_cmd *cmd, pl__run_args *r)
 
 /* Loads and checks the pipeline (its compiler notes to stderr), applies the options that override
  * its run: keys, checks the files the run will touch and compiles the plan. */
-static pl_status pl__run_load(const pl__run_args *r, pl_spec **spec_out, pl_plan **plan,
-                              pl_error *err)
+static pl_status pl__run_load(pl__run_args *r, pl_spec **spec_out, pl_plan **plan, pl_error *err)
 {
     PL_CHECK(pl_load_checked_opts(r->file, &r->load.opts, spec_out, err));
     pl_spec *spec = *spec_out;
@@ -291,15 +317,17 @@ static pl_status pl__run_load(const pl__run_args *r, pl_spec **spec_out, pl_plan
     /* `batches: all`: counted from the source files now; then the files, for the batches this
      * run will issue, before anything opens (exit 2). */
     PL_CHECK(pl_spec_resolve_batches(spec, err));
+    /* A shard: its parts are the files the run touches, its batches what the plan runs. */
+    PL_CHECK(pl_scale_apply(&r->scale, spec, err));
     PL_CHECK(pl_spec_check_files(spec, spec->run.batches, NULL, err));
-    PL_CHECK(pl_plan_compile(spec, plan, err));
+    PL_CHECK(pl_plan_compile_with(spec, pl_scale_batches(&r->scale, spec), 0, plan, err));
     return spec->out_dir ? pl_cli_make_dir(spec->out_dir, err) : PL_OK;
 }
 
 /* The run's configuration: the options, the progress line (prog) and what depth: auto says (say)
  * wired in, --fail-at resolved to a stage. Returns -1 to go on, else the exit code of a usage
  * error (printed; with --json the error object too, and err holds it). */
-static int pl__run_config(const pl_cmd *cmd, const pl__run_args *r, const pl_spec *spec,
+static int pl__run_config(const pl_cmd *cmd, pl__run_args *r, const pl_spec *spec,
                           const pl_plan *plan, pl_run_cfg *cfg, pl_progress *prog,
                           pl__depth_say *say, pl_error *err)
 {
@@ -321,7 +349,10 @@ static int pl__run_config(const pl_cmd *cmd, const pl__run_args *r, const pl_spe
     *say = (pl__depth_say){prog, r->quiet};
     cfg->on_depth = pl__on_depth;
     cfg->depth_user = say;
-    if (!r->fail_at) return -1;
+    if (!r->fail_at) {
+        pl_scale_config(&r->scale, spec, cfg);
+        return -1;
+    }
     const char *fail_at = r->fail_at;
     const char *colon = strrchr(fail_at, ':');
     char name[PL_MAX_NAME + 1];
@@ -343,6 +374,7 @@ static int pl__run_config(const pl_cmd *cmd, const pl__run_args *r, const pl_spe
         if (r->json) pl_json_print_error(stdout, "run", err);
         return rc;
     }
+    pl_scale_config(&r->scale, spec, cfg); /* --fail-at B counts the pipeline's batches */
     return -1;
 }
 
@@ -374,7 +406,7 @@ static pl_status pl__run_with_signals(const pl_plan *plan, const pl_run_cfg *cfg
     sigaction(SIGPIPE, &old_pipe, NULL);
     int stop_sig = pl__stop;
     /* Whoever noticed the stop first (the executor, a Lua call) reported it; say which signal. */
-    if (st == PL_EINTR && stop_sig)
+    if (st == PL_EINTR && stop_sig > 0) /* < 0: another rank's (pl_scale.h) */
         pl_error_set(err, PL_EINTR, "error: interrupted (%s)",
                      stop_sig == SIGINT    ? "Ctrl-C"
                      : stop_sig == SIGTERM ? "SIGTERM"
@@ -390,7 +422,9 @@ static pl_status pl__run_report(const pl__run_args *r, const pl_plan *plan, pl_r
 {
     if (r->trace && res->executor) {
         pl_error te;
-        if (pl_trace_write(r->trace, plan, res, &te) != PL_OK) {
+        char tbuf[PATH_MAX];
+        const char *trace = pl_scale_trace(&r->scale, r->trace, tbuf, sizeof tbuf);
+        if (pl_trace_write(trace, plan, res, &te) != PL_OK) {
             fprintf(stderr, "%s\n", te.msg);
             if (st == PL_OK) {
                 st = te.status;
@@ -400,7 +434,7 @@ static pl_status pl__run_report(const pl__run_args *r, const pl_plan *plan, pl_r
             fprintf(stderr,
                     "timeline written to %s (open it in ui.perfetto.dev or "
                     "chrome://tracing)\n",
-                    r->trace);
+                    trace);
             if (pl_trace_batches(res) < res->batches_done)
                 fprintf(stderr,
                         "  it shows the first %lld of %lld batches: a trace keeps at most %lld "
@@ -430,6 +464,8 @@ int pl_cmd_run(int argc, char **argv)
     pl__run_args r;
     int rc = pl__run_parse(cmd, argc, argv, &r);
     if (rc >= 0) return rc;
+    if (r.capture && (r.scale.on || r.scale.mpi))
+        return pl_cli_usage_error(cmd, "--capture does not go with --shard or --mpi");
     if (r.capture) return pl__run_capture(cmd, &r);
 
     pl_error err;
@@ -446,7 +482,12 @@ int pl_cmd_run(int argc, char **argv)
      * else an error object (docs/json.md); `reported` says one was printed. */
     bool reported = false;
     rc = 0;
-    pl_status st = pl__run_load(&r, &spec, &plan, &err);
+    pl_status st = pl_scale_begin(&r.scale, &err);
+    if (st != PL_OK) {
+        if (r.json) pl_json_print_error(stdout, "run", &err);
+        return pl_cli_fail(&err);
+    }
+    st = pl__run_load(&r, &spec, &plan, &err);
     if (st != PL_OK) goto fail;
     rc = pl__run_config(cmd, &r, spec, plan, &cfg, &prog, &say, &err);
     if (rc >= 0) goto out;
@@ -456,12 +497,15 @@ int pl_cmd_run(int argc, char **argv)
     st = pl__run_with_signals(plan, &cfg, &res, &err);
     pl_progress_clear(&prog);
     st = pl__run_report(&r, plan, &res, st, &err, &reported);
-    if (st == PL_OK) goto out;
 fail:
+    /* Parts' manifests; with --mpi the ranks' outcome, whatever this rank's was. */
+    st = pl_scale_end(&r.scale, spec, &res, st, &err);
+    if (st == PL_OK) goto out;
     if (r.json && !reported) pl_json_print_error(stdout, "run", &err);
     rc = pl_cli_fail(&err);
-    if (st == PL_EINTR && pl__stop) rc = 128 + pl__stop;
+    if (st == PL_EINTR && pl__stop > 0) rc = 128 + pl__stop;
 out:
+    rc = pl_scale_finish(&r.scale, rc, &err);
     pl_run_result_fini(&res);
     pl_plan_free(plan);
     pl_spec_free(spec);

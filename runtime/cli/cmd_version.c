@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "pl_blas.h"
+#include "pl_mpi.h"
 
 int pl_cmd_version(int argc, char **argv)
 {
@@ -22,5 +23,8 @@ int pl_cmd_version(int argc, char **argv)
     const char *blas = pl_blas_describe(); /* loads OpenBLAS, which may set OPENBLAS_CORETYPE */
     const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("blas: %s%s%s\n", blas, ct ? ", OPENBLAS_CORETYPE=" : "", ct ? ct : "");
+    char mpi[128];
+    pl_mpi_describe(mpi, sizeof mpi);
+    printf("mpi: %s\n", mpi);
     return 0;
 }

@@ -63,6 +63,19 @@ const pl_cmd pl_cmds[] = {
      .notes = "exit: 0 every sink agrees batch for batch, 1 one differs, 2 a bad bundle\n",
      .operands = "DIR DIR",
      .fn = pl_cmd_diff},
+    {.name = "merge",
+     .usage = "pipectl merge [-o OUT] PARTS...",
+     .summary = "join the parts of a sharded run into the file one process writes",
+     .opts = pl_cli_merge_opts,
+     .notes = "PARTS are the files 'pipectl run --shard K/N' wrote for one sink, all N of them "
+              "(each\n"
+              "with its .manifest.json). Refused with exit 2, naming the part: a part missing or "
+              "given\n"
+              "twice, one of another pipeline or run (its digest), another N or shard_mode, one "
+              "whose\n"
+              "run stopped early, bytes that differ from its manifest. docs/scale.md\n",
+     .operands = "FILE...",
+     .fn = pl_cmd_merge},
     {.name = "plan",
      .usage = "pipectl plan [--dot | --json] [--depth N] FILE",
      .summary = "print the compiled stream/event plan",

@@ -148,10 +148,11 @@ void pl_cli_complete_zsh(FILE *out);  /* share/zsh/site-functions/_pipectl */
 
 extern const pl_cli_opt pl_cli_run_opts[], pl_cli_check_opts[], pl_cli_capture_opts[],
     pl_cli_diff_opts[], pl_cli_replay_opts[], pl_cli_plan_opts[], pl_cli_bench_opts[],
-    pl_cli_index_opts[], pl_cli_help_opts[];
+    pl_cli_index_opts[], pl_cli_help_opts[], pl_cli_merge_opts[];
 
 int pl_cmd_check(int argc, char **argv);
 int pl_cmd_plan(int argc, char **argv);
+int pl_cmd_merge(int argc, char **argv);
 int pl_cmd_run(int argc, char **argv);
 int pl_cmd_doctor(int argc, char **argv);
 int pl_cmd_bench(int argc, char **argv);

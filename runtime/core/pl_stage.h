@@ -81,7 +81,7 @@ typedef struct pl_run_rows {
 /* Per-run state of one stage, created by `open`, destroyed by `close`. */
 typedef struct pl_run_env {
     const struct pl_spec *spec;
-    int64_t batches; /* batches this run will issue */
+    int64_t batches; /* the pipeline's batches (a shard runs some of them: spec->run.shard) */
     int depth;       /* slots */
     int workers;     /* host workers (lua states, search threads) */
     uint64_t seed;
@@ -107,9 +107,9 @@ typedef struct pl_stage_ctx {
     const pl_spec *spec;
     const pl_stage *stage;
     const pl_run_env *env;
-    int64_t batch;
-    int slot;   /* batch % depth */
-    int worker; /* 0..env->workers-1: which host worker runs it (selects a lua_State) */
+    int64_t batch; /* the pipeline's index, the same whichever shard runs it */
+    int slot;      /* the executor's batch count % depth */
+    int worker;    /* 0..env->workers-1: which host worker runs it (selects a lua_State) */
     /* bufs[i]: this slot's memory for buffer i (persistent buffers: their only copy). On the host
      * executor, device buffers are host memory too; on the GPU executor only host buffers are
      * valid here (device entries are NULL). Borrowed from the executor. */

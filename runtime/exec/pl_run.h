@@ -33,7 +33,9 @@ typedef struct pl_run_cfg {
     /* Called after each batch completes, in batch order (progress bar). May be NULL. */
     void (*on_batch)(void *user, int64_t done, int64_t total);
     void *user;
-    /* Testing: make stage `fail_stage` fail on batch `fail_batch` (-1: never). */
+    /* Testing: make stage `fail_stage` fail on batch `fail_batch` (-1: never). Batches here and
+     * in the result are counted as the executors run them: with a shard (spec->run.shard) the
+     * i-th batch this process runs, which the stage runtime maps to the pipeline's index. */
     int fail_stage;
     int64_t fail_batch;
     /* gpu, CUDA Graphs: device stages are timed (spans) on one batch in timing_period, in the

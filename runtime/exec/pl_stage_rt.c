@@ -27,7 +27,9 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     pl_nvtx_pop();
     rt->plan = plan;
     rt->env.spec = spec;
-    rt->env.batches = plan->batches;
+    /* A shard's plan runs a part of the batches; the kinds see the pipeline's count (a source
+     * checks its file against it, Lua reads it), as in a single run. */
+    rt->env.batches = pl_shard_on(&spec->run.shard) ? spec->run.batches : plan->batches;
     /* depth: auto grows the ring up to depth_cap after its calibration: kinds size their
      * per-slot state for every slot the run may use. */
     rt->env.depth =
@@ -78,7 +80,10 @@ pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
     const pl_spec *spec = rt->plan->spec;
     const pl_stage *st = &spec->stages[stage];
     const pl_kind *kind = st->kind;
-    if (cfg && cfg->fail_stage == stage && cfg->fail_batch == batch) {
+    /* The executors count this process's batches; the kinds get the pipeline's index of it. */
+    int64_t local = batch;
+    batch = pl_shard_global(&spec->run.shard, spec->run.batches, local);
+    if (cfg && cfg->fail_stage == stage && cfg->fail_batch == local) {
         pl_error_set(err, PL_ERUNTIME, "error: injected failure (test hook fail_stage/fail_batch)");
         return pl_error_stage(err, st->name, batch);
     }
@@ -93,7 +98,7 @@ pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
         .stage = st,
         .env = &rt->env,
         .batch = batch,
-        .slot = (int)(batch % rt->plan->depth),
+        .slot = (int)(local % rt->plan->depth),
         .worker = worker,
         .bufs = bufs,
         .state = rt->state[stage],

@@ -32,9 +32,12 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
 
 /* Runs stage `stage` of batch `batch` with run_host: ctx.worker = worker (0..env.workers-1; the
  * caller guarantees no two threads run hooks with the same worker at once), bufs = that slot's
- * buffer table. Wraps it in an NVTX range "<stage> #<batch>". A failure is attached to the stage
- * and batch with pl_error_stage (so hooks need not name them). When cfg->fail_stage/fail_batch
- * match, fails instead with "stage 'x', batch N: injected failure" (PL_ERUNTIME). */
+ * buffer table. `batch` is the executor's count (the i-th batch this process runs); the kind
+ * gets the pipeline's index of it, ctx.batch (the same without a shard: spec->run.shard). Wraps
+ * it in an NVTX range "<stage> #<ctx.batch>". A failure is attached to the stage and ctx.batch
+ * with pl_error_stage (so hooks need not name them). When cfg->fail_stage/fail_batch match
+ * (fail_batch counts as `batch` does), fails instead with "stage 'x', batch N: injected failure"
+ * (PL_ERUNTIME). */
 pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
                                int64_t batch, int worker, void *const *bufs, pl_error *err);
 

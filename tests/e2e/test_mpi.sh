@@ -1,0 +1,112 @@
+#!/bin/bash
+# test_mpi: `mpirun -n N pipectl run --mpi` on the host executor. With 2 and 3 ranks every
+# example pipeline that runs on the host in seconds (7 batches) leaves the files one process
+# writes, byte for byte, and no part behind. A rank that fails at batch k (--fail-at) makes every
+# rank exit non-zero without hanging: each rank's completed batches are in its finalized part
+# with its manifest, nothing is merged, rank 0 names the failed rank. SIGINT to mpirun: every
+# rank finalizes its part, mpirun exits non-zero, within the timeout. Skipped (77) when the build
+# has no MPI or mpirun is missing.
+set -u
+pipectl=$1 src=$2 build=$3
+"$pipectl" version | grep -q "^mpi: not built" && { echo "skip: pipectl built without MPI"; exit 77; }
+command -v mpirun >/dev/null || { echo "skip: no mpirun"; exit 77; }
+work=$build/mpi
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 1
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+# Root in containers and CI; several ranks a core on small machines.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpi() { timeout -s KILL 120 mpirun --oversubscribe --allow-run-as-root -n "$@"; }
+
+pipes="diamond.yaml forkjoin.yaml host_step.yaml host_step.lua lua_postprocess.yaml
+  lua_postprocess.lua overlap.yaml quickstart.yaml quickstart.lua rag.yaml user_kernel.yaml
+  user_kernel.lua user_kernel_ptx.yaml"
+
+same() {
+    local a b f
+    a=$(cd "$2" && find . -type f | sort)
+    b=$(cd "$3" && find . -type f | sort)
+    [ "$a" = "$b" ] || { bad "$1: files differ: [$a] against [$b]"; return; }
+    for f in $a; do cmp -s "$2/$f" "$3/$f" || bad "$1: $f differs from the single run's"; done
+}
+
+cp -r "$src/pipelines" p
+cd p || exit 1
+for f in $pipes; do
+    rm -rf out
+    "$pipectl" run -q -e host --batches 7 "$f" >/dev/null 2>../err.txt || { bad "$f: $(cat ../err.txt)"; continue; }
+    mkdir -p ref && mv out "ref/$f"
+    for n in 2 3; do
+        rm -rf out
+        mpi $n "$pipectl" run -e host --batches 7 --mpi "$f" >../out.txt 2>../err.txt ||
+            { bad "$f, $n ranks: exit $?: $(cat ../err.txt)"; continue; }
+        same "$f, $n ranks" "ref/$f" out
+        grep -q "^ranks: $n on 1 host" ../out.txt || bad "$f, $n ranks: no ranks table: $(cat ../out.txt)"
+    done
+done
+cd ..
+
+# A rank fails at batch 7 (rank 1 of 3, its third batch) of 300: every rank stops and exits
+# non-zero, each part holds its rank's completed batches, finalized, with its manifest.
+cp "$src/pipelines/quickstart.yaml" q.yaml
+rm -rf out
+mpi 3 "$pipectl" run -e host --batches 300 --mpi --fail-at double:7 q.yaml >out.txt 2>err.txt
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 137 ] || bad "fail at batch 7: exit $rc (137: it hung)"
+grep -q "rank 1 (.*) failed: error: stage 'double', batch 7: injected failure" err.txt ||
+    bad "fail at batch 7: rank 0 does not name the failed rank: $(cat err.txt)"
+grep -q "^not merged: " err.txt || bad "fail at batch 7: no word on the parts: $(cat err.txt)"
+[ ! -e out/quickstart.npy ] || bad "fail at batch 7: merged anyway"
+ls out/*.partial >/dev/null 2>&1 && bad "fail at batch 7: .partial files left: $(ls out)"
+for k in 0 1 2; do
+    m=out/quickstart.part-$k-of-3.npy.manifest.json
+    [ -f "$m" ] || { bad "fail at batch 7: no $m"; continue; }
+    python3 - "$m" "$k" <<'PY' || bad "fail at batch 7: manifest $m: $(cat "$m")"
+import json, sys
+m = json.load(open(sys.argv[1]))
+k = int(sys.argv[2])
+# rank 1 holds batches 1 and 4 (7 failed); the others stopped early, none completed its 100
+assert not m["complete"] and m["batches_planned"] == 100, m
+assert m["batches"] == 2 if k == 1 else 0 < m["batches"] < 100, m
+assert len(m["batch_checksums"]) == m["batches"]
+PY
+done
+# What completed is exact: rank 1's part holds batches 1 and 4, as shard 1/3 of a run does.
+mkdir -p again && cp q.yaml again/
+(cd again && "$pipectl" run -q -e host --batches 9 --shard 1/3 q.yaml >/dev/null 2>&1) || bad "shard 1/3 of 9"
+python3 - out/quickstart.part-1-of-3.npy again/out/quickstart.part-1-of-3.npy <<'PY' ||
+import struct, sys
+def data(p):
+    b = open(p, 'rb').read()
+    return b[10 + struct.unpack('<H', b[8:10])[0]:]
+a, b = data(sys.argv[1]), data(sys.argv[2])
+assert len(a) * 3 == len(b) * 2 and b.startswith(a), (len(a), len(b))
+PY
+    bad "fail at batch 7: rank 1's batches are not those of shard 1/3"
+
+# SIGINT to mpirun: Open MPI sends the ranks SIGTERM; each drains, finalizes its part and its
+# manifest, and mpirun exits non-zero.
+rm -rf out
+mpirun --oversubscribe --allow-run-as-root -n 3 "$pipectl" run -e host --batches 100000 --mpi \
+    q.yaml >out.txt 2>err.txt &
+pid=$!
+(sleep 120 && kill -KILL $pid) 2>/dev/null &
+dog=$!
+for _ in $(seq 100); do
+    [ "$(ls out/*.manifest.json 2>/dev/null | wc -l)" -eq 0 ] && [ -n "$(ls out/*.partial 2>/dev/null)" ] && break
+    sleep 0.1
+done
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+kill $dog 2>/dev/null
+[ $rc -ne 0 ] && [ $rc -ne 137 ] || bad "SIGINT: exit $rc (137: it hung)"
+ls out/*.partial >/dev/null 2>&1 && bad "SIGINT: .partial files left: $(ls out)"
+[ "$(ls out/*.manifest.json 2>/dev/null | wc -l)" -eq 3 ] || bad "SIGINT: not every rank wrote its manifest: $(ls out) $(cat err.txt)"
+grep -q "interrupted (SIGTERM)" err.txt || bad "SIGINT: the ranks do not say they were stopped: $(cat err.txt)"
+
+[ $fail -eq 0 ] && echo "mpirun -n 2 and -n 3 equal one process (13 pipelines); a failing rank and SIGINT stop every rank, parts kept"
+exit $fail
