@@ -2,6 +2,7 @@
  * argument as their position (PL_POS_ARG), so whatever a later phase says about them (the schema,
  * check, plan, the run) reads "--set KEY=VALUE: error: ..." instead of pointing into the file. */
 #include "pl_override.h"
+#include "pl_yaml_tree.h"
 
 #include <stdio.h>
 #include <stdlib.h>

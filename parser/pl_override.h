@@ -7,12 +7,6 @@
 #include "pl_schema.h"
 #include "pl_value.h"
 
-/* VALUE as YAML (a scalar, [a, b], {k: v}; empty: no value) into a new tree (*out, owned by the
- * caller); every node's position is the argument as a whole: {label, PL_POS_ARG, 0}. `label`
- * must live as long as the tree's positions are used (the spec's arena). */
-pl_status pl_yaml_read_value(const char *label, const char *text, size_t len, pl_value **out,
-                             pl_error *err);
-
 /* Applies sets[0..n) ("KEY=VALUE" each) in order to *root (NULL: an empty file; a new mapping is
  * made). KEY is a path of keys joined by '.':
  *   pipeline, run.K, run.memory_budget.K   the file's top level and `run:` (any depth)
