@@ -303,10 +303,15 @@ pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, struct pl_di
 /* Warnings (pl_diag.h, severity warning, status PL_ENOMEM) when the persistent buffers alone
  * take more than `host_bytes` of memory (the machine's physical memory, pl_host_memory; 0: no
  * check), naming the largest of them with their sizes, at the largest one's position. On the host
- * executor every buffer is host memory; on the GPU executor device buffers are not, and their
- * limit, the GPU's memory, is not checked here (that would start the GPU). The spec must be
- * checked. Returns the warnings added (0 or 1). */
+ * executor every buffer is host memory; on the GPU executor device buffers are not: their limit,
+ * the GPU's memory, is pl_spec_check_device_memory's. The spec must be checked. Returns the
+ * warnings added (0 or 1). */
 int pl_spec_check_memory(const pl_spec *spec, uint64_t host_bytes, struct pl_diags *diags);
+/* The same for the persistent device buffers against `device_bytes` (the GPU's memory; 0: no
+ * check). The caller asks the GPU (which starts the CUDA runtime) only when there is something
+ * worth asking about: pl_spec_persistent_device_bytes says how much. */
+int pl_spec_check_device_memory(const pl_spec *spec, uint64_t device_bytes, struct pl_diags *diags);
+uint64_t pl_spec_persistent_device_bytes(const pl_spec *spec);
 
 /* "did you mean" helper: the candidate closest to `word` by edit distance (<= 2 edits and less
  * than half its length), or NULL. */

@@ -59,7 +59,7 @@ static int pl__check_one(const char *file, const pl_load_opts *lo, bool verbose,
     pl_diags_init(&d, PL__MAX_SHOWN);
     pl_status st = pl_load_file_all(file, lo, &d, &spec, &err);
     if (st == PL_OK) st = pl_spec_check_all(spec, &d, &err);
-    if (st == PL_OK) pl_spec_check_memory(spec, pl_host_memory(), &d); /* warnings */
+    if (st == PL_OK) pl_cli_check_memory(spec, &d); /* warnings */
     /* batches: all: counted from the source files; a file it cannot count is one check_files
      * reports (with every other file error), so those run for one batch then. */
     bool counted = st == PL_OK && pl_spec_resolve_batches(spec, &err) == PL_OK;

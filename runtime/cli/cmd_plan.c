@@ -61,7 +61,7 @@ int pl_cmd_plan(int argc, char **argv)
     pl_cli_print_notes(spec, false);
     pl_diags warn; /* what check warns about, on stderr whatever stdout holds */
     pl_diags_init(&warn, 8);
-    pl_spec_check_memory(spec, pl_host_memory(), &warn);
+    pl_cli_check_memory(spec, &warn);
     for (int i = 0; i < warn.n; i++)
         fprintf(stderr, "%s\n", warn.items[i].err.msg);
     pl_diags_fini(&warn);

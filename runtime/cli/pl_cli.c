@@ -1,7 +1,12 @@
 /* pl_cli: the command table, prefix lookup with suggestions, and option parsing (getopt_long
  * over each command's option table) with the shared usage/help/failure helpers. */
 #include "pl_cli.h"
+#include "pl_buffers.h"
+#include "pl_diag.h"
 #include "pl_exec.h"
+#ifdef PL_WITH_CUDA
+#include "pl_gpu.h"
+#endif
 #include "pl_plan.h"
 #include "pl_stage.h"
 
@@ -595,4 +600,16 @@ pl_status pl_cli_make_dir(const char *dir, pl_error *err)
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return pl_error_set(err, PL_EIO, "error: --out-dir '%s' is not a folder", dir);
     return PL_OK;
+}
+
+void pl_cli_check_memory(const pl_spec *spec, pl_diags *diags)
+{
+    pl_spec_check_memory(spec, pl_host_memory(), diags);
+#ifdef PL_WITH_CUDA
+    uint64_t dev = 0;
+    pl_error err = {0};
+    if (pl_spec_persistent_device_bytes(spec) >= (UINT64_C(1) << 30) && pl_gpu_available() &&
+        pl_gpu_memory_total(spec->run.device, &dev, &err) == PL_OK)
+        pl_spec_check_device_memory(spec, dev, diags);
+#endif
 }

@@ -74,6 +74,11 @@ int pl_cli_set_arch(const char *v);
  * stderr: the library never prints. */
 struct pl_spec;
 void pl_cli_print_notes(const struct pl_spec *spec, bool verbose);
+/* check's and plan's memory warnings into `diags`: the persistent buffers against the machine's
+ * memory, and the persistent device buffers against the GPU's where a GPU is present and they
+ * take at least 1 GiB (asking the GPU starts the CUDA runtime: not for every small pipeline). */
+struct pl_diags;
+void pl_cli_check_memory(const struct pl_spec *spec, struct pl_diags *diags);
 
 enum { PL_CLI_MAX_OPTS = 40 }; /* options of one command */
 

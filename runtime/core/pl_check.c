@@ -739,52 +739,91 @@ pl_status pl_spec_check_files(const pl_spec *spec, int64_t batches, pl_diags *di
     return first;
 }
 
-int pl_spec_check_memory(const pl_spec *spec, uint64_t host_bytes, pl_diags *diags)
+/* The persistent buffers (all, or only the device's), largest first (ties in declaration order),
+ * as "'w' 60.0 GiB (host), ..." with at most four named; *total, *n and *largest (the index of
+ * the largest, -1 when none) for the warning. */
+static void pl__persistent_list(const pl_spec *spec, bool device_only, char *list, size_t cap,
+                                uint64_t *total, int *n, int *largest)
 {
-    if (!host_bytes || !spec->checked) return 0;
-    uint64_t on_host = 0, on_dev = 0;
-    int n = 0;
-    for (int i = 0; i < spec->n_buffers; i++) {
-        const pl_buffer *b = &spec->buffers[i];
-        if (!b->persistent) continue;
-        *(b->where == PL_HOST ? &on_host : &on_dev) += b->bytes;
-        n++;
-    }
-    if (on_host + on_dev <= host_bytes) return 0;
-    /* The largest few, largest first (ties in declaration order). */
     enum { SHOWN = 4 };
     int idx[SHOWN], m = 0;
+    *total = 0;
+    *n = 0;
     for (int i = 0; i < spec->n_buffers; i++) {
-        if (!spec->buffers[i].persistent) continue;
+        const pl_buffer *b = &spec->buffers[i];
+        if (!b->persistent || (device_only && b->where != PL_DEVICE)) continue;
+        *total += b->bytes;
+        (*n)++;
         int j = m < SHOWN ? m++ : SHOWN;
-        while (j > 0 && spec->buffers[idx[j - 1]].bytes < spec->buffers[i].bytes) {
+        while (j > 0 && spec->buffers[idx[j - 1]].bytes < b->bytes) {
             if (j < SHOWN) idx[j] = idx[j - 1];
             j--;
         }
         if (j < SHOWN) idx[j] = i;
     }
-    char list[SHOWN * (PL_MAX_NAME + 40) + 64], sz[32], total[32], mem[32];
+    *largest = m ? idx[0] : -1;
+    char sz[32];
     size_t k = 0;
-    uint64_t rest = on_host + on_dev;
-    for (int j = 0; j < m; j++) {
+    uint64_t rest = *total;
+    list[0] = '\0';
+    for (int j = 0; j < m && k < cap; j++) {
         const pl_buffer *b = &spec->buffers[idx[j]];
         rest -= b->bytes;
-        k += (size_t)snprintf(list + k, sizeof list - k, "%s'%s' %s (%s)", j ? ", " : "", b->name,
+        k += (size_t)snprintf(list + k, cap - k, "%s'%s' %s (%s)", j ? ", " : "", b->name,
                               pl_bytes_str(b->bytes, sz, sizeof sz), pl_where_name(b->where));
     }
-    if (n > SHOWN)
-        snprintf(list + k, sizeof list - k, " and %d more (%s)", n - SHOWN,
+    if (*n > SHOWN && k < cap)
+        snprintf(list + k, cap - k, " and %d more (%s)", *n - SHOWN,
                  pl_bytes_str(rest, sz, sizeof sz));
+}
+
+int pl_spec_check_memory(const pl_spec *spec, uint64_t host_bytes, pl_diags *diags)
+{
+    if (!host_bytes || !spec->checked) return 0;
+    uint64_t all = 0, on_dev = 0;
+    int n = 0, largest = -1;
+    char list[4 * (PL_MAX_NAME + 40) + 64], total[32], mem[32];
+    pl__persistent_list(spec, true, list, sizeof list, &on_dev, &n, &largest);
+    pl__persistent_list(spec, false, list, sizeof list, &all, &n, &largest);
+    if (all <= host_bytes) return 0;
+    uint64_t on_host = all - on_dev;
     pl_diags_warn(
-        diags, PL_ENOMEM, spec->buffers[idx[0]].pos,
+        diags, PL_ENOMEM, spec->buffers[largest].pos,
         "the persistent buffers alone take %s, more than this machine's physical memory, %s "
         "(sysconf: _SC_PHYS_PAGES x _SC_PAGESIZE): %s; %s: make them smaller, or per-batch "
         "(without persistent: true) where their data can come a batch at a time",
-        pl_bytes_str(on_host + on_dev, total, sizeof total),
-        pl_bytes_str(host_bytes, mem, sizeof mem), list,
+        pl_bytes_str(all, total, sizeof total), pl_bytes_str(host_bytes, mem, sizeof mem), list,
         on_host > host_bytes
             ? "a run cannot allocate them, on either executor"
             : "the host executor keeps device buffers in host memory too, so a run there cannot "
-              "allocate them (the GPU's memory is not checked here)");
+              "allocate them (on the GPU executor their limit is the GPU's memory, checked "
+              "where a GPU is present)");
+    return 1;
+}
+
+uint64_t pl_spec_persistent_device_bytes(const pl_spec *spec)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < spec->n_buffers; i++)
+        if (spec->buffers[i].persistent && spec->buffers[i].where == PL_DEVICE)
+            t += spec->buffers[i].bytes;
+    return t;
+}
+
+int pl_spec_check_device_memory(const pl_spec *spec, uint64_t device_bytes, pl_diags *diags)
+{
+    if (!device_bytes || !spec->checked) return 0;
+    uint64_t on_dev = 0;
+    int n = 0, largest = -1;
+    char list[4 * (PL_MAX_NAME + 40) + 64], total[32], mem[32];
+    pl__persistent_list(spec, true, list, sizeof list, &on_dev, &n, &largest);
+    if (on_dev <= device_bytes) return 0;
+    pl_diags_warn(diags, PL_ENOMEM, spec->buffers[largest].pos,
+                  "the persistent device buffers alone take %s, more than GPU %d's memory, %s: %s; "
+                  "the GPU executor cannot allocate them (each is one allocation, not one per "
+                  "slot: a lower depth does not help): make them smaller, or per-batch (without "
+                  "persistent: true) where their data can come a batch at a time",
+                  pl_bytes_str(on_dev, total, sizeof total), spec->run.device,
+                  pl_bytes_str(device_bytes, mem, sizeof mem), list);
     return 1;
 }

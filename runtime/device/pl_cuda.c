@@ -42,3 +42,12 @@ pl_status pl_gpu_copy_async(void *dst, const void *src, uint64_t bytes, bool to_
                                    (cudaStream_t)stream),
                    stage, batch, err);
 }
+
+pl_status pl_gpu_memory_total(int device, uint64_t *bytes, pl_error *err)
+{
+    struct cudaDeviceProp p;
+    *bytes = 0;
+    PL_CHECK(PL_CUDA(cudaGetDeviceProperties(&p, device), NULL, -1, err));
+    *bytes = (uint64_t)p.totalGlobalMem;
+    return PL_OK;
+}

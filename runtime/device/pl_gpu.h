@@ -78,6 +78,9 @@ pl_status pl_gpu_mm_tune(pl_gpu_mm *mm, const void *W, const void *X, void *Y, v
                          const char *stage, double *best_us, pl_error *err);
 /* dst runs src's algorithm (same shape, dtypes and epilogue; another bias pointer). */
 void pl_gpu_mm_copy_algo(pl_gpu_mm *dst, const pl_gpu_mm *src);
+/* Device `device`'s memory in bytes (cudaGetDeviceProperties' totalGlobalMem: starts the CUDA
+ * runtime, not a context). PL_ECUDA naming the call when the device cannot be asked. */
+pl_status pl_gpu_memory_total(int device, uint64_t *bytes, pl_error *err);
 /* Multiprocessors of the current device. */
 int pl_gpu_sm_count(void);
 

@@ -58,9 +58,23 @@ static void test_warning_device_and_many(void)
               "machine's physical memory, 23.0 GiB (sysconf: _SC_PHYS_PAGES x _SC_PAGESIZE): 'b' "
               "20.0 GiB (device), 'c' 2.0 GiB (device), 'd' 2.0 GiB (device), 'a' 1.0 GiB (host) "
               "and 2 more (8.0 MiB); the host executor keeps device buffers in host memory too, so "
-              "a run there cannot allocate them (the GPU's memory is not checked here): make them "
-              "smaller, or per-batch (without persistent: true) where their data can come a batch "
-              "at a time");
+              "a run there cannot allocate them (on the GPU executor their limit is the GPU's "
+              "memory, checked where a GPU is present): make them smaller, or per-batch (without "
+              "persistent: true) where their data can come a batch at a time");
+    pl_diags_fini(&d);
+    /* Against the GPU's memory: only the device buffers count (24 GiB), named largest first. */
+    CHECK(pl_spec_persistent_device_bytes(s) == 24 * GIB);
+    pl_diags_init(&d, 8);
+    CHECK_EQ_INT(pl_spec_check_device_memory(s, 141 * GIB, &d), 0);
+    CHECK_EQ_INT(pl_spec_check_device_memory(s, 0, &d), 0); /* memory unknown: nothing to say */
+    CHECK_EQ_INT(pl_spec_check_device_memory(s, 16 * GIB, &d), 1);
+    CHECK(d.items[0].severity == PL_SEV_WARNING);
+    CHECK_STR(d.items[0].err.msg,
+              "t.yaml:21:3: warning: the persistent device buffers alone take 24.0 GiB, more than "
+              "GPU 0's memory, 16.0 GiB: 'b' 20.0 GiB (device), 'c' 2.0 GiB (device), 'd' 2.0 GiB "
+              "(device); the GPU executor cannot allocate them (each is one allocation, not one "
+              "per slot: a lower depth does not help): make them smaller, or per-batch (without "
+              "persistent: true) where their data can come a batch at a time");
     pl_diags_fini(&d);
     pl_spec_free(s);
 }
