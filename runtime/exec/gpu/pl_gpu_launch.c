@@ -105,14 +105,14 @@ static pl_status pl__launch(pl_gx *gx, int64_t b, int k, pl_error *e)
  * While a host stage gates the next launch, the loop must notice both host progress (the
  * scheduler broadcasts it) and the device's completions (the read-backs free slots and feed the
  * sinks). By default it polls the device every 20 us, which keeps a core busy beside the host
- * workers. With `run: {gpu_wait: sleep}` (pl_gx_wake_init says why it is opt-in), before it sleeps it
- * arms the end event it would read back next in each segment: a side stream of that segment waits
- * for the event and then runs a host function that bumps the scheduler's progress generation and
- * broadcasts it. The loop sleeps on that one condition. The
- * main streams get no extra work (the side streams only wait), so nothing on the device waits
- * for a host function. The host function runs on a driver thread and makes no CUDA call; every
- * thread that holds the scheduler's mutex lets go of it before any CUDA call, so it cannot wait
- * on the device while the host function waits for that mutex. */
+ * workers. With `run: {gpu_wait: sleep}` (pl_gx_wake_init says why it is opt-in), before it sleeps
+ * it arms the end event it would read back next in each segment: a side stream of that segment
+ * waits for the event and then runs a host function that bumps the scheduler's progress generation
+ * and broadcasts it. The loop sleeps on that one condition. The main streams get no extra work (the
+ * side streams only wait), so nothing on the device waits for a host function. The host function
+ * runs on a driver thread and makes no CUDA call; every thread that holds the scheduler's mutex
+ * lets go of it before any CUDA call, so it cannot wait on the device while the host function waits
+ * for that mutex. */
 typedef struct pl_gx_waker {
     pthread_mutex_t mu; /* guards sched and the counts; taken before the scheduler's mutex */
     pl_sched *sched;    /* whose progress to signal; NULL: none (between schedulers, teardown) */
