@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include "pl_parts.h"
+#ifdef PL_WITH_CUDA
+#include "pl_gpu.h"
+#endif
 #include "pl_report.h"
 
 void pl_scale_init(pl_scale *sc)
@@ -51,16 +54,17 @@ pl_status pl_scale_begin(pl_scale *sc, pl_error *err)
     return PL_OK;
 }
 
-/* The GPU of this rank: its local rank among the devices CUDA_VISIBLE_DEVICES leaves (a launcher
- * that gives each task its own GPU, as Slurm's --gpus-per-task=1 does, leaves one: device 0). */
+/* The GPU of this rank: its local rank among the devices the CUDA runtime sees (those
+ * CUDA_VISIBLE_DEVICES leaves: a launcher that gives each task its own GPU, as Slurm's
+ * --gpus-per-task=1 does, leaves one, device 0), round robin when ranks outnumber them (ranks
+ * then share a GPU). Without CUDA or a device: the local rank (the host executor ignores it). */
 static int pl__device_of(const pl_mpi_world *w)
 {
-    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-    if (!vis || !*vis) return w->local_rank;
-    int n = 1;
-    for (const char *p = vis; *p; p++)
-        n += *p == ',';
-    return w->local_rank % n;
+#ifdef PL_WITH_CUDA
+    int n = pl_gpu_device_count();
+    if (n > 0) return w->local_rank % n;
+#endif
+    return w->local_rank;
 }
 
 pl_status pl_scale_apply(pl_scale *sc, pl_spec *spec, pl_error *err)

@@ -51,3 +51,9 @@ pl_status pl_gpu_memory_total(int device, uint64_t *bytes, pl_error *err)
     *bytes = (uint64_t)p.totalGlobalMem;
     return PL_OK;
 }
+
+int pl_gpu_device_count(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}

@@ -81,6 +81,8 @@ void pl_gpu_mm_copy_algo(pl_gpu_mm *dst, const pl_gpu_mm *src);
 /* Device `device`'s memory in bytes (cudaGetDeviceProperties' totalGlobalMem: starts the CUDA
  * runtime, not a context). PL_ECUDA naming the call when the device cannot be asked. */
 pl_status pl_gpu_memory_total(int device, uint64_t *bytes, pl_error *err);
+/* CUDA devices this process sees (CUDA_VISIBLE_DEVICES applied); 0 when none or on error. */
+int pl_gpu_device_count(void);
 /* Multiprocessors of the current device. */
 int pl_gpu_sm_count(void);
 
