@@ -23,6 +23,9 @@ stages:
     kind: lua
     reads: [x]
     time_limit_ms: $2
+    # A budget the loop cannot spend in the test's time: the signal or the clock stops it (the
+    # pattern functions count their steps against it: tests/lua/test_lua_bounded.sh).
+    instructions: 1000000000000000
     code: |
       function run(batch, opts, bufs)
         if batch < 3 then return end
