@@ -709,6 +709,17 @@ static pl_status pl__read_manifest(pl_bundle *b, json_t **m, pl_error *err)
     return PL_OK;
 }
 
+pl_status pl__bundle_check_closed(int root, const char *dir, const char *rel, pl_error *err)
+{
+    int fd;
+    pl_error e;
+    pl_error_clear(&e);
+    if (pl__bundle_openat(root, dir, rel, PL__BUNDLE_CHECK, &fd, NULL, &e) != PL_EINPUT)
+        return PL_OK;
+    *err = e;
+    return PL_EINPUT;
+}
+
 /* A path the manifest names (field: where): relative, in the folder, a regular file reached
  * through folders, or missing (replay names what is missing; diff reads what is there). */
 static pl_status pl__closed(const pl_bundle *b, const char *rel, const char *field, pl_error *err)
@@ -719,14 +730,7 @@ static pl_status pl__closed(const pl_bundle *b, const char *rel, const char *fie
                             "error: bundle %s: %s (the manifest's %s) %s: a bundle holds regular "
                             "files only, under its own folder",
                             b->dir, rel, field, why);
-    int fd;
-    pl_error e;
-    pl_error_clear(&e);
-    if (pl__bundle_openat(b->fd, b->dir, rel, PL__BUNDLE_CHECK, &fd, NULL, &e) == PL_EINPUT) {
-        *err = e;
-        return PL_EINPUT;
-    }
-    return PL_OK;
+    return pl__bundle_check_closed(b->fd, b->dir, rel, err);
 }
 
 /* Every path the manifest names, checked before anything but the manifest is read. */

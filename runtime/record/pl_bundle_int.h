@@ -38,6 +38,9 @@ typedef enum pl__bundle_mode {
 } pl__bundle_mode;
 pl_status pl__bundle_openat(int root, const char *dir, const char *rel, pl__bundle_mode mode,
                             int *fd, bool *missing, pl_error *err);
+/* pl__bundle_openat's refusal of rel (PL_EINPUT, into *err), looked at without opening anything;
+ * PL_OK for a file that is missing or cannot be read: those are reported where they are read. */
+pl_status pl__bundle_check_closed(int root, const char *dir, const char *rel, pl_error *err);
 /* Why rel cannot name a file inside a bundle ("is an absolute path", "climbs out of the bundle",
  * ...: static), or NULL when it can. */
 const char *pl__bundle_rel_refusal(const char *rel);

@@ -566,14 +566,7 @@ static pl_status pl__read_closed(const pl_bundle *b, const char *file, const cha
                             "error: bundle %s: %s of the bundled pipeline reads %s, which %s: a "
                             "bundle holds regular files only, under its own folder",
                             b->dir, what, path, why);
-    int fd;
-    pl_error e;
-    pl_error_clear(&e);
-    if (pl__bundle_openat(b->fd, b->dir, rel, PL__BUNDLE_CHECK, &fd, NULL, &e) == PL_EINPUT) {
-        *err = e;
-        return PL_EINPUT;
-    }
-    return PL_OK;
+    return pl__bundle_check_closed(b->fd, b->dir, rel, err);
 }
 
 /* The files the bundled pipeline reads (a stage's path option, a buffer's init file), checked
