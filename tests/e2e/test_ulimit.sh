@@ -1,6 +1,8 @@
 # Every command under a low address-space limit (`ulimit -v`, as CI systems and batch schedulers
-# set it) ends within 5 s: with its usual exit status, or with exit 1 and an error that says out
-# of memory; never a hang (timeout's 124). OpenBLAS, whose pthread build would start a thread and
+# set it) ends with its usual exit status, or with exit 1 and an error that says out of memory;
+# never a hang. Each runs in well under a second here; 30 s is the bound on a loaded machine, and
+# a command still running then is reported with what each of its threads waits in (from /proc)
+# before it is killed. OpenBLAS, whose pthread build would start a thread and
 # a 128 MiB work buffer per core and retry a failed mapping forever, loads only for gemm and
 # search (runtime/base/pl_blas.h), and those two run here too, the search with 16 threads.
 set -u
@@ -57,8 +59,24 @@ YAML
 under() {
     local mb=$1 want=$2
     shift 2
-    (ulimit -v $((mb * 1024)) && exec timeout 5 "$@") >o 2>e
-    local rc=$?
+    (ulimit -v $((mb * 1024)) && exec "$@") >o 2>e &
+    local pid=$! waited=0 rc
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 300 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        local t stuck=""
+        for t in /proc/"$pid"/task/*; do
+            stuck="$stuck ${t##*/}:$(cat "$t/comm" 2>/dev/null)@$(cat "$t/wchan" 2>/dev/null)/$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+        done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        err "ulimit -v $((mb * 1024)): '$*' still running after 30 s (thread:name@wait/syscall:$stuck): $(head -c 300 e)"
+        return 0
+    fi
+    wait "$pid"
+    rc=$?
     if [ "$rc" -eq "$want" ]; then
         return 0
     elif [ "$rc" -eq 1 ] && grep -q "out of memory" e; then
