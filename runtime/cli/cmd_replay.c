@@ -1,11 +1,14 @@
 /* cmd_replay: `pipectl replay DIR`: checks a bundle's inputs, runs its pipeline again, compares
  * every batch's checksum with the recorded one, then the stage times and the environment.
  * Exit 0: every output matches; 1: one differs (named); 2: a bad bundle or a changed input. */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pl_bundle.h"
 #include "pl_cli.h"
@@ -178,6 +181,7 @@ enum {
     PL__O_OUT,
     PL__O_QUIET,
     PL__O_JSON,
+    PL__O_RANK,
 };
 
 const pl_cli_opt pl_cli_replay_opts[] = {
@@ -199,6 +203,10 @@ const pl_cli_opt pl_cli_replay_opts[] = {
      "print the verdict, sinks, stage times and changes as one JSON object on stdout "
      "(docs/bundles.md)",
      PL__O_JSON},
+    {"rank", 0, "K", NULL,
+     "a world's bundle (capture --mpi): replay rank K's shard only (default: every rank's, one "
+     "after another)",
+     PL__O_RANK},
     {0},
 };
 
@@ -207,6 +215,7 @@ typedef struct pl__replay_args {
     pl_replay_cfg cfg;
     const char *dir;
     bool quiet, json;
+    int rank; /* --rank K, -1 when not given */
 } pl__replay_args;
 
 /* Parses the command line into o; returns -1 to go on, else the exit code (0 after --help). */
@@ -218,6 +227,7 @@ static int pl__parse_args(int argc, char **argv, pl__replay_args *o)
     pl_run_cfg_init(&cfg.run);
     cfg.reps = 1;
     bool quiet = false, json = false;
+    o->rank = -1;
     static const pl_exec_kind execs[] = {PL_EXEC_AUTO, PL_EXEC_HOST, PL_EXEC_GPU};
     pl_cli_args a;
     pl_cli_args_init(&a, cmd, argc, argv);
@@ -256,6 +266,10 @@ static int pl__parse_args(int argc, char **argv, pl__replay_args *o)
             break;
         case PL__O_QUIET:
             quiet = true;
+            break;
+        case PL__O_RANK:
+            if (pl_cli_int(cmd, id, v, 0, 1 << 20, &n)) return 2;
+            o->rank = (int)n;
             break;
         }
     }
@@ -383,11 +397,11 @@ static int pl__print_report(const pl__replay_args *o, const pl_replay_result *r)
     return rc;
 }
 
-int pl_cmd_replay(int argc, char **argv)
+/* Replays the bundle at o->dir; returns the exit code. */
+static int pl__replay_one(const pl__replay_args *o_in)
 {
-    pl__replay_args o;
-    int rc = pl__parse_args(argc, argv, &o);
-    if (rc >= 0) return rc;
+    pl__replay_args o = *o_in;
+    int rc;
     pl_error err;
     pl_error_clear(&err);
     pl_bundle *b = NULL;
@@ -412,4 +426,107 @@ int pl_cmd_replay(int argc, char **argv)
     pl_replay_result_fini(&r);
     pl_bundle_free(b);
     return rc;
+}
+
+/* A world's bundle (`capture --mpi`: world.json and a bundle per rank, rank-K/): replays rank
+ * o->rank's, or every rank's one after another, each its own shard; returns the worst exit code
+ * (2 before 1 before 0). */
+static int pl__replay_world(const pl__replay_args *o, json_t *world)
+{
+    const pl_cmd *cmd = pl_cmd_find("replay", NULL);
+    json_t *ranks = json_object_get(world, "ranks");
+    int size = (int)json_integer_value(json_object_get(world, "size"));
+    char name[PL_NAME_CAP];
+    pl_name_str(o->dir, 0, name, sizeof name);
+    if (!json_is_array(ranks) || size < 1 || (int)json_array_size(ranks) != size) {
+        fprintf(stderr,
+                "error: %s/world.json lists no ranks, or not 'size' of them; it was edited or "
+                "is corrupt (capture again with mpirun ... pipectl capture --mpi)\n",
+                name);
+        return 2;
+    }
+    if (o->rank >= size)
+        return pl_cli_usage_error(cmd, "--rank %d: the world of %s has ranks 0 to %d", o->rank,
+                                  name, size - 1);
+    if (o->json && o->rank < 0)
+        return pl_cli_usage_error(cmd,
+                                  "--json replays one rank of a world: add --rank K (0 to "
+                                  "%d)",
+                                  size - 1);
+    int worst = 0;
+    for (int k = 0; k < size; k++) {
+        if (o->rank >= 0 && k != o->rank) continue;
+        json_t *e = json_array_get(ranks, (size_t)k);
+        const char *bundle = pl_json_str_or(e, "bundle", "");
+        char want[32];
+        snprintf(want, sizeof want, "rank-%d", k);
+        /* Only the folder capture names: world.json never sends replay out of the world. */
+        if (strcmp(bundle, want) != 0) {
+            fprintf(stderr,
+                    "error: %s/world.json: rank %d's bundle is '%s', not '%s'; it was edited or "
+                    "is corrupt\n",
+                    name, k, bundle, want);
+            return 2;
+        }
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s", o->dir, bundle);
+        struct stat sb;
+        if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr,
+                    "error: bundle %s: %s/ (rank %d's bundle) is %s: a world's bundle holds a "
+                    "folder per rank\n",
+                    name, bundle, k,
+                    errno == ENOENT       ? "missing"
+                    : S_ISLNK(sb.st_mode) ? "a symlink"
+                                          : "not a folder");
+            return 2;
+        }
+        json_t *dev = json_object_get(e, "device");
+        char d[32] = "the CPU";
+        if (json_is_integer(dev))
+            snprintf(d, sizeof d, "GPU %lld", (long long)json_integer_value(dev));
+        if (!o->json)
+            printf("%srank %d of %d (host %s, %s):\n", k > 0 && o->rank < 0 ? "\n" : "", k, size,
+                   pl_json_str_or(e, "host", "?"), d);
+        pl__replay_args one = *o;
+        one.dir = dir;
+        int rc = pl__replay_one(&one);
+        if (rc == 2 || (rc != 0 && worst != 2)) worst = rc;
+        if (pl__stop) break;
+    }
+    return worst;
+}
+
+int pl_cmd_replay(int argc, char **argv)
+{
+    pl__replay_args o;
+    memset(&o, 0, sizeof o);
+    int rc = pl__parse_args(argc, argv, &o);
+    if (rc >= 0) return rc;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/world.json", o.dir);
+    json_error_t je;
+    struct stat sb;
+    bool has_world = lstat(p, &sb) == 0;
+    if (has_world && !S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "error: bundle %s: world.json is %s: a bundle holds regular files only\n",
+                o.dir, S_ISLNK(sb.st_mode) ? "a symlink" : "not a regular file");
+        return 2;
+    }
+    json_t *world = has_world ? json_load_file(p, 0, &je) : NULL;
+    if (has_world && !world) {
+        fprintf(stderr, "error: %s:%d:%d: %s\n", p, je.line, je.column, je.text);
+        return 2;
+    }
+    if (world) {
+        rc = pl__replay_world(&o, world);
+        json_decref(world);
+        return rc;
+    }
+    if (o.rank >= 0)
+        return pl_cli_usage_error(pl_cmd_find("replay", NULL),
+                                  "--rank K replays a rank of a world's bundle (capture --mpi); "
+                                  "%s has no world.json",
+                                  o.dir);
+    return pl__replay_one(&o);
 }

@@ -465,7 +465,8 @@ int pl_cmd_run(int argc, char **argv)
     int rc = pl__run_parse(cmd, argc, argv, &r);
     if (rc >= 0) return rc;
     if (r.capture && (r.scale.on || r.scale.mpi))
-        return pl_cli_usage_error(cmd, "--capture does not go with --shard or --mpi");
+        return pl_cli_usage_error(cmd, "--capture does not go with --shard or --mpi: 'pipectl "
+                                       "capture --shard K/N' and 'capture --mpi' capture shards");
     if (r.capture) return pl__run_capture(cmd, &r);
 
     pl_error err;

@@ -40,7 +40,21 @@ typedef struct pl_capture_cfg {
      * needs none), --out-dir (where the runs' sinks write; made before the first run) and
      * --confine, applied as the pipeline loads. */
     pl_load_opts load;
+    /* A shard of a larger run (`capture --shard K/N`, `--mpi`): called on the loaded pipeline
+     * before its plan is compiled, to set run.shard (and the rank's run.device). The shard is
+     * recorded in the manifest ("shard"), so replay runs the same batches. NULL: the whole run. */
+    pl_status (*adjust)(void *user, pl_spec *spec, pl_error *err);
+    void *adjust_user;
+    /* With MPI, this rank of the world, recorded in the manifest ("rank"); NULL otherwise. */
+    const struct pl_capture_rank *rank;
 } pl_capture_cfg;
+
+/* One rank of an MPI world, as a bundle records it. */
+typedef struct pl_capture_rank {
+    int rank, size;             /* MPI_COMM_WORLD */
+    int local_rank, local_size; /* among the ranks of its host */
+    const char *host;           /* borrowed */
+} pl_capture_rank;
 
 typedef struct pl_capture_info {
     const char *executor; /* "host" / "gpu" (static) */
@@ -52,7 +66,14 @@ typedef struct pl_capture_info {
     char reps_sink[PL_MAX_NAME + 1];
     int64_t reps_batch;
     char spec_digest[PL_SHA256_HEX], plan_digest[PL_SHA256_HEX];
+    /* The last run's result, owned (pl_capture_info_fini) like spec: a shard's part manifests
+     * are written from them. Zeroed when no run completed. */
+    pl_run_result last;
+    pl_spec *spec; /* the pipeline as run (owned; NULL when it did not load) */
 } pl_capture_info;
+
+/* Frees what *info owns; accepts a zeroed one. */
+void pl_capture_info_fini(pl_capture_info *info);
 
 /* Runs the pipeline cfg->reps times and writes the bundle (manifest.json last, so a folder with a
  * manifest is complete). A failed run fails the capture with its status; the folder then has no

@@ -293,6 +293,18 @@ static pl_status pl__write_sources(pl__capture *c, pl__parts *b, pl_error *err)
     return PL_OK;
 }
 
+/* The plan of spec as this capture runs it: a shard's batches (and its rank's device) when the
+ * capture is a shard (cfg->adjust set them on c->spec). */
+static pl_status pl__compile_as_run(const pl__capture *c, pl_spec *spec, pl_plan **out,
+                                    pl_error *err)
+{
+    spec->run.shard = c->spec->run.shard;
+    spec->run.device = c->spec->run.device;
+    int64_t n =
+        pl_shard_on(&spec->run.shard) ? pl_shard_batches(&spec->run.shard, spec->run.batches) : 0;
+    return pl_plan_compile_with(spec, n, 0, out, err);
+}
+
 /* The canonical pipeline; loading it must give the plan the original gives. */
 static pl_status pl__write_pipeline(pl__capture *c, pl_capture_info *info, pl__parts *b,
                                     pl_error *err)
@@ -305,7 +317,7 @@ static pl_status pl__write_pipeline(pl__capture *c, pl_capture_info *info, pl__p
     pl_spec *cs = NULL;
     pl_plan *cp = NULL;
     pl_status st = pl_load_checked(p, &cs, err);
-    if (st == PL_OK) st = pl_plan_compile(cs, &cp, err);
+    if (st == PL_OK) st = pl__compile_as_run(c, cs, &cp, err);
     if (st == PL_OK) st = pl_plan_digest(cp, chex, err);
     pl_plan_free(cp);
     pl_spec_free(cs);
@@ -487,6 +499,24 @@ static pl_status pl__manifest_what_ran(pl__capture *c, const pl_capture_info *in
         err));
     if (r0->device_name[0])
         json_object_set_new(json_object_get(m, "run"), "device", pl_json_str(r0->device_name));
+    const pl_shard *sh = &c->spec->run.shard;
+    if (pl_shard_on(sh))
+        PL_CHECK(
+            pl_json_set(m, "shard",
+                        json_pack("{s:i, s:i, s:s, s:I}", "index", sh->index, "count", sh->count,
+                                  "mode", sh->mode == PL_SHARD_RANGE ? "range" : "stride",
+                                  "pipeline_batches", (json_int_t)c->spec->run.batches),
+                        err));
+    const pl_capture_rank *rk = cfg->rank;
+    if (rk)
+        PL_CHECK(pl_json_set(m, "rank",
+                             json_pack("{s:i, s:i, s:i, s:i, s:o, s:o}", "rank", rk->rank, "size",
+                                       rk->size, "local_rank", rk->local_rank, "local_size",
+                                       rk->local_size, "host", pl_json_str(rk->host), "device",
+                                       strcmp(r0->executor, "gpu") == 0
+                                           ? json_integer(c->spec->run.device)
+                                           : json_null()),
+                             err));
     return PL_OK;
 }
 
@@ -547,8 +577,20 @@ static pl_status pl__capture_write(pl__capture *c, pl_capture_info *info, pl_err
         done);
     st = pl__write_manifest(c, info, &b, err);
 done:
+    if (b.res && b.res[b.reps - 1].executor) {
+        info->last = b.res[b.reps - 1]; /* moved: the caller writes a shard's part manifests */
+        memset(&b.res[b.reps - 1], 0, sizeof b.res[b.reps - 1]);
+    }
     pl__parts_fini(&b);
     return st;
+}
+
+void pl_capture_info_fini(pl_capture_info *info)
+{
+    if (!info) return;
+    pl_run_result_fini(&info->last);
+    pl_spec_free(info->spec);
+    info->spec = NULL;
 }
 
 pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl_error *err)
@@ -574,7 +616,8 @@ pl_status pl_bundle_capture(const pl_capture_cfg *cfg, pl_capture_info *info, pl
     } else if (cfg->depth == PL_DEPTH_AUTO) {
         c.spec->run.depth_auto = c.raw->run.depth_auto = true;
     }
-    PL_CHECK_GOTO(pl_plan_compile(c.spec, &c.plan, err), st, done);
+    if (cfg->adjust) PL_CHECK_GOTO(cfg->adjust(cfg->adjust_user, c.spec, err), st, done);
+    PL_CHECK_GOTO(pl__compile_as_run(&c, c.spec, &c.plan, err), st, done);
     /* Refused before the folder is made: a run that cannot start leaves nothing behind. */
     if (cfg->run.executor == PL_EXEC_GPU && !pl_gpu_available()) {
         pl_run_result none;
@@ -592,7 +635,7 @@ done:
     free(c.out_canon);
     free(c.omit);
     pl_plan_free(c.plan);
-    pl_spec_free(c.spec);
+    info->spec = c.spec; /* the caller's: a shard's part manifests need it */
     pl_spec_free(c.raw);
     return st;
 }

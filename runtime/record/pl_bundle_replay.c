@@ -673,7 +673,25 @@ static pl_status pl__replay_load(const pl_bundle *b, pl__replay *x, pl_replay_re
         }
     }
     PL_CHECK(pl_spec_check(spec, err));
-    PL_CHECK(pl_plan_compile(spec, &x->plan, err));
+    /* A shard's bundle (capture --shard, --mpi) runs the same shard again: its batches write the
+     * same part files. */
+    json_t *sh = json_object_get(b->manifest, "shard");
+    int64_t n = 0;
+    if (json_is_object(sh)) {
+        json_int_t k = json_integer_value(json_object_get(sh, "index"));
+        json_int_t c = json_integer_value(json_object_get(sh, "count"));
+        const char *mode = pl_json_str_or(sh, "mode", "stride");
+        if (c < 2 || c > PL_MAX_BATCHES || k < 0 || k >= c)
+            return pl_error_set(err, PL_EINPUT,
+                                "error: bundle %s: its manifest's shard (%lld of %lld) is not a "
+                                "shard; the manifest was edited or is corrupt",
+                                b->dir, (long long)k, (long long)c);
+        spec->run.shard.index = (int)k;
+        spec->run.shard.count = (int)c;
+        spec->run.shard.mode = strcmp(mode, "range") == 0 ? PL_SHARD_RANGE : PL_SHARD_STRIDE;
+        n = pl_shard_batches(&spec->run.shard, spec->run.batches);
+    }
+    PL_CHECK(pl_plan_compile_with(spec, n, 0, &x->plan, err));
     return pl_plan_digest(x->plan, x->digest, err);
 }
 

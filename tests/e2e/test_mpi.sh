@@ -113,5 +113,35 @@ ls out/*.partial >/dev/null 2>&1 && bad "SIGINT: .partial files left: $(ls out)"
 [ "$(ls out/*.manifest.json 2>/dev/null | wc -l)" -eq 3 ] || bad "SIGINT: not every rank wrote its manifest: $(ls out) $(cat err.txt)"
 grep -q "interrupted (SIGTERM)" err.txt || bad "SIGINT: the ranks do not say they were stopped: $(cat err.txt)"
 
-[ $fail -eq 0 ] && echo "mpirun -n 2 and -n 3 equal one process (13 pipelines); a failing rank and SIGINT stop every rank, parts kept"
+# capture --mpi: a bundle per rank and rank 0's world.json (ranks, hosts, devices); the merged
+# outputs are one process's; replay replays every rank's shard, or one with --rank.
+rm -rf out world
+"$pipectl" run -q -e host --batches 7 q.yaml && mv out/quickstart.npy one.npy
+mpi 2 "$pipectl" capture -e host -q --mpi --reps 1 --batches 7 q.yaml -o world >out.txt 2>err.txt ||
+    bad "capture --mpi: exit $?: $(cat err.txt)"
+cmp -s one.npy out/quickstart.npy || bad "capture --mpi: the merged output is not one process's"
+python3 - world <<'PY' || bad "capture --mpi: world.json: $(cat world/world.json)"
+import json, sys
+w = json.load(open(sys.argv[1] + "/world.json"))
+assert w["schema"] == "pipectl-world" and w["size"] == 2 and w["complete"], w
+assert [r["bundle"] for r in w["ranks"]] == ["rank-0", "rank-1"], w
+assert all(r["device"] is None and r["exit_code"] == 0 and r["host"] in w["hosts"] for r in w["ranks"]), w
+for k in (0, 1):
+    m = json.load(open("%s/rank-%d/manifest.json" % (sys.argv[1], k)))
+    assert m["shard"]["index"] == k and m["shard"]["count"] == 2, m["shard"]
+    assert m["rank"]["rank"] == k and m["rank"]["size"] == 2, m["rank"]
+PY
+out=$("$pipectl" replay -q world 2>&1) || bad "replay of the world: exit $?: $out"
+[ "$(echo "$out" | grep -c 'every checksum matches')" -eq 2 ] || bad "replay of the world: $out"
+out=$("$pipectl" replay -q --rank 1 world 2>&1) || bad "replay --rank 1: exit $?: $out"
+echo "$out" | grep -q "replay of world/rank-1 on host: 1 sink, 3 batches: every checksum matches" ||
+    bad "replay --rank 1: $out"
+out=$("$pipectl" replay --rank 2 world 2>&1)
+[ $? -eq 2 ] && [ "$out" = "error: --rank 2: the world of world has ranks 0 to 1; see 'pipectl replay --help'" ] ||
+    bad "replay --rank 2: $out"
+sed -i 's/"bundle": "rank-1"/"bundle": "..\/x"/' world/world.json
+out=$("$pipectl" replay -q world 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "rank 1's bundle is '../x', not 'rank-1'" || bad "a world.json sending replay out: $out"
+
+[ $fail -eq 0 ] && echo "mpirun -n 2 and -n 3 equal one process (13 pipelines); a failing rank and SIGINT stop every rank, parts kept; capture --mpi records the world and replays it"
 exit $fail

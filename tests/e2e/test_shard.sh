@@ -162,5 +162,14 @@ out=$("$pipectl" run -q -e host --shard 0/2 stdout.yaml 2>&1 >/dev/null)
 [ $? -eq 2 ] && case $out in *"sink 'save' writes to stdout, which the shards cannot share"*) true ;; *) false ;; esac ||
     bad "sink to stdout: $out"
 
+# capture --shard: the bundle records the shard and replay runs the same batches again.
+rm -rf out sb
+"$pipectl" capture -q -e host --reps 1 --batches 7 --shard 1/2 q.yaml -o sb >/dev/null 2>err.txt ||
+    bad "capture --shard 1/2: $(cat err.txt)"
+[ -f out/quickstart.part-1-of-2.npy.manifest.json ] || bad "capture --shard 1/2 wrote no part manifest: $(ls out)"
+grep -q '"count": 2' sb/manifest.json || bad "capture --shard: the manifest has no shard"
+out=$("$pipectl" replay -q sb 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q "1 sink, 3 batches: every checksum matches" || bad "replay of a shard's bundle: $out"
+
 [ $fail -eq 0 ] && echo "shards merged equal single runs (13 pipelines, stride and range, text in order, padded rows); merge and --shard refuse what they must"
 exit $fail
