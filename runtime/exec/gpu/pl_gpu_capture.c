@@ -587,10 +587,7 @@ pl_status pl_gx_capture_stage(pl_gx *gx, int slot, int st, cudaGraphExec_t *exec
 void pl_gx_warm_modules(pl_gx *gx)
 {
     for (int st = 0; st < gx->nst; st++) {
-        /* The stages of a loop the host launches are plain launches too. */
-        const pl_plan_stage *ps = &gx->plan->stages[st];
-        bool body = ps->body && ps->engine == PL_ENGINE_COMPUTE && !gx->plan->loops[ps->loop].graph;
-        if (!pl_gx_compute_stage(gx, st) && !body) continue;
+        if (!pl_gx_compute_stage(gx, st)) continue;
         pl_error e;
         cudaGraph_t g;
         cudaGraphExec_t x = NULL;
