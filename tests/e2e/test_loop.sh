@@ -112,7 +112,27 @@ echo "$out" | grep -q "error: stage 'total', batch 3: injected failure" || err "
 "$py" -c "import numpy as np, sys; s = np.load(sys.argv[1]); assert s.shape[0] == 3, s.shape" \
     "$work/failed/out/sum.npy" || err "--fail-at total:3: sum.npy does not hold batches 0..2"
 
-# 5. The Lua twin of pipelines/loop.yaml writes the same outputs.
+# 5. --set reaches a loop's bound and its body's stages.
+"$pipectl" run --quiet --executor host --set countdown.loop.max=3 --set gather.op=saxpy \
+    --set gather.alpha=2 --out-dir "$work/set" "$data/loop_while.yaml" >"$work/set.log" 2>&1 ||
+    err "--set countdown.loop.max=3: $(cat "$work/set.log")"
+"$py" - "$work" <<'PY' || err "--set: outputs"
+import sys
+import numpy as np
+w = sys.argv[1]
+n = np.load(f"{w}/set/out/n_in.npy").ravel()
+k = np.minimum(n, 3)
+assert np.array_equal(np.load(f"{w}/set/out/steps.npy").ravel(), k), "max 3 does not bound the loop"
+assert np.array_equal(np.load(f"{w}/set/out/n_left.npy").ravel(), n - k), "the condition left"
+v, acc = np.load(f"{w}/set/out/v_in.npy"), np.load(f"{w}/set/out/acc.npy")
+for b in range(len(n)):
+    a = np.zeros(v.shape[1], np.float32)
+    for _ in range(k[b]):
+        a = (np.float32(2) * a + v[b]).astype(np.float32)  # saxpy: alpha * x + y, reads [acc, v]
+    assert np.allclose(acc[b], a, rtol=1e-6, atol=0), f"batch {b}: gather with saxpy alpha 2"
+PY
+
+# 6. The Lua twin of pipelines/loop.yaml writes the same outputs.
 for f in loop.yaml loop.lua; do
     "$pipectl" run --quiet --executor host --out-dir "$work/ex-$f" "$src/pipelines/$f" >/dev/null 2>&1 ||
         err "pipelines/$f failed"
