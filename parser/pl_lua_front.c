@@ -140,6 +140,13 @@ static void pl__drop_pair(pl_value *m, const char *key)
     }
 }
 
+/* The line of a declarative element: its pipectl.buffer/stage mark, else `line`. */
+static int pl__elem_line(lua_State *L, int idx, int line)
+{
+    int m = lua_type(L, idx) == LUA_TTABLE ? pl_lua_marked_line(L, idx) : 0;
+    return m > 0 ? m : line;
+}
+
 /* The Lua value at idx as a new node under `parent` (NULL: *out is a root); every node gets the
  * line of the call that declared its element. */
 static pl_status pl__conv(pl__front *f, lua_State *L, int idx, pl_value *parent, int line,
@@ -177,7 +184,8 @@ static pl_status pl__conv(pl__front *f, lua_State *L, int idx, pl_value *parent,
         lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
         for (lua_Integer i = 1; i <= n; i++) {
             lua_rawgeti(L, idx, i);
-            PL_CHECK(pl__conv(f, L, -1, v, line, depth + 1, NULL));
+            /* A loop's stages may be pipectl.stage{...} tables, which know their line. */
+            PL_CHECK(pl__conv(f, L, -1, v, pl__elem_line(L, -1, line), depth + 1, NULL));
             lua_pop(L, 1);
         }
         return PL_OK;
@@ -205,13 +213,6 @@ static pl_value *pl__add_key(pl__front *f, pl_value *m, const char *key, int lin
     pl_value *k = pl_value_add(m, PL_VAL_SCALAR, pl__pos(f, line));
     if (!k || !pl_value_set_text(k, key, strlen(key))) return NULL;
     return k;
-}
-
-/* The line of a declarative element: its pipectl.buffer/stage mark, else `line`. */
-static int pl__elem_line(lua_State *L, int idx, int line)
-{
-    int m = lua_type(L, idx) == LUA_TTABLE ? pl_lua_marked_line(L, idx) : 0;
-    return m > 0 ? m : line;
 }
 
 /* One buffer: its name becomes its key in the `buffers` mapping, as in YAML. */

@@ -109,13 +109,20 @@ static pl_status pl__child_map(pl__set *s, pl_value *m, const char *key, const c
     return PL_OK;
 }
 
-/* The stage called `name` in the stages list (its mapping), or NULL. */
-static pl_value *pl__find_stage(const pl_value *stages, const char *name)
+/* The stage called `name` in the stages list (its mapping), also in a loop's `stages:`, or NULL;
+ * *list gets the list that holds it. */
+static pl_value *pl__find_stage(pl_value *stages, const char *name, pl_value **list)
 {
     for (pl_value *it = stages ? stages->child : NULL; it; it = it->next) {
         if (!pl__is_map(it)) continue;
         const pl_value *n = pl__get(it, "name", NULL);
-        if (n && n->type == PL_VAL_SCALAR && strcmp(n->text, name) == 0) return it;
+        if (n && n->type == PL_VAL_SCALAR && strcmp(n->text, name) == 0) {
+            *list = stages;
+            return it;
+        }
+        pl_value *body = pl__get(it, "stages", NULL);
+        pl_value *in = body && body->type == PL_VAL_LIST ? pl__find_stage(body, name, list) : NULL;
+        if (in) return in;
     }
     return NULL;
 }
@@ -212,20 +219,21 @@ static pl_status pl__apply_one(pl__set *s, pl_value *root, char *key, pl_value *
         pl_value *stages = pl__get(root, "stages", NULL);
         if (prefixed) i = 1;
         const char *name = segs[i];
+        pl_value *list = NULL;
         pl_value *stage =
-            stages && stages->type == PL_VAL_LIST ? pl__find_stage(stages, name) : NULL;
+            stages && stages->type == PL_VAL_LIST ? pl__find_stage(stages, name, &list) : NULL;
         if (!stage) {
             st = pl__no_stage(s, root, stages && stages->type == PL_VAL_LIST ? stages : NULL, name,
                               i + 1 < n ? segs[i + 1] : "KEY", prefixed);
             goto fail;
         }
         if (i + 1 == n) { /* stages.NAME=VALUE: the whole stage */
-            pl_value **link = &stages->child;
+            pl_value **link = &list->child;
             while (*link != stage)
                 link = &(*link)->next;
             v->next = stage->next;
             *link = v;
-            if (stages->last == stage) stages->last = v;
+            if (list->last == stage) list->last = v;
             stage->next = NULL;
             pl_value_free(stage);
             return PL_OK;

@@ -12,7 +12,9 @@
  *   pipeline, run.K, run.memory_budget.K   the file's top level and `run:` (any depth)
  *   buffers.NAME.K                         buffer NAME's key K (a buffer not in the file is added)
  *   stages.NAME.K, or NAME.K               stage NAME's key K (NAME: its `name:`; a stage must be
- *                                          in the file: a --set changes stages, it adds none)
+ *                                          in the file: a --set changes stages, it adds none; a
+ *                                          loop's stages are found too, and a loop's bound is
+ *                                          NAME.loop.max)
  * A key the file has gets VALUE in place of its value; one it does not have is added. Errors
  * (PL_EINPUT, "--set KEY=VALUE: error: ...") are about the path only: whether the key exists and
  * what VALUE must be is the schema's to say. A root that is not a mapping is left alone (the

@@ -9,12 +9,14 @@
 #include <string.h>
 
 #include "pl_diag.h"
+#include "pl_loop.h"
 
 typedef struct pl_walk {
     pl_spec *spec;
     pl_error *err;
     const pl_schema_src *src;
     pl_status failed; /* with src->diags: the first buffer or stage that failed */
+    char where[96];   /* the loop whose `loop:` mapping is being taken: "loop 'decode': " */
 } pl_walk;
 
 /* Walks one buffer or stage. With a diags list, a bad-input failure is listed and the walk goes
@@ -530,6 +532,15 @@ static pl_status pl__take_gpu_wait(pl_walk *w, const pl_field *f, const pl_value
     return PL_OK;
 }
 
+static pl_status pl__take_loop_mode(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_run_opts *r = obj;
+    int idx;
+    PL_CHECK(pl__want_enum(w, "run: ", f, v, &idx));
+    r->loop_mode = idx == 1 ? PL_LOOP_HOST : PL_LOOP_DEVICE;
+    return PL_OK;
+}
+
 static pl_status pl__take_confine(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
 {
     pl_run_opts *r = obj;
@@ -605,6 +616,12 @@ static const pl_field pl__run_fields[] = {
              "== K) or range (one contiguous block each); docs/scale.md"},
      .example = "range",
      .take = pl__take_shard_mode},
+    {.key = {"loop", PL_KEY_ENUM, "device|host", "device",
+             "gpu: a loop of device stages is a conditional WHILE node in the slot's graph, no "
+             "host round trip per iteration (device), or its body's graph launched from a host "
+             "worker once per iteration (host)"},
+     .example = "host",
+     .take = pl__take_loop_mode},
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 
@@ -788,6 +805,83 @@ static pl_status pl__walk_buffer(pl_walk *w, const pl_value *k, const pl_value *
     return pl_buffer_count(b, &count, w->err);
 }
 
+/* ---- loops -------------------------------------------------------------------------------- */
+
+static pl_status pl__take_loop_int(pl_walk *w, const pl_field *f, const pl_value *v, int64_t *out,
+                                   pl_pos *pos)
+{
+    PL_CHECK(pl__want_int(w, w->where, f, v, out));
+    *pos = v->pos;
+    return PL_OK;
+}
+
+static pl_status pl__take_loop_max(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop *l = obj;
+    return pl__take_loop_int(w, f, v, &l->max, &l->max_pos);
+}
+
+static pl_status pl__take_loop_count(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop *l = obj;
+    return pl__take_loop_int(w, f, v, &l->count, &l->count_pos);
+}
+
+static pl_status pl__take_loop_ref(pl_walk *w, const pl_field *f, const pl_value *v, pl_ref *r)
+{
+    PL_CHECK(pl__want_scalar(w, w->where, f->key.name, v, f->example));
+    r->name = pl_spec_strdup(w->spec, v->text);
+    r->pos = v->pos;
+    return r->name ? PL_OK : pl__oom(w);
+}
+
+static pl_status pl__take_loop_while(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop *l = obj;
+    return pl__take_loop_ref(w, f, v, &l->cond);
+}
+
+static pl_status pl__take_loop_index(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop *l = obj;
+    return pl__take_loop_ref(w, f, v, &l->index);
+}
+
+static const pl_field pl__loop_fields[] = {
+    {.key = {"max", PL_KEY_INT, NULL, NULL,
+             "the most iterations a batch runs: every loop has a bound (required)"},
+     .example = "16",
+     .min = 1,
+     .max = PL_MAX_LOOP,
+     .cap = "PL_MAX_LOOP",
+     .take = pl__take_loop_max},
+    {.key = {"count", PL_KEY_INT, NULL, "none", "a fixed number of iterations, at most max"},
+     .example = "4",
+     .min = 1,
+     .max = PL_MAX_LOOP,
+     .cap = "PL_MAX_LOOP",
+     .take = pl__take_loop_count},
+    {.key = {"while", PL_KEY_NAME, NULL, "none",
+             "an i32 [1] buffer, on the side the body runs: the loop runs while it is nonzero, "
+             "tested before every iteration (the first one too)"},
+     .example = "active_dev",
+     .take = pl__take_loop_while},
+    {.key = {"index", PL_KEY_NAME, NULL, "none",
+             "an i32 [1] buffer the loop writes before every test with the iterations done: in "
+             "the body the iteration's number from 0, after the loop how many ran"},
+     .example = "step_dev",
+     .take = pl__take_loop_index},
+    {.key = {NULL, 0, NULL, NULL, NULL}},
+};
+
+const pl_section pl_schema_loop = {"loop", "### `loop`",
+                                   "a loop: the stages under stages: run again and again in one "
+                                   "batch, up to max times",
+                                   pl__loop_fields};
+
+/* The keys of a loop's own mapping, besides `loop:` (the table above). */
+static const char *const pl__loop_stage_keys[] = {"name", "loop", "stages", "after"};
+
 /* ---- stages ------------------------------------------------------------------------------- */
 
 /* reads / writes / after: a list of names. */
@@ -970,10 +1064,15 @@ static pl_status pl__misspelled(pl_walk *w, const pl_value *m, const char *where
 
 typedef pl_ref *(*pl__add_ref_fn)(pl_spec *, pl_stage *, const char *, pl_pos);
 
-static pl_status pl__walk_stage(pl_walk *w, const pl_value *m, int number)
+static pl_status pl__walk_loop(pl_walk *w, const pl_value *m, const pl_value *name,
+                               const pl_value *loop);
+
+/* One stage (a loop's body stage when `in_loop` names the loop, else NULL). */
+static pl_status pl__walk_stage(pl_walk *w, const pl_value *m, int number, const char *in_loop)
 {
-    char where[128], cb[72], what[32];
-    snprintf(where, sizeof where, "stage %d: ", number);
+    char where[128], cb[72], what[32], of[96] = "";
+    if (in_loop) snprintf(of, sizeof of, " of loop '%s'", in_loop);
+    snprintf(where, sizeof where, "stage %d%s: ", number, of);
     const pl_value *name = pl__is_map(m) ? pl__map_get(m, "name") : NULL;
     if (name && pl__is_value(name)) /* the stage's name, for messages, as early as possible */
         snprintf(where, sizeof where, "stage '%s': ", pl_clip(name->text, cb));
@@ -984,14 +1083,25 @@ static pl_status pl__walk_stage(pl_walk *w, const pl_value *m, int number)
             "not %s",
             pl_value_what(m, what));
     PL_CHECK(pl__check_keys(w, m, where));
-    const pl_value *kind = pl__map_get(m, "kind");
+    const pl_value *kind = pl__map_get(m, "kind"), *loop = pl__map_get(m, "loop");
     if (!name) {
         PL_CHECK(pl__misspelled(w, m, where, "name"));
         return pl_error_at(w->err, PL_EINPUT, m->pos,
-                           "stage %d has no 'name'; add name: <a unique stage name>", number);
+                           "stage %d%s has no 'name'; add name: <a unique stage name>", number, of);
     }
     PL_CHECK(pl__want_scalar(w, where, "name", name, "up"));
     snprintf(where, sizeof where, "stage '%s': ", pl_clip(name->text, cb));
+    if (loop && kind)
+        return pl_error_at(w->err, PL_EINPUT, kind->pos,
+                           "%sgive either 'kind' (a stage) or 'loop' with 'stages' (a loop), not "
+                           "both",
+                           where);
+    if (loop && in_loop)
+        return pl_error_at(w->err, PL_EINPUT, loop->pos,
+                           "loop '%s' is inside the body of loop '%s'; a loop's body cannot hold "
+                           "a loop: move '%s' before or after '%s', or merge the two bodies",
+                           pl_clip(name->text, cb), in_loop, pl_clip(name->text, cb), in_loop);
+    if (loop) return pl__walk_loop(w, m, name, loop);
     if (!kind) {
         PL_CHECK(pl__misspelled(w, m, where, "kind"));
         return pl_error_at(w->err, PL_EINPUT, name->pos,
@@ -1043,6 +1153,81 @@ static pl_status pl__walk_stage(pl_walk *w, const pl_value *m, int number)
 
 /* ---- top level ---------------------------------------------------------------------------- */
 
+/* A loop: {name, loop: {max, count, while, index}, stages: [...], after}. The loop stage, then
+ * its body's stages right after it. */
+static pl_status pl__walk_loop(pl_walk *w, const pl_value *m, const pl_value *name,
+                               const pl_value *loop)
+{
+    char cb[72], what[32], lname[72];
+    const int nk = (int)(sizeof pl__loop_stage_keys / sizeof *pl__loop_stage_keys);
+    pl_clip(name->text, lname);
+    snprintf(w->where, sizeof w->where, "loop '%s': ", lname);
+    for (const pl_value *k = m->child; k && k->next; k = k->next->next) {
+        if (pl__index_of(k->text, pl__loop_stage_keys, nk) >= 0) continue;
+        if (strcmp(k->text, "reads") == 0 || strcmp(k->text, "writes") == 0)
+            return pl_error_at(w->err, PL_EINPUT, k->pos,
+                               "%sa loop has no '%s': what it reads and writes is its stages' "
+                               "(give them to the stages under stages:)",
+                               w->where, k->text);
+        return pl__unknown_key(w, k, w->where, pl__loop_stage_keys, nk);
+    }
+    if (!pl__is_map(loop))
+        return pl_error_at(w->err, PL_EINPUT, loop->pos,
+                           "%s'loop' must be a mapping like {max: 16, while: active}, not %s",
+                           w->where, pl_value_what(loop, what));
+    const pl_value *keys[PL__MAX_WORDS], *vals[PL__MAX_WORDS];
+    PL_CHECK(pl__match(w, &pl_schema_loop, loop, w->where, keys, vals));
+    const pl_value *body = pl__map_get(m, "stages");
+    pl_stage *st = pl_spec_add_stage(w->spec, name->text, name->pos);
+    if (!st) return pl__oom(w);
+    int si = st->index;
+    st->kind = &pl_kind_loop_host; /* check picks the one that runs it */
+    st->kind_pos = loop->pos;
+    pl_loop *l = pl_stage_make_loop(w->spec, st, loop->pos);
+    if (!l) return pl__oom(w);
+    PL_CHECK(pl__take_section(w, &pl_schema_loop, loop, l, vals, false));
+    if (!vals[pl__field_index(w, pl__loop_fields, "max")])
+        return pl_error_at(w->err, PL_EINPUT, loop->pos,
+                           "loop '%s' has no 'max'; add max: N, the most iterations a batch may "
+                           "run (a loop always has a bound)",
+                           lname);
+    if (l->count > l->max)
+        return pl_error_at(w->err, PL_EINPUT, l->count_pos,
+                           "loop '%s': 'count' is %lld, more than 'max' (%lld); give a count from "
+                           "1 to max, or raise max",
+                           lname, (long long)l->count, (long long)l->max);
+    for (const pl_value *k = m->child; k && k->next; k = k->next->next)
+        if (strcmp(k->text, "after") == 0)
+            PL_CHECK(pl__walk_refs(w, w->where, "after", k->next, si, pl_stage_add_after));
+    if (!body)
+        return pl_error_at(w->err, PL_EINPUT, name->pos,
+                           "loop '%s' has no 'stages'; list the stages it repeats, like stages: "
+                           "[{name: step, kind: kernel, op: add, reads: [x, y], writes: [x]}]",
+                           lname);
+    if (body->type != PL_VAL_LIST && !pl__is_map(body))
+        return pl_error_at(w->err, PL_EINPUT, body->pos,
+                           "%s'stages' must be a list of stages, each like '- {name: step, kind: "
+                           "kernel, ...}', not %s",
+                           w->where, pl_value_what(body, what));
+    if (body->type != PL_VAL_LIST || body->n == 0)
+        return pl_error_at(
+            w->err, PL_EINPUT, body->pos,
+            "loop '%s' has no stages; list the stages it repeats under stages:", lname);
+    int i = 1;
+    for (const pl_value *s = body->child; s; s = s->next, i++) {
+        if (w->spec->n_stages >= PL_MAX_STAGES)
+            return pl_error_at(
+                w->err, PL_EINPUT, s->pos,
+                "more than %d stages (PL_MAX_STAGES); split the pipeline into several",
+                PL_MAX_STAGES);
+        PL_CHECK(pl__walk_stage(w, s, i, lname));
+        w->spec->stages[w->spec->n_stages - 1].parent = si;
+        w->spec->stages[si].loop->n_body++;
+    }
+    (void)cb;
+    return PL_OK;
+}
+
 static pl_status pl__take_name(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
 {
     pl_spec *spec = obj;
@@ -1079,7 +1264,7 @@ static pl_status pl__walk_buffer_item(pl_walk *w, const pl_value *k, const pl_va
 static pl_status pl__walk_stage_item(pl_walk *w, const pl_value *m, const pl_value *unused, int n)
 {
     (void)unused;
-    return pl__walk_stage(w, m, n);
+    return pl__walk_stage(w, m, n, NULL);
 }
 
 static pl_status pl__take_buffers(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
@@ -1185,7 +1370,7 @@ static pl_status pl__walk_root(pl_walk *w, const pl_value *root)
 pl_status pl_schema_build(pl_spec *spec, const pl_value *root, const pl_schema_src *src,
                           pl_error *err)
 {
-    pl_walk w = {spec, err, src, PL_OK};
+    pl_walk w = {.spec = spec, .err = err, .src = src, .failed = PL_OK};
     pl_status st = pl__walk_root(&w, root);
     if (w.failed == PL_OK) return st;
     /* A later error outside the buffers and stages joins the list; err keeps the first. */

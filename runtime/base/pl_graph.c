@@ -251,6 +251,7 @@ static bool pl__graph_accessors(const pl_spec *spec, pl_graph *g)
     g->acc_off = calloc((size_t)nb + 1, sizeof *g->acc_off);
     if (!g->acc_off) return false;
     for (int s = 0; s < n; s++) {
+        if (!g->member[s]) continue;
         const pl_stage *stg = &spec->stages[s];
         for (int i = 0; i < stg->n_reads; i++)
             g->acc_off[stg->reads[i].index + 1]++;
@@ -268,6 +269,7 @@ static bool pl__graph_accessors(const pl_spec *spec, pl_graph *g)
         return false;
     }
     for (int s = 0; s < n; s++) {
+        if (!g->member[s]) continue;
         const pl_stage *stg = &spec->stages[s];
         for (int k = 0; k < 2; k++) {
             const pl_ref *refs = k ? stg->writes : stg->reads;
@@ -291,17 +293,29 @@ static bool pl__graph_accessors(const pl_spec *spec, pl_graph *g)
     return true;
 }
 
-/* After edges: a -> s for every a in s.after; CSR of after successors for the WAR test. False:
- * out of memory. */
-static bool pl__graph_after(const pl_spec *spec, pl__gbuild *b)
+/* The node that stands for stage s in the graph of `part` (pl_graph_build_part), or -1: at the
+ * top level a body stage's after: edges are its loop's. */
+static int pl__node(const pl_spec *spec, int part, int s)
+{
+    int p = spec->stages[s].parent;
+    if (part < 0) return p >= 0 ? p : s;
+    return p == part ? s : -1;
+}
+
+/* After edges: a -> s for every a in s.after (between the nodes that stand for them); CSR of
+ * after successors for the WAR test. False: out of memory. */
+static bool pl__graph_after(const pl_spec *spec, int part, pl__gbuild *b)
 {
     int n = spec->n_stages;
     b->aoff = calloc((size_t)n + 1, sizeof *b->aoff);
     if (!b->aoff) return false;
     for (int s = 0; s < n; s++) {
         const pl_stage *stg = &spec->stages[s];
-        for (int i = 0; i < stg->n_after; i++) {
-            b->aoff[stg->after[i].index + 1]++;
+        int v = pl__node(spec, part, s);
+        for (int i = 0; i < stg->n_after && v >= 0; i++) {
+            int u = pl__node(spec, part, stg->after[i].index);
+            if (u < 0) continue;
+            b->aoff[u + 1]++;
             b->n_after++;
         }
     }
@@ -312,10 +326,12 @@ static bool pl__graph_after(const pl_spec *spec, pl__gbuild *b)
     bool ok = b->aadj && afill;
     for (int s = 0; s < n && ok; s++) {
         const pl_stage *stg = &spec->stages[s];
-        for (int i = 0; i < stg->n_after && ok; i++) {
-            int a = stg->after[i].index;
-            b->aadj[b->aoff[a] + afill[a]++] = s;
-            if (a != s && pl__edges_add(&b->ev, a, s, PL_EDGE_AFTER, -1)) ok = false;
+        int v = pl__node(spec, part, s);
+        for (int i = 0; i < stg->n_after && ok && v >= 0; i++) {
+            int a = pl__node(spec, part, stg->after[i].index);
+            if (a < 0) continue;
+            b->aadj[b->aoff[a] + afill[a]++] = v;
+            if (a != v && pl__edges_add(&b->ev, a, v, PL_EDGE_AFTER, -1)) ok = false;
         }
     }
     free(afill);
@@ -395,13 +411,18 @@ static bool pl__graph_order(pl_graph *g, pl__gbuild *b)
     if (!g->order || !b->heap) return false;
     int hn = 0;
     for (int s = 0; s < n; s++)
-        if (indeg[s] == 0) pl__heap_push(b->heap, &hn, s);
+        if (indeg[s] == 0 && g->member[s]) pl__heap_push(b->heap, &hn, s);
     while (hn > 0) {
         int u = pl__heap_pop(b->heap, &hn);
         g->order[g->n_order++] = u;
         for (int e = g->succ_off[u]; e < g->succ_off[u + 1]; e++)
             if (--indeg[g->succ[e]] == 0) pl__heap_push(b->heap, &hn, g->succ[e]);
     }
+    /* The other stages (a loop's body, or what lies outside it) have no edges here: after the
+     * members, so that an acyclic graph orders every stage. */
+    if (g->n_order == g->n_members)
+        for (int s = 0; s < n; s++)
+            if (!g->member[s]) g->order[g->n_order++] = s;
     g->pos = malloc(((size_t)n + 1) * sizeof *g->pos);
     if (!g->pos) return false;
     for (int s = 0; s < n; s++)
@@ -413,13 +434,24 @@ static bool pl__graph_order(pl_graph *g, pl__gbuild *b)
 
 pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err)
 {
+    return pl_graph_build_part(spec, -1, g, err);
+}
+
+pl_status pl_graph_build_part(const pl_spec *spec, int part, pl_graph *g, pl_error *err)
+{
     pl_status st = PL_OK;
     pl__gbuild b;
     memset(&b, 0, sizeof b);
     memset(g, 0, sizeof *g);
     g->n = spec->n_stages;
     g->n_buffers = spec->n_buffers;
-    if (!pl__graph_accessors(spec, g) || !pl__graph_after(spec, &b) ||
+    g->member = malloc((size_t)g->n + 1);
+    if (g->member)
+        for (int s = 0; s < g->n; s++) {
+            g->member[s] = spec->stages[s].parent == part;
+            g->n_members += g->member[s];
+        }
+    if (!g->member || !pl__graph_accessors(spec, g) || !pl__graph_after(spec, part, &b) ||
         !pl__graph_data_edges(g, &b) || !pl__graph_csr(g, &b) || !pl__graph_order(g, &b))
         st = pl_error_set(err, PL_ENOMEM, "error: out of memory building the dependency graph");
     free(b.ev.a);
@@ -446,6 +478,7 @@ void pl_graph_fini(pl_graph *g)
     free(g->acc);
     free(g->acc_mode);
     free(g->pos);
+    free(g->member);
     memset(g, 0, sizeof *g);
 }
 
@@ -476,7 +509,7 @@ int pl_graph_cycle(const pl_graph *g, int *cyc)
         return 0;
     }
     for (int s = 0; s < n; s++)
-        left[s] = 1;
+        left[s] = g->member[s];
     for (int k = 0; k < g->n_order; k++)
         left[g->order[k]] = 0;
     /* Stages downstream of a cycle are left over too; only those with a leftover predecessor

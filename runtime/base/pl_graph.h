@@ -77,13 +77,17 @@ typedef struct pl_graph {
     int *pred_off;  /* n+1 */
     int *pred;      /* n_edges: predecessors, ascending */
     int *order;     /* topological (Kahn, ties by declaration order); n_order entries */
-    int n_order;    /* == n unless there is a cycle */
+    int n_order;    /* == n unless the members have a cycle */
     /* Per buffer: the stages that touch it (ascending, unique) and how (PL_ACC_* bits). */
     int n_buffers;
     int *acc_off; /* n_buffers+1 */
     int *acc;
     unsigned char *acc_mode;
     int *pos; /* [n]: position in `order` (when acyclic; else -1 for stages left over) */
+    /* The stages the graph is about (pl_graph_build_part): the others have no accessors and no
+     * edges, and come after the members in `order` (only when the members are acyclic). */
+    unsigned char *member; /* [n] */
+    int n_members;
 } pl_graph;
 
 /* Builds the dependency graph of a spec whose refs are resolved (every pl_ref.index >= 0):
@@ -92,6 +96,12 @@ typedef struct pl_graph {
  * topological order and positions. A cycle is not an error here: check
  * g->n_order < g->n and call pl_graph_cycle. Errors: PL_ENOMEM only. */
 pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err);
+/* The same for one part of a pipeline with loops (pl_stage.parent): part -1 is the top level, the
+ * stages outside every loop body, where a loop stage stands for its body (its reads and writes
+ * are its body's, pl_spec_check gives them; after: entries of body stages are the loop's); part
+ * L is the body of loop stage L. Node indices stay stage indices; stages outside the part are
+ * isolated nodes ordered last. pl_graph_build is part -1. */
+pl_status pl_graph_build_part(const pl_spec *spec, int part, pl_graph *g, pl_error *err);
 void pl_graph_fini(pl_graph *g); /* zeroed or built; idempotent */
 
 /* When g has a cycle: writes its stages, in edge order, starting at the lowest stage index of the

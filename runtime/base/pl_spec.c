@@ -138,7 +138,18 @@ pl_stage *pl_spec_add_stage(pl_spec *spec, const char *name, pl_pos pos)
     st->pos = pos;
     st->index = spec->n_stages++;
     st->kind = NULL; /* "not given" until the front end sets it */
+    st->parent = -1;
     return st;
+}
+
+pl_loop *pl_stage_make_loop(pl_spec *spec, pl_stage *st, pl_pos pos)
+{
+    st->loop = pl_spec_alloc(spec, sizeof *st->loop);
+    if (!st->loop) return NULL;
+    st->loop->pos = pos;
+    st->loop->first = st->index + 1;
+    st->loop->cond.index = st->loop->index.index = -1;
+    return st->loop;
 }
 
 pl_opt *pl_stage_add_opt(pl_spec *spec, pl_stage *st, const char *key, pl_pos pos)

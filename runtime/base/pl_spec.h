@@ -24,7 +24,8 @@
 #define PL_MAX_DEPTH 64   /* slots in flight */
 #define PL_MAX_NESTING 16 /* YAML/Lua nesting depth */
 #define PL_MAX_BATCHES (INT64_C(1) << 40)
-#define PL_MAX_CHUNKS 64 /* row blocks of one chunked stage */
+#define PL_MAX_CHUNKS 64      /* row blocks of one chunked stage */
+#define PL_MAX_LOOP INT32_MAX /* iterations of one loop per batch (its counters are i32) */
 
 typedef enum pl_where { PL_HOST, PL_DEVICE } pl_where;
 
@@ -102,6 +103,24 @@ typedef struct pl_ref {
  * adding a kind changes nothing here. */
 struct pl_kind;
 
+/* A loop (docs/pipeline-yaml.md, "Loops"): a stage of its own in spec->stages whose body is the
+ * stages right after it that name it as their parent, [first, first + n_body). Each batch runs
+ * the body, its stages one after another, while the iterations done are below `count` (when
+ * given) and `max`, and the `while` buffer (when given) is nonzero, tested before every
+ * iteration; before each test the loop writes the iterations done into `index` (when given).
+ * The front end fills it; pl_spec_check resolves the refs and gives the loop stage the reads and
+ * writes of its body. Arena memory, owned by the spec. */
+typedef struct pl_loop {
+    int64_t max; /* 1..PL_MAX_LOOP: the bound */
+    pl_pos max_pos;
+    int64_t count; /* 1..max, or 0: no fixed count */
+    pl_pos count_pos;
+    pl_ref cond;  /* `while`: an i32 [1] buffer; name NULL when not given */
+    pl_ref index; /* an i32 [1] buffer the loop writes; name NULL when not given */
+    int first, n_body;
+    pl_pos pos; /* of the `loop:` key */
+} pl_loop;
+
 typedef struct pl_stage {
     const char *name;
     pl_pos pos; /* of the stage (its name) */
@@ -141,6 +160,10 @@ typedef struct pl_stage {
      * `ordered: false`): the plan then leaves out the kind's batch-order wait, and on the GPU the
      * stage's work for different slots may share the device. Set by the kind's bind. */
     bool unordered;
+    /* Loops: a loop stage points at its loop (kind pl_kind_loop_*, runtime/core/pl_stage.h); a
+     * stage of a loop's body has the loop stage's index as its parent, every other stage -1. */
+    pl_loop *loop;
+    int parent;
 } pl_stage;
 
 /* run.memory_budget (docs/pipeline-yaml.md): the most bytes the plan's buffers may take on each
@@ -153,6 +176,10 @@ typedef struct pl_budget {
     uint64_t device, host_pinned;
     pl_pos device_pos, host_pos;
 } pl_budget;
+
+/* run.loop, in the order of its schema values: how the GPU executor runs a loop whose body is
+ * device stages (docs/architecture.md, "Loops"). */
+typedef enum pl_loop_mode { PL_LOOP_DEVICE = 0, PL_LOOP_HOST = 1 } pl_loop_mode;
 
 /* run.gpu_wait, in the order of its schema values. */
 typedef enum pl_gpu_wait { PL_GPU_WAIT_POLL = 0, PL_GPU_WAIT_SLEEP = 1 } pl_gpu_wait;
@@ -177,6 +204,9 @@ typedef struct pl_run_opts {
     /* GPU executor: while host stages gate a launch, the issue loop polls the device (default)
      * or sleeps until a device completion wakes it (runtime/exec/gpu/pl_gpu_launch.c). */
     pl_gpu_wait gpu_wait;
+    /* GPU executor: a device loop is a conditional WHILE node in the slot's graph (device, the
+     * default) or its body's graph launched from the host once per iteration (host). */
+    pl_loop_mode loop_mode;
     /* Every file path the pipeline names stays inside its folder or out_dir, checked as it loads
      * (parser/pl_confine.c); `pipectl run --confine` sets it. Default false. */
     bool confine;
@@ -227,6 +257,9 @@ pl_status pl_opt_add_tagged_item(pl_spec *spec, pl_opt *opt, const char *tag, co
 pl_ref *pl_stage_add_read(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
 pl_ref *pl_stage_add_write(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
 pl_ref *pl_stage_add_after(pl_spec *spec, pl_stage *st, const char *name, pl_pos pos);
+/* Makes st a loop stage (st->loop, zeroed, in the arena): the front end fills it and adds its
+ * body stages after it with parent = st->index. NULL on OOM. */
+pl_loop *pl_stage_make_loop(pl_spec *spec, pl_stage *st, pl_pos pos);
 
 /* The 64 GiB rule, written once (the front ends and pl_spec_check call it): the element count of
  * b's shape against int64 and count * dtype size against PL_MAX_BUFFER_BYTES. PL_OK and *count,

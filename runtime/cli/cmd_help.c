@@ -1,7 +1,7 @@
-/* cmd_help: `pipectl help [COMMAND | kinds | KIND]`: the command list and usages from the command
- * table (runtime/cli/pl_cli.c), the stage kinds, their keys and documented values (the kernel's
- * ops) from the kind table, as gst-inspect-1.0 lists elements and their properties; `--markdown`
- * writes docs/cli.md. */
+/* cmd_help: `pipectl help [COMMAND | kinds | KIND | loop]`: the command list and usages from the
+ * command table (runtime/cli/pl_cli.c), the stage kinds, their keys and documented values (the
+ * kernel's ops) from the kind table, a loop's keys from the loop section's table, as
+ * gst-inspect-1.0 lists elements and their properties; `--markdown` writes docs/cli.md. */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +25,7 @@ static void pl__help_kinds(FILE *out)
     for (const pl_key *k = pl_common_stage_keys; k->name; k++)
         fprintf(out, "%s %s", k == pl_common_stage_keys ? "" : ",", k->name);
     fprintf(out, " (docs/pipeline-yaml.md).\n");
+    fprintf(out, "A loop repeats stages within a batch: 'pipectl help loop'.\n");
 }
 
 static void pl__help_key(FILE *out, const pl_key *k)
@@ -65,6 +66,24 @@ static void pl__help_kind(FILE *out, const pl_kind *kind)
         pl__help_key(out, k);
 }
 
+/* `pipectl help loop`: a loop's keys, from the loop section's table (parser/pl_schema.c). */
+static void pl__help_loop(FILE *out)
+{
+    fprintf(out, "loop: %s\n\n", pl_schema_loop.doc);
+    fprintf(out, "  written:  - name: decode\n"
+                 "              loop: {max: 255, while: active_dev, index: step_dev}\n"
+                 "              stages: [{name: step, kind: kernel, ...}, ...]\n"
+                 "  keys:     name, loop, stages (the body: host stages or device stages), after\n"
+                 "  runs:     index = iterations done; stop at count or max, or when while == 0;\n"
+                 "            else the body's stages one after another, and again\n"
+                 "  gpu:      run.loop: device (a conditional WHILE node in the slot's graph) or\n"
+                 "            host (the body's graph launched once per iteration)\n\n");
+    fprintf(out, "Keys of 'loop':\n  %-14s %-22s %-12s %s\n", "key", "type", "default", "meaning");
+    for (const pl_field *f = pl_schema_loop.fields; f->key.name; f++)
+        pl__help_key(out, &f->key);
+    fprintf(out, "\nMore: docs/pipeline-yaml.md, \"Loops\".\n");
+}
+
 int pl_cmd_help(int argc, char **argv)
 {
     const pl_cmd *self = pl_cmd_find("help", NULL);
@@ -89,6 +108,10 @@ int pl_cmd_help(int argc, char **argv)
             pl__help_kinds(stdout);
             return 0;
         }
+        if (strcmp(what, "loop") == 0) {
+            pl__help_loop(stdout);
+            return 0;
+        }
         const pl_cmd *c = NULL;
         for (const pl_cmd *e = pl_cmds; e->name && !c; e++)
             if (strcmp(e->name, what) == 0) c = e;
@@ -111,6 +134,7 @@ int pl_cmd_help(int argc, char **argv)
         for (int i = 0; i < n_kinds && n < 127; i++)
             cands[n++] = kinds[i];
         cands[n++] = "kinds";
+        cands[n++] = "loop";
         const char *best = pl_closest(what, cands, n);
         if (best)
             fprintf(stderr,
@@ -131,7 +155,8 @@ int pl_cmd_help(int argc, char **argv)
         if (!c->hidden) printf("  %-10s %s\n", c->name, c->summary);
     printf(
         "\n'pipectl help COMMAND' or 'pipectl COMMAND --help' describes one; 'pipectl help "
-        "kinds'\nlists the stage kinds and 'pipectl help KIND' the keys of one.\n"
+        "kinds'\nlists the stage kinds and 'pipectl help KIND' the keys of one; 'pipectl help "
+        "loop'\nthe keys of a loop.\n"
         "Exit codes: 0 success, 1 runtime failure, 2 bad input, 128 + N stopped by signal N (130\n"
         "Ctrl-C, 143 SIGTERM, 129 SIGHUP).\n");
     return 0;

@@ -350,7 +350,41 @@ static json_t *pl__schema(void)
     json_t *defs = json_object();
     pl__put(defs, "run", pl__fields(pl__type("object", &ok), &pl_schema_run, &ok), &ok);
     pl__put(defs, "buffer", pl__fields(pl__type("object", &ok), &pl_schema_buffer, &ok), &ok);
-    /* A stage: its kind picks the keys (if kind == K then K's keys, and no others). */
+    /* A stage: a loop (it has `loop:`) or a stage of a kind, whose kind picks the keys (if kind
+     * == K then K's keys, and no others). A loop's body holds stages of kinds. */
+    json_t *loop_req =
+        pl__put(json_object(), "required", pl__strs((const char *const[]){"loop", NULL}, &ok), &ok);
+    json_t *any_stage = pl__put(json_object(), "if", loop_req, &ok);
+    pl__put(any_stage, "then",
+            pl__put(json_object(), "$ref", json_string("#/$defs/loop_stage"), &ok), &ok);
+    pl__put(any_stage, "else",
+            pl__put(json_object(), "$ref", json_string("#/$defs/kind_stage"), &ok), &ok);
+    pl__put(defs, "stage", any_stage, &ok);
+    json_t *ls = pl__type("object", &ok);
+    pl__put(ls, "description",
+            json_string("a loop: its stages run again and again in one batch, at most loop.max "
+                        "times (docs/pipeline-yaml.md, Loops)"),
+            &ok);
+    static const char *const loop_stage_req[] = {"name", "loop", "stages", NULL};
+    pl__put(ls, "required", pl__strs(loop_stage_req, &ok), &ok);
+    json_t *lprops = json_object();
+    json_t *common = pl__stage_keys(NULL, &ok);
+    pl__put(lprops, "name", json_incref(json_object_get(common, "name")), &ok);
+    pl__put(lprops, "loop", pl__fields(pl__type("object", &ok), &pl_schema_loop, &ok), &ok);
+    json_t *body = pl__put(pl__type("array", &ok), "minItems", json_integer(1), &ok);
+    pl__put(body, "items", pl__put(json_object(), "$ref", json_string("#/$defs/kind_stage"), &ok),
+            &ok);
+    pl__put(
+        body, "description",
+        json_string(
+            "the body: stages of one side, host or device, run one after another every iteration"),
+        &ok);
+    pl__put(lprops, "stages", body, &ok);
+    pl__put(lprops, "after", json_incref(json_object_get(common, "after")), &ok);
+    json_decref(common);
+    pl__put(ls, "properties", lprops, &ok);
+    pl__put(ls, "additionalProperties", json_false(), &ok);
+    pl__put(defs, "loop_stage", ls, &ok);
     json_t *stage = pl__type("object", &ok);
     static const char *const stage_req[] = {"name", "kind", NULL};
     pl__put(stage, "required", pl__strs(stage_req, &ok), &ok);
@@ -369,7 +403,7 @@ static json_t *pl__schema(void)
         pl__push(all, rule, &ok);
     }
     pl__put(stage, "allOf", all, &ok);
-    pl__put(defs, "stage", stage, &ok);
+    pl__put(defs, "kind_stage", stage, &ok);
     for (int i = 0; i < n_kinds; i++) {
         char name[128], doc[256];
         snprintf(name, sizeof name, "stage_%s", kinds[i]->name);

@@ -15,6 +15,7 @@
 #include "pl_buffers.h"
 #include "pl_diag.h"
 #include "pl_graph.h"
+#include "pl_loop.h"
 #include "pl_spec.h"
 #include "pl_stage.h"
 #include "pl_str.h"
@@ -332,6 +333,7 @@ static pl_status pl__resolve_stage(const pl_spec *spec, pl_stage *st, const pl_n
  * engines' stages check their own ends (their kinds' validate). */
 static pl_status pl__check_engine(const pl_spec *spec, const pl_stage *st, pl_error *err)
 {
+    if (st->loop) return PL_OK; /* its body's stages are checked themselves */
     const pl_kind *kind = st->kind;
     pl_engine e = kind->engine;
     if (e != PL_ENGINE_HOST && e != PL_ENGINE_COMPUTE) return PL_OK;
@@ -465,7 +467,60 @@ static pl_status pl__report_cycle(const pl_spec *spec, const pl_graph *g, pl_err
                        path, why);
 }
 
-static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_error *err)
+/* Loop L's `while` buffer must be written by someone who can change it: a stage before the loop
+ * or a stage of its body (L's writes are its body's). */
+static pl_status pl__check_while_written(const pl_spec *spec, const pl_graph *g, const pl_stage *L,
+                                         pl_error *err)
+{
+    const pl_loop *l = L->loop;
+    int c = l->cond.index;
+    for (int k = g->acc_off[c]; k < g->acc_off[c + 1]; k++) {
+        int s = g->acc[k];
+        if ((g->acc_mode[k] & PL_ACC_WRITE) && (s == L->index || g->pos[s] < g->pos[L->index]))
+            return PL_OK;
+    }
+    return pl_error_at(err, PL_EINPUT, l->cond.pos,
+                       "loop '%s': while: no stage writes '%s', neither before the loop nor in "
+                       "its body, so the condition never changes (the loop would not run, or "
+                       "run to max every batch); write '%s' before the loop (the first test reads "
+                       "it) and in the body",
+                       L->name, l->cond.name, l->cond.name);
+}
+
+/* A read of a per-batch buffer that nothing wrote before it in the batch, by stage r: r's own
+ * message, or for a loop the message of its `while` test or of the body stage that reads it. */
+static pl_status pl__unwritten_read(const pl_spec *spec, const pl_stage *sr, int b, pl_error *err)
+{
+    const pl_buffer *buf = &spec->buffers[b];
+    if (sr->loop && sr->loop->cond.name && sr->loop->cond.index == b)
+        return pl_error_at(err, PL_EINPUT, sr->loop->cond.pos,
+                           "loop '%s' tests per-batch buffer '%s' (while:) before its first "
+                           "iteration, but no stage writes it before the loop in the batch; write "
+                           "it before the loop (a stage ordered before '%s' that writes '%s'), or "
+                           "give '%s' an init: (zeros, random or file)",
+                           sr->name, buf->name, sr->name, buf->name, buf->name);
+    int rb = sr->loop ? pl_loop_reader(spec, sr, b) : -1;
+    if (rb >= 0) {
+        const pl_stage *bs = &spec->stages[rb];
+        return pl_error_at(err, PL_EINPUT, pl__access_pos(bs, b, false),
+                           "stage '%s' in loop '%s' reads per-batch buffer '%s', which no stage "
+                           "writes before the loop nor earlier in the body (check takes the "
+                           "body's first iteration as a batch of its own); write '%s' before the "
+                           "loop, or in a body stage ordered before '%s', or give '%s' an init: "
+                           "(zeros, random or file)",
+                           bs->name, sr->name, buf->name, buf->name, bs->name, buf->name);
+    }
+    return pl_error_at(err, PL_EINPUT, pl__access_pos(sr, b, false),
+                       "stage '%s' reads per-batch buffer '%s', but no stage writes it "
+                       "before that in the batch; write it first (a stage ordered before "
+                       "'%s' that writes '%s'), or give '%s' an init: (zeros, random or "
+                       "file)",
+                       sr->name, buf->name, sr->name, buf->name, buf->name);
+}
+
+/* The checks of one graph: the top level (part -1) or the body of loop stage `part`, whose
+ * reads from before the loop are its loop's (checked at the top level). */
+static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, int part, pl_error *err)
 {
     char p[512];
     if (g->n_order < g->n) return pl__report_cycle(spec, g, err);
@@ -531,10 +586,20 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
     }
     pl_walk_fini(&w);
 
+    for (int s = 0; part < 0 && s < spec->n_stages; s++) {
+        const pl_stage *L = &spec->stages[s];
+        if (!L->loop || !L->loop->cond.name || L->parent >= 0) continue;
+        pl_status ws = pl__check_while_written(spec, g, L, err);
+        if (ws != PL_OK) {
+            free(wpos);
+            return ws;
+        }
+    }
+
     /* A per-batch buffer without init must be written in the batch before anything reads it. A
      * writer w and a reader r != w are ordered one way or the other, so w precedes r exactly
      * when it comes first in plan order: the two earliest writers answer for every reader. */
-    for (int b = 0; b < g->n_buffers; b++) {
+    for (int b = 0; part < 0 && b < g->n_buffers; b++) {
         const pl_buffer *buf = &spec->buffers[b];
         if (buf->persistent || buf->init != PL_INIT_NONE) continue;
         int lo = g->acc_off[b], hi = g->acc_off[b + 1], w1 = -1, w2 = -1;
@@ -553,14 +618,8 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
             int r = g->acc[j];
             int first = w1 == r ? w2 : w1;
             if (first >= 0 && g->pos[first] < g->pos[r]) continue;
-            const pl_stage *sr = &spec->stages[r];
             free(wpos);
-            return pl_error_at(err, PL_EINPUT, pl__access_pos(sr, b, false),
-                               "stage '%s' reads per-batch buffer '%s', but no stage writes it "
-                               "before that in the batch; write it first (a stage ordered before "
-                               "'%s' that writes '%s'), or give '%s' an init: (zeros, random or "
-                               "file)",
-                               sr->name, buf->name, sr->name, buf->name, buf->name);
+            return pl__unwritten_read(spec, &spec->stages[r], b, err);
         }
     }
     free(wpos);
@@ -583,6 +642,18 @@ static pl_status pl__check_graph(const pl_spec *spec, const pl_graph *g, pl_erro
         }
     }
     return PL_OK;
+}
+
+/* A loop's body as a batch of its own: cycles, hazards, writes of buffers with init among its
+ * stages; then the loop stage takes its reads and writes from it. */
+static pl_status pl__check_body(pl_spec *spec, pl_stage *L, pl_error *err)
+{
+    pl_graph g = {0};
+    pl_status st = pl_graph_build_part(spec, L->index, &g, err);
+    if (st == PL_OK) st = pl__check_graph(spec, &g, L->index, err);
+    if (st == PL_OK) st = pl_loop_bind_refs(spec, L, &g, err);
+    pl_graph_fini(&g);
+    return st;
 }
 
 /* Records the outcome of one check: a failure goes to the list (when there is one) and, if it is
@@ -693,8 +764,20 @@ pl_status pl_spec_check_all(pl_spec *spec, pl_diags *diags, pl_error *err)
     PL__NOTE(pl__check_batches_all(spec, &e));
     if (first != PL_OK) goto done;
 
+    /* Loops, once every stage is resolved: their rules, their bodies' graphs, then the reads and
+     * writes that make a loop one stage of the top level. */
+    for (int i = 0; i < spec->n_stages; i++) {
+        pl_stage *s = &spec->stages[i];
+        if (!s->loop) continue;
+        pl_error_clear(&e);
+        pl_status ls = pl_loop_check(spec, s, &bufs, bnames, &e);
+        if (ls == PL_OK) ls = pl__check_body(spec, s, &e);
+        if (pl__note(ls, &e, diags, err, &first)) goto done;
+    }
+    if (first != PL_OK) goto done;
+
     PL_CHECK_GOTO(pl_graph_build(spec, &g, &e), st, fail_e);
-    PL__NOTE(pl__check_graph(spec, &g, &e));
+    PL__NOTE(pl__check_graph(spec, &g, -1, &e));
     if (first != PL_OK) goto done;
     spec->checked = true;
     goto done;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pl_graph.h"
+#include "pl_loop.h"
 
 /* Do two checked stages' blocks cut their batches at the same places? Each side counts rows of its
  * own buffer (a forward's ids [B, T] and its logits [B, T, V] share B; with chunk_dims: 2 on both,
@@ -66,6 +67,9 @@ void pl_plan_free(pl_plan *plan)
     free(plan->events);
     free(plan->order);
     free(plan->xdeps);
+    for (int i = 0; plan->loops && i < plan->n_loops; i++)
+        free(plan->loops[i].body);
+    free(plan->loops);
     free(plan);
 }
 
@@ -256,6 +260,10 @@ static pl_status pl__assign_streams(pl_plan *plan)
         pl_plan_stage *ps = &plan->stages[v];
         int sid = -1;
         char name[32];
+        if (ps->body) { /* inside its loop, which comes first in plan order */
+            ps->stream = plan->stages[plan->loops[ps->loop].stage].stream;
+            continue;
+        }
         if (ps->engine == PL_ENGINE_H2D) {
             if (h2d < 0) h2d = pl__stream_new(plan, PL_ENGINE_H2D, "h2d");
             sid = h2d;
@@ -759,8 +767,7 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
         }
     }
     for (int s = 0; s < spec->n_stages; s++) {
-        const pl_kind *kind = spec->stages[s].kind;
-        if (kind && kind->ordered && !spec->stages[s].unordered &&
+        if (spec->stages[s].parent < 0 && pl_stage_ordered(spec, &spec->stages[s]) &&
             pl__xadd(&v, s, s, 1, -1, PL_XDEP_ORDERED))
             goto oom;
     }
@@ -813,6 +820,52 @@ done:
     free(lasts);
     pl_walk_fini(&w);
     return st;
+}
+
+/* plan->order: the top level's order, each loop's body right after its loop, in the order of the
+ * body's own graph; and plan->loops. */
+static pl_status pl__order_loops(pl_plan *plan, const pl_spec *spec, const pl_graph *g,
+                                 pl_error *err)
+{
+    int n = spec->n_stages, k = 0;
+    for (int s = 0; s < n; s++)
+        plan->n_loops += spec->stages[s].loop != NULL;
+    if (plan->n_loops == 0) {
+        memcpy(plan->order, g->order, (size_t)n * sizeof *plan->order);
+        return PL_OK;
+    }
+    plan->loops = calloc((size_t)plan->n_loops, sizeof *plan->loops);
+    if (!plan->loops) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    int nl = 0;
+    for (int i = 0; i < g->n_members; i++) {
+        int v = g->order[i];
+        plan->order[k++] = v;
+        const pl_stage *L = &spec->stages[v];
+        if (!L->loop) continue;
+        pl_plan_loop *pl = &plan->loops[nl];
+        pl->stage = v;
+        pl->device = pl_loop_on_device(spec, L);
+        pl->graph = pl->device && L->kind->engine == PL_ENGINE_COMPUTE;
+        pl->body = malloc(((size_t)L->loop->n_body + 1) * sizeof *pl->body);
+        if (!pl->body) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        pl_graph bg;
+        PL_CHECK(pl_graph_build_part(spec, v, &bg, err));
+        for (int j = 0; j < bg.n_members && j < L->loop->n_body; j++) {
+            int b = bg.order[j];
+            pl->body[pl->n_body++] = b;
+            plan->order[k++] = b;
+            plan->stages[b].loop = nl;
+            plan->stages[b].body = true;
+        }
+        pl_graph_fini(&bg);
+        plan->stages[v].loop = nl++;
+    }
+    if (k != n)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: the plan ordered %d of %d stages (a loop's body is not its "
+                            "parent's); pl_spec_check reports it",
+                            k, n);
+    return PL_OK;
 }
 
 pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err)
@@ -901,7 +954,9 @@ pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, 
     plan->order = malloc(((size_t)n + 1) * sizeof *plan->order);
     plan->stages = calloc((size_t)n + 1, sizeof *plan->stages);
     if (!plan->order || !plan->stages) goto oom;
-    memcpy(plan->order, g.order, (size_t)n * sizeof *plan->order);
+    for (int s = 0; s < n; s++)
+        plan->stages[s].loop = -1;
+    PL_CHECK_GOTO(pl__order_loops(plan, spec, &g, err), st, fail);
     for (int k = 0; k < n; k++) {
         int s = plan->order[k];
         pl_plan_stage *ps = &plan->stages[s];

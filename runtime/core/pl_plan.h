@@ -19,7 +19,12 @@
  *   between them. A device stage's segment is the number of host stages on the longest chain of
  *   host-after-device hand-offs before it; the GPU executor captures one graph per segment and
  *   slot, launches segment k of a batch once the host stages it needs are done, and learns of
- *   device completions from the end events the plan marks `observe`. */
+ *   device completions from the end events the plan marks `observe`.
+ * - Loops (runtime/core/pl_loop.h): a loop stage is one stage of the DAG above, with its body's
+ *   reads and writes; its body stages are in `order` right after it (in the order an iteration
+ *   runs them) and in `loops`, with no preds, waits, events or segment of their own and the loop
+ *   stage's stream (they run inside it, not on a stream's list): the scheduler counts them done
+ *   with their loop. */
 #ifndef PL_PLAN_H
 #define PL_PLAN_H
 
@@ -51,7 +56,22 @@ typedef struct pl_plan_stage {
                       * launch or a cross-batch dep waits for it, or it ends its segment) */
     bool observe;    /* device: the host reads its completion back, one batch after another (a
                       * host stage waits for it, or it is a leaf of its segment) */
+    int loop;        /* a loop stage or a stage of a loop's body: index into plan->loops; -1 */
+    bool body;       /* a stage of that loop's body */
 } pl_plan_stage;
+
+/* One loop: its stage and its body. */
+typedef struct pl_plan_loop {
+    int stage; /* the loop stage */
+    int *body; /* its body's stages, in the order an iteration runs them */
+    int n_body;
+    bool device; /* the body is device stages */
+    /* The GPU executor captures the loop into the slot's graph as a conditional WHILE node (a
+     * device body, run.loop: device; the loop stage is a compute stage). false: the loop is a
+     * host stage, run by a host worker: a host body, or a device body whose graph the worker
+     * launches once per iteration (run.loop: host). */
+    bool graph;
+} pl_plan_loop;
 
 /* One device segment: what its per-slot graph holds and what its launch waits for. */
 typedef struct pl_segment {
@@ -107,6 +127,8 @@ typedef struct pl_plan {
     int n_xdeps;
     pl_segment *segments; /* device segments of one batch, in launch order */
     int n_segments;
+    pl_plan_loop *loops; /* in plan order */
+    int n_loops;
     /* Memory: bytes for one slot of all per-batch buffers, and for persistent buffers; on the
      * device, with what stage kinds allocate themselves (pl_kind.device_memory), which stage_*
      * repeats. */
@@ -129,6 +151,12 @@ pl_status pl_plan_compile(const pl_spec *spec, pl_plan **out, pl_error *err);
 pl_status pl_plan_compile_with(const pl_spec *spec, int64_t batches, int depth, pl_plan **out,
                                pl_error *err);
 void pl_plan_free(pl_plan *plan);
+/* The loop whose stage is `stage`, or NULL (not a loop stage; a body stage is not one). */
+static inline const pl_plan_loop *pl_plan_loop_of(const pl_plan *plan, int stage)
+{
+    const pl_plan_stage *ps = &plan->stages[stage];
+    return ps->loop >= 0 && !ps->body ? &plan->loops[ps->loop] : NULL;
+}
 /* Chunked stages (pl_stage.chunks): does device stage c wait on device stage p block by block?
  * Both are chunked alike (chunks > 1, the same rows in each block: pl_stage.chunk_rows), p is an
  * intra-batch predecessor of c that writes a buffer c reads, and both sit in one segment (whose

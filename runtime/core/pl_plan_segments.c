@@ -50,6 +50,10 @@ pl_status pl_plan_segments(pl_plan *plan)
     int n_seg = 0;
     for (int k = 0; k < n; k++) {
         int v = plan->order[k];
+        if (ps[v].body) { /* inside its loop: no segment of its own */
+            ps[v].segment = ps[v].after = -1;
+            continue;
+        }
         bool dev = pl__is_dev(ps[v].engine);
         int val = dev ? 0 : -1;
         for (int i = 0; i < ps[v].n_preds; i++) {

@@ -114,6 +114,10 @@ static void pl__set_done(pl_sched *s, int stage, int64_t count)
     if (!s->is_out[stage] && !s->after_out[stage] && old == s->commit && --s->at_commit == 0)
         pl__advance_commit(s);
     pl__recheck_deps(s, stage);
+    /* A loop's body stages ran inside it: they finish their batches with it. */
+    const pl_plan_loop *lp = pl_plan_loop_of(s->plan, stage);
+    for (int i = 0; lp && i < lp->n_body; i++)
+        if (s->done[lp->body[i]] < count) pl__set_done(s, lp->body[i], count);
 }
 
 void pl_sched_set_done(pl_sched *s, int stage, int64_t count)

@@ -87,6 +87,16 @@ pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
         pl_error_set(err, PL_ERUNTIME, "error: injected failure (test hook fail_stage/fail_batch)");
         return pl_error_stage(err, st->name, batch);
     }
+    if (st->loop) {
+        pl_nvtx_push(st->name, batch);
+        pl_status ls = rt->run_loop
+                           ? rt->run_loop(rt->loop_user, rt, cfg, stage, local, worker, bufs, err)
+                           : pl_stage_rt_run_loop(rt, cfg, stage, local, worker, bufs, err);
+        pl_nvtx_pop();
+        /* A body stage's failure names that stage already. */
+        if (ls != PL_OK) pl_error_stage(err, st->name, batch);
+        return ls;
+    }
     if (!kind->run_host) {
         pl_error_set(err, PL_ERUNTIME,
                      "error: kind '%s' cannot run on the host executor yet; use --executor gpu",
@@ -110,6 +120,23 @@ pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
      * where, the same on both executors. */
     if (ps != PL_OK) pl_error_stage(err, st->name, batch);
     return ps;
+}
+
+pl_status pl_stage_rt_run_loop(const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
+                               int64_t batch, int worker, void *const *bufs, pl_error *err)
+{
+    const pl_stage *st = &rt->plan->spec->stages[stage];
+    const pl_loop *l = st->loop;
+    const pl_plan_loop *lp = pl_plan_loop_of(rt->plan, stage);
+    int64_t limit = l->count ? l->count : l->max;
+    const int32_t *cond = l->cond.name ? bufs[l->cond.index] : NULL;
+    int32_t *index = l->index.name ? bufs[l->index.index] : NULL;
+    for (int64_t it = 0;; it++) {
+        if (index) *index = (int32_t)it;
+        if (it >= limit || (cond && *cond == 0)) return PL_OK;
+        for (int i = 0; i < lp->n_body; i++)
+            PL_CHECK(pl_stage_rt_run_host(rt, cfg, lp->body[i], batch, worker, bufs, err));
+    }
 }
 
 pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool failed,

@@ -7,12 +7,24 @@
 
 #include "pl_run.h"
 
+struct pl_stage_rt;
+
+/* Runs loop stage `stage` of batch `batch` (the executor's count) as pl_stage_rt_run_host would
+ * run a stage; `user` is pl_stage_rt.loop_user. */
+typedef pl_status (*pl_loop_run_fn)(void *user, const struct pl_stage_rt *rt, const pl_run_cfg *cfg,
+                                    int stage, int64_t batch, int worker, void *const *bufs,
+                                    pl_error *err);
+
 typedef struct pl_stage_rt {
     const pl_plan *plan; /* borrowed */
     pl_run_env env;      /* what every hook sees (env.spec borrowed from the plan) */
     void **state;        /* [stage index]: from the kind's open(), or NULL */
     bool *opened;        /* [stage index]: open() succeeded, so close() is owed */
     int n_stages;
+    /* How a loop stage runs on a host worker: NULL is pl_stage_rt_run_loop; the GPU executor
+     * sets its own after pl_stage_rt_open (a device body launched once per iteration). */
+    pl_loop_run_fn run_loop;
+    void *loop_user;
 } pl_stage_rt;
 
 /* Default number of host workers for a plan: max(online CPUs, streams), at most 64. */
@@ -30,15 +42,24 @@ int pl_default_workers(const pl_plan *plan);
 pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
                            void *const *open_bufs, struct pl_gpu_ctx *gpu, pl_error *err);
 
-/* Runs stage `stage` of batch `batch` with run_host: ctx.worker = worker (0..env.workers-1; the
- * caller guarantees no two threads run hooks with the same worker at once), bufs = that slot's
- * buffer table. `batch` is the executor's count (the i-th batch this process runs); the kind
- * gets the pipeline's index of it, ctx.batch (the same without a shard: spec->run.shard). Wraps
- * it in an NVTX range "<stage> #<ctx.batch>". A failure is attached to the stage and ctx.batch
- * with pl_error_stage (so hooks need not name them). When cfg->fail_stage/fail_batch match
- * (fail_batch counts as `batch` does), fails instead with "stage 'x', batch N: injected failure"
- * (PL_ERUNTIME). */
+/* Runs stage `stage` of batch `batch` with run_host (a loop stage with rt->run_loop): ctx.worker =
+ * worker (0..env.workers-1; the caller guarantees no two threads run hooks with the same worker at
+ * once), bufs = that slot's buffer table. `batch` is the executor's count (the i-th batch this
+ * process runs); the kind gets the pipeline's index of it, ctx.batch (the same without a shard:
+ * spec->run.shard). Wraps it in an NVTX range "<stage> #<ctx.batch>". A failure is attached to the
+ * stage and ctx.batch with pl_error_stage (so hooks need not name them). When
+ * cfg->fail_stage/fail_batch match (fail_batch counts as `batch` does), fails instead with "stage
+ * 'x', batch N: injected failure" (PL_ERUNTIME). */
 pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
+                               int64_t batch, int worker, void *const *bufs, pl_error *err);
+
+/* A loop stage's batch on the host: before each iteration, `index` (when given) gets the
+ * iterations done; the body runs again while they are below count (when given) and max and the
+ * `while` buffer (when given) is nonzero, its stages with pl_stage_rt_run_host one after another
+ * in the plan's order (pl_plan_loop.body). bufs: the slot's buffers, as for run_host (every
+ * buffer the body touches must be there: host memory on the host executor, a host body on the
+ * GPU executor). The first failing body stage's error ends it. */
+pl_status pl_stage_rt_run_loop(const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
                                int64_t batch, int worker, void *const *bufs, pl_error *err);
 
 /* Closes every opened stage: completed[stage] = batches that stage finished (NULL: 0 each),

@@ -27,9 +27,18 @@ pl_status pl_timing_new(const pl_plan *plan, int window, int64_t keep, pl_timing
     t->row_n = calloc((size_t)window, sizeof *t->row_n);
     if (keep > 0 && (size_t)keep > SIZE_MAX / sizeof *t->kept / ns) goto oom;
     t->kept = keep > 0 ? calloc((size_t)keep * ns, sizeof *t->kept) : NULL;
+    t->body_off = calloc(ns + 1, sizeof *t->body_off);
+    t->body = calloc(ns, sizeof *t->body);
     if (!t->hist || !t->res_of || !t->res || !t->rows || !t->row_b || !t->row_n ||
-        (keep > 0 && !t->kept))
+        (keep > 0 && !t->kept) || !t->body_off || !t->body)
         goto oom;
+    for (int i = 0; i < plan->n_loops; i++)
+        t->body_off[plan->loops[i].stage + 1] = plan->loops[i].n_body;
+    for (int s = 0; s < n; s++)
+        t->body_off[s + 1] += t->body_off[s];
+    for (int i = 0; i < plan->n_loops; i++)
+        memcpy(&t->body[t->body_off[plan->loops[i].stage]], plan->loops[i].body,
+               (size_t)plan->loops[i].n_body * sizeof *t->body);
     for (int r = 0; r < window; r++)
         t->row_b[r] = -1;
     /* Resources: device engines that have stages (pl_engine order), then host streams. */
@@ -38,7 +47,7 @@ pl_status pl_timing_new(const pl_plan *plan, int window, int64_t keep, pl_timing
         dev_res[e] = -1;
         if (e == PL_ENGINE_HOST) continue;
         for (int s = 0; s < n; s++)
-            if ((int)plan->stages[s].engine == e) {
+            if ((int)plan->stages[s].engine == e && !plan->stages[s].body) {
                 t->res[t->n_res] = (pl_timing_res){.engine = (pl_engine)e, .stream = -1};
                 dev_res[e] = t->n_res++;
                 break;
@@ -55,9 +64,11 @@ pl_status pl_timing_new(const pl_plan *plan, int window, int64_t keep, pl_timing
     for (int r = 0; r < t->n_res; r++)
         t->res[r].last_b = -1;
     for (int s = 0; s < n; s++) {
+        /* A body stage runs inside its loop, on the loop's resource. */
         const pl_plan_stage *ps = &plan->stages[s];
+        const pl_plan_stage *on = ps->body ? &plan->stages[plan->loops[ps->loop].stage] : ps;
         pl_hist_init(&t->hist[s]);
-        t->res_of[s] = ps->engine == PL_ENGINE_HOST ? host_res[ps->stream] : dev_res[ps->engine];
+        t->res_of[s] = on->engine == PL_ENGINE_HOST ? host_res[on->stream] : dev_res[on->engine];
         if (t->res_of[s] >= 0) t->res[t->res_of[s]].n_stages++;
     }
     free(host_res);
@@ -84,6 +95,8 @@ void pl_timing_free(pl_timing *t)
     free(t->row_b);
     free(t->row_n);
     free(t->kept);
+    free(t->body_off);
+    free(t->body);
     free(t);
 }
 
@@ -179,10 +192,8 @@ static void pl__fold_row(pl_timing *t, int row)
     t->folded++;
 }
 
-void pl_timing_record(pl_timing *t, int stage, int64_t batch, pl_span sp)
+static void pl__record(pl_timing *t, int stage, int64_t batch, pl_span sp)
 {
-    if (!t || stage < 0 || stage >= t->n_stages || batch < 0) return;
-    pthread_mutex_lock(&t->mu);
     int row = (int)(batch % t->window);
     if (t->row_b[row] > batch) {
         /* Its row was taken by a later batch (below): the span goes straight in. */
@@ -200,6 +211,16 @@ void pl_timing_record(pl_timing *t, int stage, int64_t batch, pl_span sp)
         t->rows[(size_t)row * (size_t)t->n_stages + (size_t)stage] = sp;
         if (++t->row_n[row] == t->n_stages) pl__fold_row(t, row);
     }
+}
+
+void pl_timing_record(pl_timing *t, int stage, int64_t batch, pl_span sp)
+{
+    if (!t || stage < 0 || stage >= t->n_stages || batch < 0) return;
+    pthread_mutex_lock(&t->mu);
+    pl__record(t, stage, batch, sp);
+    /* A loop's body stages ran inside it: they report with it, untimed. */
+    for (int i = t->body_off[stage]; i < t->body_off[stage + 1]; i++)
+        pl__record(t, t->body[i], batch, (pl_span){0, 0});
     pthread_mutex_unlock(&t->mu);
 }
 

@@ -63,6 +63,8 @@ typedef struct pl_timing {
     /* The log: spans of batches < keep, [batch * n_stages + stage]. */
     int64_t keep;
     pl_span *kept;
+    /* Loops: the body stages of loop stage s are body[body_off[s] .. body_off[s + 1]). */
+    int *body_off, *body;
 } pl_timing;
 
 /* A collector for a run of `plan`: `window` rows (batches in flight at once; more is handled, a
@@ -73,7 +75,8 @@ pl_status pl_timing_new(const pl_plan *plan, int window, int64_t keep, pl_timing
 void pl_timing_free(pl_timing *t); /* accepts NULL */
 /* Stage `stage` of batch `batch` ran from sp.start_ns to sp.end_ns ({0, 0}: not timed). Every
  * stage of a batch reports exactly once; a failed stage run reports nothing (its batch is not
- * completed). Thread-safe. */
+ * completed). A loop stage reports for its body stages too: they ran inside it, and are not
+ * timed one by one (a conditional node's body holds no event nodes). Thread-safe. */
 void pl_timing_record(pl_timing *t, int stage, int64_t batch, pl_span sp);
 /* The logged span of (batch, stage), or NULL when batch is not in the log. */
 const pl_span *pl_timing_span(const pl_timing *t, int64_t batch, int stage);

@@ -345,6 +345,32 @@ json_t *pl_plan_json(const pl_plan *plan)
                       pl__names(spec, ps->preds, ps->n_preds), "segment", ps->segment, "after",
                       ps->after, "record_end", ps->record_end, "observe", ps->observe));
     }
+    /* Loops: each loop and body stage names its loop; `loops` lists them (both only where the
+     * pipeline has loops, so the plans of pipelines without keep their digests). */
+    for (int i = 0; i < plan->n_stages; i++) {
+        const pl_plan_stage *ps = &plan->stages[plan->order[i]];
+        if (ps->loop >= 0)
+            json_object_set_new(json_array_get(stages, (size_t)i), "loop",
+                                json_string(spec->stages[plan->loops[ps->loop].stage].name));
+    }
+    if (plan->n_loops) {
+        json_t *loops = json_array();
+        json_object_set_new(j, "loops", loops);
+        for (int i = 0; loops && i < plan->n_loops; i++) {
+            const pl_plan_loop *lp = &plan->loops[i];
+            const pl_loop *l = spec->stages[lp->stage].loop;
+            json_array_append_new(
+                loops, json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:s}", "stage",
+                                 spec->stages[lp->stage].name, "body",
+                                 pl__names(spec, lp->body, lp->n_body), "max", (json_int_t)l->max,
+                                 "count", l->count ? json_integer(l->count) : json_null(), "while",
+                                 l->cond.name ? json_string(l->cond.name) : json_null(), "index",
+                                 l->index.name ? json_string(l->index.name) : json_null(), "gpu",
+                                 lp->graph    ? "while_node"
+                                 : lp->device ? "host_launched"
+                                              : "host"));
+        }
+    }
     for (int k = 0; k < plan->n_streams; k++)
         json_array_append_new(
             streams,

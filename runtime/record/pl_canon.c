@@ -191,6 +191,10 @@ static void pl__run(pl__em *m, const pl_spec *spec)
         }
         pl__map_end(m);
     }
+    if (r->loop_mode == PL_LOOP_HOST) { /* written only when set: it changes the plan */
+        pl__str(m, "loop", false);
+        pl__str(m, "host", false);
+    }
     pl__map_end(m);
 }
 
@@ -228,9 +232,50 @@ static void pl__buffers(pl__em *m, const pl_spec *spec, pl_canon_path_fn map, vo
     pl__map_end(m);
 }
 
-static void pl__stage(pl__em *m, FILE *out, const pl_stage *st, pl_canon_path_fn map,
-                      pl_canon_omit_fn omit, void *user)
+static void pl__stage(pl__em *m, FILE *out, const pl_spec *spec, const pl_stage *st,
+                      pl_canon_path_fn map, pl_canon_omit_fn omit, void *user);
+
+/* A loop: its name, `loop:` with every key given, after:, then its body's stages. */
+static void pl__loop(pl__em *m, FILE *out, const pl_spec *spec, const pl_stage *st,
+                     pl_canon_path_fn map, pl_canon_omit_fn omit, void *user)
 {
+    const pl_loop *l = st->loop;
+    pl__map(m, false);
+    pl__str(m, "name", false);
+    pl__str(m, st->name, true);
+    pl__str(m, "loop", false);
+    pl__map(m, true);
+    pl__str(m, "max", false);
+    pl__fmt(m, "%" PRId64, l->max);
+    if (l->count) {
+        pl__str(m, "count", false);
+        pl__fmt(m, "%" PRId64, l->count);
+    }
+    if (l->cond.name) {
+        pl__str(m, "while", false);
+        pl__str(m, l->cond.name, true);
+    }
+    if (l->index.name) {
+        pl__str(m, "index", false);
+        pl__str(m, l->index.name, true);
+    }
+    pl__map_end(m);
+    pl__refs(m, "after", st->after, st->n_after);
+    pl__str(m, "stages", false);
+    pl__seq(m, false);
+    for (int i = 0; i < l->n_body && l->first + i < spec->n_stages; i++)
+        pl__stage(m, out, spec, &spec->stages[l->first + i], map, omit, user);
+    pl__seq_end(m);
+    pl__map_end(m);
+}
+
+static void pl__stage(pl__em *m, FILE *out, const pl_spec *spec, const pl_stage *st,
+                      pl_canon_path_fn map, pl_canon_omit_fn omit, void *user)
+{
+    if (st->loop) {
+        pl__loop(m, out, spec, st, map, omit, user);
+        return;
+    }
     pl__map(m, false);
     pl__str(m, "name", false);
     pl__str(m, st->name, true);
@@ -291,7 +336,8 @@ pl_status pl_canon_write(const pl_spec *spec, FILE *out, pl_canon_path_fn map,
     pl__str(&m, "stages", false);
     pl__seq(&m, false);
     for (int s = 0; s < spec->n_stages; s++)
-        pl__stage(&m, out, &spec->stages[s], map, omit, user);
+        if (spec->stages[s].parent < 0) /* body stages are written inside their loop */
+            pl__stage(&m, out, spec, &spec->stages[s], map, omit, user);
     pl__seq_end(&m);
     pl__map_end(&m);
     pl__emit(&m, &ev, yaml_document_end_event_initialize(&ev, 1));

@@ -30,6 +30,39 @@ static const char *pl__kind_name(const pl_spec *spec, int s)
     return k ? k->name : "?";
 }
 
+/* How the GPU executor runs loop lp (the host executor runs every loop on a host worker). */
+static const char *pl__loop_how(const pl_plan_loop *lp)
+{
+    if (lp->graph)
+        return "a conditional WHILE node in the slot's graph, no host round trip per iteration";
+    if (lp->device)
+        return "a host worker launches the body's graph once per iteration (run.loop: host)";
+    return "a host worker runs the body";
+}
+
+static void pl__dump_loops(const pl_plan *plan, FILE *out)
+{
+    const pl_spec *spec = plan->spec;
+    if (!plan->n_loops) return;
+    fprintf(out, "\nloops (the body's stages run one after another, iteration after iteration, "
+                 "inside the loop stage):\n");
+    for (int i = 0; i < plan->n_loops; i++) {
+        const pl_plan_loop *lp = &plan->loops[i];
+        const pl_stage *L = &spec->stages[lp->stage];
+        char desc[1024];
+        L->kind->describe(spec, L, desc, sizeof desc);
+        fprintf(out, "  %s (%s): %s\n", L->name, plan->streams[plan->stages[lp->stage].stream].name,
+                desc);
+        fprintf(out, "    body:");
+        for (int j = 0; j < lp->n_body; j++) {
+            const pl_stage *b = &spec->stages[lp->body[j]];
+            fprintf(out, "%s %s (%s, %s)", j ? "," : "", b->name, b->kind->name,
+                    pl_engine_name(plan->stages[lp->body[j]].engine));
+        }
+        fprintf(out, "\n    gpu: %s\n", pl__loop_how(lp));
+    }
+}
+
 void pl_plan_dump(const pl_plan *plan, FILE *out)
 {
     const pl_spec *spec = plan->spec;
@@ -136,11 +169,14 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
         for (int i = 0; i < plan->n_stages; i++) {
             int v = plan->order[i];
             if (plan->stages[v].segment >= 0 || plan->stages[v].after != k) continue;
+            if (plan->stages[v].body) continue; /* in its loop (listed under loops) */
             if (!nh++) fprintf(out, "  host, %s:", k < 0 ? "before any device work" : "then");
             fprintf(out, "%s %s", nh > 1 ? "," : "", spec->stages[v].name);
         }
         if (nh) fputc('\n', out);
     }
+
+    pl__dump_loops(plan, out);
 
     uint64_t d = (uint64_t)plan->depth;
     fprintf(out, "\nmemory:\n");
@@ -210,6 +246,33 @@ void pl_plan_dump_dot(const pl_plan *plan, FILE *out)
         for (int k = 0; k < ev->n_dsts; k++)
             fprintf(out, "  \"%s\" -> \"%s\" [style=dashed, label=\"e%d\"];\n",
                     spec->stages[ev->src].name, spec->stages[ev->dsts[k]].name, i);
+    }
+    /* A loop's body: a cluster of its own, entered from the loop stage, with the edge back to
+     * its first stage that the next iteration takes. */
+    for (int i = 0; i < plan->n_loops; i++) {
+        const pl_plan_loop *lp = &plan->loops[i];
+        const pl_stage *L = &spec->stages[lp->stage];
+        char desc[1024];
+        L->kind->describe(spec, L, desc, sizeof desc);
+        for (char *c = desc; *c; c++)
+            if (*c == '"' || *c == '\\') *c = '\'';
+        fprintf(out,
+                "  subgraph \"cluster_loop_%s\" {\n    label=\"loop %s: %s\";\n    style=dashed;\n",
+                L->name, L->name, desc);
+        for (int j = 0; j < lp->n_body; j++) {
+            int v = lp->body[j];
+            fprintf(out, "    \"%s\" [label=\"%s\\n%s\"];\n", spec->stages[v].name,
+                    spec->stages[v].name, pl__kind_name(spec, v));
+        }
+        for (int j = 1; j < lp->n_body; j++)
+            fprintf(out, "    \"%s\" -> \"%s\";\n", spec->stages[lp->body[j - 1]].name,
+                    spec->stages[lp->body[j]].name);
+        fprintf(
+            out,
+            "    \"%s\" -> \"%s\" [style=dotted, label=\"next iteration\", constraint=false];\n",
+            spec->stages[lp->body[lp->n_body - 1]].name, spec->stages[lp->body[0]].name);
+        fprintf(out, "  }\n  \"%s\" -> \"%s\" [style=dotted, label=\"body\"];\n", L->name,
+                spec->stages[lp->body[0]].name);
     }
     fprintf(out, "}\n");
 }

@@ -11,6 +11,7 @@
 
 static bool pl__is_device_stage(const pl_plan *plan, int s)
 {
+    if (plan->stages[s].body) return false; /* timed with its loop */
     pl_engine e = plan->stages[s].engine;
     return e == PL_ENGINE_H2D || e == PL_ENGINE_COMPUTE || e == PL_ENGINE_D2H;
 }
@@ -145,6 +146,11 @@ void pl_report_print(FILE *out, const pl_plan *plan, const pl_run_result *res, p
         for (int i = 0; i < plan->n_stages; i++) {
             int s = plan->order[i];
             const pl_stage *sg = &spec->stages[s];
+            if (plan->stages[s].body) { /* not timed alone: inside its loop's time */
+                fprintf(out, "  %-*s  %-7s %-8s %6s   in loop '%s'\n", w, sg->name, sg->kind->name,
+                        pl_engine_name(plan->stages[s].engine), "-", spec->stages[sg->parent].name);
+                continue;
+            }
             fprintf(out, "  %-*s  %-7s %-8s %6lld %10s %10s %10s %5.1f%%\n", w, sg->name,
                     sg->kind->name, pl_engine_name(plan->stages[s].engine), (long long)st[s].count,
                     pl__time(st[s].mean_s, b1, sizeof b1), pl__time(st[s].p50_s, b2, sizeof b2),

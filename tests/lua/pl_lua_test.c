@@ -106,6 +106,11 @@ static void t_dump(luaL_Buffer *b, const pl_spec *s, bool pos)
         const pl_stage *st = &s->stages[i];
         ADD("stage %s kind=%s", st->name, (st->kind) ? (st->kind)->name : "?");
         if (pos) ADD(" @%s:%d:%d", st->pos.file, st->pos.line, st->pos.col);
+        if (st->parent >= 0) ADD(" in=%s", s->stages[st->parent].name);
+        if (st->loop)
+            ADD(" max=%lld count=%lld while=%s index=%s body=%d", (long long)st->loop->max,
+                (long long)st->loop->count, st->loop->cond.name ? st->loop->cond.name : "-",
+                st->loop->index.name ? st->loop->index.name : "-", st->loop->n_body);
         const pl_ref *lists[3] = {st->reads, st->writes, st->after};
         int counts[3] = {st->n_reads, st->n_writes, st->n_after};
         const char *names[3] = {"reads", "writes", "after"};

@@ -152,6 +152,13 @@ fails("local p = pipectl.pipeline{}\np:stage{name = 'a', kind = 'lua', fn = 5}\n
       "p.lua:2:1: error: stage 'a': 'fn' must be a Lua function (pipeline.lua only; in YAML give script: or code:), not a single value")
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, dtype = 'f32', persistent = 'yes'})\nreturn p",
       "p.lua:2:1: error: buffer 'x': 'persistent' is 'yes'; it must be one of: false, true")
+-- loops: the YAML front end's messages, at the line of the stage table
+fails("local p = pipectl.pipeline{}\np:stage{name = 'd', loop = {max = 10, count = 12}, stages = {{name = 'a', kind = 'lua', code = 'function run() end'}}}\nreturn p",
+      "p.lua:2:1: error: loop 'd': 'count' is 12, more than 'max' (10); give a count from 1 to max, or raise max")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'd', loop = {count = 2}, stages = {{name = 'a', kind = 'lua', code = 'function run() end'}}}\nreturn p",
+      "p.lua:2:1: error: loop 'd' has no 'max'; add max: N, the most iterations a batch may run (a loop always has a bound)")
+fails("local p = pipectl.pipeline{}\np:stage{name = 'd', loop = {max = 2}, stages = {\n  pipectl.stage{name = 'e', loop = {max = 2}, stages = {}}}}\nreturn p",
+      "p.lua:3:1: error: loop 'e' is inside the body of loop 'd'; a loop's body cannot hold a loop: move 'e' before or after 'd', or merge the two bodies")
 -- syntax and runtime errors keep Lua's line
 fails("local p = pipectl.pipeline{}\n\np:stage{name = 'a' kind = 'h2d'}\nreturn p",
       "p.lua:3:1: error: '}' expected near 'kind'")
@@ -166,7 +173,7 @@ fails("\27Lua\84\0", "p.lua: error: p.lua: binary (precompiled) chunks are not a
 
 -- the examples: each pipelines/X.lua with a YAML twin gives the identical spec (positions aside)
 local twins = 0
-for _, base in ipairs{"quickstart", "lua_postprocess"} do
+for _, base in ipairs{"quickstart", "lua_postprocess", "loop"} do
   local y, yerr = test.load_file(test.source_dir .. "/pipelines/" .. base .. ".yaml")
   local l, lerr = test.load_file(test.source_dir .. "/pipelines/" .. base .. ".lua")
   assert(y, yerr)
@@ -174,4 +181,4 @@ for _, base in ipairs{"quickstart", "lua_postprocess"} do
   assert(y == l, base .. ": specs differ\nyaml:\n" .. y .. "\nlua:\n" .. l)
   twins = twins + 1
 end
-assert(twins == 2)
+assert(twins == 3)

@@ -267,7 +267,7 @@ static void test_strings(void)
     /* Columns count characters, not bytes. */
     CHECK_STR(P("pipeline: \"\xc3\xa9t\xc3\xa9\"\nstages: []\nrun: {x: 1}\n"),
               "t.yaml:3:7: error: run: unknown key 'x'; the keys here are: batches, depth, device, "
-              "seed, memory_budget, fault_marks, gpu_wait, confine, shard_mode");
+              "seed, memory_budget, fault_marks, gpu_wait, confine, shard_mode, loop");
     CHECK_STR(P("pipeline: \xc3\xa9t\xc3\xa9\nstages: [1]\n"),
               "t.yaml:2:10: error: each stage must be a mapping like {name: up, kind: h2d, from: "
               "x, to: y}, not a single value");
@@ -683,6 +683,7 @@ static void test_docs(void)
     check_doc_section(doc, &pl_schema_run);
     check_doc_section(doc, &pl_schema_budget);
     check_doc_section(doc, &pl_schema_buffer);
+    check_doc_section(doc, &pl_schema_loop);
     const pl_key *keys[64];
     int nk = 0;
     for (const pl_key *k = pl_common_stage_keys; k->name && nk < 64; k++)

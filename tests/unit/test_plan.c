@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "pl_exec.h"
+#include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_plan_dump.h"
 #include "pl_test.h"
@@ -591,8 +592,99 @@ static void test_chunk_links_dims(void)
     pl_spec_free(s);
 }
 
+/* A loop: one stage at the top level (its body's reads and writes), its body right after it in
+ * plan order, on its stream but on no stream's list, in no segment; run.loop: host makes it a host
+ * stage between two segments. */
+static pl_spec *t_loop_spec(const char *run)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: %s\n"
+             "buffers:\n"
+             "  n: {where: host, dtype: i32, shape: [1]}\n"
+             "  n_dev: {where: device, dtype: i32, shape: [1]}\n"
+             "  m1: {where: device, dtype: i32, shape: [1]}\n"
+             "  step: {where: device, dtype: i32, shape: [1]}\n"
+             "  tot: {where: device, dtype: i32, shape: [1]}\n"
+             "  out: {where: host, dtype: i32, shape: [1]}\n"
+             "stages:\n"
+             "  - {name: gen, kind: source, to: n}\n"
+             "  - {name: up, kind: h2d, from: n, to: n_dev}\n"
+             "  - {name: minus, kind: kernel, op: fill, value: -1, writes: [m1]}\n"
+             "  - {name: zero, kind: kernel, op: fill, value: 0, writes: [tot]}\n"
+             "  - name: L\n"
+             "    loop: {max: 8, while: n_dev, index: step}\n"
+             "    stages:\n"
+             "      - {name: acc, kind: kernel, op: add, reads: [tot, step], writes: [tot]}\n"
+             "      - {name: dec, kind: kernel, op: add, reads: [n_dev, m1], writes: [n_dev]}\n"
+             "  - {name: down, kind: d2h, from: tot, to: out}\n"
+             "  - {name: save, kind: sink, from: out}\n",
+             run);
+    pl_spec *s = NULL;
+    pl_error err;
+    if (pl_yaml_load_string("loop.yaml", text, strlen(text), &s, &err) != PL_OK) {
+        fprintf(stderr, "load failed: %s\n", err.msg);
+        exit(1);
+    }
+    return s;
+}
+
+static void test_loop(void)
+{
+    pl_spec *s = t_loop_spec("{depth: 2}");
+    pl_plan *p = t_plan(s);
+    int L = t_idx(s, "L"), acc = t_idx(s, "acc"), dec = t_idx(s, "dec");
+    CHECK_EQ_INT(p->n_loops, 1);
+    CHECK_EQ_INT(p->loops[0].stage, L);
+    CHECK_EQ_INT(p->loops[0].n_body, 2);
+    CHECK_EQ_INT(p->loops[0].body[0], acc);
+    CHECK_EQ_INT(p->loops[0].body[1], dec);
+    CHECK(p->loops[0].device && p->loops[0].graph);
+    CHECK(pl_plan_loop_of(p, L) == &p->loops[0]);
+    CHECK(pl_plan_loop_of(p, acc) == NULL);
+    /* the body right after its loop in plan order */
+    CHECK_EQ_INT(p->order[p->stages[L].order + 1], acc);
+    CHECK_EQ_INT(p->order[p->stages[L].order + 2], dec);
+    CHECK(p->stages[acc].body && p->stages[acc].loop == 0 && !p->stages[L].body);
+    CHECK_EQ_INT(p->stages[acc].stream, p->stages[L].stream);
+    CHECK_EQ_INT(p->stages[acc].n_preds, 0);
+    CHECK_EQ_INT(p->stages[acc].segment, -1);
+    CHECK_EQ_INT(p->stages[L].segment, 0);
+    CHECK_EQ_INT(p->stages[L].engine, PL_ENGINE_COMPUTE);
+    const pl_stream *ls = &p->streams[p->stages[L].stream];
+    for (int i = 0; i < ls->n_stages; i++)
+        CHECK(ls->stages[i] != acc && ls->stages[i] != dec);
+    /* the loop reads what its body reads from before it, and writes its body's writes and index */
+    const pl_stage *sl = &s->stages[L];
+    char list[256] = "";
+    for (int i = 0; i < sl->n_reads; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s ", sl->reads[i].name);
+    CHECK_STR(list, "n_dev tot m1 ");
+    list[0] = '\0';
+    for (int i = 0; i < sl->n_writes; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s ", sl->writes[i].name);
+    CHECK_STR(list, "tot n_dev step ");
+    CHECK_EQ_INT(p->n_segments, 1);
+    pl_plan_free(p);
+    pl_spec_free(s);
+
+    s = t_loop_spec("{depth: 2, loop: host}");
+    p = t_plan(s);
+    L = t_idx(s, "L");
+    CHECK(p->loops[0].device && !p->loops[0].graph);
+    CHECK_EQ_INT(p->stages[L].engine, PL_ENGINE_HOST);
+    CHECK_EQ_INT(p->stages[L].segment, -1);
+    CHECK_EQ_INT(p->stages[L].after, 0);
+    CHECK_EQ_INT(p->n_segments, 2);
+    CHECK_EQ_INT(p->segments[1].n_host_deps, 1);
+    CHECK_EQ_INT(p->segments[1].host_deps[0], L);
+    pl_plan_free(p);
+    pl_spec_free(s);
+}
+
 int main(void)
 {
+    test_loop();
     test_chunk_links();
     test_chunk_links_uneven();
     test_chunk_links_dims();

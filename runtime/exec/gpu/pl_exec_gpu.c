@@ -67,6 +67,11 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
     if (cfg && cfg->fail_stage >= 0 && cfg->fail_stage < gx->nst && cfg->fail_batch >= 0 &&
         plan->stages[cfg->fail_stage].segment >= 0)
         gx->fail_dev_stage = cfg->fail_stage;
+    /* A stage of a WHILE node's body: the fault follows its loop (the body is one node). */
+    if (cfg && cfg->fail_stage >= 0 && cfg->fail_stage < gx->nst && cfg->fail_batch >= 0 &&
+        plan->stages[cfg->fail_stage].body && plan->loops[plan->stages[cfg->fail_stage].loop].graph)
+        gx->fail_dev_stage = plan->loops[plan->stages[cfg->fail_stage].loop].stage;
+    PL_CHECK(pl_gx_loop_supported(gx, err));
     size_t nseg = (size_t)(gx->nseg > 0 ? gx->nseg : 1);
     gx->launched = calloc(nseg, sizeof *gx->launched);
     gx->mon_b = calloc(nseg, sizeof *gx->mon_b);
@@ -86,6 +91,8 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
         PL_CHECK(
             pl_stage_rt_open(&gx->rt, plan, workers, pl_buffers_slot(gx->hbufs, 0), gx->gctx, err));
         gx->rt_open = true;
+        gx->rt.run_loop = pl_gx_run_loop; /* loops that are host stages (pl_gpu_loop.c) */
+        gx->rt.loop_user = gx;
         PL_CHECK(pl_gx_wake_init(gx, err)); /* only the run's issue loop sleeps on the device */
     }
     PL_CHECK(pl__capture_ring(gx, err));
@@ -115,6 +122,7 @@ static void pl__teardown(pl_gx *gx)
  * the stage graphs of every slot; plain launches get their kernels loaded. */
 static pl_status pl__capture_ring(pl_gx *gx, pl_error *err)
 {
+    PL_CHECK(pl_gx_loop_capture_bodies(gx, err)); /* loops the host launches */
     if (gx->sgraphs) {
         for (int slot = 0; slot < gx->depth; slot++)
             for (int st = 0; st < gx->nst; st++)
@@ -123,7 +131,16 @@ static pl_status pl__capture_ring(pl_gx *gx, pl_error *err)
                                                  &gx->sexec[(size_t)slot * gx->nst + st], err));
         return PL_OK;
     }
-    if (!gx->graphs) pl_gx_warm_modules(gx);
+    if (!gx->graphs) {
+        pl_gx_warm_modules(gx);
+        /* A WHILE-node loop is a graph even so: its own per slot (pl_gx_record_stage launches
+         * it). */
+        for (int slot = 0; slot < gx->depth; slot++)
+            for (int st = 0; st < gx->nst; st++)
+                if (pl_gx_compute_stage(gx, st) && gx->spec->stages[st].loop)
+                    PL_CHECK(pl_gx_capture_stage(gx, slot, st,
+                                                 &gx->sexec[(size_t)slot * gx->nst + st], err));
+    }
     /* Lean graphs unless every batch is timed; timed graphs unless timing is off. */
     for (int r = 0; gx->graphs && r < gx->ring; r++)
         for (int k = 0; k < gx->nseg; k++) {
@@ -465,6 +482,7 @@ pl_status pl_gpu_replay_onegraph(const pl_plan *plan, int batches_per_graph, int
         }
     capturing = false;
     PL_CHECK_GOTO(PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err), st, done);
+    PL_CHECK_GOTO(pl_gx_loop_fill(gx, err), st, done); /* the WHILE nodes' bodies */
     PL_CHECK_GOTO(PL_CUDA(cudaGraphInstantiate(&exec, graph, 0), NULL, -1, err), st, done);
     PL_CHECK_GOTO(PL_CUDA(cudaGraphUpload(exec, origin), NULL, -1, err), st, done);
     for (int64_t i = 0; i < warmup + launches; i++) {
@@ -486,6 +504,7 @@ done:
         cudaStreamEndCapture(origin, &graph);
         cudaGetLastError();
     }
+    pl_gx_loop_drop(gx);
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
     for (int r = 0; xev && r < xring; r++)

@@ -1,4 +1,5 @@
-// pl_exec_kernels: the GPU executor's own test-only kernel (fault injection), with its launcher.
+// pl_exec_kernels: the GPU executor's own kernels, one launcher each: fault injection (tests), and
+// a loop's test (pl_gpu_loop.c).
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -15,5 +16,37 @@ __global__ void pl__fault_kernel(const volatile uint32_t *trigger)
 extern "C" int pl_exec_launch_fault(const void *trigger_dev, void *stream)
 {
     pl__fault_kernel<<<1, 1, 0, (cudaStream_t)stream>>>((const volatile uint32_t *)trigger_dev);
+    return (int)cudaGetLastError();
+}
+
+// A loop's test, one thread: before the first iteration (first != 0) and as the body's last node.
+// The iterations done (0, or one more than the counter held) go into the counter and the index;
+// whether another iteration runs (below limit, and the condition nonzero when there is one) goes
+// into the WHILE node's handle (set != 0: a device loop) and into a host-mapped word (go: a loop
+// the host launches iteration by iteration).
+__global__ void pl__loop_test(unsigned long long handle, int set, int *counter, int first,
+                              const int *cond, int *index, int limit, volatile int *go)
+{
+    int it = first ? 0 : *counter + 1;
+    *counter = it;
+    if (index) *index = it;
+    unsigned int run = it < limit && (!cond || *cond != 0);
+#if CUDART_VERSION >= 12040
+    if (set) cudaGraphSetConditional((cudaGraphConditionalHandle)handle, run);
+#else
+    (void)handle, (void)set;
+#endif
+    if (go) {
+        *go = (int)run;
+        __threadfence_system();
+    }
+}
+
+extern "C" int pl_exec_launch_loop_test(unsigned long long handle, int set, int *counter, int first,
+                                        const int *cond, int *index, int limit, int *go,
+                                        void *stream)
+{
+    pl__loop_test<<<1, 1, 0, (cudaStream_t)stream>>>(handle, set, counter, first, cond, index,
+                                                     limit, go);
     return (int)cudaGetLastError();
 }

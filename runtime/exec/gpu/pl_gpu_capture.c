@@ -84,7 +84,12 @@ pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
     gx->ev_cap = calloc((size_t)gx->nst + 1, sizeof *gx->ev_cap);
     gx->cap_src = calloc((size_t)gx->nst + 1, sizeof *gx->cap_src);
     gx->ev_join = calloc((size_t)p->n_streams, sizeof *gx->ev_join);
-    if (gx->sgraphs) {
+    /* Stage graphs; with plain launches, the graphs of the loops that are WHILE nodes (a
+     * conditional node lives only in a graph). */
+    bool loop_graphs = false;
+    for (int l = 0; l < p->n_loops; l++)
+        loop_graphs |= p->loops[l].graph;
+    if (gx->sgraphs || (!gx->graphs && loop_graphs)) {
         gx->sexec = calloc((size_t)gx->depth * (size_t)gx->nst, sizeof *gx->sexec);
         if (!gx->sexec) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
@@ -153,12 +158,13 @@ pl_status pl_gx_create_objects(pl_gx *gx, pl_error *err)
     gx->marks_dev = (CUdeviceptr)(uintptr_t)md;
     gx->trigger = gx->marks + nev;
     gx->trigger_dev = (char *)md + sizeof(uint32_t) * nev;
-    return PL_OK;
+    return pl_gx_loop_create(gx, err);
 }
 
 void pl_gx_destroy_objects(pl_gx *gx)
 {
     const pl_plan *p = gx->plan;
+    pl_gx_loop_destroy(gx);
     size_t nexec = (size_t)gx->ring * (size_t)(gx->nseg > 0 ? gx->nseg : 1);
     for (size_t i = 0; gx->exec && i < nexec; i++)
         if (gx->exec[i]) cudaGraphExecDestroy(gx->exec[i]);
@@ -337,6 +343,14 @@ static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cud
         .state = gx->rt.state ? gx->rt.state[st] : NULL,
     };
     pl__rec rc = {gx, mode, st, slot, late_start, start_fl};
+    if (stg->loop) { /* a WHILE node in this capture (plain launches launch its graph) */
+        if (mode == PL__REC_PLAIN)
+            return pl_error_set(err, PL_ERUNTIME,
+                                "stage '%s': a device loop issued as plain calls (internal "
+                                "error: its graph is launched instead)",
+                                name);
+        return pl_gx_loop_node(gx, st, slot, s, err);
+    }
     if (pl__chunks(gx, st) > 1 && gx->chunk_off) {
         dc.chunk_mark = pl__chunk_mark;
         dc.chunk_wait = pl__chunk_wait;
@@ -347,6 +361,12 @@ static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cud
                             "stage '%s': kind %s has no GPU recording (internal error)", name,
                             stg->kind->name);
     return stg->kind->record(&dc, err);
+}
+
+pl_status pl_gx_record_work(pl_gx *gx, int st, int slot, int64_t batch, cudaStream_t s,
+                            pl_error *err)
+{
+    return pl__record_work(gx, st, slot, batch, s, PL__REC_PLAIN, NULL, 0, err);
 }
 
 /* Records device stage st of one batch on stream s: the work (or, with stage graphs, the launch
@@ -472,8 +492,16 @@ pl_status pl_gx_capture(pl_gx *gx, int r, int seg, bool timed, cudaGraphExec_t *
                           st, fail);
         }
     st = PL_CUDA(cudaStreamEndCapture(origin, &graph), NULL, -1, err);
-    if (st != PL_OK)
+    if (st != PL_OK) {
+        pl_gx_loop_drop(gx);
         return pl_error_prefix(err, "capturing the graph of slot %d, segment %d", slot, seg);
+    }
+    /* The bodies of its WHILE nodes, now that no capture is open. */
+    st = pl_gx_loop_fill(gx, err);
+    if (st != PL_OK) {
+        cudaGraphDestroy(graph);
+        return st;
+    }
     /* Bundles: the graphs that run (lean ones, or timed ones when every batch is timed). */
     if (gx->cfg && gx->cfg->dot_dir && r < gx->depth && (!timed || gx->timing == 0)) {
         char stem[64];
@@ -496,6 +524,7 @@ fail:
     }
     cudaStreamEndCapture(origin, &graph);
     if (graph) cudaGraphDestroy(graph);
+    pl_gx_loop_drop(gx);
     cudaGetLastError();
     return st;
 }
@@ -523,6 +552,8 @@ static pl_status pl__capture_work(pl_gx *gx, int slot, int st, cudaGraph_t *grap
                            "stage '%s': recording it broke the CUDA graph capture of slot %d (%s); "
                            "run with --graphs segment or --no-graph to see the failing call",
                            pl_gx_sname(gx, st), slot, cudaGetErrorString(ce));
+    if (st2 == PL_OK) st2 = pl_gx_loop_fill(gx, err); /* a loop stage: its WHILE node's body */
+    pl_gx_loop_drop(gx);
     if (st2 != PL_OK) {
         if (*graph) cudaGraphDestroy(*graph);
         *graph = NULL;

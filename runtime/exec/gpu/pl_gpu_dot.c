@@ -35,6 +35,10 @@ static const char *pl__node_type(enum cudaGraphNodeType t)
         return "mem_alloc";
     case cudaGraphNodeTypeMemFree:
         return "mem_free";
+#if CUDART_VERSION >= 12030
+    case cudaGraphNodeTypeConditional:
+        return "conditional";
+#endif
     default:
         return "other";
     }

@@ -3,6 +3,7 @@
  *   pl_gpu_capture.c   CUDA objects, recording a stage, capturing segment graphs per slot
  *   pl_gpu_launch.c    the issuing loop: launch conditions, run-ahead, plain launches
  *   pl_gpu_complete.c  read-back of device completions, timings, fault location
+ *   pl_gpu_loop.c      loops: WHILE nodes in captures, host-launched loops, their state
  *   pl_exec_gpu.c      setup, teardown, the run, the bench entry points
  * Everything it needs to know about the pipeline comes from the plan (segments, launch deps,
  * observed and recorded ends, cross-batch deps); host stages run on the shared host scheduler
@@ -120,6 +121,18 @@ typedef struct pl_gx {
     int64_t t_end;
     /* The worker index the issue loop runs host stages as (pl_sched_help), or -1. */
     int help_worker;
+
+    /* Loops (pl_gpu_loop.c), [slot * n_loops + plan loop], made with the ring's objects. */
+    int n_loops;
+    int *loop_ctr;              /* device: each loop's iteration counter */
+    int *loop_go, *loop_go_dev; /* host-mapped: a host-launched loop's last test */
+    cudaStream_t *loop_streams; /* host-launched loops: what their worker issues on */
+    cudaGraphExec_t *loop_body; /* host-launched loops with graphs: the body and its test */
+    /* WHILE nodes made by the capture in progress whose bodies are captured once it ends
+     * (pl_gx_loop_fill), on body_stream. */
+    struct pl_gx_pending *pending;
+    int n_pending, cap_pending;
+    cudaStream_t body_stream;
 } pl_gx;
 
 static inline const char *pl_gx_sname(const pl_gx *gx, int st)
@@ -191,6 +204,34 @@ pl_status pl_gx_capture_stage(pl_gx *gx, int slot, int st, cudaGraphExec_t *exec
 void pl_gx_warm_modules(pl_gx *gx);
 /* --no-graph and stage graphs: segment k of batch b on the shared streams. */
 pl_status pl_gx_issue_plain(pl_gx *gx, int64_t b, int k, pl_error *err);
+
+/* The work of device stage st for one batch of `slot` on s (its kind's record hook), with no
+ * events: what a loop's body holds. */
+pl_status pl_gx_record_work(pl_gx *gx, int st, int slot, int64_t batch, cudaStream_t s,
+                            pl_error *err);
+
+/* pl_gpu_loop.c */
+/* The loops' per-slot state for gx->depth (with pl_gx_create_objects, freed by
+ * pl_gx_destroy_objects through pl_gx_loop_destroy). */
+pl_status pl_gx_loop_create(pl_gx *gx, pl_error *err);
+void pl_gx_loop_destroy(pl_gx *gx);
+/* PL_EINPUT, before anything runs, when the plan has a WHILE-node loop (run.loop: device) and
+ * this build's CUDA has no conditional nodes (before 12.4): it names the loop and run.loop: host.
+ */
+pl_status pl_gx_loop_supported(const pl_gx *gx, pl_error *err);
+/* Inside a capture, on its stream s: loop stage st's first test and its WHILE node; the node's
+ * body is captured by pl_gx_loop_fill once this capture has ended. */
+pl_status pl_gx_loop_node(pl_gx *gx, int st, int slot, cudaStream_t s, pl_error *err);
+/* Captures the bodies of the WHILE nodes pl_gx_loop_node made (their stages, then the test),
+ * into the graph that holds them; pl_gx_loop_drop forgets them after a failed capture. */
+pl_status pl_gx_loop_fill(pl_gx *gx, pl_error *err);
+void pl_gx_loop_drop(pl_gx *gx);
+/* Host-launched loops of device stages, with graphs: each slot's body graph. */
+pl_status pl_gx_loop_capture_bodies(pl_gx *gx, pl_error *err);
+/* pl_stage_rt.run_loop: a loop stage on a host worker: a host body as on the host executor; a
+ * device body (run.loop: host) launched once per iteration, the test read back in between. */
+pl_status pl_gx_run_loop(void *user, const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
+                         int64_t batch, int worker, void *const *bufs, pl_error *err);
 
 /* pl_gpu_launch.c */
 void pl_gx_issue_loop(pl_gx *gx);
