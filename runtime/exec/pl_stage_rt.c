@@ -16,7 +16,7 @@ int pl_default_workers(const pl_plan *plan)
     return w > 64 ? 64 : w;
 }
 
-pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
+pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, const pl_run_cfg *cfg, int workers,
                            void *const *open_bufs, struct pl_gpu_ctx *gpu, pl_error *err)
 {
     memset(rt, 0, sizeof *rt);
@@ -39,6 +39,8 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     rt->env.on_gpu = gpu != NULL;
     rt->env.gpu = gpu;
     rt->env.open_bufs = open_bufs;
+    rt->env.io = cfg ? cfg->io : NULL;
+    rt->env.n_io = cfg ? cfg->n_io : 0;
     rt->n_stages = spec->n_stages;
     rt->env.rows = malloc(sizeof *rt->env.rows);
     if (rt->env.rows) *rt->env.rows = (pl_run_rows){.batch = -1, .rows = INT64_MAX};

@@ -22,12 +22,13 @@ int pl_default_workers(const pl_plan *plan);
  * the most slots the run may grow to; the executor points rt->plan at the plan of the chosen depth
  * before the batches after the calibration run), seed from the spec, `workers` host workers,
  * `open_bufs`: slot 0's buffers, for the kinds' open() only (pl_run_env.open_bufs), `gpu`: the
- * GPU executor's device state, NULL on the host executor), starts the run's thread
+ * GPU executor's device state, NULL on the host executor), the in-memory bindings of `cfg` (may
+ * be NULL: none), starts the run's thread
  * pool (env.pool: workers - 1 helpers; freed by pl_stage_rt_close after every stage closed) and
  * opens every stage in plan order. On failure the stages already opened are closed (completed 0,
  * failed) and everything is freed; the error record names the stage (err->stage; the message is
  * the kind's own). */
-pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
+pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, const pl_run_cfg *cfg, int workers,
                            void *const *open_bufs, struct pl_gpu_ctx *gpu, pl_error *err);
 
 /* Runs stage `stage` of batch `batch` with run_host: ctx.worker = worker (0..env.workers-1; the

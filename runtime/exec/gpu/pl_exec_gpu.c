@@ -83,8 +83,8 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
     pl_gx_probe_marks(gx);
     if (open_stages) {
         int workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
-        PL_CHECK(
-            pl_stage_rt_open(&gx->rt, plan, workers, pl_buffers_slot(gx->hbufs, 0), gx->gctx, err));
+        PL_CHECK(pl_stage_rt_open(&gx->rt, plan, cfg, workers, pl_buffers_slot(gx->hbufs, 0),
+                                  gx->gctx, err));
         gx->rt_open = true;
         PL_CHECK(pl_gx_wake_init(gx, err)); /* only the run's issue loop sleeps on the device */
     }
