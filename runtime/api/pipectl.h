@@ -341,7 +341,9 @@ PIPECTL_API int pipectl_run_with(pipectl *h, const pipectl_plan *plan,
  *   order), at least as many as the plan runs. The source stage that fills the buffer is not
  *   opened (its file is not read), and each batch is copied from data into the slot's host
  *   buffer (pinned memory on the GPU executor, which the uploads read), as a file source reads
- *   it: one copy per batch on both executors. The library only reads data.
+ *   it: one copy per batch on both executors. The library only reads data. A persistent host
+ *   buffer (one copy for the run: a search corpus) takes exactly its size: its contents, copied
+ *   in once when the run starts, before the stages open, in place of its `init:`.
  * - Output (pipectl_bind_output): the sink stage that writes the buffer (the first one in stage
  *   order whose `from:` it is) opens no file; each batch's bytes, exactly those its file would
  *   get after its header, are copied into data one after the other, in batch order (batch b at
@@ -359,9 +361,9 @@ PIPECTL_API int pipectl_run_with(pipectl *h, const pipectl_plan *plan,
  *
  * Every binding is borrowed: data (and user) must stay valid until the run returns. Binding a
  * buffer twice replaces the first binding. The checks at the run (PIPECTL_EINPUT, naming the
- * buffer): a buffer the pipeline has (with "did you mean"), on the host, filled by a source
- * (input) or written by a sink (output); bytes a whole number of batches, enough for the run
- * (input) or room for every batch (output). */
+ * buffer): a buffer the pipeline has (with "did you mean"), on the host, filled by a source or
+ * persistent (input) or written by a sink (output); bytes a whole number of batches, enough for
+ * the run (input), the buffer's size (persistent) or room for every batch (output). */
 
 /* Errors (no run needed): PIPECTL_EINPUT for a NULL name or data, bytes 0, or more than 64
  * bindings; PIPECTL_ENOMEM. */

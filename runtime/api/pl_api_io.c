@@ -43,11 +43,11 @@ static pl_status pl__bind_buffer(const pl_spec *spec, const pl_api_bind *b, cons
                             "it is copied %s",
                             what, b->name, buf->name,
                             b->output ? "to (a d2h's 'to')" : "from (an h2d's 'from')");
-    if (buf->persistent)
+    if (buf->persistent && b->output)
         return pl_error_set(err, PL_EINPUT,
-                            "error: %s '%s': buffer '%s' is persistent (one copy for the run), "
-                            "not a buffer of each batch; give its contents with 'init:' instead",
-                            what, b->name, buf->name);
+                            "error: output '%s': buffer '%s' is persistent (one copy for the "
+                            "run), not a buffer of each batch: no sink writes its batches",
+                            b->name, buf->name);
     return PL_OK;
 }
 
@@ -60,6 +60,18 @@ static pl_status pl__resolve(const pl_plan *plan, const pl_api_bind *b, pl_run_i
     int bi;
     PL_CHECK(pl__bind_buffer(spec, b, what, &bi, err));
     const pl_buffer *buf = &spec->buffers[bi];
+    if (buf->persistent) {
+        /* Its contents for the whole run, in place of its `init:`: copied once, before the
+         * stages open (they may read it then, as the search stage's index does). */
+        if (b->bytes != buf->bytes)
+            return pl_error_set(err, PL_EINPUT,
+                                "error: input '%s': persistent buffer '%s' is %llu bytes (%s), "
+                                "the memory %llu; give exactly its contents",
+                                b->name, buf->name, (unsigned long long)buf->bytes,
+                                pl_dtype_name(buf->dtype), (unsigned long long)b->bytes);
+        *io = (pl_run_io){.buffer = bi, .stage = -1, .data = b->data, .bytes = b->bytes};
+        return PL_OK;
+    }
     int stage;
     if (b->output)
         PL_CHECK(pl_sink_memory_stage(spec, bi, b->fn != NULL, &stage, err));
@@ -127,7 +139,7 @@ pl_status pl_api_run(const pl_plan *plan, const pl_run_cfg *cfg, const pl_api_bi
     for (int i = 0; i < n; i++) {
         PL_CHECK(pl__resolve(plan, &binds[i], &io[i], err));
         for (int j = 0; j < i; j++)
-            if (io[j].stage == io[i].stage)
+            if (io[j].stage >= 0 && io[j].stage == io[i].stage)
                 return pl_error_set(err, PL_EINPUT,
                                     "error: %s '%s' and %s '%s' both stand in for stage '%s'; "
                                     "bind one of them",

@@ -86,7 +86,8 @@ typedef struct pl_run_rows {
  * pl_sink_memory_stage). Borrowed from the caller for the whole run. */
 typedef struct pl_run_io {
     int buffer; /* index in spec->buffers: a host buffer */
-    int stage;  /* the source (input) or sink (output) it stands in for */
+    int stage;  /* the source (input) or sink (output) it stands in for; -1: a persistent
+                 * buffer's contents, copied in before the stages open (pl_stage_rt_open) */
     bool output;
     /* Input: batch b (the pipeline's index) is bytes [b * buffer bytes, (b + 1) * buffer bytes).
      * Output: the sink's bytes one after the other, as its file would hold them after its

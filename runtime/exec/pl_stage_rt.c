@@ -56,6 +56,13 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, const pl_run_cf
         pl_stage_rt_close(rt, NULL, true, NULL, NULL);
         return pst;
     }
+    /* A persistent buffer bound to the caller's memory (pl_run_io with no stage) takes its
+     * contents now, in place of its init, so the stages find them at open. */
+    for (int i = 0; i < rt->env.n_io && open_bufs; i++) {
+        const pl_run_io *io = &rt->env.io[i];
+        if (io->stage < 0 && !io->output && open_bufs[io->buffer])
+            memcpy(open_bufs[io->buffer], io->data, (size_t)io->bytes);
+    }
     for (int i = 0; i < plan->n_stages; i++) {
         int s = plan->order[i];
         const pl_stage *st = &spec->stages[s];

@@ -358,6 +358,35 @@ static void test_bind_errors(pipectl *h)
     pipectl_pipeline_free(p);
 }
 
+/* A persistent buffer's contents from memory, in place of its init; exactly its size. */
+static void test_persistent(pipectl *h)
+{
+    const char *text = "pipeline: w\nrun: {batches: 3}\nbuffers:\n"
+                       "  w: {where: host, dtype: i32, shape: [4], persistent: true, init: zeros}\n"
+                       "  w_dev: {where: device, dtype: i32, shape: [4]}\n"
+                       "  y: {where: host, dtype: i32, shape: [4]}\nstages:\n"
+                       "  - {name: up, kind: h2d, from: w, to: w_dev}\n"
+                       "  - {name: down, kind: d2h, from: w_dev, to: y}\n"
+                       "  - {name: save, kind: sink, from: y}\n";
+    pipectl_pipeline *p = t_load(h, text);
+    if (!p) return;
+    int32_t w[4] = {1, 2, 3, 4}, y[12] = {0};
+    CHECK_EQ_INT(pipectl_bind_input(h, "w", w, sizeof w), PIPECTL_OK);
+    CHECK_EQ_INT(pipectl_bind_output(h, "y", y, sizeof y), PIPECTL_OK);
+    pipectl_result *r = t_run(h, p, PIPECTL_OK);
+    for (int i = 0; i < 12; i++)
+        CHECK_EQ_INT(y[i], i % 4 + 1);
+    pipectl_result_free(r);
+    CHECK_EQ_INT(pipectl_bind_input(h, "w", w, 8), PIPECTL_OK);
+    r = t_run(h, p, PIPECTL_EINPUT);
+    CHECK_STR(pipectl_errmsg(h), "error: input 'w': persistent buffer 'w' is 16 bytes (i32), the "
+                                 "memory 8; give exactly its contents");
+    CHECK_EQ_INT(pipectl_bind_output(h, "w", w, sizeof w), PIPECTL_OK);
+    r = t_run(h, p, PIPECTL_EINPUT);
+    CHECK(strstr(pipectl_errmsg(h), "buffer 'w' is persistent") != NULL);
+    pipectl_pipeline_free(p);
+}
+
 static void t_count(void *user, long long done, long long total)
 {
     long long *seen = user;
@@ -528,6 +557,7 @@ int main(void)
     test_memory(h);
     test_callback(h);
     test_bind_errors(h);
+    test_persistent(h);
     test_options_stats(h);
     test_threads(h);
     pipectl_close(h);
