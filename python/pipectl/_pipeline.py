@@ -309,20 +309,30 @@ def _run_interruptible(h, call):
     raises KeyboardInterrupt. Returns (status, interrupted by Ctrl-C)."""
     if threading.current_thread() is not threading.main_thread():
         return call(), False
-    box = {}
+    box, done = {}, threading.Event()
 
     def work():
-        box["rc"] = call()
+        try:
+            box["rc"] = call()
+        finally:
+            done.set()
 
     t = threading.Thread(target=work, name="pipectl-run", daemon=True)
-    t.start()
     interrupted = False
-    while t.is_alive():
+    # An Event, not t.join(): a KeyboardInterrupt inside Thread.join can mark the thread stopped
+    # while it still runs (CPython's bpo-45274 handling), and the run's memory must outlive it.
+    while not done.is_set():
         try:
-            t.join()
+            if t.ident is None:
+                t.start()
+            done.wait()
         except KeyboardInterrupt:
+            if t.ident is None:
+                raise  # nothing started
             interrupted = True
-            lib.pipectl_interrupt(h)  # async-signal-safe and thread-safe
+            lib.pipectl_interrupt(h)  # async-signal-safe and thread-safe: a request made
+            # before the run starts stops it at once
+    t.join()
     return box.get("rc", 2), interrupted
 
 
