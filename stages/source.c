@@ -982,9 +982,12 @@ static pl_status pl__source_run(pl_stage_ctx *ctx, pl_error *err)
     void *dst = ctx->bufs[b->index];
     pl__source_state *s = ctx->state;
     if (s && s->io) {
-        /* One copy into the slot's buffer, as a file source's pread: pinned memory on the GPU
-         * executor, which its uploads read. */
-        memcpy(dst, (const char *)s->io->data + (uint64_t)ctx->batch * b->bytes, (size_t)b->bytes);
+        /* In place, its readers read the caller's batch itself; else one copy into the slot's
+         * buffer, as a file source's pread: pinned memory on the GPU executor, which its uploads
+         * read. */
+        if (!s->io->in_place)
+            memcpy(dst, (const char *)s->io->data + (uint64_t)ctx->batch * b->bytes,
+                   (size_t)b->bytes);
         return PL_OK;
     }
     if (s && s->seq) {

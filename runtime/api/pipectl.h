@@ -360,7 +360,8 @@ PIPECTL_API int pipectl_run_with(pipectl *h, const pipectl_plan *plan,
  *   or an interrupt, fn may have had up to `depth` batches more than the result counts.
  *
  * Every binding is borrowed: data (and user) must stay valid until the run returns. Binding a
- * buffer twice replaces the first binding. The checks at the run (PIPECTL_EINPUT, naming the
+ * buffer twice the same way (input, or output) replaces the first binding; one buffer may be
+ * both an input and an output. The checks at the run (PIPECTL_EINPUT, naming the
  * buffer): a buffer the pipeline has (with "did you mean"), on the host, filled by a source or
  * persistent (input) or written by a sink (output); bytes a whole number of batches, enough for
  * the run (input), the buffer's size (persistent) or room for every batch (output). */

@@ -560,7 +560,8 @@ int pipectl_run(pipectl *h, const pipectl_plan *plan, int executor, int workers,
 
 /* ---- in-memory bindings --------------------------------------------------------------------- */
 
-/* The handle's binding for `buffer`: the existing one (replaced) or a new one. */
+/* The handle's binding for `buffer` in that direction (a buffer may be an input and an output):
+ * the existing one (replaced) or a new one. */
 static int pl__bind(pipectl *h, const char *fn, const char *buffer, bool output, void *data,
                     size_t bytes, pipectl_batch_fn cb, void *user)
 {
@@ -576,7 +577,7 @@ static int pl__bind(pipectl *h, const char *fn, const char *buffer, bool output,
         return pl__misuse(h, fn, data ? "bytes is 0" : "data is NULL");
     pl_api_bind *b = NULL;
     for (int i = 0; i < h->n_binds && !b; i++)
-        if (strcmp(h->binds[i].name, buffer) == 0) b = &h->binds[i];
+        if (h->binds[i].output == output && strcmp(h->binds[i].name, buffer) == 0) b = &h->binds[i];
     if (!b && h->n_binds == PL_API_MAX_BINDS)
         return pl_error_set(&h->err, PL_EINPUT, "error: %s: more than %d buffers bound", fn,
                             PL_API_MAX_BINDS);

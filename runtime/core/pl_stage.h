@@ -98,6 +98,10 @@ typedef struct pl_run_io {
      * that runs the sink, one call at a time; nonzero fails the run at that batch. */
     int (*fn)(void *user, const char *buffer, int64_t batch, const void *bytes, size_t n);
     void *user;
+    /* Input, set by the executor before the first batch: the stages that read the buffer read
+     * the caller's batch where it is (the host executor's buffer table, the GPU's uploads), so
+     * the source copies nothing (pl_stage_rt.h says when). */
+    bool in_place;
 } pl_run_io;
 
 /* Per-run state of one stage, created by `open`, destroyed by `close`. */

@@ -13,6 +13,13 @@ typedef struct pl_stage_rt {
     void **state;        /* [stage index]: from the kind's open(), or NULL */
     bool *opened;        /* [stage index]: open() succeeded, so close() is owed */
     int n_stages;
+    /* The run's in-memory bindings, copied from its configuration (env.io points here), so the
+     * executors can mark inputs in place; owned. */
+    pl_run_io *io;
+    /* Host executor, inputs in place: [worker * n_buffers] buffer tables, the slot's with each
+     * such input's entry pointing at the caller's batch; NULL when none. */
+    void **tables;
+    int n_host_in_place;
 } pl_stage_rt;
 
 /* Default number of host workers for a plan: max(online CPUs, streams), at most 64. */
@@ -30,6 +37,12 @@ int pl_default_workers(const pl_plan *plan);
  * the kind's own). */
 pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, const pl_run_cfg *cfg, int workers,
                            void *const *open_bufs, struct pl_gpu_ctx *gpu, pl_error *err);
+
+/* In-memory inputs in place (pl_run_io.in_place): on the host executor (gpu NULL), an input
+ * whose buffer no stage writes but the source it replaces is read where it is: pl_stage_rt_open
+ * marks it, and pl_stage_rt_run_host gives every stage a buffer table whose entry for it points
+ * at the caller's batch (the source copies nothing). The GPU executor marks its own (its uploads
+ * read them: runtime/exec/gpu/pl_gpu_mem.c). */
 
 /* Runs stage `stage` of batch `batch` with run_host: ctx.worker = worker (0..env.workers-1; the
  * caller guarantees no two threads run hooks with the same worker at once), bufs = that slot's

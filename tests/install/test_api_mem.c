@@ -358,6 +358,32 @@ static void test_bind_errors(pipectl *h)
     pipectl_pipeline_free(p);
 }
 
+/* An input another stage writes too is copied, never written where the caller keeps it. */
+static void test_not_in_place(pipectl *h)
+{
+    const char *text = "pipeline: rw\nrun: {batches: 3, depth: 2}\nbuffers:\n"
+                       "  a: {where: host, dtype: i32, shape: [4]}\nstages:\n"
+                       "  - {name: gen, kind: source, to: a, generator: constant}\n"
+                       "  - {name: bump, kind: lua, reads: [a], writes: [a], code: \"function "
+                       "run(batch, opts, bufs) for i = 1, #bufs.a do bufs.a[i] = bufs.a[i] + 1 end "
+                       "end\"}\n"
+                       "  - {name: save, kind: sink, from: a}\n";
+    pipectl_pipeline *p = t_load(h, text);
+    if (!p) return;
+    int32_t in[12], out[12];
+    for (int i = 0; i < 12; i++)
+        in[i] = i;
+    CHECK_EQ_INT(pipectl_bind_input(h, "a", in, sizeof in), PIPECTL_OK);
+    CHECK_EQ_INT(pipectl_bind_output(h, "a", out, sizeof out), PIPECTL_OK);
+    pipectl_result *r = t_run(h, p, PIPECTL_OK);
+    for (int i = 0; i < 12; i++) {
+        CHECK_EQ_INT(in[i], i);
+        CHECK_EQ_INT(out[i], i + 1);
+    }
+    pipectl_result_free(r);
+    pipectl_pipeline_free(p);
+}
+
 /* A persistent buffer's contents from memory, in place of its init; exactly its size. */
 static void test_persistent(pipectl *h)
 {
@@ -558,6 +584,7 @@ int main(void)
     test_callback(h);
     test_bind_errors(h);
     test_persistent(h);
+    test_not_in_place(h);
     test_options_stats(h);
     test_threads(h);
     pipectl_close(h);
