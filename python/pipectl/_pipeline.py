@@ -303,7 +303,7 @@ class _Callback:
 
 
 def _run_interruptible(h, call):
-    """Runs call() (a C run on handle h). On the main thread it runs on a helper thread, so
+    """Runs call() (a C run on handle h). On the main thread it runs on a thread of its own, so
     Ctrl-C reaches Python while it runs: the run is then interrupted (pipectl_interrupt), drains
     as `pipectl run` does (the batches in flight finish, every sink finalizes), and the caller
     raises KeyboardInterrupt. Returns (status, interrupted by Ctrl-C)."""

@@ -339,11 +339,19 @@ PIPECTL_API int pipectl_run_with(pipectl *h, const pipectl_plan *plan,
  * - Input (pipectl_bind_input): `bytes` bytes at `data` hold whole batches of the buffer, one
  *   after the other (batch b at data + b * the buffer's bytes: numpy's (batches, *shape) in C
  *   order), at least as many as the plan runs. The source stage that fills the buffer is not
- *   opened (its file is not read), and each batch is copied from data into the slot's host
- *   buffer (pinned memory on the GPU executor, which the uploads read), as a file source reads
- *   it: one copy per batch on both executors. The library only reads data. A persistent host
- *   buffer (one copy for the run: a search corpus) takes exactly its size: its contents, copied
- *   in once when the run starts, before the stages open, in place of its `init:`.
+ *   opened (its file is not read). The library only reads data; where it reads it:
+ *     in place on the host executor when no stage but that source writes the buffer: every
+ *       stage that reads it reads data itself, batch b at its offset;
+ *     in place on the GPU executor when only uploads (h2d) read the buffer, it holds at least
+ *       1 MiB a batch, and the copies are calls of their own (graphs stage, which auto picks for
+ *       such copies, or none; not segment graphs, which bake the slot's address in): data is
+ *       registered as pinned memory for the run (cudaHostRegister, undone before the run
+ *       returns) and the uploads read it there;
+ *     copied otherwise: each batch from data into the slot's host buffer (pinned on the GPU
+ *       executor), as a file source reads it (also when registering fails).
+ *   A persistent host buffer (one copy for the run: a search corpus) takes exactly its size:
+ *   its contents, copied in once when the run starts, before the stages open, in place of its
+ *   `init:`.
  * - Output (pipectl_bind_output): the sink stage that writes the buffer (the first one in stage
  *   order whose `from:` it is) opens no file; each batch's bytes, exactly those its file would
  *   get after its header, are copied into data one after the other, in batch order (batch b at

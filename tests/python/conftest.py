@@ -20,12 +20,12 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def repo():
     return REPO
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cli():
     """The pipectl command of the same build as the library."""
     return pipectl._bundle.cli()
