@@ -314,6 +314,8 @@ def _run_interruptible(h, call):
     def work():
         try:
             box["rc"] = call()
+        except BaseException as e:  # noqa: BLE001 (raised again on the calling thread)
+            box["exc"] = e
         finally:
             done.set()
 
@@ -333,7 +335,9 @@ def _run_interruptible(h, call):
             lib.pipectl_interrupt(h)  # async-signal-safe and thread-safe: a request made
             # before the run starts stops it at once
     t.join()
-    return box.get("rc", 2), interrupted
+    if "exc" in box:
+        raise box["exc"]
+    return box["rc"], interrupted
 
 
 class Pipeline:
