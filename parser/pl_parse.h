@@ -63,6 +63,14 @@ pl_status pl_load_file_opts(const char *path, const pl_load_opts *opts, pl_spec 
 pl_status pl_load_checked_opts(const char *path, const pl_load_opts *opts, pl_spec **out,
                                pl_error *err);
 
+/* A pipeline given as text: `name` stands for the file in positions, `lua` picks the Lua front
+ * end (else YAML), `dir` is the folder its relative paths resolve against (NULL: the working
+ * directory); then as pl_load_checked_opts. A pipeline.lua whose stages are Lua functions needs
+ * its file (its lua stages load the script again): load it with pl_load_checked_opts. */
+pl_status pl_load_string_checked(const char *name, const char *text, size_t len, bool lua,
+                                 const char *dir, const pl_load_opts *opts, pl_spec **out,
+                                 pl_error *err);
+
 /* run.confine (parser/pl_confine.c): every file path the pipeline names (each stage's path keys,
  * sinks' against spec->out_dir, and buffers' init files), resolved as the run will open it
  * (`..` and the symlinks of every existing component followed, as realpath does, the part that

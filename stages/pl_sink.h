@@ -94,4 +94,11 @@ typedef struct pl_sink_part {
  * without `to`. */
 bool pl_sink_part_info(const pl_spec *spec, const pl_stage *st, pl_sink_part *out);
 
+/* The sink stage that writes host buffer `buffer` (its `from`; the first such sink in stage
+ * order), which a run's in-memory output (pl_run_io, pipectl_bind_output) replaces: *stage = its
+ * index, -1 when no sink writes it. PL_EINPUT naming the stage when it cannot be replaced: a text
+ * or JSONL sink's lines into memory of a fixed size (`callback` false; a callback takes them). */
+pl_status pl_sink_memory_stage(const pl_spec *spec, int buffer, bool callback, int *stage,
+                               pl_error *err);
+
 #endif

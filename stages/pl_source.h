@@ -70,4 +70,10 @@ pl_status pl_source_text_row(const pl_source_opts *o, const pl_src_in *in, const
 pl_status pl_source_text_count(const pl_source_opts *o, pl_src_in *in, const pl_buffer *to,
                                int64_t *records, pl_error *err);
 
+/* The source stage that fills host buffer `buffer` (its `to`), which a run's in-memory input
+ * (pl_run_io, pipectl_bind_input) replaces: *stage = its index, -1 when no source fills it.
+ * PL_EINPUT naming the stage when it cannot be replaced (a text source that also fills a lengths
+ * buffer). */
+pl_status pl_source_memory_stage(const pl_spec *spec, int buffer, int *stage, pl_error *err);
+
 #endif

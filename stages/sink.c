@@ -19,6 +19,9 @@
  * - a directory, a block device or a socket: refused at check time (check_files) and at open.
  * If the .partial disappears during the run (its directory was removed), close() notices, saves
  * the batches again from the open file under the final name and says so.
+ * - in memory (a run's pl_run_io for the stage, pipectl_bind_output): no file; each batch's bytes,
+ *   the ones the file would get after its header, go into the caller's memory one after the other
+ *   (or to its callback), checksummed the same.
  *
  * What a killed run leaves (SIGKILL, a crash, power loss) is recoverable. The .partial is always a
  * prefix of whole batches plus at most one torn one, and a .npy's header (fixed-length, written
@@ -132,6 +135,7 @@ typedef struct pl__sink_state {
     uint64_t *hist_bytes; /* bytes and rows written before each of those batches */
     int64_t *hist_rows;
     int n_hist;
+    const pl_run_io *io; /* in memory: the caller's memory or callback instead of a file */
 } pl__sink_state;
 
 static bool pl__ends_with(const char *s, const char *ext)
@@ -756,8 +760,9 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
         pl__state_free(s);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
-    if (!o->to) {
-        *state = s;
+    s->io = pl_run_env_io(env, st->index);
+    if (!o->to || s->io) {
+        *state = s; /* checksums only, or in memory: no file */
         return PL_OK;
     }
     pl__target t;
@@ -831,6 +836,32 @@ fail:
     return ps;
 }
 
+/* A batch's bytes (what the file would get) into the caller's memory, after those before it,
+ * or to the caller's callback. */
+static pl_status pl__sink_memory(const pl_stage_ctx *ctx, const pl__sink_state *s, const void *data,
+                                 size_t n, pl_error *err)
+{
+    const pl_run_io *io = s->io;
+    const char *name = ctx->spec->buffers[io->buffer].name;
+    if (io->fn) {
+        int rc = io->fn(io->user, name, ctx->batch, data, n);
+        if (rc != 0)
+            return pl_error_set(err, PL_ERUNTIME,
+                                "error: sink '%s': the callback that takes buffer '%s' returned "
+                                "%d",
+                                ctx->stage->name, name, rc);
+        return PL_OK;
+    }
+    if (s->bytes + n > io->bytes)
+        return pl_error_set(err, PL_EINPUT,
+                            "error: sink '%s': the memory bound to buffer '%s' (%llu bytes) is "
+                            "full at batch %lld; give room for every batch of the run",
+                            ctx->stage->name, name, (unsigned long long)io->bytes,
+                            (long long)ctx->batch);
+    memcpy((char *)io->data + s->bytes, data, n);
+    return PL_OK;
+}
+
 static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
@@ -865,6 +896,7 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
     if (s->fd >= 0 && pl__write_all(s->fd, data, n, 0, false) != PL_OK)
         return pl_error_set(err, PL_EIO, "error: writing '%s' failed: %s",
                             s->stream ? s->path : s->partial, strerror(errno));
+    if (s->io) PL_CHECK(pl__sink_memory(ctx, s, data, n, err));
     s->bytes += n;
     s->rows += rows;
     if (o->checksum) {
@@ -1030,8 +1062,11 @@ static pl_status pl__sink_output(const pl_stage *st, void *state, int64_t comple
     *has = true;
     bool back = s && !s->stream && completed < s->written && s->written - completed < s->n_hist;
     snprintf(out->stage, sizeof out->stage, "%s", st->name);
-    out->checksummed = ((const pl__sink_opts *)st->priv)->checksum;
+    const pl__sink_opts *o = st->priv;
+    out->checksummed = o->checksum;
+    if (o->from >= 0) snprintf(out->buffer, sizeof out->buffer, "%s", st->reads[o->from].name);
     if (!s) return PL_OK;
+    out->memory = s->io != NULL;
     out->batches = back ? completed : s->written;
     /* Text has no fixed size a batch: the mean of what was written. */
     uint64_t bytes = back ? s->hist_bytes[completed % s->n_hist] : s->bytes;
@@ -1049,6 +1084,27 @@ static pl_status pl__sink_output(const pl_stage *st, void *state, int64_t comple
         if (!out->batch_checksums) return PL_ENOMEM;
         memcpy(out->batch_checksums, s->sums, (size_t)n * sizeof *s->sums);
         out->n_batch_checksums = n;
+    }
+    return PL_OK;
+}
+
+pl_status pl_sink_memory_stage(const pl_spec *spec, int buffer, bool callback, int *stage,
+                               pl_error *err)
+{
+    *stage = -1;
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *st = &spec->stages[i];
+        if (st->kind != &pl_kind_sink) continue;
+        const pl__sink_opts *o = st->priv;
+        if (o->from < 0 || st->reads[o->from].index != buffer) continue;
+        if (!callback && (o->format == PL__FMT_TEXT || o->format == PL__FMT_JSONL))
+            return pl_error_set(err, PL_EINPUT,
+                                "error: sink '%s' writes buffer '%s' as text lines, whose length "
+                                "varies: bind a callback for it (pipectl_bind_output_fn), or "
+                                "give the sink format: raw",
+                                st->name, spec->buffers[buffer].name);
+        *stage = i;
+        return PL_OK;
     }
     return PL_OK;
 }

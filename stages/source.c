@@ -19,7 +19,9 @@
  *   batch index, element index), so the data depends only on (seed, stage, batch, element), never
  *   on threads or depth.
  * - generator range: element j of batch b is b * count + j (integers wrap to the dtype).
- * - generator constant: every element is `value`. */
+ * - generator constant: every element is `value`.
+ * - In memory (a run's pl_run_io for the stage, pipectl_bind_input): batch i is copied from the
+ *   caller's memory, whatever the stage's file or generator says; nothing is opened. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -294,6 +296,7 @@ typedef struct pl__source_state {
     int n_stash;
     uint64_t to_bytes, len_bytes;
     char *skip; /* a shard's stream: where the batches other shards run are read and dropped */
+    const pl_run_io *io; /* the caller's memory stands in for the file or generator (borrowed) */
 } pl__source_state;
 
 static const char *pl__base(const char *path)
@@ -577,12 +580,28 @@ static pl_status pl__source_open(const pl_run_env *env, const pl_stage *st, void
 {
     *state = NULL;
     const pl_source_opts *o = st->priv;
-    if (!o->file) return PL_OK;
+    const pl_run_io *io = pl_run_env_io(env, st->index);
+    if (!o->file && !io) return PL_OK;
     const pl_buffer *b = pl__to(env->spec, st);
     pl__source_state *s = calloc(1, sizeof *s);
     if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     s->fd = -1;
     pl_status ps = PL_OK;
+    if (io) {
+        /* In memory: nothing to open; the caller's memory was checked against the run's batches
+         * before it started (pl_source_memory_stage's caller), and is again here. */
+        s->io = io;
+        if (io->bytes / b->bytes < (uint64_t)env->batches) {
+            pl__state_free(s);
+            return pl_error_set(err, PL_EINPUT,
+                                "error: source '%s': the memory bound to buffer '%s' holds %llu "
+                                "batches, the run needs %lld",
+                                st->name, b->name, (unsigned long long)(io->bytes / b->bytes),
+                                (long long)env->batches);
+        }
+        *state = s;
+        return PL_OK;
+    }
     if (o->from_stdin) {
         snprintf(s->path, sizeof s->path, "<stdin>");
         s->name = s->path;
@@ -962,6 +981,15 @@ static pl_status pl__source_run(pl_stage_ctx *ctx, pl_error *err)
     const pl_buffer *b = pl__to(ctx->spec, st);
     void *dst = ctx->bufs[b->index];
     pl__source_state *s = ctx->state;
+    if (s && s->io) {
+        /* In place, its readers read the caller's batch itself; else one copy into the slot's
+         * buffer, as a file source's pread: pinned memory on the GPU executor, which its uploads
+         * read. */
+        if (!s->io->in_place)
+            memcpy(dst, (const char *)s->io->data + (uint64_t)ctx->batch * b->bytes,
+                   (size_t)b->bytes);
+        return PL_OK;
+    }
     if (s && s->seq) {
         int32_t *lens = o->lengths >= 0
                             ? ctx->bufs[pl_kind_wbuf(ctx->spec, st, st->n_writes - 1)->index]
@@ -1004,6 +1032,28 @@ static pl_status pl__source_run(pl_stage_ctx *ctx, pl_error *err)
         for (int64_t j = 0; j < b->count; j++)
             pl__fill_value(dst, b->dtype, j, o->value);
         break;
+    }
+    return PL_OK;
+}
+
+extern const pl_kind pl_kind_source; /* defined below */
+
+pl_status pl_source_memory_stage(const pl_spec *spec, int buffer, int *stage, pl_error *err)
+{
+    *stage = -1;
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *st = &spec->stages[i];
+        if (st->kind != &pl_kind_source || pl__to(spec, st)->index != buffer) continue;
+        const pl_source_opts *o = st->priv;
+        if (o->lengths >= 0)
+            return pl_error_set(err, PL_EINPUT,
+                                "error: source '%s' fills '%s' and its lengths buffer '%s' from "
+                                "text records: in memory it would have no lengths to give; drop "
+                                "'lengths' from the stage, or give the records in a file",
+                                st->name, spec->buffers[buffer].name,
+                                pl_kind_wbuf(spec, st, st->n_writes - 1)->name);
+        *stage = i;
+        return PL_OK;
     }
     return PL_OK;
 }

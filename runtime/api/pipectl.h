@@ -19,7 +19,18 @@
  *   from. A result is independent: it may outlive its plan and its pipeline.
  * - Threads. A handle, and each object, is used by one thread at a time. Different handles are
  *   independent and may be used by different threads at once; several threads may also compile
- *   one pipeline at once (compiling only reads it). There is no global state to initialise.
+ *   one pipeline at once, and run plans of one pipeline at once, each on its own handle (compiling
+ *   and running only read the pipeline; two runs writing one file fail: the second finds it
+ *   locked). pipectl_interrupt is the exception: any thread or a signal handler may call it. There
+ *   is no global state to initialise.
+ * - Options. A function that takes options takes a struct whose first field, `size`, the caller
+ *   sets to sizeof the struct it was compiled with (the *_OPTIONS_INIT macros do, and zero every
+ *   other field); zero is every field's default. The library reads only the fields within `size`
+ *   and takes the defaults for the rest, so a program built against an older pipectl.h keeps
+ *   working with a newer library, and new options never change a function's signature. Structs
+ *   the library fills (statistics) work the same way: it writes only the first `size` bytes.
+ * - Memory the caller binds (pipectl_bind_input, pipectl_bind_output) is borrowed by the next run
+ *   on that handle and must stay valid, and not move, until that run returns.
  * - Output. The library never prints. Messages are in the records; the caller shows them. (Lua
  *   code in a pipeline may print: Lua's print() writes to stderr, as the script asked.)
  * - Exit codes. pipectl_exit_code() maps a status to the CLI's convention (0 ok, 2 bad input,
@@ -42,6 +53,8 @@
  * include every layer up to runtime/record. */
 #ifndef PIPECTL_H
 #define PIPECTL_H
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,7 +87,19 @@ PIPECTL_API const char *pipectl_errstr(int code);
 /* 0, 2, 1 or 130, as `pipectl` exits for this code (1 for an unknown code). */
 PIPECTL_API int pipectl_exit_code(int code);
 
-/* The library's version, "MAJOR.MINOR.PATCH" (static string). */
+/* The version of this header: PIPECTL_VERSION_NUMBER is MAJOR * 10000 + MINOR * 100 + PATCH, for
+ * `#if PIPECTL_VERSION_NUMBER >= 200` (0.2.0: load options, pipectl_loads, buffers, in-memory
+ * inputs and outputs, run options, statistics). A minor version adds functions and option fields;
+ * it removes and changes none. */
+#define PIPECTL_VERSION_MAJOR 0
+#define PIPECTL_VERSION_MINOR 2
+#define PIPECTL_VERSION_PATCH 0
+#define PIPECTL_VERSION_STRING "0.2.0"
+#define PIPECTL_VERSION_NUMBER                                                                     \
+    (PIPECTL_VERSION_MAJOR * 10000 + PIPECTL_VERSION_MINOR * 100 + PIPECTL_VERSION_PATCH)
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static string): the library's, which may be newer
+ * than the header a program was compiled with (PIPECTL_VERSION_STRING). */
 PIPECTL_API const char *pipectl_version(void);
 
 /* ---- The handle and its error record -------------------------------------------------------- */
@@ -120,6 +145,87 @@ PIPECTL_API void pipectl_pipeline_free(pipectl_pipeline *p);
 PIPECTL_API const char *pipectl_pipeline_name(const pipectl_pipeline *p);
 PIPECTL_API int pipectl_pipeline_stages(const pipectl_pipeline *p);
 
+/* What `pipectl check|plan|run` change in a pipeline as it loads, and what a pipeline given as
+ * text needs. Zero is every field's default; see "Options" above. */
+typedef struct pipectl_load_options {
+    size_t size; /* sizeof(pipectl_load_options) */
+    /* "KEY=VALUE" strings, as `--set` takes them (run.batches=4, STAGE.KEY, buffers.NAME.KEY;
+     * VALUE is YAML), n_set of them, in order (the last one for a key wins). An error in one reads
+     * "--set KEY=VALUE: error: ..." (PIPECTL_EINPUT). Borrowed for the call. */
+    const char *const *set;
+    int n_set;
+    /* `--out-dir`: sinks' relative paths resolve against this folder (relative to the working
+     * directory) instead of the pipeline's. Copied. NULL: the pipeline's folder. */
+    const char *out_dir;
+    int confine; /* nonzero: as run.confine: true (`--confine`) */
+    /* pipectl_loads only. The name positions give the text ("pipe.yaml:3:5: ..."; NULL:
+     * "<string>"), the folder its relative paths (sources, sinks, init files) resolve against
+     * (NULL: the working directory), and which front end reads it (nonzero: pipeline.lua, else
+     * YAML). */
+    const char *name;
+    const char *dir;
+    int lua;
+} pipectl_load_options;
+
+#define PIPECTL_LOAD_OPTIONS_INIT                                                                  \
+    {                                                                                              \
+        sizeof(pipectl_load_options), NULL, 0, NULL, 0, NULL, NULL, 0                              \
+    }
+
+/* pipectl_load with options (NULL: none, the same as pipectl_load). Errors as pipectl_load. */
+PIPECTL_API int pipectl_load_with(pipectl *h, const char *path, const pipectl_load_options *opts,
+                                  pipectl_pipeline **out);
+/* Loads a pipeline from `len` bytes of text (YAML, or Lua with opts->lua), and checks it, as
+ * pipectl_load does a file. The text is read during the call only. Errors as pipectl_load; the
+ * positions name opts->name. */
+PIPECTL_API int pipectl_loads(pipectl *h, const char *text, size_t len,
+                              const pipectl_load_options *opts, pipectl_pipeline **out);
+
+/* Checks the files a run of `batches` batches would touch (0: the pipeline's run.batches), as
+ * `pipectl check` does after the pipeline: inputs exist, are readable and hold the buffers'
+ * dtype, shape and enough whole batches; sinks' targets can be written. Reads headers only and
+ * creates nothing. Errors: PIPECTL_EINPUT at the option's position (file, line, column, stage). */
+PIPECTL_API int pipectl_check(pipectl *h, const pipectl_pipeline *p, long long batches);
+
+/* ---- Buffers -------------------------------------------------------------------------------- */
+
+enum { /* pipectl_buffer_info.dtype: numpy's uint8, int32, int64, float16, bfloat16, float32,
+        * float64 */
+       PIPECTL_U8,
+       PIPECTL_I32,
+       PIPECTL_I64,
+       PIPECTL_F16,
+       PIPECTL_BF16,
+       PIPECTL_F32,
+       PIPECTL_F64
+};
+
+/* One buffer of a pipeline, as declared. */
+typedef struct pipectl_buffer_info {
+    size_t size;              /* sizeof(pipectl_buffer_info): set by the caller */
+    const char *name;         /* borrowed from the pipeline */
+    int device;               /* 1: where: device, 0: host */
+    int persistent;           /* 1: one copy for the run; 0: one per batch in flight */
+    int dtype;                /* PIPECTL_U8 ... PIPECTL_F64 */
+    const char *dtype_name;   /* "f32" (static) */
+    int rank;                 /* dimensions, 1..8 */
+    long long shape[8];       /* shape[0..rank-1]; one batch's */
+    unsigned long long bytes; /* of one batch */
+    /* The stage that fills it from a file or generator (a source: what pipectl_bind_input
+     * replaces), and the first that writes it to a file (a sink: what pipectl_bind_output
+     * replaces); NULL when none. Borrowed from the pipeline. */
+    const char *source;
+    const char *sink;
+} pipectl_buffer_info;
+
+/* The pipeline's buffers, in declaration order: their count, and buffer i into *out (which the
+ * caller sized: out->size). Returns PIPECTL_OK, or PIPECTL_EINPUT for a bad index, a NULL, or a
+ * size smaller than the first version of the struct (no handle: nothing is recorded). */
+PIPECTL_API int pipectl_pipeline_buffers(const pipectl_pipeline *p);
+PIPECTL_API int pipectl_pipeline_buffer(const pipectl_pipeline *p, int i, pipectl_buffer_info *out);
+/* The index of the buffer called `name`, or -1. */
+PIPECTL_API int pipectl_pipeline_find_buffer(const pipectl_pipeline *p, const char *name);
+
 /* ---- Plans ---------------------------------------------------------------------------------- */
 
 typedef struct pipectl_plan pipectl_plan;
@@ -137,7 +243,14 @@ PIPECTL_API int pipectl_plan_depth(const pipectl_plan *plan);
 /* The plan as `pipectl plan` prints it (several lines, ending in a newline), in *out; the caller
  * frees it with pipectl_free. Errors: PIPECTL_ENOMEM. */
 PIPECTL_API int pipectl_plan_describe(pipectl *h, const pipectl_plan *plan, char **out);
-/* Frees memory the library handed over as a plain pointer (pipectl_plan_describe). NULL is fine. */
+enum { PIPECTL_PLAN_TEXT = 0, PIPECTL_PLAN_DOT = 1, PIPECTL_PLAN_JSON = 2 };
+/* The plan in `format`: PIPECTL_PLAN_TEXT (pipectl_plan_describe's), PIPECTL_PLAN_DOT (Graphviz, as
+ * `pipectl plan --dot`) or PIPECTL_PLAN_JSON (the "plan" object of `pipectl plan --json`,
+ * docs/json.md; one line), NUL-terminated in *out; free it with pipectl_free. Errors:
+ * PIPECTL_EINPUT (another format), PIPECTL_ENOMEM. */
+PIPECTL_API int pipectl_plan_dump(pipectl *h, const pipectl_plan *plan, int format, char **out);
+/* Frees memory the library handed over as a plain pointer (pipectl_plan_describe,
+ * pipectl_plan_dump). NULL is fine. */
 PIPECTL_API void pipectl_free(void *mem);
 
 /* ---- Running -------------------------------------------------------------------------------- */
@@ -166,6 +279,111 @@ PIPECTL_API int pipectl_run(pipectl *h, const pipectl_plan *plan, int executor, 
  * request made before pipectl_run starts stops that run at once; pipectl_run clears the request
  * when it returns. Async-signal-safe: meant for a SIGINT handler. */
 PIPECTL_API void pipectl_interrupt(pipectl *h);
+
+enum { /* pipectl_run_options.graphs: as `pipectl run --graphs` */
+       PIPECTL_GRAPHS_AUTO = 0,
+       PIPECTL_GRAPHS_STAGE = 1,
+       PIPECTL_GRAPHS_SEGMENT = 2,
+       PIPECTL_GRAPHS_NONE = 3
+};
+enum { /* pipectl_run_options.timing: as `pipectl run --timing` */
+       PIPECTL_TIMING_SAMPLE = 0,
+       PIPECTL_TIMING_ALL = 1,
+       PIPECTL_TIMING_OFF = 2
+};
+
+/* What `pipectl run` takes besides the pipeline: zero is every field's default (see "Options"). */
+typedef struct pipectl_run_options {
+    size_t size;  /* sizeof(pipectl_run_options) */
+    int executor; /* PIPECTL_EXECUTOR_AUTO (default), _HOST or _GPU */
+    int workers;  /* host worker threads, 1..64; 0: one per CPU, at least one per stream */
+    int graphs; /* GPU: PIPECTL_GRAPHS_AUTO (default), _STAGE, _SEGMENT or _NONE (plain launches) */
+    int timing; /* GPU: device stage times: PIPECTL_TIMING_SAMPLE (default), _ALL or _OFF */
+    /* Called after each batch completes, in batch order, on the thread that called the run, with
+     * the batches done and the run's total (a progress bar). NULL: none. */
+    void (*on_batch)(void *user, long long done, long long total);
+    void *user; /* for on_batch and on_note */
+    /* Called, on the calling thread, with a line the run has to tell while it runs: what
+     * `depth: auto` chose and why (what `pipectl run` prints to stderr). NULL: none. */
+    void (*on_note)(void *user, const char *line);
+    /* Writes the timeline as Chrome trace JSON to this file after the run (`--trace`; also after
+     * a failure). NULL: none. */
+    const char *trace;
+    /* Testing (`--fail-at STAGE:BATCH`): stage `fail_stage` fails on batch `fail_batch` with
+     * PIPECTL_ERUNTIME. NULL: never. */
+    const char *fail_stage;
+    long long fail_batch;
+} pipectl_run_options;
+
+#define PIPECTL_RUN_OPTIONS_INIT                                                                   \
+    {                                                                                              \
+        sizeof(pipectl_run_options), 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0                   \
+    }
+
+/* pipectl_run with options (NULL: the defaults) and the handle's in-memory bindings (below).
+ * The rest is pipectl_run's: the result also after a failure, the errors, pipectl_interrupt.
+ * More errors: PIPECTL_EINPUT for an option out of range or a binding that does not fit the plan
+ * (the message names the buffer and what is wrong, before anything runs); bindings are cleared
+ * when it returns, whatever happened. */
+PIPECTL_API int pipectl_run_with(pipectl *h, const pipectl_plan *plan,
+                                 const pipectl_run_options *opts, pipectl_result **out);
+
+/* ---- In-memory inputs and outputs ----------------------------------------------------------- *
+ *
+ * A host buffer can take its batches from the caller's memory instead of the source stage that
+ * fills it (its file or generator), or give them to the caller instead of the sink stage that
+ * writes it to a file. Each binding names the buffer; it holds for the next pipectl_run or
+ * pipectl_run_with on the handle, which checks it against the plan before anything runs and
+ * clears every binding when it returns. pipectl_unbind clears them without a run.
+ *
+ * - Input (pipectl_bind_input): `bytes` bytes at `data` hold whole batches of the buffer, one
+ *   after the other (batch b at data + b * the buffer's bytes: numpy's (batches, *shape) in C
+ *   order), at least as many as the plan runs. The source stage that fills the buffer is not
+ *   opened (its file is not read). The library only reads data; where it reads it:
+ *     in place on the host executor when no stage but that source writes the buffer: every
+ *       stage that reads it reads data itself, batch b at its offset;
+ *     in place on the GPU executor when only uploads (h2d) read the buffer, it holds at least
+ *       1 MiB a batch, and the copies are calls of their own (graphs stage, which auto picks for
+ *       such copies, or none; not segment graphs, which bake the slot's address in): data is
+ *       registered as pinned memory for the run (cudaHostRegister, undone before the run
+ *       returns) and the uploads read it there;
+ *     copied otherwise: each batch from data into the slot's host buffer (pinned on the GPU
+ *       executor), as a file source reads it (also when registering fails).
+ *   A persistent host buffer (one copy for the run: a search corpus) takes exactly its size:
+ *   its contents, copied in once when the run starts, before the stages open, in place of its
+ *   `init:`.
+ * - Output (pipectl_bind_output): the sink stage that writes the buffer (the first one in stage
+ *   order whose `from:` it is) opens no file; each batch's bytes, exactly those its file would
+ *   get after its header, are copied into data one after the other, in batch order (batch b at
+ *   data + b * the buffer's bytes, but for a padded last batch of a sink that writes rows, which
+ *   gets its real rows only). The checksums are the ones the file would have
+ *   (pipectl_output_checksum); pipectl_output_batches says how many batches data holds, also
+ *   after a failure or an interrupt (bytes past them may have been written, and mean nothing).
+ *   A text or JSONL sink's lines take a callback only.
+ * - Output to a callback (pipectl_bind_output_fn): instead of copying, `fn` is called with each
+ *   batch's bytes (as above; for text and JSONL sinks the lines, each ending in '\n') in batch
+ *   order, one call at a time, from the host worker thread that runs the sink (not the thread
+ *   that called the run). `data` is valid during the call only. A nonzero return fails the run at
+ *   that batch with PIPECTL_ERUNTIME (the record names the sink and the batch). After a failure
+ *   or an interrupt, fn may have had up to `depth` batches more than the result counts.
+ *
+ * Every binding is borrowed: data (and user) must stay valid until the run returns. Binding a
+ * buffer twice the same way (input, or output) replaces the first binding; one buffer may be
+ * both an input and an output. The checks at the run (PIPECTL_EINPUT, naming the
+ * buffer): a buffer the pipeline has (with "did you mean"), on the host, filled by a source or
+ * persistent (input) or written by a sink (output); bytes a whole number of batches, enough for
+ * the run (input), the buffer's size (persistent) or room for every batch (output). */
+
+/* Errors (no run needed): PIPECTL_EINPUT for a NULL name or data, bytes 0, or more than 64
+ * bindings; PIPECTL_ENOMEM. */
+PIPECTL_API int pipectl_bind_input(pipectl *h, const char *buffer, const void *data, size_t bytes);
+PIPECTL_API int pipectl_bind_output(pipectl *h, const char *buffer, void *data, size_t bytes);
+typedef int (*pipectl_batch_fn)(void *user, const char *buffer, long long batch, const void *data,
+                                size_t bytes);
+PIPECTL_API int pipectl_bind_output_fn(pipectl *h, const char *buffer, pipectl_batch_fn fn,
+                                       void *user);
+/* Drops the handle's bindings. */
+PIPECTL_API void pipectl_unbind(pipectl *h);
 
 PIPECTL_API void pipectl_result_free(pipectl_result *r);
 /* "host" or "gpu": the executor that ran. */
@@ -198,6 +416,72 @@ PIPECTL_API unsigned long long pipectl_output_batch_checksum(const pipectl_resul
  * (after a failure or an interrupt it holds the completed batches; docs/pipeline-yaml.md); 0 when
  * finalizing failed or the sink never opened. */
 PIPECTL_API int pipectl_output_complete(const pipectl_result *r, int i);
+/* The buffer the sink writes (its `from:`; NULL for a JSONL sink, which writes several), and 1
+ * when it went into the caller's memory (pipectl_bind_output, _fn) instead of a file. */
+PIPECTL_API const char *pipectl_output_buffer(const pipectl_result *r, int i);
+PIPECTL_API int pipectl_output_in_memory(const pipectl_result *r, int i);
+
+/* ---- Statistics: what the summary of `pipectl run` shows ------------------------------------ *
+ *
+ * Each function fills the caller's struct (out->size set by the caller: see "Options") from the
+ * result and returns PIPECTL_OK, or PIPECTL_EINPUT for a NULL, an index out of range or a size
+ * smaller than the first version of the struct. Strings are borrowed from the result. Times are in
+ * seconds; figures that were not measured are -1. docs/json.md explains each figure (the same
+ * names, in `pipectl run --json`). */
+
+typedef struct pipectl_stats {
+    size_t size;
+    long long batches;         /* completed */
+    long long batches_planned; /* the plan's */
+    int depth;                 /* slots the batches ran with (depth: auto: the chosen one) */
+    int workers;               /* host workers */
+    const char *executor;      /* "host" or "gpu" */
+    const char *graph_mode;    /* "segment", "stage" or "none" */
+    const char *device;        /* "CPU", or the GPU's name */
+    double wall_s;             /* the run's wall time, setup excluded */
+    double per_batch_s;        /* wall_s / batches */
+    double steady_per_batch_s; /* per batch after the pipeline filled (-1: too few batches) */
+    double batches_per_s;
+    unsigned long long bytes_in_per_batch;  /* what the sources fill */
+    unsigned long long bytes_out_per_batch; /* what the sinks write */
+    /* The bound: the busiest engine's busy time per batch; the engine, its slowest stage, and
+     * bound / per batch (1: the run went as fast as its busiest engine allows). -1 and NULL when
+     * nothing was timed. */
+    double bound_s;
+    const char *bound_engine;
+    const char *bound_stage;
+    double achieved;
+    int stages;  /* entries for pipectl_result_stage_stats */
+    int engines; /* entries for pipectl_result_engine_stats */
+} pipectl_stats;
+PIPECTL_API int pipectl_result_stats(const pipectl_result *r, pipectl_stats *out);
+
+/* Stage i, in the plan's order (the summary table's rows). */
+typedef struct pipectl_stage_stats {
+    size_t size;
+    const char *name, *kind;
+    const char *engine; /* "host", "h2d", "compute" or "d2h" */
+    const char *stream; /* the plan's stream */
+    long long count;    /* batches timed */
+    double mean_s, p50_s, p99_s, min_s, max_s, total_s;
+    double busy; /* total_s / wall_s */
+} pipectl_stage_stats;
+PIPECTL_API int pipectl_result_stage_stats(const pipectl_result *r, int i,
+                                           pipectl_stage_stats *out);
+
+/* Engine i: each device engine and host stream, as the summary's engine table. */
+typedef struct pipectl_engine_stats {
+    size_t size;
+    const char *name;   /* "h2d", "compute", "d2h", "host0", ... */
+    const char *engine; /* its kind: "host", "h2d", "compute" or "d2h" */
+    int stages;
+    long long timed_batches;
+    double busy_s;           /* the union of its stages' intervals */
+    double busy_per_batch_s; /* busy_s per timed batch */
+    double occupancy;        /* busy_s / wall_s */
+} pipectl_engine_stats;
+PIPECTL_API int pipectl_result_engine_stats(const pipectl_result *r, int i,
+                                            pipectl_engine_stats *out);
 
 #ifdef __cplusplus
 }

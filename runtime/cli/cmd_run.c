@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pl_api_int.h"
 #include "pl_cli.h"
 #include "pl_exec.h"
 #include "pl_json.h"
@@ -400,7 +401,8 @@ static pl_status pl__run_with_signals(const pl_plan *plan, const pl_run_cfg *cfg
     /* A sink writing to a pipe whose reader went away fails with EPIPE (an error naming it)
      * instead of the process dying with nothing finalized. */
     sigaction(SIGPIPE, &ign, &old_pipe);
-    pl_status st = pl_run(plan, cfg, res, err);
+    /* The API's run driver: `pipectl run` and pipectl_run_with run a plan the same way. */
+    pl_status st = pl_api_run(plan, cfg, NULL, 0, res, err);
     for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
         sigaction(pl__stop_signals[i], &old[i], NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);

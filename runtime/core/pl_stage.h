@@ -78,6 +78,32 @@ typedef struct pl_run_rows {
                     * INT64_MAX while none */
 } pl_run_rows;
 
+/* A host buffer bound to the caller's memory for one run (pipectl.h: pipectl_bind_input,
+ * pipectl_bind_output, pipectl_bind_output_fn): the source stage that fills it copies each batch
+ * from `data` instead of reading its file or running its generator; the sink stage that writes it
+ * copies each batch into `data` (or hands it to `fn`) instead of writing a file. `stage` is the
+ * one stage the binding replaces, resolved before the run (pl_source_memory_stage,
+ * pl_sink_memory_stage). Borrowed from the caller for the whole run. */
+typedef struct pl_run_io {
+    int buffer; /* index in spec->buffers: a host buffer */
+    int stage;  /* the source (input) or sink (output) it stands in for; -1: a persistent
+                 * buffer's contents, copied in before the stages open (pl_stage_rt_open) */
+    bool output;
+    /* Input: batch b (the pipeline's index) is bytes [b * buffer bytes, (b + 1) * buffer bytes).
+     * Output: the sink's bytes one after the other, as its file would hold them after its
+     * header; NULL with `fn`. */
+    void *data;
+    uint64_t bytes; /* of data */
+    /* Output instead of data: called with each batch's bytes in batch order, from the host worker
+     * that runs the sink, one call at a time; nonzero fails the run at that batch. */
+    int (*fn)(void *user, const char *buffer, int64_t batch, const void *bytes, size_t n);
+    void *user;
+    /* Input, set by the executor before the first batch: the stages that read the buffer read
+     * the caller's batch where it is (the host executor's buffer table, the GPU's uploads), so
+     * the source copies nothing (pl_stage_rt.h says when). */
+    bool in_place;
+} pl_run_io;
+
 /* Per-run state of one stage, created by `open`, destroyed by `close`. */
 typedef struct pl_run_env {
     const struct pl_spec *spec;
@@ -100,7 +126,19 @@ typedef struct pl_run_env {
     /* The run's padded last batch; NULL where the caller runs no padding source (bench, tests
      * that build an env by hand): then no batch is padded. Owned by the stage runtime. */
     pl_run_rows *rows;
+    /* The run's in-memory bindings (pl_run_io), n_io of them; NULL and 0 for none. Borrowed
+     * from the run's configuration. */
+    const pl_run_io *io;
+    int n_io;
 } pl_run_env;
+
+/* The binding that replaces stage `stage` in this run, or NULL. */
+static inline const pl_run_io *pl_run_env_io(const pl_run_env *env, int stage)
+{
+    for (int i = 0; env && i < env->n_io; i++)
+        if (env->io[i].stage == stage) return &env->io[i];
+    return NULL;
+}
 
 /* What a stage sees when it runs one batch on the host. */
 typedef struct pl_stage_ctx {
@@ -157,6 +195,10 @@ typedef struct pl_output {
     int64_t n_batch_checksums; /* min(batches, PL_BATCH_CHECKSUMS_MAX) when checksummed */
     bool finalized;            /* the file is complete under its final name */
     bool checksummed;          /* checksums were taken (the sink's `checksum: true`) */
+    /* The buffer it writes ("" when several: JSONL fields), and whether it went into the
+     * caller's memory (pl_run_io) instead of a file. */
+    char buffer[PL_MAX_NAME + 1];
+    bool memory;
 } pl_output;
 
 /* How reproducible a stage's writes are (bundles: `pipectl replay`; docs/bundles.md). */

@@ -56,7 +56,8 @@ static pl_status pl__host_setup(pl__host *h, pl_error *err)
     PL_CHECK(pl_timing_new(plan, window, keep, &h->timing, err));
     PL_CHECK(
         pl_buffers_new(plan->spec, plan->depth, NULL, true, plan->spec->run.seed, &h->bufs, err));
-    PL_CHECK(pl_stage_rt_open(&h->rt, plan, h->n_workers, pl_buffers_slot(h->bufs, 0), NULL, err));
+    PL_CHECK(pl_stage_rt_open(&h->rt, plan, h->cfg, h->n_workers, pl_buffers_slot(h->bufs, 0), NULL,
+                              err));
     h->rt_open = true;
     /* The first phase's scheduler and its worker threads are setup too. */
     PL_CHECK(pl__host_sched(h, plan, err));

@@ -60,6 +60,10 @@ typedef struct pl_run_cfg {
      * May be NULL. */
     void (*on_depth)(void *user, const pl_depth_choice *choice);
     void *depth_user;
+    /* Host buffers bound to the caller's memory (pl_stage.h: pl_run_io), each one's stage
+     * resolved; the kinds read them through pl_run_env.io. Borrowed; NULL and 0: none. */
+    const pl_run_io *io;
+    int n_io;
 } pl_run_cfg;
 
 /* What `--trace` keeps: at most this many spans (batches x stages), 4 MiB; the trace of a longer

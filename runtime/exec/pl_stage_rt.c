@@ -16,7 +16,38 @@ int pl_default_workers(const pl_plan *plan)
     return w > 64 ? 64 : w;
 }
 
-pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
+/* rt->io: the run's bindings, and on the host executor the inputs in place (their buffer's only
+ * writer is the source they replace, so nothing writes into the caller's memory) with a buffer
+ * table per worker for them. -1 when out of memory. */
+static int pl__io_copy(pl_stage_rt *rt, const pl_run_cfg *cfg, bool host)
+{
+    int n = cfg ? cfg->n_io : 0;
+    if (n <= 0) return 0;
+    rt->io = malloc((size_t)n * sizeof *rt->io);
+    if (!rt->io) return -1;
+    memcpy(rt->io, cfg->io, (size_t)n * sizeof *rt->io);
+    rt->env.io = rt->io;
+    rt->env.n_io = n;
+    const pl_spec *spec = rt->env.spec;
+    for (int i = 0; host && i < n; i++) {
+        pl_run_io *io = &rt->io[i];
+        if (io->output || io->stage < 0) continue;
+        bool alone = true;
+        for (int s = 0; s < spec->n_stages && alone; s++)
+            for (int w = 0; w < spec->stages[s].n_writes && alone; w++)
+                alone = s == io->stage || spec->stages[s].writes[w].index != io->buffer;
+        io->in_place = alone;
+        rt->n_host_in_place += alone;
+    }
+    if (rt->n_host_in_place) {
+        size_t nb = (size_t)(spec->n_buffers > 0 ? spec->n_buffers : 1);
+        rt->tables = malloc((size_t)rt->env.workers * nb * sizeof *rt->tables);
+        if (!rt->tables) return -1;
+    }
+    return 0;
+}
+
+pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, const pl_run_cfg *cfg, int workers,
                            void *const *open_bufs, struct pl_gpu_ctx *gpu, pl_error *err)
 {
     memset(rt, 0, sizeof *rt);
@@ -44,7 +75,7 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     if (rt->env.rows) *rt->env.rows = (pl_run_rows){.batch = -1, .rows = INT64_MAX};
     rt->state = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->state);
     rt->opened = calloc((size_t)(spec->n_stages > 0 ? spec->n_stages : 1), sizeof *rt->opened);
-    if (!rt->state || !rt->opened || !rt->env.rows) {
+    if (!rt->state || !rt->opened || !rt->env.rows || pl__io_copy(rt, cfg, gpu == NULL) != 0) {
         pl_stage_rt_close(rt, NULL, true, NULL, NULL);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory opening stages");
     }
@@ -53,6 +84,13 @@ pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
     if (pst != PL_OK) {
         pl_stage_rt_close(rt, NULL, true, NULL, NULL);
         return pst;
+    }
+    /* A persistent buffer bound to the caller's memory (pl_run_io with no stage) takes its
+     * contents now, in place of its init, so the stages find them at open. */
+    for (int i = 0; i < rt->env.n_io && open_bufs; i++) {
+        const pl_run_io *io = &rt->env.io[i];
+        if (io->stage < 0 && !io->output && open_bufs[io->buffer])
+            memcpy(open_bufs[io->buffer], io->data, (size_t)io->bytes);
     }
     for (int i = 0; i < plan->n_stages; i++) {
         int s = plan->order[i];
@@ -102,6 +140,19 @@ pl_status pl_stage_rt_run_host(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
                      "error: kind '%s' cannot run on the host executor yet; use --executor gpu",
                      kind->name);
         return pl_error_stage(err, st->name, -1);
+    }
+    if (rt->n_host_in_place) {
+        /* This worker's table: the slot's, with the inputs in place at the caller's batch. */
+        size_t nb = (size_t)spec->n_buffers;
+        void **t = rt->tables + (size_t)worker * nb;
+        memcpy(t, bufs, nb * sizeof *t);
+        for (int i = 0; i < rt->env.n_io; i++) {
+            const pl_run_io *io = &rt->io[i];
+            if (io->in_place)
+                t[io->buffer] =
+                    (char *)io->data + (uint64_t)batch * spec->buffers[io->buffer].bytes;
+        }
+        bufs = t;
     }
     pl_stage_ctx ctx = {
         .spec = spec,
@@ -216,6 +267,13 @@ pl_status pl_stage_rt_close(pl_stage_rt *rt, const int64_t *completed, bool fail
     free(rt->opened);
     free(rt->env.rows);
     rt->env.rows = NULL;
+    free(rt->io);
+    free(rt->tables);
+    rt->io = NULL;
+    rt->tables = NULL;
+    rt->env.io = NULL;
+    rt->env.n_io = 0;
+    rt->n_host_in_place = 0;
     rt->state = NULL;
     rt->opened = NULL;
     return first;

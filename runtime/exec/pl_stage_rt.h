@@ -25,6 +25,13 @@ typedef struct pl_stage_rt {
      * sets its own after pl_stage_rt_open (a device body launched once per iteration). */
     pl_loop_run_fn run_loop;
     void *loop_user;
+    /* The run's in-memory bindings, copied from its configuration (env.io points here), so the
+     * executors can mark inputs in place; owned. */
+    pl_run_io *io;
+    /* Host executor, inputs in place: [worker * n_buffers] buffer tables, the slot's with each
+     * such input's entry pointing at the caller's batch; NULL when none. */
+    void **tables;
+    int n_host_in_place;
 } pl_stage_rt;
 
 /* Default number of host workers for a plan: max(online CPUs, streams), at most 64. */
@@ -34,13 +41,20 @@ int pl_default_workers(const pl_plan *plan);
  * the most slots the run may grow to; the executor points rt->plan at the plan of the chosen depth
  * before the batches after the calibration run), seed from the spec, `workers` host workers,
  * `open_bufs`: slot 0's buffers, for the kinds' open() only (pl_run_env.open_bufs), `gpu`: the
- * GPU executor's device state, NULL on the host executor), starts the run's thread
+ * GPU executor's device state, NULL on the host executor), the in-memory bindings of `cfg` (may
+ * be NULL: none), starts the run's thread
  * pool (env.pool: workers - 1 helpers; freed by pl_stage_rt_close after every stage closed) and
  * opens every stage in plan order. On failure the stages already opened are closed (completed 0,
  * failed) and everything is freed; the error record names the stage (err->stage; the message is
  * the kind's own). */
-pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, int workers,
+pl_status pl_stage_rt_open(pl_stage_rt *rt, const pl_plan *plan, const pl_run_cfg *cfg, int workers,
                            void *const *open_bufs, struct pl_gpu_ctx *gpu, pl_error *err);
+
+/* In-memory inputs in place (pl_run_io.in_place): on the host executor (gpu NULL), an input
+ * whose buffer no stage writes but the source it replaces is read where it is: pl_stage_rt_open
+ * marks it, and pl_stage_rt_run_host gives every stage a buffer table whose entry for it points
+ * at the caller's batch (the source copies nothing). The GPU executor marks its own (its uploads
+ * read them: runtime/exec/gpu/pl_gpu_mem.c). */
 
 /* Runs stage `stage` of batch `batch` with run_host (a loop stage with rt->run_loop): ctx.worker =
  * worker (0..env.workers-1; the caller guarantees no two threads run hooks with the same worker at

@@ -43,8 +43,8 @@ static void t_open_with(t_run *r, pl_spec *spec, int rt_workers, int workers)
     pl_run_cfg_init(&r->cfg);
     CHECK(pl_plan_compile(spec, &r->plan, &err) == PL_OK);
     CHECK(pl_buffers_new(spec, r->plan->depth, NULL, true, 1, &r->bufs, &err) == PL_OK);
-    CHECK(pl_stage_rt_open(&r->rt, r->plan, rt_workers, pl_buffers_slot(r->bufs, 0), NULL, &err) ==
-          PL_OK);
+    CHECK(pl_stage_rt_open(&r->rt, r->plan, NULL, rt_workers, pl_buffers_slot(r->bufs, 0), NULL,
+                           &err) == PL_OK);
     CHECK(pl_sched_init(&r->sched, r->plan, &r->cfg, &r->rt, r->bufs, NULL, workers, NULL, &err) ==
           PL_OK);
 }

@@ -88,11 +88,12 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
     pl_gx_probe_marks(gx);
     if (open_stages) {
         int workers = cfg->workers > 0 ? cfg->workers : pl_default_workers(plan);
-        PL_CHECK(
-            pl_stage_rt_open(&gx->rt, plan, workers, pl_buffers_slot(gx->hbufs, 0), gx->gctx, err));
+        PL_CHECK(pl_stage_rt_open(&gx->rt, plan, cfg, workers, pl_buffers_slot(gx->hbufs, 0),
+                                  gx->gctx, err));
         gx->rt_open = true;
         gx->rt.run_loop = pl_gx_run_loop; /* loops that are host stages (pl_gpu_loop.c) */
         gx->rt.loop_user = gx;
+        PL_CHECK(pl_gx_in_place(gx, err));
         PL_CHECK(pl_gx_wake_init(gx, err)); /* only the run's issue loop sleeps on the device */
     }
     PL_CHECK(pl__capture_ring(gx, err));
@@ -104,7 +105,8 @@ static void pl__teardown(pl_gx *gx)
     /* Errors are ignored here: after a device fault every call fails, and nothing is left to do
      * about it. The object that created a resource frees it, in reverse order. */
     if (gx->streams || gx->launch) cudaDeviceSynchronize();
-    pl_gx_wake_fini(gx); /* before the scheduler it signals is freed */
+    pl_gx_wake_fini(gx);     /* before the scheduler it signals is freed */
+    pl_gx_in_place_fini(gx); /* the device is idle: no upload reads the caller's memory */
     pl_gx_destroy_objects(gx);
     if (gx->created_t0) cudaEventDestroy(gx->ev_t0);
     pl_gpu_ctx_free(gx->gctx);

@@ -329,7 +329,7 @@ static pl_status pl__record_work(pl_gx *gx, int st, int slot, int64_t batch, cud
     const pl_spec *spec = gx->spec;
     const pl_stage *stg = &spec->stages[st];
     const char *name = stg->name;
-    void *const *hb = pl_buffers_slot(gx->hbufs, slot);
+    void *const *hb = pl_gx_host_table(gx, slot, batch); /* in-memory inputs in place */
     void *const *db = pl_buffers_slot(gx->dbufs, slot);
     pl_dev_ctx dc = {
         .spec = spec,

@@ -127,3 +127,67 @@ pl_status pl_gx_grow_buffers(pl_gx *gx, int depth, pl_error *err)
     if (st != PL_OK) return st; /* hbufs keeps its extra slots until teardown: harmless */
     return pl__init_slots(gx, old, depth, err);
 }
+
+pl_status pl_gx_in_place(pl_gx *gx, pl_error *err)
+{
+    pl_stage_rt *rt = &gx->rt;
+    if (gx->graphs || rt->env.n_io == 0) return PL_OK; /* segment graphs bake the slot's address */
+    const pl_spec *spec = gx->spec;
+    for (int i = 0; i < rt->env.n_io; i++) {
+        pl_run_io *io = &rt->io[i];
+        if (io->output || io->stage < 0) continue;
+        const pl_buffer *b = &spec->buffers[io->buffer];
+        bool uploads_only = b->bytes >= PL_GRAPHS_STAGE_MIN_COPY;
+        for (int s = 0; s < spec->n_stages && uploads_only; s++)
+            for (int r = 0; r < spec->stages[s].n_reads && uploads_only; r++)
+                uploads_only = spec->stages[s].reads[r].index != io->buffer ||
+                               gx->plan->stages[s].engine == PL_ENGINE_H2D;
+        if (!uploads_only) continue;
+        if (!gx->registered) {
+            gx->registered = calloc((size_t)rt->env.n_io, sizeof *gx->registered);
+            gx->in_place_table = calloc((size_t)(gx->nbuf > 0 ? gx->nbuf : 1), sizeof(void *));
+            if (!gx->registered || !gx->in_place_table)
+                return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+        }
+        /* Read-only memory (a numpy array that is not writable) registers read-only. */
+        cudaError_t ce = cudaHostRegister(io->data, (size_t)io->bytes, cudaHostRegisterDefault);
+        if (ce != cudaSuccess) {
+            cudaGetLastError();
+            ce = cudaHostRegister(io->data, (size_t)io->bytes, cudaHostRegisterReadOnly);
+        }
+        if (ce != cudaSuccess) {
+            cudaGetLastError(); /* not pinnable (already registered, a limit): copied instead */
+            continue;
+        }
+        gx->registered[gx->n_registered++] = io->data;
+        io->in_place = true;
+    }
+    return PL_OK;
+}
+
+void pl_gx_in_place_fini(pl_gx *gx)
+{
+    for (int i = 0; i < gx->n_registered; i++)
+        cudaHostUnregister(gx->registered[i]);
+    free(gx->registered);
+    free(gx->in_place_table);
+    gx->registered = NULL;
+    gx->in_place_table = NULL;
+    gx->n_registered = 0;
+}
+
+void *const *pl_gx_host_table(pl_gx *gx, int slot, int64_t batch)
+{
+    void *const *hb = pl_buffers_slot(gx->hbufs, slot);
+    if (gx->n_registered == 0 || batch < 0) return hb;
+    const pl_spec *spec = gx->spec;
+    int64_t global = pl_shard_global(&spec->run.shard, spec->run.batches, batch);
+    memcpy(gx->in_place_table, hb, (size_t)gx->nbuf * sizeof *gx->in_place_table);
+    for (int i = 0; i < gx->rt.env.n_io; i++) {
+        const pl_run_io *io = &gx->rt.io[i];
+        if (io->in_place)
+            gx->in_place_table[io->buffer] =
+                (char *)io->data + (uint64_t)global * spec->buffers[io->buffer].bytes;
+    }
+    return gx->in_place_table;
+}

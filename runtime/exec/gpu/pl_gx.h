@@ -133,6 +133,11 @@ typedef struct pl_gx {
     struct pl_gx_pending *pending;
     int n_pending, cap_pending;
     cudaStream_t body_stream;
+    /* In-memory inputs the uploads read in place (pl_gx_in_place): the caller's memory
+     * registered as pinned (to unregister), and the issuing thread's buffer table for a batch. */
+    void **registered;
+    int n_registered;
+    void **in_place_table; /* [nbuf] */
 } pl_gx;
 
 static inline const char *pl_gx_sname(const pl_gx *gx, int st)
@@ -176,6 +181,19 @@ pl_status pl_gx_alloc_buffers(pl_gx *gx, pl_error *err);
  * buffers do not move: graphs captured on them stay valid) with their initial contents. Call with
  * the device idle. gx->depth is not changed here. */
 pl_status pl_gx_grow_buffers(pl_gx *gx, int depth, pl_error *err);
+
+/* In-memory inputs (pl_run_io) the uploads read where they are. With stage graphs or plain
+ * launches each copy is a call per batch, which can take that batch's address (a segment graph
+ * bakes its slot buffer's in): a per-batch input of at least PL_GRAPHS_STAGE_MIN_COPY bytes a
+ * batch (where pinned memory pays for its registration) whose buffer only uploads read is
+ * registered as pinned memory (cudaHostRegister) and marked in place, so its source copies
+ * nothing and pl_gx_host_table gives the uploads the caller's batch. Memory that cannot be
+ * registered stays copied. Call after the stages open, before the first batch. */
+pl_status pl_gx_in_place(pl_gx *gx, pl_error *err);
+void pl_gx_in_place_fini(pl_gx *gx); /* unregisters; the device idle */
+/* Slot `slot`'s host buffer table for plain calls of batch `batch` (the executor's count; -1 while
+ * capturing: the slot's own): with the inputs in place at the caller's batch. Issuing thread. */
+void *const *pl_gx_host_table(pl_gx *gx, int slot, int64_t batch);
 
 /* pl_gpu_capture.c */
 /* Creates the streams, per-slot launch streams, per-ring events, graph tables and fault marks for
