@@ -37,13 +37,13 @@ static const pl_key pl__gpt2_keys[] = {
      "forward: the whole sequences; prefill: the prompts into the KV cache, the output at each "
      "one's last position; decode: one new token per sequence against the cache"},
     {"cache", PL_KEY_NAME, NULL, NULL,
-     "prefill, decode (required): device f32 or dtype buffer [n_layer, 2, B, n_head, max_pos, "
+     "prefill and decode need it: device f32 or dtype buffer [n_layer, 2, B, n_head, max_pos, "
      "head_dim]: the keys and values of every position so far (prefill writes, decode appends)"},
     {"lengths", PL_KEY_NAME, NULL, NULL,
-     "prefill (default T), decode (required): device i32 buffer [B]: each prompt's length "
+     "prefill (default: T each), decode (needs it): device i32 buffer [B]: each prompt's length "
      "(prompts right-padded to T)"},
     {"step", PL_KEY_NAME, NULL, NULL,
-     "decode (required): device i32 buffer [1]: tokens appended since the prompt (a loop's "
+     "decode needs it: device i32 buffer [1]: tokens appended since the prompt (a loop's "
      "index): the new token's position is lengths[b] + step"},
     {"weights", PL_KEY_STR, NULL, "random",
      "a Hugging Face snapshot directory (config.json + model.safetensors), a .safetensors file "

@@ -261,7 +261,8 @@ static void test_strings(void)
     /* CRLF line ends, no final newline, a UTF-8 BOM. */
     CHECK_STR(P("stages:\r\n  - {name: a, kind: sorce}"),
               "t.yaml:2:21: error: stage 'a': 'kind' is 'sorce' (did you mean 'source'?); it must "
-              "be one of: source, search, h2d, kernel, d2h, lua, sink, gpt2, tokenize, detokenize");
+              "be one of: source, search, h2d, kernel, d2h, lua, sink, gpt2, sample, tokenize, "
+              "detokenize");
     CHECK_STR(P("\xef\xbb\xbfstages: []\nrun: {depth: 0}\n"),
               "t.yaml:2:14: error: run: 'depth' is 0; it must be between 1 and 64 (PL_MAX_DEPTH)");
     /* Columns count characters, not bytes. */
