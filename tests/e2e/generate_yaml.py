@@ -6,15 +6,16 @@ after the one before), for the tests of the gpt2 kind's prefill and decode and t
   generate_yaml.py --weights W [--config tiny] --B B --T T --steps S [--batches K] [--depth D]
       [--prompts FILE --lengths FILE] [--cache f32|f16|bf16] [--dtype f16|bf16] [--eos E]
       [--sample 'method: sample, top_k: 20'] [--gpt2 'tune: false'] [--batch-index]
-      [--save-logits] [--layers L --heads H --embd C --vocab V]
+      [--save-logits] [--max-pos P] [--layers L --heads H --embd C --vocab V]
 
 Column c of out/tokens.npy ([K, B, S + 1]) is each sequence's token c: the first sample writes
 column 0 from prefill's logits, step i decodes column i's token at position lengths + i and its
-sample writes column i + 1. The cache holds T + S positions, just enough. --prompts and --lengths
-are .npy files of [K, B, T] and [K, B] (paths as the pipeline reads them); without them the
-prompts are random and all T long. --save-logits also writes each step's logits (f32 [K, B, V])
-to out/logits_0.npy (prefill's) .. out/logits_S.npy. --batch-index keys the sample stages' RNG by
-the batch (a source range and an h2d). The model size defaults to the tiny config's."""
+sample writes column i + 1. The cache holds T + S positions, just enough (--max-pos: more).
+--prompts and --lengths are .npy files of [K, B, T] and [K, B] (paths as the pipeline reads
+them); without them the prompts are random and all T long. --save-logits also writes each step's
+logits (f32 [K, B, V]) to out/logits_0.npy (prefill's) .. out/logits_S.npy. --batch-index keys the
+sample stages' RNG by the batch (a source range and an h2d). The model size defaults to the tiny
+config's."""
 import argparse
 import sys
 
@@ -37,13 +38,14 @@ def main():
     a.add_argument("--gpt2", default="")
     a.add_argument("--batch-index", action="store_true")
     a.add_argument("--save-logits", action="store_true")
+    a.add_argument("--max-pos", type=int, help="the cache's positions (default T + steps)")
     a.add_argument("--layers", type=int, default=2)
     a.add_argument("--heads", type=int, default=4)
     a.add_argument("--embd", type=int, default=64)
     a.add_argument("--vocab", type=int, default=512)
     o = a.parse_args()
     B, T, S, V = o.B, o.T, o.steps, o.vocab
-    N, P, hd = S + 1, o.T + o.steps, o.embd // o.heads
+    N, P, hd = S + 1, o.max_pos or o.T + o.steps, o.embd // o.heads
     model = "weights: %s" % o.weights
     if o.weights == "random":
         model += ", config: %s" % o.config
