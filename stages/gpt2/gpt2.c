@@ -1155,10 +1155,11 @@ static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
     size_t layer_bytes = (size_t)(kb->bytes / (uint64_t)c->n_layer);
     int KT = (int)kb->dtype;
     void *out = ctx->dev_bufs[st->writes[o->w_out].index];
-    if (dec)
-        PL_CHECK(pl__launch(pl_gpt2_launch_embed_at(E, d->x, ids, s->m->wte, s->m->wpe, len, step,
-                                                    B, C, c->vocab, s->P, sm),
-                            "gpt2 embedding (decode) kernel launch", ctx, err));
+    if (dec) /* the embeddings and the first layer's ln_1 in one kernel */
+        PL_CHECK(pl__launch(pl_gpt2_launch_embed_ln(E, d->x, d->h, ids, s->m->wte, s->m->wpe, len,
+                                                    step, s->layers[0].ln1_w, s->layers[0].ln1_b, B,
+                                                    C, c->vocab, s->P, c->eps, sm),
+                            "gpt2 embedding and layernorm (decode) kernel launch", ctx, err));
     else
         PL_CHECK(pl__launch(
             pl_gpt2_launch_embed(E, d->x, ids, s->m->wte, s->m->wpe, N, T, C, c->vocab, sm),
@@ -1168,9 +1169,10 @@ static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
         const pl__lmm *X = &M->l[l];
         void *kv = cache + (size_t)l * layer_bytes;
         bool last = !dec && l == c->n_layer - 1; /* prefill's last layer: the last positions */
-        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln1_w, L->ln1_b, N, 0,
-                                                     1, C, c->eps, sm),
-                            "gpt2 layernorm kernel launch", ctx, err));
+        if (!dec || l > 0)
+            PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln1_w, L->ln1_b, N,
+                                                         0, 1, C, c->eps, sm),
+                                "gpt2 layernorm kernel launch", ctx, err));
         PL_CHECK(pl_gpu_mm_run(X->qkv, L->qkv_w, d->h, d->qkv, d->ws, sm, nm, bt, err));
         if (!dec)
             PL_CHECK(pl__launch(

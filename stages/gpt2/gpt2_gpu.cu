@@ -393,3 +393,34 @@ extern "C" int pl_gpt2_launch_gather_last(float *dst, const float *x, const int3
     gather_last_kernel<<<grid_for((int64_t)B * C, 256), 256, 0, s>>>(dst, x, lengths, B, T, C);
     return (int)cudaGetLastError();
 }
+
+extern "C" int pl_gpt2_launch_embed_ln(int dtype, float *x, void *out, const int32_t *ids,
+                                       const void *wte, const float *wpe, const int32_t *lengths,
+                                       const int32_t *step, const float *w, const float *b, int B,
+                                       int C, int V, int P, float eps, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (dtype != PL_F16 && dtype != PL_BF16) return (int)cudaErrorInvalidValue;
+    int e = 0;
+    ln_with_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if constexpr (NV == 0) { /* a row the fused kernel does not hold: the two kernels */
+            e = pl_gpt2_launch_embed_at(dtype, x, ids, wte, wpe, lengths, step, B, C, V, P, stream);
+            if (!e)
+                e = pl_gpt2_launch_layernorm(dtype, out, NULL, x, w, b, B, 0, 1, C, eps, stream);
+        } else {
+            unsigned grid = (unsigned)((B + 7) / 8);
+            if (dtype == PL_F16)
+                embed_ln_kernel<__half, NV><<<grid, 256, 0, s>>>(
+                    x, static_cast<__half *>(out), ids, static_cast<const __half *>(wte), wpe,
+                    lengths, step, w, b, B, C, V, P, eps);
+            else
+                embed_ln_kernel<__nv_bfloat16, NV>
+                    <<<grid, 256, 0, s>>>(x, static_cast<__nv_bfloat16 *>(out), ids,
+                                          static_cast<const __nv_bfloat16 *>(wte), wpe, lengths,
+                                          step, w, b, B, C, V, P, eps);
+            e = (int)cudaGetLastError();
+        }
+    });
+    return e;
+}

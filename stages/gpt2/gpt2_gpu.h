@@ -71,6 +71,13 @@ int pl_gpt2_gpu_device(void);
 int pl_gpt2_launch_embed_at(int dtype, float *x, const int32_t *ids, const void *wte,
                             const float *wpe, const int32_t *lengths, const int32_t *step, int B,
                             int C, int V, int P, void *stream);
+/* The same embeddings and, in the same kernel, out[b, :] = layernorm(x[b, :]) * w + b (out of
+ * dtype; the first layer's ln_1): pl_gpt2_launch_embed_at then pl_gpt2_launch_layernorm's bits in
+ * one launch (two where C is not a multiple of 4 or above 1664). */
+int pl_gpt2_launch_embed_ln(int dtype, float *x, void *out, const int32_t *ids, const void *wte,
+                            const float *wpe, const int32_t *lengths, const int32_t *step,
+                            const float *w, const float *b, int B, int C, int V, int P, float eps,
+                            void *stream);
 /* Prefill: qkv [B, T, 3C]'s keys and values at positions t < lengths[b] (NULL: T) into cache_l. */
 int pl_gpt2_launch_cache_write(int dtype, int kv_dtype, void *cache_l, const void *qkv,
                                const int32_t *lengths, int B, int T, int H, int head_dim, int P,

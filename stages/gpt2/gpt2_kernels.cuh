@@ -133,6 +133,42 @@ __device__ inline void ln_store4(E *out, E *lo, int64_t c4, float a, float b, fl
     }
 }
 
+/* One row's layernorm from its values in registers, NV float4 a lane (the row's C4 = C / 4 float4
+ * lane-strided: lane l holds float4 l, l + 32, ...; the ones past C4 zero), into orow (and lrow).
+ */
+template <typename E, int NV>
+__device__ inline void ln_row4(const float4 (&v)[NV], E *orow, E *lrow, const float *w,
+                               const float *b, int C, float eps, int lane)
+{
+    const int C4 = C / 4;
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+        s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    float mean = s / C, q = 0;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        if (lane + 32 * j >= C4) continue;
+        float a = v[j].x - mean, bb = v[j].y - mean, c = v[j].z - mean, d = v[j].w - mean;
+        q += (a * a + bb * bb) + (c * c + d * d);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        q += __shfl_xor_sync(0xffffffffu, q, o);
+    float rstd = rsqrtf(q / C + eps);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + 32 * j;
+        if (c >= C4) continue;
+        float4 wv = reinterpret_cast<const float4 *>(w)[c];
+        float4 bv = reinterpret_cast<const float4 *>(b)[c];
+        ln_store4(orow, lrow, c, (v[j].x - mean) * rstd * wv.x + bv.x,
+                  (v[j].y - mean) * rstd * wv.y + bv.y, (v[j].z - mean) * rstd * wv.z + bv.z,
+                  (v[j].w - mean) * rstd * wv.w + bv.w);
+    }
+}
+
 template <typename E, int NV>
 __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, const float *b,
                                  int64_t rows, int64_t first, int64_t step, int C, float eps)
@@ -147,35 +183,12 @@ __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, 
         const float4 *x4 = reinterpret_cast<const float4 *>(xr);
         const int C4 = C / 4;
         float4 v[NV];
-        float s = 0;
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             int c = lane + 32 * j;
             v[j] = c < C4 ? x4[c] : make_float4(0, 0, 0, 0);
-            s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
         }
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-        float mean = s / C, q = 0;
-#pragma unroll
-        for (int j = 0; j < NV; j++) {
-            if (lane + 32 * j >= C4) continue;
-            float a = v[j].x - mean, bb = v[j].y - mean, c = v[j].z - mean, d = v[j].w - mean;
-            q += (a * a + bb * bb) + (c * c + d * d);
-        }
-        for (int o = 16; o > 0; o >>= 1)
-            q += __shfl_xor_sync(0xffffffffu, q, o);
-        float rstd = rsqrtf(q / C + eps);
-#pragma unroll
-        for (int j = 0; j < NV; j++) {
-            int c = lane + 32 * j;
-            if (c >= C4) continue;
-            float4 wv = reinterpret_cast<const float4 *>(w)[c];
-            float4 bv = reinterpret_cast<const float4 *>(b)[c];
-            ln_store4(orow, lrow, c, (v[j].x - mean) * rstd * wv.x + bv.x,
-                      (v[j].y - mean) * rstd * wv.y + bv.y, (v[j].z - mean) * rstd * wv.z + bv.z,
-                      (v[j].w - mean) * rstd * wv.w + bv.w);
-        }
+        ln_row4<E, NV>(v, orow, lrow, w, b, C, eps, lane);
     } else {
         float s = 0;
         for (int c = lane; c < C; c += 32)
@@ -859,6 +872,43 @@ __global__ void embed_at_kernel(float *x, const int32_t *ids, const E *wte, cons
         int p = decode_pos(lengths, step, b, P);
         x[i] = to_f(wte[(int64_t)id * C + c]) + wpe[(int64_t)p * C + c];
     }
+}
+
+/* Decode's embeddings and the first layer's layernorm in one kernel, a warp per row: x[b, :] as
+ * embed_at_kernel writes it, and out[b, :] = layernorm(x[b, :]) * w + b as layernorm_kernel
+ * writes it (the same arithmetic: the same bits), from the row in registers. NV > 0 (the launcher
+ * falls back to the two kernels otherwise). */
+template <typename E, int NV>
+__global__ void embed_ln_kernel(float *x, E *out, const int32_t *ids, const E *wte,
+                                const float *wpe, const int32_t *lengths, const int32_t *step,
+                                const float *w, const float *b, int B, int C, int V, int P,
+                                float eps)
+{
+    static_assert(NV > 0 && NV <= kLnVec, "float4 per lane");
+    const int lane = threadIdx.x & 31;
+    const int r = (int)(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5));
+    if (r >= B) return;
+    int32_t id = ids[r];
+    if (id < 0 || id >= V) id = 0;
+    const E *er = wte + (int64_t)id * C;
+    const float4 *p4 =
+        reinterpret_cast<const float4 *>(wpe + (int64_t)decode_pos(lengths, step, r, P) * C);
+    float4 *x4 = reinterpret_cast<float4 *>(x + (int64_t)r * C);
+    const int C4 = C / 4;
+    float4 v[NV];
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + 32 * j;
+        if (c < C4) {
+            float4 q = p4[c];
+            v[j] = make_float4(to_f(er[4 * c]) + q.x, to_f(er[4 * c + 1]) + q.y,
+                               to_f(er[4 * c + 2]) + q.z, to_f(er[4 * c + 3]) + q.w);
+            x4[c] = v[j];
+        } else {
+            v[j] = make_float4(0, 0, 0, 0);
+        }
+    }
+    ln_row4<E, NV>(v, out + (int64_t)r * C, nullptr, w, b, C, eps, lane);
 }
 
 /* Prefill: the keys and values of qkv [B, T, 3C] at positions t < len_b into cache_l. */

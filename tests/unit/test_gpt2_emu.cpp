@@ -4,10 +4,10 @@
  * bf16 (through the emulated ldmatrix and mma.sync, with their PTX fragment layouts); the plain
  * attention; layernorm (all rows and last positions); embedding; log-softmax; the row gather and
  * the padded logits' packing; the KV cache's writes, append and cached attention (one split and
- * several, then the merge), decode's embeddings and the gather of each prompt's last position. It
- * checks the
- * kernels' indexing, causal masking, online softmax and synchronisation without a GPU; the GPU test
- * (tests/gpu/test_gpt2_gpu.sh) checks them on the device. */
+ * several, then the merge), decode's embeddings (alone and fused with the first layernorm) and
+ * the gather of each prompt's last position. It checks the kernels' indexing, causal masking,
+ * online softmax and synchronisation without a GPU; the GPU tests (tests/gpu/test_gpt2_gpu.sh,
+ * test_generate_gpu.sh) check them on the device. */
 #include "cuda_emu.h"
 
 #include <cstdio>
@@ -456,6 +456,51 @@ static void check_cached(int B, int T, int H, int P, int S, const char *name)
     }
 }
 
+/* Decode's fused embeddings and first layernorm against the two kernels it replaces: the same
+ * bits in x and in the layernorm's output. */
+template <typename E> static void check_embed_ln(int B, int C, int V, int P)
+{
+    std::mt19937 rng(C + B);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<E> wte((size_t)V * C), h1((size_t)B * C), h2((size_t)B * C);
+    std::vector<float> wpe((size_t)P * C), w(C), b(C), x1((size_t)B * C, -1), x2((size_t)B * C, -2);
+    for (auto &v : wte)
+        v = to_e<E>(nd(rng));
+    for (auto &v : wpe)
+        v = nd(rng);
+    for (int i = 0; i < C; i++)
+        w[i] = 1 + nd(rng) * 0.1f, b[i] = nd(rng) * 0.1f;
+    std::vector<int32_t> ids(B), len(B);
+    for (int r = 0; r < B; r++)
+        ids[r] = r == 2 ? -3 : (r * 5) % V, len[r] = 1 + r % 4;
+    const int step = 3;
+    emu::launch(dim3(1), dim3(64), 0, [&] {
+        embed_at_kernel<E>(x1.data(), ids.data(), wte.data(), wpe.data(), len.data(), &step, B, C,
+                           V, P);
+    });
+    ln_with_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if constexpr (NV > 0) {
+            emu::launch(dim3((B + 7) / 8), dim3(256), 0, [&] {
+                layernorm_kernel<E, NV>(h1.data(), nullptr, x1.data(), w.data(), b.data(), B, 0, 1,
+                                        C, 1e-5f);
+            });
+            emu::launch(dim3((B + 7) / 8), dim3(256), 0, [&] {
+                embed_ln_kernel<E, NV>(x2.data(), h2.data(), ids.data(), wte.data(), wpe.data(),
+                                       len.data(), &step, w.data(), b.data(), B, C, V, P, 1e-5f);
+            });
+        } else {
+            EXPECT(false, "embed_ln: C %d has no float4 width", C);
+        }
+    });
+    int bad = 0;
+    for (size_t i = 0; i < x1.size(); i++)
+        bad += x1[i] != x2[i] || bits_of(h1[i]) != bits_of(h2[i]);
+    std::printf("embedding + layernorm (decode) B=%d C=%d: %d values differ from the two kernels\n",
+                B, C, bad);
+    EXPECT(bad == 0, "embed_ln B %d C %d: %d values differ", B, C, bad);
+}
+
 /* The f32 LM head at a few rows against a double-precision product. */
 template <typename E> static void check_head(int rows, int C, int V)
 {
@@ -503,9 +548,11 @@ int main()
     check_cached<__nv_bfloat16, __nv_bfloat16, 32>(2, 33, 1, 64, 3, "bf16");
     check_cached<__nv_bfloat16, float, 64>(1, 5, 2, 8, 4,
                                            "bf16 with an f32 cache"); /* empty splits */
-    check_layernorm_embed_logprob(48);   /* float4 path, one float4 a lane */
-    check_layernorm_embed_logprob(768);  /* GPT-2 124M: six a lane */
-    check_layernorm_embed_logprob(50);   /* C % 4 != 0: the scalar path */
+    check_embed_ln<__half>(3, 64, 7, 10);
+    check_embed_ln<__nv_bfloat16>(9, 768, 5, 6); /* two blocks; six float4 a lane */
+    check_layernorm_embed_logprob(48);           /* float4 path, one float4 a lane */
+    check_layernorm_embed_logprob(768);          /* GPT-2 124M: six a lane */
+    check_layernorm_embed_logprob(50);           /* C % 4 != 0: the scalar path */
     check_layernorm_embed_logprob(1600); /* GPT-2 XL's width: the float4 path at its limit */
     if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
