@@ -6,7 +6,7 @@
 # give the same tokens at two depths; sampled tokens (temperature, top-k, top-p) are the same run
 # after run and at any depth, differ with another seed, and with a batch buffer differ between
 # batches of the same prompts (without one they are the same); the plan lists the stages' shared
-# weights once. Needs /usr/bin/python3 with numpy (skips otherwise).
+# weights once, and twice for two seeds. Needs /usr/bin/python3 with numpy (skips otherwise).
 set -u
 pipectl=$1 src=$2 build=$3
 PY=
@@ -91,5 +91,12 @@ run withbatch 2 --weights ../snap $twice --sample "$smp" --batch-index && { [ "$
 "$pipectl" plan "$work/greedy/p.yaml" >"$work/plan.txt" 2>&1 || err "pipectl plan: $(cat "$work/plan.txt")"
 grep -q "of which stages allocate (model weights, activations): .* per slot, 293.5 KiB (300544 bytes) persistent$" "$work/plan.txt" ||
     err "plan: the weights are not counted once: $(grep 'of which stages allocate' "$work/plan.txt")"
+# Another seed for the prefill's random weights: two copies, counted twice.
+sed 's/mode: prefill, weights: random/mode: prefill, seed: 9, weights: random/' "$work/random/p.yaml" >"$work/seed9.yaml"
+"$pipectl" plan "$work/random/p.yaml" >"$work/plan_random.txt" 2>&1 &&
+    "$pipectl" plan "$work/seed9.yaml" >"$work/plan_seed9.txt" 2>&1 || err "pipectl plan (random weights): $(cat "$work/plan_seed9.txt")"
+grep -q "per slot, 293.5 KiB (300544 bytes) persistent$" "$work/plan_random.txt" &&
+    grep -q "per slot, 587.0 KiB (601088 bytes) persistent$" "$work/plan_seed9.txt" ||
+    err "plan: weights of two seeds are not two copies: $(grep -h 'of which stages allocate' "$work/plan_random.txt" "$work/plan_seed9.txt")"
 [ $fail -eq 0 ] && echo "generation on the host executor: greedy tokens equal numpy's; sampling reproducible"
 exit $fail
