@@ -4,11 +4,11 @@
 #include "pl_stage.h"
 
 extern const pl_kind pl_kind_source, pl_kind_search, pl_kind_h2d, pl_kind_kernel, pl_kind_d2h,
-    pl_kind_lua, pl_kind_sink, pl_kind_gpt2;
+    pl_kind_lua, pl_kind_sink, pl_kind_gpt2, pl_kind_sample;
 extern const pl_kind pl_kind_tokenize, pl_kind_detokenize;
 
 const pl_kind *const pl_kind_table[] = {
-    &pl_kind_source,   &pl_kind_search,     &pl_kind_h2d,  &pl_kind_kernel,
-    &pl_kind_d2h,      &pl_kind_lua,        &pl_kind_sink, &pl_kind_gpt2,
-    &pl_kind_tokenize, &pl_kind_detokenize, NULL,
+    &pl_kind_source, &pl_kind_search,   &pl_kind_h2d,        &pl_kind_kernel,
+    &pl_kind_d2h,    &pl_kind_lua,      &pl_kind_sink,       &pl_kind_gpt2,
+    &pl_kind_sample, &pl_kind_tokenize, &pl_kind_detokenize, NULL,
 };

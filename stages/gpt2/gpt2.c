@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "gpt2.h"
+#include "gpt2_model.h"
 #include "pl_buffers.h"
 #include "pl_half.h"
 #include "pl_kind_util.h"
@@ -23,13 +24,27 @@
 #endif
 
 static const pl_key pl__gpt2_keys[] = {
-    {"ids", PL_KEY_NAME, NULL, NULL, "device i32 buffer [B, T]: the token ids (required)"},
+    {"ids", PL_KEY_NAME, NULL, NULL,
+     "device i32 buffer [B, T] (decode: [B], each sequence's latest token): the token ids "
+     "(required)"},
     {"targets", PL_KEY_NAME, NULL, NULL,
      "output logprob: device i32 buffer [B, T]: the ids whose log-probability is wanted (the "
      "next tokens)"},
     {"out", PL_KEY_NAME, NULL, NULL,
-     "device buffer (required): logits f16|bf16|f32 [B, T, V] ([B, V] with positions: last), "
-     "argmax i32 [B, T] ([B]), logprob f32 [B, T] ([B])"},
+     "device buffer (required): logits f16|bf16|f32 [B, T, V] ([B, V] with positions: last, "
+     "prefill and decode), argmax i32 [B, T] ([B]), logprob f32 [B, T] ([B])"},
+    {"mode", PL_KEY_ENUM, "forward|prefill|decode", "forward",
+     "forward: the whole sequences; prefill: the prompts into the KV cache, the output at each "
+     "one's last position; decode: one new token per sequence against the cache"},
+    {"cache", PL_KEY_NAME, NULL, NULL,
+     "prefill and decode need it: device f32 or dtype buffer [n_layer, 2, B, n_head, max_pos, "
+     "head_dim]: the keys and values of every position so far (prefill writes, decode appends)"},
+    {"lengths", PL_KEY_NAME, NULL, NULL,
+     "prefill (default: T each), decode (needs it): device i32 buffer [B]: each prompt's length "
+     "(prompts right-padded to T)"},
+    {"step", PL_KEY_NAME, NULL, NULL,
+     "decode needs it: device i32 buffer [1]: tokens appended since the prompt (a loop's "
+     "index): the new token's position is lengths[b] + step"},
     {"weights", PL_KEY_STR, NULL, "random",
      "a Hugging Face snapshot directory (config.json + model.safetensors), a .safetensors file "
      "(config.json beside it), or random"},
@@ -62,6 +77,9 @@ static const pl_key pl__gpt2_keys[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+enum { PL__GPT2_FORWARD, PL__GPT2_PREFILL, PL__GPT2_DECODE };
+static const char *const pl__mode_names[] = {"forward", "prefill", "decode"};
+
 static const char *const pl__cfg_keys[5] = {"n_layer", "n_head", "n_embd", "vocab", "n_ctx"};
 
 typedef struct pl__gpt2_opts {
@@ -79,8 +97,10 @@ typedef struct pl__gpt2_opts {
     bool all;
     bool tune;            /* tune: (GPU) time the GEMM candidates at open */
     bool naive_attention; /* attention: naive (GPU) */
+    int mode;             /* PL__GPT2_FORWARD, PREFILL, DECODE */
     int r_ids, r_targets, w_out;
-    char st_path[4096 + 64]; /* resolved model.safetensors (validate) */
+    int r_lengths, r_step, r_cache, w_cache; /* prefill, decode: -1 when absent */
+    char st_path[4096 + 64];                 /* resolved model.safetensors (validate) */
 } pl__gpt2_opts;
 
 static const pl_gpt2_cfg pl__presets[] = {
@@ -96,6 +116,47 @@ static pl_status pl__at(pl_error *err, pl_pos pos)
     char msg[PL_ERROR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", strncmp(err->msg, "error: ", 7) == 0 ? err->msg + 7 : err->msg);
     return pl_error_at(err, err->status, pos, "%s", msg);
+}
+
+/* bind for mode prefill and decode: the cache (prefill writes it; decode reads and appends),
+ * the lengths and the step; the keys that only the forward reads are refused. */
+static pl_status pl__gpt2_bind_gen(pl_spec *spec, pl_stage *st, pl__gpt2_opts *o, pl_error *err)
+{
+    const char *mn = pl__mode_names[o->mode];
+    static const char *const fwd_only[] = {"targets", "positions", "chunks", "chunk_dims"};
+    for (int i = 0; i < 4; i++) {
+        const pl_opt *k = pl_stage_opt(st, fwd_only[i]);
+        if (k)
+            return pl_error_at(err, PL_EINPUT, k->pos,
+                               "gpt2 stage '%s': '%s:' is for mode forward; mode %s writes each "
+                               "sequence's last position, unchunked",
+                               st->name, fwd_only[i], mn);
+    }
+    if (o->output == PL_GPT2_LOGPROB)
+        return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "output")->val_pos,
+                           "gpt2 stage '%s': mode %s writes logits or argmax, not logprob (score "
+                           "a text with mode forward)",
+                           st->name, mn);
+    o->all = false;
+    bool dec = o->mode == PL__GPT2_DECODE;
+    PL_CHECK(pl_kind_bind_ref(spec, st, "cache", true, true,
+                              "the KV cache, [n_layer, 2, B, n_head, max_pos, head_dim]",
+                              &o->w_cache, err));
+    o->r_cache = -1;
+    if (dec) /* decode appends: it reads what prefill and the steps before it wrote */
+        PL_CHECK(pl_kind_bind_ref(spec, st, "cache", false, true, "", &o->r_cache, err));
+    PL_CHECK(pl_kind_bind_ref(spec, st, "lengths", false, dec, "each prompt's length, i32 [B]",
+                              &o->r_lengths, err));
+    PL_CHECK(pl_kind_bind_ref(spec, st, "step", false, dec,
+                              "the tokens appended since the prompt, i32 [1]: a loop's index",
+                              &o->r_step, err));
+    const pl_opt *sp = pl_stage_opt(st, "step");
+    if (!dec && sp)
+        return pl_error_at(err, PL_EINPUT, sp->pos,
+                           "gpt2 stage '%s': 'step:' is read by mode decode only (prefill starts "
+                           "at position 0)",
+                           st->name);
+    return PL_OK;
 }
 
 static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
@@ -130,11 +191,16 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     int attn;
     PL_CHECK(pl_opt_get_enum(st, "attention", 0, &attn, err));
     o->naive_attention = attn == 1;
-    PL_CHECK(pl_kind_bind_ref(spec, st, "ids", false, true, "the token ids, i32 [B, T]", &o->r_ids,
-                              err));
+    PL_CHECK(pl_opt_get_enum(st, "mode", PL__GPT2_FORWARD, &o->mode, err));
+    PL_CHECK(pl_kind_bind_ref(spec, st, "ids", false, true,
+                              o->mode == PL__GPT2_DECODE ? "each sequence's latest token, i32 [B]"
+                                                         : "the token ids, i32 [B, T]",
+                              &o->r_ids, err));
     PL_CHECK(pl_kind_bind_ref(spec, st, "targets", false, false, "", &o->r_targets, err));
     PL_CHECK(pl_kind_bind_ref(spec, st, "out", true, true, "the buffer the output goes to",
                               &o->w_out, err));
+    st->priv = o;
+    if (o->mode != PL__GPT2_FORWARD) return pl__gpt2_bind_gen(spec, st, o, err);
     if (o->output == PL_GPT2_LOGPROB && o->r_targets < 0)
         return pl_error_at(err, PL_EINPUT, st->pos,
                            "gpt2 stage '%s': output logprob needs 'targets:' (i32 [B, T], the ids "
@@ -143,7 +209,16 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     if (o->output != PL_GPT2_LOGPROB && o->r_targets >= 0)
         return pl_error_at(err, PL_EINPUT, pl_stage_opt(st, "targets")->val_pos,
                            "gpt2 stage '%s': 'targets:' is only read by output logprob", st->name);
-    st->priv = o;
+    static const char *const gen_only[] = {"cache", "lengths", "step"};
+    for (int i = 0; i < 3; i++) {
+        const pl_opt *k = pl_stage_opt(st, gen_only[i]);
+        if (k)
+            return pl_error_at(err, PL_EINPUT, k->pos,
+                               "gpt2 stage '%s': '%s:' is read by mode prefill and decode only; "
+                               "add 'mode: prefill' or 'mode: decode', or drop the key",
+                               st->name, gen_only[i]);
+    }
+    o->r_lengths = o->r_step = o->r_cache = o->w_cache = -1;
     /* blocks of whole sequences, or with chunk_dims: 2 of positions */
     return pl_kind_bind_chunks(spec, st, o->r_ids, err);
 }
@@ -267,6 +342,96 @@ static pl_status pl__gpt2_resolve(const pl_spec *spec, const pl_stage *st, pl__g
     return PL_OK;
 }
 
+/* A device i32 buffer of shape [n] (n < 0: any length), or an error naming key and shape. */
+static pl_status pl__gpt2_vec(const pl_spec *spec, const pl_stage *st, int r, const char *key,
+                              int64_t n, const char *what, pl_error *err)
+{
+    if (r < 0) return PL_OK;
+    const pl_buffer *b = pl_kind_rbuf(spec, st, r);
+    if (b->where == PL_DEVICE && b->dtype == PL_I32 && b->rank == 1 && b->shape[0] == n)
+        return PL_OK;
+    char s1[96];
+    return pl_error_at(err, PL_EINPUT, st->reads[r].pos,
+                       "gpt2 stage '%s': %s '%s' must be a device i32 buffer [%lld] (%s), not %s "
+                       "%s %s",
+                       st->name, key, b->name, (long long)n, what, pl_where_name(b->where),
+                       pl_dtype_name(b->dtype), pl_kind_shape(b, s1, sizeof s1));
+}
+
+/* validate for mode prefill and decode (the configuration resolved): ids, lengths, step, the
+ * cache's exact shape and dtype, and the output. */
+static pl_status pl__gpt2_validate_gen(const pl_spec *spec, const pl_stage *st,
+                                       const pl__gpt2_opts *o, pl_error *err)
+{
+    const pl_gpt2_cfg *c = &o->cfg;
+    bool dec = o->mode == PL__GPT2_DECODE;
+    char s1[128], s2[128];
+    const pl_buffer *ids = pl_kind_rbuf(spec, st, o->r_ids),
+                    *out = pl_kind_wbuf(spec, st, o->w_out),
+                    *kv = pl_kind_wbuf(spec, st, o->w_cache);
+    int want_rank = dec ? 1 : 2;
+    if (ids->where != PL_DEVICE || ids->dtype != PL_I32 || ids->rank != want_rank)
+        return pl_error_at(err, PL_EINPUT, st->reads[o->r_ids].pos,
+                           "gpt2 stage '%s': ids '%s' must be a device i32 buffer %s, not %s %s %s",
+                           st->name, ids->name,
+                           dec ? "[B] (each sequence's latest token)" : "[B, T]",
+                           pl_where_name(ids->where), pl_dtype_name(ids->dtype),
+                           pl_kind_shape(ids, s1, sizeof s1));
+    int64_t B = ids->shape[0], T = dec ? 1 : ids->shape[1];
+    if (T > c->n_ctx)
+        return pl_error_at(err, PL_EINPUT, st->reads[o->r_ids].pos,
+                           "gpt2 stage '%s': ids '%s' has %lld positions, but the model's n_ctx "
+                           "is %d",
+                           st->name, ids->name, (long long)T, c->n_ctx);
+    if (B * T > INT32_MAX / 4 || B * T * (int64_t)c->n_embd * 4 > (INT64_C(1) << 36))
+        return pl_error_at(err, PL_EINPUT, st->reads[o->r_ids].pos,
+                           "gpt2 stage '%s': %lld x %lld tokens per batch is too many; split the "
+                           "batch",
+                           st->name, (long long)B, (long long)T);
+    PL_CHECK(pl__gpt2_vec(spec, st, o->r_lengths, "lengths", B, "each prompt's length", err));
+    PL_CHECK(
+        pl__gpt2_vec(spec, st, o->r_step, "step", 1, "the tokens appended since the prompt", err));
+    /* The cache: [n_layer, 2, B, n_head, max_pos, head_dim], max_pos from T (prefill) to n_ctx. */
+    int64_t lo = dec ? 1 : T, P = kv->rank == 6 ? kv->shape[4] : c->n_ctx;
+    if (P < lo || P > c->n_ctx) P = c->n_ctx;
+    pl_buffer want = *kv;
+    int64_t dims[6] = {c->n_layer, 2, B, c->n_head, P, c->n_embd / c->n_head};
+    want.rank = 6;
+    memcpy(want.shape, dims, sizeof dims);
+    if (kv->where != PL_DEVICE || (kv->dtype != PL_F32 && kv->dtype != o->dtype) ||
+        !pl_kind_same_shape(kv, &want)) {
+        char range[64];
+        if (lo == c->n_ctx)
+            snprintf(range, sizeof range, "max_pos %d: n_ctx", c->n_ctx);
+        else
+            snprintf(range, sizeof range, "max_pos from %lld to n_ctx %d", (long long)lo, c->n_ctx);
+        return pl_error_at(err, PL_EINPUT, st->writes[o->w_cache].pos,
+                           "gpt2 stage '%s': cache '%s' must be a device %s or f32 buffer %s "
+                           "([n_layer, 2, B, n_head, max_pos, head_dim], %s), not %s %s %s",
+                           st->name, kv->name, pl_dtype_name(o->dtype),
+                           pl_kind_shape(&want, s1, sizeof s1), range, pl_where_name(kv->where),
+                           pl_dtype_name(kv->dtype), pl_kind_shape(kv, s2, sizeof s2));
+    }
+    /* The output: each sequence's last position. */
+    pl_buffer wo = *ids;
+    wo.rank = 1;
+    wo.shape[0] = B;
+    if (o->output == PL_GPT2_LOGITS) wo.shape[wo.rank++] = c->vocab;
+    bool dt_ok = o->output == PL_GPT2_LOGITS
+                     ? (out->dtype == PL_F16 || out->dtype == PL_BF16 || out->dtype == PL_F32)
+                     : out->dtype == PL_I32;
+    if (out->where != PL_DEVICE || !dt_ok || !pl_kind_same_shape(out, &wo))
+        return pl_error_at(err, PL_EINPUT, st->writes[o->w_out].pos,
+                           "gpt2 stage '%s': mode %s with output %s writes a device %s buffer %s; "
+                           "'%s' is %s %s %s",
+                           st->name, pl__mode_names[o->mode],
+                           o->output == PL_GPT2_LOGITS ? "logits" : "argmax",
+                           o->output == PL_GPT2_LOGITS ? "f16, bf16 or f32" : "i32",
+                           pl_kind_shape(&wo, s1, sizeof s1), out->name, pl_where_name(out->where),
+                           pl_dtype_name(out->dtype), pl_kind_shape(out, s2, sizeof s2));
+    return PL_OK;
+}
+
 static pl_status pl__gpt2_validate(const pl_spec *spec, const pl_stage *st, pl_error *err)
 {
     pl__gpt2_opts *o = st->priv;
@@ -283,6 +448,7 @@ static pl_status pl__gpt2_validate(const pl_spec *spec, const pl_stage *st, pl_e
     } else {
         PL_CHECK(pl__gpt2_resolve(spec, st, o, err));
     }
+    if (o->mode != PL__GPT2_FORWARD) return pl__gpt2_validate_gen(spec, st, o, err);
     const pl_buffer *ids = pl_kind_rbuf(spec, st, o->r_ids),
                     *out = pl_kind_wbuf(spec, st, o->w_out);
     if (ids->where != PL_DEVICE || ids->dtype != PL_I32 || ids->rank != 2)
@@ -346,7 +512,7 @@ static size_t pl__al(size_t n)
 /* One scratch's sizes (bytes, each rounded up to 256): the activations of a forward of N positions
  * of Bc sequences, whose head writes `rows` rows. */
 typedef struct pl__scr_sz {
-    size_t x, h, qkv, u, hl, xl, lg, all;
+    size_t x, h, qkv, u, hl, xl, lg, parts, all;
 } pl__scr_sz;
 
 /* The GPU forward's shapes and memory for a checked stage: its head (the padded columns, the f32
@@ -356,7 +522,8 @@ typedef struct pl__scr_sz {
  * device_memory hook reports it, so run.memory_budget and depth: auto count what runs.
  * Build-independent: the same figures with or without CUDA. */
 typedef struct pl__gpt2_mem {
-    int Bc, rows, ldv;
+    int Bc, T, rows, ldv;
+    int splits; /* prefill, decode: the cached attention's blocks per (sequence, head) */
     pl_dtype lg_dtype;
     bool small_head, unpad;
     pl__scr_sz main;
@@ -376,7 +543,42 @@ static void pl__scr_of(const pl__gpt2_opts *o, const pl__gpt2_mem *m, size_t N, 
     z->lg = o->output == PL_GPT2_LOGITS && !m->unpad
                 ? 0
                 : pl__al(rows * (size_t)m->ldv * pl_dtype_size(m->lg_dtype));
-    z->all = z->x + 2 * z->h + z->qkv + z->u + z->hl + z->xl + z->lg + PL__WS_BYTES;
+    /* The cached attention's partial results (m, l and hd sums per split) where it splits. */
+    size_t H = (size_t)o->cfg.n_head, hd = C / H;
+    z->parts = m->splits > 1 ? pl__al(Bc * H * (size_t)m->splits * (hd + 2) * 4) : 0;
+    z->all = z->x + 2 * z->h + z->qkv + z->u + z->hl + z->xl + z->lg + z->parts + PL__WS_BYTES;
+}
+
+/* The cached attention (prefill's last layer, decode) runs a block per (sequence, head) and
+ * split of the keys: splits so that B x n_head x splits blocks fill 264 = 2 x 132 (the H200's
+ * SMs), at most 32 and at least 64 keys a split at max_pos. A function of the shapes only, not
+ * of the device, so the results' bits do not depend on the GPU's size. */
+static int pl__gpt2_splits(int B, int H, int P)
+{
+    int want = (264 + B * H - 1) / (B * H), most = (P + 63) / 64;
+    if (want > most) want = most;
+    if (want > 32) want = 32;
+    return want < 1 ? 1 : want;
+}
+
+/* The gpt2 stage of spec with the lowest index that shares st's weights (pl_gpt2_model_key's
+ * equality at check time: the same checkpoint or seed, config and dtype), possibly st itself. */
+static const pl_stage *pl__gpt2_first_sharer(const pl_spec *spec, const pl_stage *st)
+{
+    const pl__gpt2_opts *o = st->priv;
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *a = &spec->stages[i];
+        if (a == st) return st;
+        if (a->kind != st->kind || !a->priv) continue;
+        const pl__gpt2_opts *p = a->priv;
+        uint64_t sa = p->has_seed ? (uint64_t)p->seed : spec->run.seed,
+                 so = o->has_seed ? (uint64_t)o->seed : spec->run.seed;
+        if (p->random == o->random && p->dtype == o->dtype &&
+            memcmp(&p->cfg, &o->cfg, sizeof o->cfg) == 0 &&
+            (o->random ? sa == so : strcmp(p->st_path, o->st_path) == 0))
+            return a;
+    }
+    return st;
 }
 
 static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_mem *m)
@@ -386,10 +588,11 @@ static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_me
     const pl_buffer *ids = pl_kind_rbuf(spec, st, o->r_ids),
                     *out = pl_kind_wbuf(spec, st, o->w_out);
     memset(m, 0, sizeof *m);
-    size_t C = (size_t)c->n_embd, es = pl_dtype_size(o->dtype);
+    size_t C = (size_t)c->n_embd;
     pl__gpt2_blk bk[PL_MAX_CHUNKS];
-    int nb, T = (int)ids->shape[1];
-    pl__gpt2_blocks(st, (int)ids->shape[0], T, bk, &nb); /* checked: no bad block */
+    int nb, T = o->mode == PL__GPT2_DECODE ? 1 : (int)ids->shape[1]; /* decode: one position */
+    pl__gpt2_blocks(st, (int)ids->shape[0], T, bk, &nb);             /* checked: no bad block */
+    m->T = T;
     for (int j = 0; j < nb; j++)
         m->Bc = bk[j].seqs > m->Bc ? bk[j].seqs : m->Bc;
     size_t N = (size_t)m->Bc * (size_t)T;
@@ -408,15 +611,13 @@ static void pl__gpt2_mem_of(const pl_spec *spec, const pl_stage *st, pl__gpt2_me
      * argmax and logprob (f32 scratch logits, read by their own kernels) are not padded yet. */
     m->ldv = o->output == PL_GPT2_LOGITS && !m->small_head ? (c->vocab + 63) / 64 * 64 : c->vocab;
     m->unpad = m->ldv != c->vocab;
+    if (o->mode != PL__GPT2_FORWARD) {
+        const pl_buffer *kv = pl_kind_wbuf(spec, st, o->w_cache);
+        m->splits = pl__gpt2_splits(m->Bc, c->n_head, (int)kv->shape[4]);
+    }
     pl__scr_of(o, m, N, (size_t)m->rows, (size_t)m->Bc, &m->main);
     m->per_slot = m->main.all;
-    /* The weights as pl__layout lays them out: every tensor on a 256-byte boundary, wte with its
-     * padding rows. */
-    size_t f4 = pl__al(C * 4),
-           w = pl__al((size_t)m->ldv * C * es) + pl__al((size_t)c->n_ctx * C * 4);
-    size_t layer = 5 * f4 + pl__al(3 * C * C * es) + pl__al(3 * C * es) + pl__al(C * C * es) + f4 +
-                   pl__al(4 * C * C * es) + pl__al(4 * C * es) + pl__al(4 * C * C * es);
-    m->weights = w + (size_t)c->n_layer * layer + 2 * f4;
+    m->weights = pl_gpt2_model_device_bytes(c, o->dtype);
 }
 
 static void pl__gpt2_device_memory(const pl_spec *spec, const pl_stage *st, uint64_t *per_slot,
@@ -425,18 +626,14 @@ static void pl__gpt2_device_memory(const pl_spec *spec, const pl_stage *st, uint
     pl__gpt2_mem m;
     pl__gpt2_mem_of(spec, st, &m);
     *per_slot = m.per_slot;
-    *persistent = m.weights;
+    /* One copy of the weights for the stages that share them (gpt2_model.h): the first counts it.
+     */
+    *persistent = pl__gpt2_first_sharer(spec, st) == st ? m.weights : 0;
 }
 
 /* ---- per-run state ---- */
 
 #ifdef PL_WITH_CUDA
-/* Device tensors of one layer (E = the model dtype). */
-typedef struct pl__dlayer {
-    float *ln1_w, *ln1_b, *ln2_w, *ln2_b, *proj_b, *out_b;
-    void *qkv_w, *qkv_b, *proj_w, *fc_w, *fc_b, *out_w; /* E; matrices [out, in] */
-} pl__dlayer;
-
 /* The matmuls of one block shape: a cuBLASLt plan (and its tuned algorithm) is for one shape, so
  * each distinct block shape (`chunks: [1, 1, 2, 4]` has three) has its own set. */
 typedef struct pl__lmm {
@@ -459,6 +656,7 @@ typedef struct pl__dscr {
     void *hl, *hl_lo;        /* E [B, C]: ln_f of the last positions, its rounding residual */
     float *xl;               /* [B, C]: the last layer's residual stream at the last positions */
     void *logits;            /* scratch logits (argmax/logprob, padded head) [rows, ldv] */
+    float *parts;            /* prefill, decode: the cached attention's splits' partial results */
     void *ws;                /* cuBLASLt workspace */
 } pl__dscr;
 
@@ -470,14 +668,15 @@ typedef struct pl__dslot {
 #endif
 
 typedef struct pl__gpt2_state {
-    pl_gpt2_weights w; /* host executor: the f32 weights */
-    int B, T;
+    /* The weights, shared with the run's other gpt2 stages on the same model (gpt2_model.h): the
+     * f32 host copy on the host executor, the device copy on the GPU. */
+    pl_gpt2_model *m;
+    int B, T; /* decode: T = 1 */
+    int P;    /* prefill, decode: the cache's positions per sequence */
 #ifdef PL_WITH_CUDA
     bool gpu;
-    void *wmem;
-    void *wte; /* E [V, C] */
-    float *wpe, *lnf_w, *lnf_b;
-    pl__dlayer *layers;
+    const pl_gpt2_dlayer *layers; /* m's */
+    int splits;                   /* prefill, decode: the cached attention's splits */
     pl_gpu_lt *lt;
     int Bc; /* sequences of the largest block: the scratch's size */
     /* The blocks (`chunks:`, or the one unchunked block) and the matmuls of each distinct block
@@ -500,97 +699,12 @@ typedef struct pl__gpt2_state {
 #endif
 } pl__gpt2_state;
 
-static pl_status pl__gpt2_host_weights(const pl_run_env *env, const pl_stage *st,
-                                       const pl__gpt2_opts *o, pl_gpt2_weights *w, pl_error *err)
-{
-    PL_CHECK(pl_gpt2_weights_alloc(&o->cfg, w, err));
-    if (o->random) {
-        pl_gpt2_weights_random(w, o->has_seed ? (uint64_t)o->seed : env->seed);
-        return PL_OK;
-    }
-    char what[128];
-    snprintf(what, sizeof what, "gpt2 stage '%s'", st->name);
-    pl_status s = pl_gpt2_weights_load(o->st_path, w, what, err);
-    if (s != PL_OK) pl_gpt2_weights_free(w);
-    return s;
-}
-
 #ifdef PL_WITH_CUDA
-/* Host staging of the device weights: sizes rounded to 256 bytes so every tensor is aligned as
- * cuBLASLt's heuristic assumes. */
-typedef struct pl__stage_buf {
-    unsigned char *p;
-    size_t off, cap;
-} pl__stage_buf;
-
-/* Appends n values of src as dtype dt and returns their offset. With out_n > 0, src is a Conv1D
- * matrix [in_n, out_n] and goes in transposed, [out_n, in_n] (cuBLASLt's "TN" operand). */
-static size_t pl__put(pl__stage_buf *b, const float *src, int64_t n, pl_dtype dt, int64_t out_n,
-                      int64_t in_n)
-{
-    size_t off = b->off, es = pl_dtype_size(dt);
-    if (b->p) {
-        unsigned char *d = b->p + off;
-        for (int64_t i = 0; i < n; i++) {
-            float v = out_n > 0 ? src[(i % in_n) * out_n + i / in_n] : src[i];
-            if (dt == PL_F32)
-                memcpy(d + i * 4, &v, 4);
-            else {
-                uint16_t h = dt == PL_F16 ? pl_f32_to_f16(v) : pl_f32_to_bf16(v);
-                memcpy(d + i * 2, &h, 2);
-            }
-        }
-    }
-    b->off += pl__al((size_t)n * es);
-    return off;
-}
-
-/* Lays the weights out (b->p NULL: sizes only) and points s's tensors into base (NULL: not yet). */
-static void pl__layout(pl__gpt2_state *s, const pl_gpt2_weights *w, pl_dtype E, pl__stage_buf *b,
-                       unsigned char *base)
-{
-    const pl_gpt2_cfg *c = &w->cfg;
-    int64_t C = c->n_embd;
-#define PL__PUT(dst, src, n, dt, r, k)                                                             \
-    do {                                                                                           \
-        size_t off_ = pl__put(b, src, n, dt, r, k);                                                \
-        dst = base ? (void *)(base + off_) : NULL;                                                 \
-    } while (0)
-    PL__PUT(s->wte, w->wte, (int64_t)c->vocab * C, E, 0, 0);
-    if (s->ldv > c->vocab) { /* the head's padding rows: zeros, right after the vocabulary's */
-        size_t pad = (size_t)(s->ldv - c->vocab) * (size_t)C * pl_dtype_size(E);
-        b->off -= pl__al((size_t)c->vocab * (size_t)C * pl_dtype_size(E));
-        b->off += (size_t)c->vocab * (size_t)C * pl_dtype_size(E);
-        if (b->p) memset(b->p + b->off, 0, pad);
-        b->off = pl__al(b->off + pad);
-    }
-    PL__PUT(s->wpe, w->wpe, (int64_t)c->n_ctx * C, PL_F32, 0, 0);
-    for (int l = 0; l < c->n_layer; l++) {
-        const pl_gpt2_layer *L = &w->layers[l];
-        pl__dlayer *D = &s->layers[l];
-        PL__PUT(D->ln1_w, L->ln1_w, C, PL_F32, 0, 0);
-        PL__PUT(D->ln1_b, L->ln1_b, C, PL_F32, 0, 0);
-        PL__PUT(D->qkv_w, L->qkv_w, 3 * C * C, E, 3 * C, C);
-        PL__PUT(D->qkv_b, L->qkv_b, 3 * C, E, 0, 0);
-        PL__PUT(D->proj_w, L->proj_w, C * C, E, C, C);
-        PL__PUT(D->proj_b, L->proj_b, C, PL_F32, 0, 0);
-        PL__PUT(D->ln2_w, L->ln2_w, C, PL_F32, 0, 0);
-        PL__PUT(D->ln2_b, L->ln2_b, C, PL_F32, 0, 0);
-        PL__PUT(D->fc_w, L->fc_w, 4 * C * C, E, 4 * C, C);
-        PL__PUT(D->fc_b, L->fc_b, 4 * C, E, 0, 0);
-        PL__PUT(D->out_w, L->out_w, 4 * C * C, E, C, 4 * C);
-        PL__PUT(D->out_b, L->out_b, C, PL_F32, 0, 0);
-    }
-    PL__PUT(s->lnf_w, w->lnf_w, C, PL_F32, 0, 0);
-    PL__PUT(s->lnf_b, w->lnf_b, C, PL_F32, 0, 0);
-#undef PL__PUT
-}
-
 /* The projection, fc and out GEMMs of one layer on `rows` rows: every position's, or, in the
  * last layer when only the last positions are read, one row per sequence. */
-static pl_status pl__proj_mlp_new(const pl__gpt2_state *s, const pl__dlayer *D, pl_dtype E, int C,
-                                  int rows, pl_gpu_mm **proj, pl_gpu_mm **fc, pl_gpu_mm **out,
-                                  const char *nm, pl_error *err)
+static pl_status pl__proj_mlp_new(const pl__gpt2_state *s, const pl_gpt2_dlayer *D, pl_dtype E,
+                                  int C, int rows, pl_gpu_mm **proj, pl_gpu_mm **fc,
+                                  pl_gpu_mm **out, const char *nm, pl_error *err)
 {
     pl_gpu_mm_shape p = {C, rows, C, E, PL_F32, PL_GPU_EPI_BIAS, D->proj_b, true, 0};
     pl_gpu_mm_shape f = {4 * C, rows, C, E, E, PL_GPU_EPI_GELU_BIAS, D->fc_b, false, 0};
@@ -611,7 +725,7 @@ static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, 
     M->l = M->trunk ? calloc((size_t)c->n_layer, sizeof *M->l) : NULL;
     if (M->trunk && !M->l) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     for (int l = 0; M->l && l < c->n_layer; l++) {
-        const pl__dlayer *D = &s->layers[l];
+        const pl_gpt2_dlayer *D = &s->layers[l];
         pl__lmm *X = &M->l[l];
         pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
         PL_CHECK(pl_gpu_mm_new(s->lt, &qkv, PL__WS_BYTES, &X->qkv, nm, err));
@@ -621,7 +735,7 @@ static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, 
      * after its QKV GEMM (every position's keys and values are needed) it runs on the B last
      * rows: one query's attention per (sequence, head), then the projection, layernorm and MLP
      * on B rows. A twelfth of the forward at GPT-2 124M is not computed. */
-    if (!o->all) {
+    if (!o->all && o->mode != PL__GPT2_DECODE) { /* decode: one position, the last already */
         PL_CHECK(pl__proj_mlp_new(s, &s->layers[c->n_layer - 1], E, C, M->Bc, &M->proj_last,
                                   &M->fc_last, &M->out_last, nm, err));
     }
@@ -664,7 +778,7 @@ static pl_status pl__mmset_tune(const pl__gpt2_state *s, const pl__gpt2_opts *o,
 {
     const pl_gpt2_cfg *c = &o->cfg;
     const pl__dscr *d0 = &s->slots[0].main;
-    const pl__dlayer *L0 = &s->layers[0];
+    const pl_gpt2_dlayer *L0 = &s->layers[0];
     pl__lmm *X0 = M->l;
     if (X0) {
         PL_CHECK(pl_gpu_mm_tune(X0->qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
@@ -679,15 +793,16 @@ static pl_status pl__mmset_tune(const pl__gpt2_state *s, const pl__gpt2_opts *o,
         pl_gpu_mm_copy_algo(M->l[l].out, X0->out);
     }
     if (M->proj_last) {
-        const pl__dlayer *Ll = &s->layers[c->n_layer - 1];
+        const pl_gpt2_dlayer *Ll = &s->layers[c->n_layer - 1];
         PL_CHECK(pl_gpu_mm_tune(M->proj_last, Ll->proj_w, d0->att, d0->xl, d0->ws, nm, NULL, err));
         PL_CHECK(pl_gpu_mm_tune(M->fc_last, Ll->fc_w, d0->h, d0->u, d0->ws, nm, NULL, err));
         PL_CHECK(pl_gpu_mm_tune(M->out_last, Ll->out_w, d0->u, d0->xl, d0->ws, nm, NULL, err));
     }
     if (!M->head) return PL_OK;
-    PL_CHECK(pl_gpu_mm_tune(M->head, s->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err));
+    PL_CHECK(
+        pl_gpu_mm_tune(M->head, s->m->wte, o->all ? d0->h : d0->hl, lg, d0->ws, nm, NULL, err));
     if (M->head_lo)
-        PL_CHECK(pl_gpu_mm_tune(M->head_lo, s->wte, o->all ? d0->u : d0->hl_lo, lg, d0->ws, nm,
+        PL_CHECK(pl_gpu_mm_tune(M->head_lo, s->m->wte, o->all ? d0->u : d0->hl_lo, lg, d0->ws, nm,
                                 NULL, err));
     return PL_OK;
 }
@@ -714,6 +829,8 @@ static void pl__carve(unsigned char **p, const pl__scr_sz *z, size_t hl_off, pl_
     q += z->xl;
     d->logits = z->lg ? q : NULL;
     q += z->lg;
+    d->parts = z->parts ? (float *)q : NULL;
+    q += z->parts;
     d->ws = q;
     *p = q + PL__WS_BYTES;
 }
@@ -721,7 +838,7 @@ static void pl__carve(unsigned char **p, const pl__scr_sz *z, size_t hl_off, pl_
 static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
                                    const pl__gpt2_opts *o, pl__gpt2_state *s, pl_error *err)
 {
-    const pl_gpt2_cfg *c = &s->w.cfg;
+    const pl_gpt2_cfg *c = &o->cfg;
     const char *nm = st->name;
     pl_dtype E = o->dtype;
     int hd = c->n_embd / c->n_head;
@@ -734,8 +851,7 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         pl_cuda_check(pl_gpt2_gpu_setup(), "cudaFuncSetAttribute (gpt2 attention)", nm, -1, err));
     s->gpu = true;
     s->naive_attention = o->naive_attention;
-    s->layers = calloc((size_t)c->n_layer, sizeof *s->layers);
-    if (!s->layers) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    s->layers = s->m->layers;
     /* The head's plan and every size: pl__gpt2_mem_of. */
     pl__gpt2_mem m;
     pl__gpt2_mem_of(env->spec, st, &m);
@@ -743,28 +859,12 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     s->small_head = m.small_head;
     s->ldv = m.ldv;
     s->unpad = m.unpad;
-    /* Weights: lay out, stage on the host, one upload. */
-    pl__stage_buf b = {0};
-    pl__layout(s, &s->w, E, &b, NULL);
-    size_t bytes = b.off;
-    if (bytes != m.weights || (s->small_head && !pl_gpt2_head_small_ok(m.rows, c->n_embd)))
+    s->splits = m.splits;
+    if ((s->small_head && !pl_gpt2_head_small_ok(m.rows, c->n_embd)) || s->ldv > s->m->wte_rows)
         return pl_error_set(err, PL_ERUNTIME,
-                            "error: gpt2 stage '%s': internal error: the weights take %zu bytes, "
-                            "but the stage reported %zu to run.memory_budget",
-                            nm, bytes, m.weights);
-    b.p = malloc(bytes);
-    if (!b.p)
-        return pl_error_set(err, PL_ENOMEM,
-                            "error: gpt2 stage '%s': out of host memory staging %zu bytes of "
-                            "weights",
-                            nm, bytes);
-    PL_CHECK(pl_gpu_alloc(bytes, &s->wmem, nm, err));
-    b.off = 0;
-    pl__layout(s, &s->w, E, &b, s->wmem);
-    pl_status ps = pl_gpu_upload(s->wmem, b.p, bytes, nm, err);
-    free(b.p);
-    PL_CHECK(ps);
-    pl_gpt2_weights_free(&s->w); /* the device copy is what runs */
+                            "error: gpt2 stage '%s': internal error: the LM head's %d rows do not "
+                            "fit the weights' %d",
+                            nm, s->ldv, s->m->wte_rows);
     /* Matmuls, algorithms fixed now: one set per distinct block shape. */
     PL_CHECK(pl_gpu_lt_new(&s->lt, err));
     s->Bc = m.Bc;
@@ -819,8 +919,15 @@ static pl_status pl__gpt2_open(const pl_run_env *env, const pl_stage *st, void *
     pl__gpt2_state *s = calloc(1, sizeof *s);
     if (!s) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     s->B = (int)ids->shape[0];
-    s->T = (int)ids->shape[1];
-    pl_status ps = pl__gpt2_host_weights(env, st, o, &s->w, err);
+    s->T = o->mode == PL__GPT2_DECODE ? 1 : (int)ids->shape[1];
+    if (o->mode != PL__GPT2_FORWARD) s->P = (int)pl_kind_wbuf(env->spec, st, o->w_cache)->shape[4];
+    pl_gpt2_model_key k = {
+        o->cfg,     o->dtype,    o->random, o->has_seed ? (uint64_t)o->seed : env->seed,
+        o->st_path, env->on_gpu, 0};
+#ifdef PL_WITH_CUDA
+    if (env->on_gpu) k.device = pl_gpt2_gpu_device();
+#endif
+    pl_status ps = pl_gpt2_model_open(&k, st->name, &s->m, err);
 #ifdef PL_WITH_CUDA
     if (ps == PL_OK && env->on_gpu) ps = pl__gpt2_gpu_open(env, st, o, s, err);
 #endif
@@ -847,16 +954,16 @@ static pl_status pl__gpt2_close(const pl_run_env *env, const pl_stage *st, void 
         pl__mmset_free(&s->mms[k], ((const pl__gpt2_opts *)st->priv)->cfg.n_layer);
     free(s->mms);
     pl_gpu_lt_free(s->lt);
-    free(s->layers);
-    pl_gpu_free(s->wmem);
 #else
     (void)st;
 #endif
-    pl_gpt2_weights_free(&s->w);
+    pl_gpt2_model_close(s->m);
     free(s);
     return PL_OK;
 }
 
+/* The host executor: the C reference (gpt2_ref.c). 16-bit logits are computed in f32 and
+ * rounded once. */
 static pl_status pl__gpt2_run(pl_stage_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
@@ -873,7 +980,20 @@ static pl_status pl__gpt2_run(pl_stage_ctx *ctx, pl_error *err)
         if (!tmp) return pl_error_set(err, PL_ENOMEM, "error: out of memory for logits");
         of = tmp;
     }
-    pl_status ps = pl_gpt2_ref_forward(&s->w, ids, tg, s->B, s->T, o->output, o->all, of, out, err);
+    pl_status ps;
+    if (o->mode == PL__GPT2_FORWARD) {
+        ps = pl_gpt2_ref_forward(&s->m->w, ids, tg, s->B, s->T, o->output, o->all, of, out, err);
+    } else {
+        const pl_buffer *kb = pl_kind_wbuf(ctx->spec, st, o->w_cache);
+        pl_gpt2_kv kv = {ctx->bufs[kb->index], kb->dtype, s->B, s->P};
+        const int32_t *len = o->r_lengths >= 0 ? ctx->bufs[st->reads[o->r_lengths].index] : NULL;
+        if (o->mode == PL__GPT2_PREFILL) {
+            ps = pl_gpt2_ref_prefill(&s->m->w, ids, len, s->B, s->T, &kv, o->output, of, out, err);
+        } else {
+            int32_t step = *(const int32_t *)ctx->bufs[st->reads[o->r_step].index];
+            ps = pl_gpt2_ref_decode(&s->m->w, ids, len, step, s->B, &kv, o->output, of, out, err);
+        }
+    }
     if (ps == PL_OK && tmp) {
         uint16_t *h = out;
         for (int64_t i = 0; i < ob->count; i++)
@@ -888,6 +1008,9 @@ static pl_status pl__launch(int rc, const char *what, const pl_dev_ctx *ctx, pl_
 {
     return rc ? pl_cuda_check(rc, what, ctx->stage->name, ctx->batch, err) : PL_OK;
 }
+
+static pl_status pl__gpt2_head(const pl_dev_ctx *ctx, const pl__mmset *M, const pl__dscr *d,
+                               void *out, const int32_t *tg, int t0, pl_error *err);
 
 /* The forward of one block of B = M->Bc sequences (M: that shape's matmuls) on scratch d: ids
  * [B, T] in, out (and targets) for those sequences. Without M->trunk (a sequence's later part)
@@ -907,12 +1030,12 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, con
     int B = M->Bc, T = s->T, C = c->n_embd, N = B * T;
     int E = (int)o->dtype;
     if (M->trunk)
-        PL_CHECK(
-            pl__launch(pl_gpt2_launch_embed(E, d->x, ids, s->wte, s->wpe, N, T, C, c->vocab, sm),
-                       "gpt2 embedding kernel launch", ctx, err));
+        PL_CHECK(pl__launch(
+            pl_gpt2_launch_embed(E, d->x, ids, s->m->wte, s->m->wpe, N, T, C, c->vocab, sm),
+            "gpt2 embedding kernel launch", ctx, err));
     const int hd = C / c->n_head;
     for (int l = 0; M->trunk && l < c->n_layer; l++) { /* !o->all: the last one branches */
-        const pl__dlayer *L = &s->layers[l];
+        const pl_gpt2_dlayer *L = &s->layers[l];
         const pl__lmm *X = &M->l[l];
         PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln1_w, L->ln1_b, N, 0,
                                                      1, C, c->eps, sm),
@@ -944,24 +1067,43 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, con
         PL_CHECK(pl_gpu_mm_run(X->fc, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
         PL_CHECK(pl_gpu_mm_run(X->out, L->out_w, d->u, d->x, d->ws, sm, nm, bt, err));
     }
+    return pl__gpt2_head(ctx, M, d, out, tg, t0, err);
+}
+
+/* The head of a block's forward (or of prefill and decode): ln_f and the LM head on M->hrows rows
+ * of the residual stream (every position's from t0 in d->x; the last positions' in d->xl; decode's
+ * one position a sequence in d->x), then the packing, argmax or log-softmax into out. */
+static pl_status pl__gpt2_head(const pl_dev_ctx *ctx, const pl__mmset *M, const pl__dscr *d,
+                               void *out, const int32_t *tg, int t0, pl_error *err)
+{
+    const pl_stage *st = ctx->stage;
+    const pl__gpt2_opts *o = st->priv;
+    const pl__gpt2_state *s = ctx->state;
+    const pl_gpt2_cfg *c = &o->cfg;
+    const char *nm = st->name;
+    int64_t bt = ctx->batch;
+    void *sm = ctx->stream;
+    int B = M->Bc, T = s->T, C = c->n_embd, N = B * T;
+    int E = (int)o->dtype;
     int rows = M->hrows; /* o->all: N, or a part's T - t0; else B */
+    const float *xin = o->all || o->mode == PL__GPT2_DECODE ? d->x : d->xl;
     void *hn = o->all ? d->h : d->hl;
     void *lo = !M->head_lo ? NULL : o->all ? d->u : d->hl_lo; /* u is free by now */
     void *lg = o->output == PL_GPT2_LOGITS && !s->unpad ? out : d->logits;
     if (s->small_head) {
-        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(PL_F32, d->hl, NULL, d->xl, s->lnf_w, s->lnf_b,
-                                                     rows, 0, 1, C, c->eps, sm),
+        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(PL_F32, d->hl, NULL, xin, s->m->lnf_w,
+                                                     s->m->lnf_b, rows, 0, 1, C, c->eps, sm),
                             "gpt2 layernorm kernel launch", ctx, err));
-        PL_CHECK(pl__launch(
-            pl_gpt2_launch_head_f32(E, lg, d->hl, s->wte, rows, C, c->vocab, pl_gpu_sm_count(), sm),
-            "gpt2 LM head kernel launch", ctx, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_head_f32(E, lg, d->hl, s->m->wte, rows, C, c->vocab,
+                                                    pl_gpu_sm_count(), sm),
+                            "gpt2 LM head kernel launch", ctx, err));
     } else {
-        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, hn, lo, o->all ? d->x : d->xl, s->lnf_w,
-                                                     s->lnf_b, rows, t0, 1, C, c->eps, sm),
+        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, hn, lo, xin, s->m->lnf_w, s->m->lnf_b, rows,
+                                                     t0, 1, C, c->eps, sm),
                             "gpt2 layernorm kernel launch", ctx, err));
-        PL_CHECK(pl_gpu_mm_run(M->head, s->wte, hn, lg, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl_gpu_mm_run(M->head, s->m->wte, hn, lg, d->ws, sm, nm, bt, err));
     }
-    if (lo) PL_CHECK(pl_gpu_mm_run(M->head_lo, s->wte, lo, lg, d->ws, sm, nm, bt, err));
+    if (lo) PL_CHECK(pl_gpu_mm_run(M->head_lo, s->m->wte, lo, lg, d->ws, sm, nm, bt, err));
     if (o->output == PL_GPT2_LOGITS && s->unpad)
         return pl__launch(pl_gpt2_launch_unpad((int)pl_dtype_size(s->lg_dtype), out, lg, rows,
                                                c->vocab, s->ldv, sm),
@@ -984,11 +1126,96 @@ static pl_status pl__gpt2_forward(const pl_dev_ctx *ctx, const pl__mmset *M, con
 /* `chunks:`: the forward runs one block at a time (pl__gpt2_blk) on the same scratch (one stream,
  * in order), and each block's output is marked done for a consumer chunked alike: the first
  * block's logits can go down while the next block computes. */
+/* Prefill and decode: the forward of B sequences against the KV cache (cache [n_layer, 2, B,
+ * n_head, P, hd]; layer l's part, cache_l, is [2, B, n_head, P, hd]).
+ * Prefill: every layer runs on the B x T padded positions (flash attention: a position never sees
+ * the padding after it) and writes its keys and values at positions < lengths[b] into the cache;
+ * the last layer, after its QKV GEMM, runs on each sequence's last real position only (the cached
+ * attention of that one query, then the projection, layernorm and MLP on B rows).
+ * Decode: B positions, lengths[b] + step; each layer's cached attention appends the new keys and
+ * values and attends over the cache. Then the head on the B rows. */
+static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
+{
+    const pl_stage *st = ctx->stage;
+    const pl__gpt2_opts *o = st->priv;
+    const pl__gpt2_state *s = ctx->state;
+    const pl__dscr *d = &s->slots[ctx->slot].main;
+    const pl__mmset *M = &s->mms[0];
+    const pl_gpt2_cfg *c = &o->cfg;
+    const char *nm = st->name;
+    int64_t bt = ctx->batch;
+    void *sm = ctx->stream;
+    bool dec = o->mode == PL__GPT2_DECODE;
+    int B = s->B, T = s->T, C = c->n_embd, H = c->n_head, hd = C / H, N = B * T, E = (int)o->dtype;
+    const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
+    const int32_t *len = o->r_lengths >= 0 ? ctx->dev_bufs[st->reads[o->r_lengths].index] : NULL;
+    const int32_t *step = dec ? ctx->dev_bufs[st->reads[o->r_step].index] : NULL;
+    const pl_buffer *kb = pl_kind_wbuf(ctx->spec, st, o->w_cache);
+    char *cache = ctx->dev_bufs[st->writes[o->w_cache].index];
+    size_t layer_bytes = (size_t)(kb->bytes / (uint64_t)c->n_layer);
+    int KT = (int)kb->dtype;
+    void *out = ctx->dev_bufs[st->writes[o->w_out].index];
+    if (dec) /* the embeddings and the first layer's ln_1 in one kernel */
+        PL_CHECK(pl__launch(pl_gpt2_launch_embed_ln(E, d->x, d->h, ids, s->m->wte, s->m->wpe, len,
+                                                    step, s->layers[0].ln1_w, s->layers[0].ln1_b, B,
+                                                    C, c->vocab, s->P, c->eps, sm),
+                            "gpt2 embedding and layernorm (decode) kernel launch", ctx, err));
+    else
+        PL_CHECK(pl__launch(
+            pl_gpt2_launch_embed(E, d->x, ids, s->m->wte, s->m->wpe, N, T, C, c->vocab, sm),
+            "gpt2 embedding kernel launch", ctx, err));
+    for (int l = 0; l < c->n_layer; l++) {
+        const pl_gpt2_dlayer *L = &s->layers[l];
+        const pl__lmm *X = &M->l[l];
+        void *kv = cache + (size_t)l * layer_bytes;
+        bool last = !dec && l == c->n_layer - 1; /* prefill's last layer: the last positions */
+        if (!dec || l > 0)
+            PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln1_w, L->ln1_b, N,
+                                                         0, 1, C, c->eps, sm),
+                                "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl_gpu_mm_run(X->qkv, L->qkv_w, d->h, d->qkv, d->ws, sm, nm, bt, err));
+        if (!dec)
+            PL_CHECK(pl__launch(
+                pl_gpt2_launch_cache_write(E, KT, kv, d->qkv, len, B, T, H, hd, s->P, sm),
+                "gpt2 KV cache write kernel launch", ctx, err));
+        if (dec || last)
+            PL_CHECK(
+                pl__launch(pl_gpt2_launch_attention_cached(E, KT, d->att, d->parts, d->qkv, kv, len,
+                                                           step, B, T, H, hd, s->P, s->splits, sm),
+                           "gpt2 cached attention kernel launch", ctx, err));
+        if (last) {
+            PL_CHECK(pl__launch(pl_gpt2_launch_gather_last(d->xl, d->x, len, B, T, C, sm),
+                                "gpt2 gather kernel launch", ctx, err));
+            PL_CHECK(pl_gpu_mm_run(M->proj_last, L->proj_w, d->att, d->xl, d->ws, sm, nm, bt, err));
+            PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->xl, L->ln2_w, L->ln2_b,
+                                                         B, 0, 1, C, c->eps, sm),
+                                "gpt2 layernorm kernel launch", ctx, err));
+            PL_CHECK(pl_gpu_mm_run(M->fc_last, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
+            PL_CHECK(pl_gpu_mm_run(M->out_last, L->out_w, d->u, d->xl, d->ws, sm, nm, bt, err));
+            break;
+        }
+        if (!dec)
+            PL_CHECK(
+                pl__launch(s->naive_attention
+                               ? pl_gpt2_launch_attention_naive(E, d->att, d->qkv, B, T, H, hd, sm)
+                               : pl_gpt2_launch_attention(E, d->att, d->qkv, B, T, H, hd, sm),
+                           "gpt2 attention kernel launch", ctx, err));
+        PL_CHECK(pl_gpu_mm_run(X->proj, L->proj_w, d->att, d->x, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_layernorm(E, d->h, NULL, d->x, L->ln2_w, L->ln2_b, N, 0,
+                                                     1, C, c->eps, sm),
+                            "gpt2 layernorm kernel launch", ctx, err));
+        PL_CHECK(pl_gpu_mm_run(X->fc, L->fc_w, d->h, d->u, d->ws, sm, nm, bt, err));
+        PL_CHECK(pl_gpu_mm_run(X->out, L->out_w, d->u, d->x, d->ws, sm, nm, bt, err));
+    }
+    return pl__gpt2_head(ctx, M, d, out, NULL, 0, err);
+}
+
 static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
     const pl__gpt2_opts *o = st->priv;
     const pl__gpt2_state *s = ctx->state;
+    if (o->mode != PL__GPT2_FORWARD) return pl__gpt2_record_gen(ctx, err);
     const pl__dscr *d = &s->slots[ctx->slot].main;
     const pl_buffer *ob = pl_kind_wbuf(ctx->spec, st, o->w_out);
     const int32_t *ids = ctx->dev_bufs[st->reads[o->r_ids].index];
@@ -1014,9 +1241,16 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
 
 static void pl__gpt2_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)
 {
-    (void)spec;
     const pl__gpt2_opts *o = st->priv;
     static const char *const outs[] = {"logits", "argmax", "logprob"};
+    if (o->mode != PL__GPT2_FORWARD) {
+        const pl_buffer *kv = pl_kind_wbuf(spec, st, o->w_cache);
+        snprintf(buf, cap, "gpt2 %s %dL %dH %dC V%d %s (%s) -> %s, cache '%s' %s x %lld positions",
+                 pl__mode_names[o->mode], o->cfg.n_layer, o->cfg.n_head, o->cfg.n_embd,
+                 o->cfg.vocab, o->random ? "random weights" : o->weights, pl_dtype_name(o->dtype),
+                 outs[o->output], kv->name, pl_dtype_name(kv->dtype), (long long)kv->shape[4]);
+        return;
+    }
     snprintf(buf, cap, "gpt2 %dL %dH %dC V%d %s (%s) -> %s, %s positions", o->cfg.n_layer,
              o->cfg.n_head, o->cfg.n_embd, o->cfg.vocab, o->random ? "random weights" : o->weights,
              pl_dtype_name(o->dtype), outs[o->output], o->all ? "all" : "last");
@@ -1029,7 +1263,7 @@ const pl_kind pl_kind_gpt2 = {
     .engine = PL_ENGINE_COMPUTE,
     .keys = pl__gpt2_keys,
     .doc = "GPT-2 forward (Hugging Face checkpoints or seeded random weights): logits, argmax "
-           "next token or log-probabilities",
+           "next token or log-probabilities; prefill and decode steps with a KV cache",
     .bind = pl__gpt2_bind,
     .validate = pl__gpt2_validate,
     .open = pl__gpt2_open,

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "pl_spec.h"
 #include "pl_status.h"
 
 typedef struct pl_gpt2_cfg {
@@ -78,5 +79,34 @@ typedef enum pl_gpt2_output { PL_GPT2_LOGITS, PL_GPT2_ARGMAX, PL_GPT2_LOGPROB } 
 pl_status pl_gpt2_ref_forward(const pl_gpt2_weights *w, const int32_t *ids, const int32_t *targets,
                               int B, int T, pl_gpt2_output output, int all, float *out_f32,
                               int32_t *out_i32, pl_error *err);
+
+/* A KV cache in host memory, as the `cache:` buffer of a prefill or decode stage holds it:
+ * [n_layer, 2, B, n_head, P, head_dim] of dtype f32, f16 or bf16 (index 0 of the second
+ * dimension the keys, 1 the values; P positions per sequence). Borrowed memory. */
+typedef struct pl_gpt2_kv {
+    void *mem;
+    pl_dtype dtype;
+    int B, P;
+} pl_gpt2_kv;
+
+/* Prefill: B right-padded prompts ids [B, T], sequence b's first lengths[b] positions (lengths
+ * NULL: all T) run through the model alone, as if unpadded; each layer's keys and values at those
+ * positions go into kv (rounded to its dtype; the positions after them are not touched), and the
+ * logits at position lengths[b] - 1 give out row b: logits out_f32 [B, V] or argmax out_i32 [B].
+ * The logits are those pl_gpt2_ref_forward gives for the unpadded prompt's last position. Errors
+ * (PL_EINPUT): a length outside [1, T], an id outside [0, V), T > kv->P. */
+pl_status pl_gpt2_ref_prefill(const pl_gpt2_weights *w, const int32_t *ids, const int32_t *lengths,
+                              int B, int T, const pl_gpt2_kv *kv, pl_gpt2_output output,
+                              float *out_f32, int32_t *out_i32, pl_error *err);
+
+/* Decode: one new token per sequence, ids [B], at position lengths[b] + step (the prompt's length
+ * plus the tokens appended since); its keys and values go into kv at that position and it attends
+ * over positions [0, lengths[b] + step] of kv (the earlier ones written by prefill and the decode
+ * steps before). out as for prefill. With an f32 cache the logits are pl_gpt2_ref_forward's at the
+ * last position of the whole sequence so far. Errors (PL_EINPUT, naming the sequence): a length
+ * below 1, a position past kv->P - 1, an id outside [0, V). */
+pl_status pl_gpt2_ref_decode(const pl_gpt2_weights *w, const int32_t *ids, const int32_t *lengths,
+                             int32_t step, int B, const pl_gpt2_kv *kv, pl_gpt2_output output,
+                             float *out_f32, int32_t *out_i32, pl_error *err);
 
 #endif

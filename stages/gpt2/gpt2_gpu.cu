@@ -269,3 +269,158 @@ extern "C" int pl_gpt2_launch_logprob(int ldtype, float *out, const void *logits
         return (int)cudaErrorInvalidValue;
     return (int)cudaGetLastError();
 }
+
+extern "C" int pl_gpt2_gpu_device(void)
+{
+    int d = 0;
+    return cudaGetDevice(&d) == cudaSuccess ? d : 0;
+}
+
+extern "C" int pl_gpt2_launch_embed_at(int dtype, float *x, const int32_t *ids, const void *wte,
+                                       const float *wpe, const int32_t *lengths,
+                                       const int32_t *step, int B, int C, int V, int P,
+                                       void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    int grid = grid_for((int64_t)B * C, 256);
+    if (dtype == PL_F16)
+        embed_at_kernel<<<grid, 256, 0, s>>>(x, ids, static_cast<const __half *>(wte), wpe, lengths,
+                                             step, B, C, V, P);
+    else if (dtype == PL_BF16)
+        embed_at_kernel<<<grid, 256, 0, s>>>(x, ids, static_cast<const __nv_bfloat16 *>(wte), wpe,
+                                             lengths, step, B, C, V, P);
+    else
+        return (int)cudaErrorInvalidValue;
+    return (int)cudaGetLastError();
+}
+
+namespace
+{
+template <typename E>
+int cache_write_as(int kv_dtype, void *cache_l, const void *qkv, const int32_t *lengths, int B,
+                   int T, int H, int hd, int P, cudaStream_t s)
+{
+    int grid = grid_for((int64_t)B * T * H * hd, 256);
+    const E *q = static_cast<const E *>(qkv);
+    if (kv_dtype == PL_F32)
+        cache_write_kernel<E, float>
+            <<<grid, 256, 0, s>>>(static_cast<float *>(cache_l), q, lengths, B, T, H, hd, P);
+    else
+        cache_write_kernel<E, E>
+            <<<grid, 256, 0, s>>>(static_cast<E *>(cache_l), q, lengths, B, T, H, hd, P);
+    return (int)cudaGetLastError();
+}
+
+template <typename E, typename CT, int HD>
+int cached_launch(void *out, float *parts, const void *qkv, void *cache_l, const int32_t *lengths,
+                  const int32_t *step, int B, int T, int H, int P, int splits, cudaStream_t s)
+{
+    dim3 grid((unsigned)splits, (unsigned)H, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)HD);
+    attention_cached_kernel<E, CT, HD><<<grid, kCachedThreads, 0, s>>>(
+        static_cast<E *>(out), parts, static_cast<const E *>(qkv), static_cast<CT *>(cache_l),
+        lengths, step, B, T, H, P, splits, scale);
+    int e = (int)cudaGetLastError();
+    if (e || splits == 1) return e;
+    attention_combine_kernel<E>
+        <<<dim3((unsigned)H, (unsigned)B), HD, 0, s>>>(static_cast<E *>(out), parts, H, HD, splits);
+    return (int)cudaGetLastError();
+}
+
+template <typename E, typename CT>
+int cached_hd(int hd, void *out, float *parts, const void *qkv, void *cache_l,
+              const int32_t *lengths, const int32_t *step, int B, int T, int H, int P, int splits,
+              cudaStream_t s)
+{
+    switch (hd) {
+    case 16:
+        return cached_launch<E, CT, 16>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
+                                        s);
+    case 32:
+        return cached_launch<E, CT, 32>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
+                                        s);
+    case 64:
+        return cached_launch<E, CT, 64>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
+                                        s);
+    default:
+        return (int)cudaErrorInvalidValue;
+    }
+}
+} // namespace
+
+extern "C" int pl_gpt2_launch_cache_write(int dtype, int kv_dtype, void *cache_l, const void *qkv,
+                                          const int32_t *lengths, int B, int T, int H, int head_dim,
+                                          int P, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (kv_dtype != PL_F32 && kv_dtype != dtype) return (int)cudaErrorInvalidValue;
+    if (dtype == PL_F16)
+        return cache_write_as<__half>(kv_dtype, cache_l, qkv, lengths, B, T, H, head_dim, P, s);
+    if (dtype == PL_BF16)
+        return cache_write_as<__nv_bfloat16>(kv_dtype, cache_l, qkv, lengths, B, T, H, head_dim, P,
+                                             s);
+    return (int)cudaErrorInvalidValue;
+}
+
+extern "C" int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *out, float *parts,
+                                               const void *qkv, void *cache_l,
+                                               const int32_t *lengths, const int32_t *step, int B,
+                                               int T, int H, int head_dim, int P, int splits,
+                                               void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (splits < 1 || splits > 65535 || (splits > 1 && !parts) || B > 65535 || H > 65535)
+        return (int)cudaErrorInvalidValue;
+    bool f32 = kv_dtype == PL_F32;
+    if (!f32 && kv_dtype != dtype) return (int)cudaErrorInvalidValue;
+    if (dtype == PL_F16)
+        return f32 ? cached_hd<__half, float>(head_dim, out, parts, qkv, cache_l, lengths, step, B,
+                                              T, H, P, splits, s)
+                   : cached_hd<__half, __half>(head_dim, out, parts, qkv, cache_l, lengths, step, B,
+                                               T, H, P, splits, s);
+    if (dtype == PL_BF16)
+        return f32 ? cached_hd<__nv_bfloat16, float>(head_dim, out, parts, qkv, cache_l, lengths,
+                                                     step, B, T, H, P, splits, s)
+                   : cached_hd<__nv_bfloat16, __nv_bfloat16>(head_dim, out, parts, qkv, cache_l,
+                                                             lengths, step, B, T, H, P, splits, s);
+    return (int)cudaErrorInvalidValue;
+}
+
+extern "C" int pl_gpt2_launch_gather_last(float *dst, const float *x, const int32_t *lengths, int B,
+                                          int T, int C, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    gather_last_kernel<<<grid_for((int64_t)B * C, 256), 256, 0, s>>>(dst, x, lengths, B, T, C);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int pl_gpt2_launch_embed_ln(int dtype, float *x, void *out, const int32_t *ids,
+                                       const void *wte, const float *wpe, const int32_t *lengths,
+                                       const int32_t *step, const float *w, const float *b, int B,
+                                       int C, int V, int P, float eps, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (dtype != PL_F16 && dtype != PL_BF16) return (int)cudaErrorInvalidValue;
+    int e = 0;
+    ln_with_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if constexpr (NV == 0) { /* a row the fused kernel does not hold: the two kernels */
+            e = pl_gpt2_launch_embed_at(dtype, x, ids, wte, wpe, lengths, step, B, C, V, P, stream);
+            if (!e)
+                e = pl_gpt2_launch_layernorm(dtype, out, NULL, x, w, b, B, 0, 1, C, eps, stream);
+        } else {
+            unsigned grid = (unsigned)((B + 7) / 8);
+            if (dtype == PL_F16)
+                embed_ln_kernel<__half, NV><<<grid, 256, 0, s>>>(
+                    x, static_cast<__half *>(out), ids, static_cast<const __half *>(wte), wpe,
+                    lengths, step, w, b, B, C, V, P, eps);
+            else
+                embed_ln_kernel<__nv_bfloat16, NV>
+                    <<<grid, 256, 0, s>>>(x, static_cast<__nv_bfloat16 *>(out), ids,
+                                          static_cast<const __nv_bfloat16 *>(wte), wpe, lengths,
+                                          step, w, b, B, C, V, P, eps);
+            e = (int)cudaGetLastError();
+        }
+    });
+    return e;
+}

@@ -58,6 +58,46 @@ int pl_gpt2_launch_attention_naive(int dtype, void *out, const void *qkv, int B,
 int pl_gpt2_launch_logprob(int ldtype, float *out, const void *logits, const int32_t *targets,
                            int64_t rows, int P, int T, int V, void *stream);
 
+/* The CUDA device the calling thread uses (0 when it cannot be asked). */
+int pl_gpt2_gpu_device(void);
+
+/* ---- prefill and decode (the KV cache) ----
+ * A layer's cache, cache_l, is [2, B, H, P, head_dim] (keys, then values) of kv_dtype: f32 or
+ * dtype. Lengths are clamped to [1, T] (prefill) or to at least 1 (decode), decode's positions
+ * to [0, P - 1]: a bad value gives wrong results for its sequence, never an access out of bounds
+ * (the host reference refuses them). */
+
+/* Decode's embeddings: x[b, :] = wte[ids[b], :] + wpe[lengths[b] + step[0], :] for b < B. */
+int pl_gpt2_launch_embed_at(int dtype, float *x, const int32_t *ids, const void *wte,
+                            const float *wpe, const int32_t *lengths, const int32_t *step, int B,
+                            int C, int V, int P, void *stream);
+/* The same embeddings and, in the same kernel, out[b, :] = layernorm(x[b, :]) * w + b (out of
+ * dtype; the first layer's ln_1): pl_gpt2_launch_embed_at then pl_gpt2_launch_layernorm's bits in
+ * one launch (two where C is not a multiple of 4 or above 1664). */
+int pl_gpt2_launch_embed_ln(int dtype, float *x, void *out, const int32_t *ids, const void *wte,
+                            const float *wpe, const int32_t *lengths, const int32_t *step,
+                            const float *w, const float *b, int B, int C, int V, int P, float eps,
+                            void *stream);
+/* Prefill: qkv [B, T, 3C]'s keys and values at positions t < lengths[b] (NULL: T) into cache_l. */
+int pl_gpt2_launch_cache_write(int dtype, int kv_dtype, void *cache_l, const void *qkv,
+                               const int32_t *lengths, int B, int T, int H, int head_dim, int P,
+                               void *stream);
+/* One query per sequence against its cache -> out [B, C] (dtype): prefill (step NULL): the query
+ * is qkv [B, T, 3C]'s row at position lengths[b] - 1 and attends over the cache's positions up to
+ * it (cache_write put them there); decode: the query is qkv [B, 3C]'s row b at position p =
+ * lengths[b] + step[0], whose key and value are appended to the cache at p, and attends over
+ * [0, p]. A block per (split, head, sequence); splits > 1 cut each sequence's keys in that many
+ * ranges, parts (B x H x splits x (head_dim + 2) floats) holds their partial results and a
+ * second kernel merges them. f32 arithmetic; head_dim 16, 32 or 64. */
+int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *out, float *parts,
+                                    const void *qkv, void *cache_l, const int32_t *lengths,
+                                    const int32_t *step, int B, int T, int H, int head_dim, int P,
+                                    int splits, void *stream);
+/* dst[b, :] = x[b T + lengths[b] - 1, :] (lengths NULL: T): each sequence's last real position,
+ * f32 rows of C. */
+int pl_gpt2_launch_gather_last(float *dst, const float *x, const int32_t *lengths, int B, int T,
+                               int C, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -133,6 +133,42 @@ __device__ inline void ln_store4(E *out, E *lo, int64_t c4, float a, float b, fl
     }
 }
 
+/* One row's layernorm from its values in registers, NV float4 a lane (the row's C4 = C / 4 float4
+ * lane-strided: lane l holds float4 l, l + 32, ...; the ones past C4 zero), into orow (and lrow).
+ */
+template <typename E, int NV>
+__device__ inline void ln_row4(const float4 (&v)[NV], E *orow, E *lrow, const float *w,
+                               const float *b, int C, float eps, int lane)
+{
+    const int C4 = C / 4;
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+        s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    float mean = s / C, q = 0;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        if (lane + 32 * j >= C4) continue;
+        float a = v[j].x - mean, bb = v[j].y - mean, c = v[j].z - mean, d = v[j].w - mean;
+        q += (a * a + bb * bb) + (c * c + d * d);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        q += __shfl_xor_sync(0xffffffffu, q, o);
+    float rstd = rsqrtf(q / C + eps);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + 32 * j;
+        if (c >= C4) continue;
+        float4 wv = reinterpret_cast<const float4 *>(w)[c];
+        float4 bv = reinterpret_cast<const float4 *>(b)[c];
+        ln_store4(orow, lrow, c, (v[j].x - mean) * rstd * wv.x + bv.x,
+                  (v[j].y - mean) * rstd * wv.y + bv.y, (v[j].z - mean) * rstd * wv.z + bv.z,
+                  (v[j].w - mean) * rstd * wv.w + bv.w);
+    }
+}
+
 template <typename E, int NV>
 __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, const float *b,
                                  int64_t rows, int64_t first, int64_t step, int C, float eps)
@@ -147,35 +183,12 @@ __global__ void layernorm_kernel(E *out, E *lo, const float *x, const float *w, 
         const float4 *x4 = reinterpret_cast<const float4 *>(xr);
         const int C4 = C / 4;
         float4 v[NV];
-        float s = 0;
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             int c = lane + 32 * j;
             v[j] = c < C4 ? x4[c] : make_float4(0, 0, 0, 0);
-            s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
         }
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-        float mean = s / C, q = 0;
-#pragma unroll
-        for (int j = 0; j < NV; j++) {
-            if (lane + 32 * j >= C4) continue;
-            float a = v[j].x - mean, bb = v[j].y - mean, c = v[j].z - mean, d = v[j].w - mean;
-            q += (a * a + bb * bb) + (c * c + d * d);
-        }
-        for (int o = 16; o > 0; o >>= 1)
-            q += __shfl_xor_sync(0xffffffffu, q, o);
-        float rstd = rsqrtf(q / C + eps);
-#pragma unroll
-        for (int j = 0; j < NV; j++) {
-            int c = lane + 32 * j;
-            if (c >= C4) continue;
-            float4 wv = reinterpret_cast<const float4 *>(w)[c];
-            float4 bv = reinterpret_cast<const float4 *>(b)[c];
-            ln_store4(orow, lrow, c, (v[j].x - mean) * rstd * wv.x + bv.x,
-                      (v[j].y - mean) * rstd * wv.y + bv.y, (v[j].z - mean) * rstd * wv.z + bv.z,
-                      (v[j].w - mean) * rstd * wv.w + bv.w);
-        }
+        ln_row4<E, NV>(v, orow, lrow, w, b, C, eps, lane);
     } else {
         float s = 0;
         for (int c = lane; c < C; c += 32)
@@ -821,6 +834,275 @@ __global__ void logprob_kernel(float *out, const E *logits, const int32_t *targe
         int32_t tg = targets[bq * T + t];
         if (tg < 0 || tg >= V) tg = 0;
         out[r] = to_f(x[tg]) - mx - logf(tot);
+    }
+}
+
+/* ---- prefill and decode: the KV cache ----
+ * A layer's cache, cache_l, is [2, B, H, P, HD]: the keys then the values of each sequence and
+ * head, P positions of HD, in CT (the model's dtype E, or f32). The value a key has in the cache is
+ * the QKV GEMM's E value (widened to f32 in an f32 cache), so reading it from the QKV row or from
+ * the cache gives the same number. */
+
+/* A sequence's length from a lengths buffer (NULL: dflt), clamped to [1, hi]. */
+__device__ inline int seq_len(const int32_t *lengths, int b, int dflt, int hi)
+{
+    int n = lengths ? lengths[b] : dflt;
+    return n < 1 ? 1 : n > hi ? hi : n;
+}
+
+/* Decode's position of sequence b: lengths[b] (at least 1) + step, clamped to [0, P - 1]. */
+__device__ inline int decode_pos(const int32_t *lengths, const int32_t *step, int b, int P)
+{
+    int64_t p = (int64_t)seq_len(lengths, b, 1, 0x7fffffff) + step[0];
+    return p < 0 ? 0 : p > P - 1 ? P - 1 : (int)p;
+}
+
+/* x[b, :] = wte[ids[b], :] + wpe[p_b, :] (p_b = decode_pos) for the B new tokens. */
+template <typename E>
+__global__ void embed_at_kernel(float *x, const int32_t *ids, const E *wte, const float *wpe,
+                                const int32_t *lengths, const int32_t *step, int B, int C, int V,
+                                int P)
+{
+    int64_t total = (int64_t)B * C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int b = (int)(i / C), c = (int)(i - (int64_t)b * C);
+        int32_t id = ids[b];
+        if (id < 0 || id >= V) id = 0;
+        int p = decode_pos(lengths, step, b, P);
+        x[i] = to_f(wte[(int64_t)id * C + c]) + wpe[(int64_t)p * C + c];
+    }
+}
+
+/* Decode's embeddings and the first layer's layernorm in one kernel, a warp per row: x[b, :] as
+ * embed_at_kernel writes it, and out[b, :] = layernorm(x[b, :]) * w + b as layernorm_kernel
+ * writes it (the same arithmetic: the same bits), from the row in registers. NV > 0 (the launcher
+ * falls back to the two kernels otherwise). */
+template <typename E, int NV>
+__global__ void embed_ln_kernel(float *x, E *out, const int32_t *ids, const E *wte,
+                                const float *wpe, const int32_t *lengths, const int32_t *step,
+                                const float *w, const float *b, int B, int C, int V, int P,
+                                float eps)
+{
+    static_assert(NV > 0 && NV <= kLnVec, "float4 per lane");
+    const int lane = threadIdx.x & 31;
+    const int r = (int)(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5));
+    if (r >= B) return;
+    int32_t id = ids[r];
+    if (id < 0 || id >= V) id = 0;
+    const E *er = wte + (int64_t)id * C;
+    const float4 *p4 =
+        reinterpret_cast<const float4 *>(wpe + (int64_t)decode_pos(lengths, step, r, P) * C);
+    float4 *x4 = reinterpret_cast<float4 *>(x + (int64_t)r * C);
+    const int C4 = C / 4;
+    float4 v[NV];
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + 32 * j;
+        if (c < C4) {
+            float4 q = p4[c];
+            v[j] = make_float4(to_f(er[4 * c]) + q.x, to_f(er[4 * c + 1]) + q.y,
+                               to_f(er[4 * c + 2]) + q.z, to_f(er[4 * c + 3]) + q.w);
+            x4[c] = v[j];
+        } else {
+            v[j] = make_float4(0, 0, 0, 0);
+        }
+    }
+    ln_row4<E, NV>(v, out + (int64_t)r * C, nullptr, w, b, C, eps, lane);
+}
+
+/* Prefill: the keys and values of qkv [B, T, 3C] at positions t < len_b into cache_l. */
+template <typename E, typename CT>
+__global__ void cache_write_kernel(CT *cache_l, const E *qkv, const int32_t *lengths, int B, int T,
+                                   int H, int HD, int P)
+{
+    const int C = H * HD;
+    int64_t total = (int64_t)B * T * C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t bt = i / C;
+        int c = (int)(i - bt * C), t = (int)(bt % T), b = (int)(bt / T);
+        if (t >= seq_len(lengths, b, T, T)) continue;
+        int h = c / HD, d = c - h * HD;
+        const E *row = qkv + bt * 3 * C;
+        int64_t at = (((int64_t)b * H + h) * P + t) * HD + d; /* the keys' half */
+        cache_l[at] = from_f<CT>(to_f(row[C + c]));
+        cache_l[at + (int64_t)B * H * P * HD] = from_f<CT>(to_f(row[2 * C + c]));
+    }
+}
+
+/* Eight consecutive elements (16-byte aligned) as f32: one 16-byte load of a 16-bit type, two of
+ * f32. */
+template <typename T> __device__ inline void load8(const T *p, float (&f)[8])
+{
+    if constexpr (sizeof(T) == 4) {
+        const float4 *q = reinterpret_cast<const float4 *>(p);
+        float4 a = q[0], b = q[1];
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z,
+        f[7] = b.w;
+    } else {
+        unpack8<T>(reinterpret_cast<const int4 *>(p), f);
+    }
+}
+
+/* ---- the cached attention: one query per sequence over its cache (prefill's last layer, decode)
+ * A block of kCachedThreads per (split, head, sequence): the split's keys (a contiguous range of
+ * the sequence's n keys, n / splits each) go to its threads in turn, each thread keeps a whole
+ * dot product, an online softmax and its own output in f32 (as attention_last_kernel's lanes);
+ * the warps' results merge by log-sum-exp through shuffles, then across warps in shared memory.
+ * With one split the block writes out[b, h]; with several it writes its partial (the output
+ * unnormalised, the maximum and the sum) and attention_combine_kernel merges the splits. The key
+ * at the query's own position (n - 1) is read from the query's QKV row; decode (step given) also
+ * appends that row's key and value to the cache at position n - 1 (split 0 does), so no block
+ * reads a cache entry another writes in the same launch.
+ * Prefill (step NULL): the query is row b T + n - 1 of qkv [B, T, 3C], n = len_b (lengths, or T).
+ * Decode: the query is row b of qkv [B, 3C], at position n - 1 = decode_pos. */
+constexpr int kCachedThreads = 128;
+
+template <typename E, typename CT, int HD>
+__global__ void __launch_bounds__(kCachedThreads)
+    attention_cached_kernel(E *out, float *parts, const E *qkv, CT *cache_l, const int32_t *lengths,
+                            const int32_t *step, int B, int T, int H, int P, int S, float scale)
+{
+    static_assert(HD % 8 == 0 && HD <= 128, "head size: a multiple of 8, at most 128");
+    constexpr int NW = kCachedThreads / 32;
+    __shared__ float sm_m[NW], sm_l[NW], sm_o[NW][HD];
+    const int sp = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int C = H * HD;
+    int n;
+    int64_t qrow;
+    if (step) {
+        n = decode_pos(lengths, step, b, P) + 1;
+        qrow = b;
+    } else {
+        n = seq_len(lengths, b, T, T);
+        qrow = (int64_t)b * T + n - 1;
+    }
+    const E *qr = qkv + qrow * 3 * C + (int64_t)h * HD;
+    CT *kc = cache_l + ((int64_t)b * H + h) * P * HD;
+    CT *vc = kc + (int64_t)B * H * P * HD;
+    if (step && sp == 0)
+        for (int i = tid; i < HD; i += kCachedThreads) {
+            kc[(int64_t)(n - 1) * HD + i] = from_f<CT>(to_f(qr[C + i]));
+            vc[(int64_t)(n - 1) * HD + i] = from_f<CT>(to_f(qr[2 * C + i]));
+        }
+    const int chunk = (n + S - 1) / S, k0 = sp * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
+    float q[HD], o[HD];
+#pragma unroll
+    for (int i = 0; i < HD; i++) {
+        q[i] = to_f(qr[i]) * scale;
+        o[i] = 0;
+    }
+    float m = -INFINITY, l = 0;
+    for (int j = k0 + tid; j < k1; j += kCachedThreads) {
+        const bool own = j == n - 1; /* the query's own key and value: from its QKV row */
+        float d = 0;
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++) {
+            float kv[8];
+            if (own)
+                load8(qr + C + 8 * c, kv);
+            else
+                load8(kc + (int64_t)j * HD + 8 * c, kv);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                d += q[8 * c + i] * kv[i];
+        }
+        const float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn); /* exp(-inf) = 0 */
+#pragma unroll
+        for (int c = 0; c < HD / 8; c++) {
+            float vv[8];
+            if (own)
+                load8(qr + 2 * C + 8 * c, vv);
+            else
+                load8(vc + (int64_t)j * HD + 8 * c, vv);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                o[8 * c + i] = o[8 * c + i] * a + p * vv[i];
+        }
+        l = l * a + p;
+        m = mn;
+    }
+    /* The warp's lanes merge (every lane ends with the warp's result; a lane that saw no key has
+     * m = -inf and weight 0). */
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+        const float mn = fmaxf(m, m2);
+        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
+        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+#pragma unroll
+        for (int i = 0; i < HD; i++) {
+            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
+            o[i] = o[i] * a + o2 * a2;
+        }
+        l = l * a + l2 * a2;
+        m = mn;
+    }
+    if (lane == 0) {
+        sm_m[warp] = m;
+        sm_l[warp] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < HD; i++)
+        if (i % 32 == lane) sm_o[warp][i] = o[i];
+    __syncthreads();
+    for (int i = tid; i < HD; i += kCachedThreads) {
+        float mx = -INFINITY;
+        for (int w = 0; w < NW; w++)
+            mx = fmaxf(mx, sm_m[w]);
+        float sl = 0, so = 0;
+        for (int w = 0; w < NW; w++) {
+            if (sm_m[w] == -INFINITY) continue;
+            const float e = expf(sm_m[w] - mx);
+            sl += sm_l[w] * e;
+            so += sm_o[w][i] * e;
+        }
+        if (S == 1) {
+            out[(int64_t)b * C + (int64_t)h * HD + i] = from_f<E>(sl > 0 ? so / sl : 0.0f);
+        } else {
+            float *pp = parts + (((int64_t)b * H + h) * S + sp) * (HD + 2);
+            pp[i] = so;
+            if (i == 0) {
+                pp[HD] = mx;
+                pp[HD + 1] = sl;
+            }
+        }
+    }
+}
+
+/* out[b, h] = the merge of the splits' partials (attention_cached_kernel with S > 1): a block per
+ * (head, sequence), a thread per dimension. A split that saw no key has maximum -inf. */
+template <typename E>
+__global__ void attention_combine_kernel(E *out, const float *parts, int H, int HD, int S)
+{
+    const int h = blockIdx.x, b = blockIdx.y, i = threadIdx.x;
+    if (i >= HD) return;
+    const float *pp = parts + ((int64_t)b * H + h) * S * (HD + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < S; s++)
+        mx = fmaxf(mx, pp[s * (HD + 2) + HD]);
+    float sl = 0, so = 0;
+    for (int s = 0; s < S; s++) {
+        const float ms = pp[s * (HD + 2) + HD];
+        if (ms == -INFINITY) continue;
+        const float e = expf(ms - mx);
+        sl += pp[s * (HD + 2) + HD + 1] * e;
+        so += pp[s * (HD + 2) + i] * e;
+    }
+    out[(int64_t)b * H * HD + (int64_t)h * HD + i] = from_f<E>(sl > 0 ? so / sl : 0.0f);
+}
+
+/* dst[b, :] = x[b T + len_b - 1, :]: each sequence's last real position (f32 rows of C). */
+__global__ void gather_last_kernel(float *dst, const float *x, const int32_t *lengths, int B, int T,
+                                   int C)
+{
+    int64_t total = (int64_t)B * C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int b = (int)(i / C), c = (int)(i - (int64_t)b * C);
+        dst[i] = x[((int64_t)b * T + seq_len(lengths, b, T, T) - 1) * C + c];
     }
 }
 

@@ -10,6 +10,13 @@
         [--tol-rel R] [--min-agree F]
       recomputes every batch of DIR/ids.npy in float64 and compares with OUT.npy (pipectl's
       sink output): logits by relative L2 error, argmax by agreement, logprob by max abs error.
+  gpt2_ref.py prompts DIR [--seed S --batches K --B B --T T --vocab V]
+      writes DIR/prompts.npy (i32 [K, B, T], right-padded with token V - 1) and DIR/lengths.npy
+      (i32 [K, B]: lengths in [1, T], the first sequence of each batch T long).
+  gpt2_ref.py generate DIR TOKENS.npy --prompts P.npy --lengths L.npy [--eos E]
+      greedy generation of each prompt alone (unpadded), in float64, as many tokens as TOKENS.npy
+      ([K, B, N], pipectl's) has columns, stopping after eos (the columns after it eos too);
+      compares the ids exactly.
 Only numpy is needed (no torch)."""
 import json
 import struct
@@ -122,6 +129,19 @@ def read_safetensors(path):
     return out
 
 
+def load(d):
+    """The snapshot in DIR: (weights by name, config)."""
+    cfg = json.load(open(d + "/config.json"))
+    try:
+        W = read_safetensors(d + "/model.safetensors")
+    except FileNotFoundError:
+        idx = json.load(open(d + "/model.safetensors.index.json"))["weight_map"]
+        W = {}
+        for f in sorted(set(idx.values())):
+            W.update(read_safetensors(d + "/" + f))
+    return W, cfg
+
+
 def arg(name, default, cast=str):
     a = sys.argv
     return cast(a[a.index(name) + 1]) if name in a else default
@@ -156,15 +176,52 @@ def main():
         np.save(d + "/ids.npy", rng.integers(0, V, (K, B, T)).astype(np.int32))
         np.save(d + "/targets.npy", rng.integers(0, V, (K, B, T)).astype(np.int32))
         return 0
+    if cmd == "prompts":
+        K, B, T = arg("--batches", 2, int), arg("--B", 4, int), arg("--T", 12, int)
+        V, seed = arg("--vocab", 512, int), arg("--seed", 1, int)
+        rng = np.random.default_rng(seed + 100)
+        lengths = rng.integers(1, T + 1, (K, B)).astype(np.int32)
+        lengths[:, 0] = T
+        prompts = rng.integers(0, V, (K, B, T)).astype(np.int32)
+        for k in range(K):
+            for b in range(B):
+                prompts[k, b, lengths[k, b]:] = V - 1
+        np.save(d + "/prompts.npy", prompts)
+        np.save(d + "/lengths.npy", lengths)
+        return 0
+    if cmd == "generate":
+        W, cfg = load(d)
+        got = np.load(sys.argv[3])
+        prompts, lengths = np.load(arg("--prompts", None)), np.load(arg("--lengths", None))
+        eos = arg("--eos", None, int)
+        K, B, N = got.shape
+        want = np.zeros_like(got)
+        margin = np.inf
+        for k in range(K):
+            for b in range(B):
+                seq = list(prompts[k, b, :lengths[k, b]])
+                ended = False
+                for c in range(N):
+                    if ended:
+                        want[k, b, c] = eos
+                        continue
+                    lg = forward(W, cfg, np.array([seq]))[0, -1]
+                    top = np.sort(lg)[-2:]
+                    margin = min(margin, top[1] - top[0])
+                    t = int(lg.argmax())
+                    want[k, b, c] = t
+                    seq.append(t)
+                    ended = eos is not None and t == eos
+        same = (got == want).all(-1)
+        print("greedy generation: %d of %d sequences equal the numpy reference (smallest top-2 "
+              "logit margin %.3g)" % (same.sum(), same.size, margin))
+        for k, b in zip(*np.nonzero(~same)):
+            print("  batch %d, sequence %d: pipectl %s, numpy %s" % (k, b, got[k, b].tolist(),
+                                                                     want[k, b].tolist()))
+        print("OK" if same.all() else "FAIL")
+        return 0 if same.all() else 1
     if cmd == "check":
-        cfg = json.load(open(d + "/config.json"))
-        try:
-            W = read_safetensors(d + "/model.safetensors")
-        except FileNotFoundError:
-            idx = json.load(open(d + "/model.safetensors.index.json"))["weight_map"]
-            W = {}
-            for f in sorted(set(idx.values())):
-                W.update(read_safetensors(d + "/" + f))
+        W, cfg = load(d)
         ids = np.load(d + "/ids.npy")
         tg = np.load(d + "/targets.npy")
         got = np.load(sys.argv[3]).astype(np.float64)

@@ -159,7 +159,7 @@ grep -E "^    down_lp " "$d/plan.txt" | grep -q "chunk by chunk" &&
     err "uneven: down_lp (2 blocks of 2) is linked to score (1+3): $(grep -E '^    down_lp' "$d/plan.txt")"
 "$pipectl" plan "$d/p3.yaml" >"$d/plan3.txt" 2>&1 || err "uneven: pipectl plan (B 3): $(cat "$d/plan3.txt")"
 want=$(grep "of which stages allocate" "$d/plan3.txt")
-grep -qx "  of which stages allocate (model weights, activations): device 96.3 MiB (100973568 bytes) per slot, 880.5 KiB (901632 bytes) persistent" "$d/plan.txt" ||
+grep -qx "  of which stages allocate (model weights, activations): device 96.3 MiB (100973568 bytes) per slot, 293.5 KiB (300544 bytes) persistent" "$d/plan.txt" ||
     err "uneven: the plan's stage memory: $(grep 'of which stages allocate' "$d/plan.txt")"
 [ "$(grep "of which stages allocate" "$d/plan.txt")" = "$want" ] ||
     err "uneven: stage memory is not the largest block's: $(grep 'of which stages allocate' "$d/plan.txt"), B 3: $want"
@@ -225,22 +225,23 @@ want="$d/bad.yaml:15:86: error: stage 'lm': 'ordered' must be true or false, got
   got:  $(head -n 1 "$d/err")
   want: $want"
 
-# The stages' own device memory: the plan counts each gpt2 stage's weights (f16 at this size:
-# 300544 bytes) once and its activations, cuBLASLt workspace and scratch logits per slot (lm
+# The stages' own device memory: the plan counts the weights the three gpt2 stages share (one
+# checkpoint, config and dtype: one copy, f16 at this size: 300544 bytes) once and each stage's
+# activations, cuBLASLt workspace and scratch logits per slot (lm
 # 33600000, greedy 33604608, score 33665536 bytes), and a budget below that is a check error.
 d=$work/memory
 mkdir -p "$d"
 pipeline ../f32/snap "" >"$d/tiny.yaml"
 "$pipectl" plan "$d/tiny.yaml" >"$d/plan.txt" 2>&1 || err "memory: pipectl plan: $(cat "$d/plan.txt")"
-grep -qx "  of which stages allocate (model weights, activations): device 96.2 MiB (100870144 bytes) per slot, 880.5 KiB (901632 bytes) persistent" "$d/plan.txt" ||
+grep -qx "  of which stages allocate (model weights, activations): device 96.2 MiB (100870144 bytes) per slot, 293.5 KiB (300544 bytes) persistent" "$d/plan.txt" ||
     err "memory: the plan's stage memory: $(grep -A1 'persistent:' "$d/plan.txt")"
-grep -q "^  persistent:  host 0 B (0 bytes), device 880.5 KiB (901632 bytes)$" "$d/plan.txt" ||
+grep -q "^  persistent:  host 0 B (0 bytes), device 293.5 KiB (300544 bytes)$" "$d/plan.txt" ||
     err "memory: the device persistent total: $(grep 'persistent:' "$d/plan.txt")"
 sed 's/^run: {batches: 3, depth: 2, seed: 3}/run: {batches: 3, depth: 2, seed: 3, memory_budget: {device: 64MiB}}/' \
     "$d/tiny.yaml" >"$d/budget.yaml"
 "$pipectl" check "$d/budget.yaml" >/dev/null 2>"$d/err"
 rc=$?
-want="$d/budget.yaml:2:62: error: run: memory_budget: 'device' is 64.0 MiB (67108864 bytes), but one slot needs 97.1 MiB (101837704 bytes) of device memory: 96.3 MiB of per-batch buffers and stage memory (a model's activations; its weights are persistent) + 880.5 KiB persistent; raise memory_budget.device to at least 97.1 MiB, or make the device buffers smaller"
+want="$d/budget.yaml:2:62: error: run: memory_budget: 'device' is 64.0 MiB (67108864 bytes), but one slot needs 96.5 MiB (101236616 bytes) of device memory: 96.3 MiB of per-batch buffers and stage memory (a model's activations; its weights are persistent) + 293.5 KiB persistent; raise memory_budget.device to at least 96.5 MiB, or make the device buffers smaller"
 [ $rc -eq 2 ] && [ "$(head -n 1 "$d/err")" = "$want" ] || err "memory budget: exit $rc
   got:  $(head -n 1 "$d/err")
   want: $want"

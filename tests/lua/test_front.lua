@@ -92,7 +92,7 @@ assert(fn:find("stage tok kind=lua writes=[t] script=p.lua instructions=1000", 1
 
 -- errors: the script and the line, column 1
 fails("local p = pipectl.pipeline{}\n\np:stage{name = 'a', kind = 'h2x', from = 'x', to = 'y'}\nreturn p",
-      "p.lua:3:1: error: stage 'a': 'kind' is 'h2x' (did you mean 'h2d'?); it must be one of: source, search, h2d, kernel, d2h, lua, sink, gpt2, tokenize, detokenize")
+      "p.lua:3:1: error: stage 'a': 'kind' is 'h2x' (did you mean 'h2d'?); it must be one of: source, search, h2d, kernel, d2h, lua, sink, gpt2, sample, tokenize, detokenize")
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {4}, dtyp = 'f32'})\nreturn p",
       "p.lua:2:1: error: buffer 'x': unknown key 'dtyp' (did you mean 'dtype'?)")
 fails("local p = pipectl.pipeline{}\np:buffer('x', {shape = {0}})\nreturn p",

@@ -150,7 +150,7 @@ static void test_stage_names(void)
     t_stage(s, "nokind", NULL);
     CHECK_EQ_INT(t_check(s, &msg), PL_EINPUT);
     CHECK_STR(msg, "t.yaml:20:3: error: stage 'nokind' has no kind; add kind: one of source, "
-                   "search, h2d, kernel, d2h, lua, sink, gpt2, tokenize, detokenize");
+                   "search, h2d, kernel, d2h, lua, sink, gpt2, sample, tokenize, detokenize");
     pl_spec_free(s);
 
     s = t_chain();

@@ -3,9 +3,11 @@
  * head sizes 16, 32, 64 and lengths that are and are not multiples of its 64-row tile, in f16 and
  * bf16 (through the emulated ldmatrix and mma.sync, with their PTX fragment layouts); the plain
  * attention; layernorm (all rows and last positions); embedding; log-softmax; the row gather and
- * the padded logits' packing. It checks the
- * kernels' indexing, causal masking, online softmax and synchronisation without a GPU; the GPU test
- * (tests/gpu/test_gpt2_gpu.sh) checks them on the device. */
+ * the padded logits' packing; the KV cache's writes, append and cached attention (one split and
+ * several, then the merge), decode's embeddings (alone and fused with the first layernorm) and
+ * the gather of each prompt's last position. It checks the kernels' indexing, causal masking,
+ * online softmax and synchronisation without a GPU; the GPU tests (tests/gpu/test_gpt2_gpu.sh,
+ * test_generate_gpu.sh) check them on the device. */
 #include "cuda_emu.h"
 
 #include <cstdio>
@@ -267,6 +269,238 @@ template <typename E, int HD> static void check_attention_last(int B, int T, int
         }
 }
 
+/* The KV cache kernels against double references: prefill's cache writes (positions below each
+ * length only) and the cached attention of each sequence's last real position; decode's append
+ * and its attention over the cache, in one or several splits (then the merge); decode's
+ * embeddings and the gather of the last positions. CT is the cache's type (E or f32). */
+template <typename E, typename CT, int HD>
+static void check_cached(int B, int T, int H, int P, int S, const char *name)
+{
+    const int C = H * HD;
+    std::mt19937 rng(T * 7 + HD + S);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto ct = [](float f) {
+        if constexpr (std::is_same<CT, float>::value)
+            return f;
+        else
+            return to_e<CT>(f);
+    };
+    auto cf = [](CT v) {
+        if constexpr (std::is_same<CT, float>::value)
+            return v;
+        else
+            return fe(v);
+    };
+    const size_t half = (size_t)B * H * P * HD; /* the keys' half of a layer's cache */
+    std::vector<CT> cache(2 * half, ct(-9.0f));
+    std::vector<int32_t> len(B);
+    for (int b = 0; b < B; b++)
+        len[b] = 1 + (int)(rng() % (unsigned)T);
+    len[0] = T;
+    std::vector<float> parts((size_t)B * H * S * (HD + 2), -1.0f);
+    auto at = [&](int which, int b, int h, int t) {
+        return (size_t)which * half + (((size_t)b * H + h) * P + t) * HD;
+    };
+    /* One query's attention in double over n keys/values given by kv(which, s, i). */
+    auto attend = [&](const E *q, int n, auto kv, double *o) {
+        std::vector<double> p(n);
+        double mx = -1e300, sum = 0;
+        for (int s = 0; s < n; s++) {
+            double d = 0;
+            for (int i = 0; i < HD; i++)
+                d += (double)fe(q[i]) * kv(0, s, i);
+            p[s] = d / std::sqrt((double)HD);
+            mx = std::max(mx, p[s]);
+        }
+        for (int s = 0; s < n; s++)
+            sum += p[s] = std::exp(p[s] - mx);
+        for (int i = 0; i < HD; i++) {
+            o[i] = 0;
+            for (int s = 0; s < n; s++)
+                o[i] += p[s] / sum * kv(1, s, i);
+        }
+    };
+    const double tol = std::is_same<E, __half>::value ? 4e-3 : 2e-2;
+    /* prefill */
+    {
+        std::vector<E> qkv((size_t)B * T * 3 * C), out((size_t)B * C, to_e<E>(-7.0f));
+        for (auto &v : qkv)
+            v = to_e<E>(nd(rng));
+        emu::launch(dim3(3), dim3(64), 0, [&] {
+            cache_write_kernel<E, CT>(cache.data(), qkv.data(), len.data(), B, T, H, HD, P);
+        });
+        int bad = 0;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < P; t++)
+                    for (int i = 0; i < HD; i++)
+                        for (int w = 0; w < 2; w++) {
+                            float want = t < len[b]
+                                             ? cf(ct(fe(qkv[((size_t)b * T + t) * 3 * C +
+                                                            (size_t)(1 + w) * C + h * HD + i])))
+                                             : -9.0f;
+                            bad += cf(cache[at(w, b, h, t) + i]) != want;
+                        }
+        EXPECT(bad == 0, "cache write %s: %d wrong values", name, bad);
+        emu::launch(dim3(S, H, B), dim3(kCachedThreads), 0, [&] {
+            attention_cached_kernel<E, CT, HD>(out.data(), parts.data(), qkv.data(), cache.data(),
+                                               len.data(), nullptr, B, T, H, P, S,
+                                               1.0f / std::sqrt((float)HD));
+        });
+        if (S > 1)
+            emu::launch(dim3(H, B), dim3(HD), 0,
+                        [&] { attention_combine_kernel<E>(out.data(), parts.data(), H, HD, S); });
+        double e = 0, n = 0, o[HD];
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                const E *q = &qkv[((size_t)b * T + len[b] - 1) * 3 * C + h * HD];
+                attend(
+                    q, len[b],
+                    [&](int w, int s, int i) {
+                        return (double)fe(
+                            qkv[((size_t)b * T + s) * 3 * C + (size_t)(1 + w) * C + h * HD + i]);
+                    },
+                    o);
+                for (int i = 0; i < HD; i++) {
+                    double got = fe(out[(size_t)b * C + h * HD + i]);
+                    e += (got - o[i]) * (got - o[i]);
+                    n += o[i] * o[i];
+                }
+            }
+        double r = std::sqrt(e / n);
+        std::printf("cached attention (prefill) %s hd=%d B=%d T=%d H=%d P=%d splits=%d: rel L2 "
+                    "%.2e\n",
+                    name, HD, B, T, H, P, S, r);
+        EXPECT(r < tol, "cached attention (prefill) %s: relative L2 error %g", name, r);
+    }
+    /* decode at step P - T: sequence b's position len + step, clamped to P - 1 (sequence 0's
+     * would be P), the cache before it filled */
+    {
+        const int step = P - T;
+        for (size_t i = 0; i < cache.size(); i++)
+            cache[i] = ct(nd(rng));
+        std::vector<E> qkv((size_t)B * 3 * C), out((size_t)B * C, to_e<E>(-7.0f));
+        for (auto &v : qkv)
+            v = to_e<E>(nd(rng));
+        std::vector<CT> before = cache;
+        emu::launch(dim3(S, H, B), dim3(kCachedThreads), 0, [&] {
+            attention_cached_kernel<E, CT, HD>(out.data(), parts.data(), qkv.data(), cache.data(),
+                                               len.data(), &step, B, T, H, P, S,
+                                               1.0f / std::sqrt((float)HD));
+        });
+        if (S > 1)
+            emu::launch(dim3(H, B), dim3(HD), 0,
+                        [&] { attention_combine_kernel<E>(out.data(), parts.data(), H, HD, S); });
+        double e = 0, n = 0, o[HD];
+        int bad = 0;
+        for (int b = 0; b < B; b++) {
+            int pos = std::min(len[b] + step, P - 1);
+            for (int h = 0; h < H; h++) {
+                for (int t = 0; t < P; t++)
+                    for (int i = 0; i < HD; i++)
+                        for (int w = 0; w < 2; w++) {
+                            float want = t == pos
+                                             ? cf(ct(fe(qkv[(size_t)b * 3 * C +
+                                                            (size_t)(1 + w) * C + h * HD + i])))
+                                             : cf(before[at(w, b, h, t) + i]);
+                            bad += cf(cache[at(w, b, h, t) + i]) != want;
+                        }
+                attend(
+                    &qkv[(size_t)b * 3 * C + h * HD], pos + 1,
+                    [&](int w, int s, int i) { return (double)cf(cache[at(w, b, h, s) + i]); }, o);
+                for (int i = 0; i < HD; i++) {
+                    double got = fe(out[(size_t)b * C + h * HD + i]);
+                    e += (got - o[i]) * (got - o[i]);
+                    n += o[i] * o[i];
+                }
+            }
+        }
+        EXPECT(bad == 0, "decode append %s: %d wrong cache values", name, bad);
+        double r = std::sqrt(e / n);
+        std::printf("cached attention (decode) %s hd=%d B=%d H=%d P=%d splits=%d: rel L2 %.2e\n",
+                    name, HD, B, H, P, S, r);
+        EXPECT(r < tol, "cached attention (decode) %s: relative L2 error %g", name, r);
+        /* decode's embeddings at len + step (clamped to P - 1); an id out of range reads row 0 */
+        const int V = 11;
+        std::vector<E> wte((size_t)V * C);
+        std::vector<float> wpe((size_t)P * C), x((size_t)B * C, -1);
+        for (auto &v : wte)
+            v = to_e<E>(nd(rng));
+        for (auto &v : wpe)
+            v = nd(rng);
+        std::vector<int32_t> ids(B);
+        for (int b = 0; b < B; b++)
+            ids[b] = b == 1 ? V : (b * 3) % V;
+        emu::launch(dim3(2), dim3(64), 0, [&] {
+            embed_at_kernel<E>(x.data(), ids.data(), wte.data(), wpe.data(), len.data(), &step, B,
+                               C, V, P);
+        });
+        bad = 0;
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < C; c++) {
+                int id = ids[b] < V ? ids[b] : 0, pos = std::min(len[b] + step, P - 1);
+                bad +=
+                    x[(size_t)b * C + c] != fe(wte[(size_t)id * C + c]) + wpe[(size_t)pos * C + c];
+            }
+        EXPECT(bad == 0, "decode embedding %s: %d wrong values", name, bad);
+        std::vector<float> xs((size_t)B * T * C), g((size_t)B * C, -1);
+        for (size_t i = 0; i < xs.size(); i++)
+            xs[i] = (float)i;
+        emu::launch(dim3(2), dim3(64), 0,
+                    [&] { gather_last_kernel(g.data(), xs.data(), len.data(), B, T, C); });
+        bad = 0;
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < C; c++)
+                bad += g[(size_t)b * C + c] != xs[((size_t)b * T + len[b] - 1) * C + c];
+        EXPECT(bad == 0, "gather of the last positions: %d wrong values", bad);
+    }
+}
+
+/* Decode's fused embeddings and first layernorm against the two kernels it replaces: the same
+ * bits in x and in the layernorm's output. */
+template <typename E> static void check_embed_ln(int B, int C, int V, int P)
+{
+    std::mt19937 rng(C + B);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<E> wte((size_t)V * C), h1((size_t)B * C), h2((size_t)B * C);
+    std::vector<float> wpe((size_t)P * C), w(C), b(C), x1((size_t)B * C, -1), x2((size_t)B * C, -2);
+    for (auto &v : wte)
+        v = to_e<E>(nd(rng));
+    for (auto &v : wpe)
+        v = nd(rng);
+    for (int i = 0; i < C; i++)
+        w[i] = 1 + nd(rng) * 0.1f, b[i] = nd(rng) * 0.1f;
+    std::vector<int32_t> ids(B), len(B);
+    for (int r = 0; r < B; r++)
+        ids[r] = r == 2 ? -3 : (r * 5) % V, len[r] = 1 + r % 4;
+    const int step = 3;
+    emu::launch(dim3(1), dim3(64), 0, [&] {
+        embed_at_kernel<E>(x1.data(), ids.data(), wte.data(), wpe.data(), len.data(), &step, B, C,
+                           V, P);
+    });
+    ln_with_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if constexpr (NV > 0) {
+            emu::launch(dim3((B + 7) / 8), dim3(256), 0, [&] {
+                layernorm_kernel<E, NV>(h1.data(), nullptr, x1.data(), w.data(), b.data(), B, 0, 1,
+                                        C, 1e-5f);
+            });
+            emu::launch(dim3((B + 7) / 8), dim3(256), 0, [&] {
+                embed_ln_kernel<E, NV>(x2.data(), h2.data(), ids.data(), wte.data(), wpe.data(),
+                                       len.data(), &step, w.data(), b.data(), B, C, V, P, 1e-5f);
+            });
+        } else {
+            EXPECT(false, "embed_ln: C %d has no float4 width", C);
+        }
+    });
+    int bad = 0;
+    for (size_t i = 0; i < x1.size(); i++)
+        bad += x1[i] != x2[i] || bits_of(h1[i]) != bits_of(h2[i]);
+    std::printf("embedding + layernorm (decode) B=%d C=%d: %d values differ from the two kernels\n",
+                B, C, bad);
+    EXPECT(bad == 0, "embed_ln B %d C %d: %d values differ", B, C, bad);
+}
+
 /* The f32 LM head at a few rows against a double-precision product. */
 template <typename E> static void check_head(int rows, int C, int V)
 {
@@ -308,9 +542,17 @@ int main()
     check_attention_last<__nv_bfloat16, 16>(1, 5, 3); /* fewer keys than lanes */
     check_head<__half>(3, 264, 37); /* C / 8 = 33 chunks: lanes with two and with one */
     check_head<__nv_bfloat16>(kHeadMaxRows, 64, 9); /* V % kHeadV != 0 */
-    check_layernorm_embed_logprob(48);              /* float4 path, one float4 a lane */
-    check_layernorm_embed_logprob(768);             /* GPT-2 124M: six a lane */
-    check_layernorm_embed_logprob(50);              /* C % 4 != 0: the scalar path */
+    check_cached<__half, __half, 64>(3, 20, 2, 40, 1, "f16");
+    check_cached<__half, float, 16>(2, 9, 3, 300, 5, "f16 with an f32 cache");
+    check_cached<__half, float, 16>(1, 4, 1, 300, 1, "f16 with an f32 cache"); /* 300 keys */
+    check_cached<__nv_bfloat16, __nv_bfloat16, 32>(2, 33, 1, 64, 3, "bf16");
+    check_cached<__nv_bfloat16, float, 64>(1, 5, 2, 8, 4,
+                                           "bf16 with an f32 cache"); /* empty splits */
+    check_embed_ln<__half>(3, 64, 7, 10);
+    check_embed_ln<__nv_bfloat16>(9, 768, 5, 6); /* two blocks; six float4 a lane */
+    check_layernorm_embed_logprob(48);           /* float4 path, one float4 a lane */
+    check_layernorm_embed_logprob(768);          /* GPT-2 124M: six a lane */
+    check_layernorm_embed_logprob(50);           /* C % 4 != 0: the scalar path */
     check_layernorm_embed_logprob(1600); /* GPT-2 XL's width: the float4 path at its limit */
     if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
