@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pl_exec.h"
+#include "pl_intr.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_plan_dump.h"
@@ -277,6 +278,7 @@ done:
 void pipectl_interrupt(pipectl *h)
 {
     if (h) h->stop = 1;
+    pl_intr_wake(); /* the host executor sleeps until told */
 }
 
 void pipectl_result_free(pipectl_result *r)

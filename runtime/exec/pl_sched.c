@@ -175,6 +175,10 @@ void pl_sched_wait_progress_since(pl_sched *s, uint64_t gen, long us)
 
 void pl_sched_wait_progress(pl_sched *s, long us)
 {
+    if (us < 0) {
+        pthread_cond_wait(&s->progress, &s->mu);
+        return;
+    }
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until); /* the condvar's clock (pl_sched_init) */
     until.tv_sec += us / 1000000L;

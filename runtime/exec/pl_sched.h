@@ -127,7 +127,8 @@ void pl_sched_abort(pl_sched *s);
 int64_t pl_sched_batches_done(const pl_sched *s);
 /* Can (stage, batch) start: its intra-batch preds and cross-batch deps are done? */
 bool pl_sched_ready(const pl_sched *s, int stage, int64_t batch);
-/* Waits on s->progress (a stage finished, something failed) for at most `us` microseconds. */
+/* Waits on s->progress (a stage finished, something failed) for at most `us` microseconds; `us`
+ * < 0: until woken (pl_sched_notify_progress is how something outside the scheduler wakes it). */
 void pl_sched_wait_progress(pl_sched *s, long us);
 /* The progress generation: it changes with every broadcast of s->progress. */
 uint64_t pl_sched_progress_gen(const pl_sched *s);
