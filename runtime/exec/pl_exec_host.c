@@ -75,8 +75,9 @@ static void pl__host_intr(void *arg)
 }
 
 /* A stop (cfg->stop, or the process's interrupt): the batches already started finish, nothing new
- * starts; an abort (PL_INTR_ABORT): not even those, the outputs keep what every stage finished.
- * Long stages see the interrupt themselves and stop their batch (PL_EINTR). With mu held. */
+ * starts; an abort (PL_INTR_ABORT): not even those, but the batches every other stage finished,
+ * which the sinks still write (the commit point). Long stages see the interrupt themselves and
+ * stop their batch (PL_EINTR). With mu held. */
 static void pl__host_stop(pl_sched *s, const pl_run_cfg *cfg, bool *stopped, bool *aborted)
 {
     int level = pl_intr_level();
@@ -86,7 +87,7 @@ static void pl__host_stop(pl_sched *s, const pl_run_cfg *cfg, bool *stopped, boo
     }
     if (level == PL_INTR_ABORT && !*aborted) {
         *aborted = true;
-        pl_sched_set_limit(s, pl_sched_batches_done(s));
+        pl_sched_set_limit(s, s->commit);
     }
 }
 

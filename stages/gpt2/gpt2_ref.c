@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpt2.h"
+#include "pl_intr.h"
 
 static void pl__layernorm(float *out, const float *x, const float *w, const float *b, int C,
                           float eps)
@@ -24,11 +25,13 @@ static void pl__layernorm(float *out, const float *x, const float *w, const floa
         out[i] = ((float)(x[i] - mean)) * rstd * w[i] + b[i];
 }
 
-/* out[n, o] = bias[o] + sum_i x[n, i] W[i, o] (W is [in, out], Conv1D's layout). */
+/* out[n, o] = bias[o] + sum_i x[n, i] W[i, o] (W is [in, out], Conv1D's layout). An interrupt
+ * (pl_intr) ends it at the next row, the rest left as it was: the caller checks after it. A row is
+ * at most 4C x C multiply-adds (2.4 M for GPT-2 124M, about a millisecond). */
 static void pl__linear(float *out, const float *x, const float *W, const float *bias, int N, int in,
                        int o_n)
 {
-    for (int n = 0; n < N; n++) {
+    for (int n = 0; n < N && !pl_intr_pending(); n++) {
         float *y = out + (size_t)n * o_n;
         for (int o = 0; o < o_n; o++)
             y[o] = bias ? bias[o] : 0;
@@ -53,7 +56,7 @@ static void pl__attention(float *out, const float *qkv, float *att, int T, int C
 {
     int hd = C / H;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < H && !pl_intr_pending(); h++)
         for (int t = 0; t < T; t++) {
             const float *q = qkv + (size_t)t * 3 * C + h * hd;
             float mx = -FLT_MAX;
@@ -125,6 +128,7 @@ pl_status pl_gpt2_ref_forward(const pl_gpt2_weights *w, const int32_t *ids, cons
             pl__linear(qkv, h, L->qkv_w, L->qkv_b, T, C, 3 * C);
             pl__attention(a, qkv, att, T, C, c->n_head);
             pl__linear(h, a, L->proj_w, L->proj_b, T, C, C);
+            if (pl_intr_pending()) goto stopped; /* what the three above left is unfinished */
             for (size_t i = 0; i < x_n; i++)
                 x[i] += h[i];
             for (int t = 0; t < T; t++)
@@ -133,12 +137,14 @@ pl_status pl_gpt2_ref_forward(const pl_gpt2_weights *w, const int32_t *ids, cons
             for (size_t i = 0; i < 4 * x_n; i++)
                 u[i] = pl__gelu(u[i]);
             pl__linear(h, u, L->out_w, L->out_b, T, 4 * C, C);
+            if (pl_intr_pending()) goto stopped;
             for (size_t i = 0; i < x_n; i++)
                 x[i] += h[i];
         }
         int t0 = all ? 0 : T - 1, P = all ? T : 1;
         for (int t = t0; t < T; t++) {
-            float *hn = h + (size_t)t * C; /* h is free after the last layer */
+            if (pl_intr_pending()) goto stopped; /* a position's logits: V x C multiply-adds */
+            float *hn = h + (size_t)t * C;       /* h is free after the last layer */
             pl__layernorm(hn, x + (size_t)t * C, w->lnf_w, w->lnf_b, C, c->eps);
             for (int v = 0; v < V; v++) {
                 const float *e = w->wte + (size_t)v * C;
@@ -167,6 +173,9 @@ pl_status pl_gpt2_ref_forward(const pl_gpt2_weights *w, const int32_t *ids, cons
             }
         }
     }
+    goto done;
+stopped:
+    st = pl_intr_error(err, "in the GPT-2 reference forward");
 done:
     free(x);
     free(h);

@@ -15,6 +15,7 @@
 
 #include "pl_blas.h"
 #include "pl_half.h"
+#include "pl_intr.h"
 #include "pl_search.h"
 
 typedef struct pl__hit {
@@ -210,6 +211,7 @@ void pl_search_warm(pl_pool *pool, int parallel, int64_t nq, int64_t n, int64_t 
 static void pl__exact_task(void *arg, int64_t task, int slot)
 {
     pl__exact *x = arg;
+    if (pl_intr_pending()) return; /* a tile of a query block: the caller reports it */
     const pl_search_corpus *c = x->c;
     char *mine = x->base + (size_t)slot * x->slot_bytes;
     pl__slot_prof *prof = (pl__slot_prof *)mine;
@@ -416,6 +418,7 @@ pl_status pl_search_exact_prof(pl_pool *pool, int parallel, const float *queries
     }
     int64_t t1 = prof ? pl__ns() : 0;
     pl_pool_run(pool, n_tasks, slots, pl__exact_task, &x);
+    if (pl_intr_pending()) return pl_intr_error(err, "in an exact search");
     int64_t t2 = prof ? pl__ns() : 0;
     for (int64_t qi = 0; qi < nq; qi++) {
         pl__merge(&x, slots, qi, all);
