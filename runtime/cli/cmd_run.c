@@ -10,6 +10,7 @@
 
 #include "pl_cli.h"
 #include "pl_exec.h"
+#include "pl_host_cost.h"
 #include "pl_intr.h"
 #include "pl_json.h"
 #include "pl_parse.h"
@@ -92,7 +93,11 @@ const pl_cli_opt pl_cli_run_opts[] = {
      "slots in flight (overrides run.depth); auto: measured on the first batches, the smallest "
      "that reaches the bound within run.memory_budget",
      PL__O_DEPTH},
-    {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
+    {"executor", 'e', "E", "auto|host|gpu",
+     "auto (default: gpu where a GPU is, else host; without a GPU it refuses work sized for one, "
+     "whose host estimate is above 10 minutes, saying the estimate) | host (runs it anyway, with "
+     "a progress line and ETA) | gpu",
+     PL__O_EXECUTOR},
     {"graphs", 0, "MODE", "auto|stage|segment|none", PL_CLI_GRAPHS_HELP, PL__O_GRAPHS},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs (--graphs none)",
      PL__O_NO_GRAPH},
@@ -410,6 +415,44 @@ static int pl__run_config(const pl_cmd *cmd, pl__run_args *r, const pl_spec *spe
     return -1;
 }
 
+/* GPU-sized work on the host executor (pl_host_cost.h: above PL_HOST_GPU_SIZED_S): refused
+ * under --executor auto (exit 2; with --json the error object too), and with --executor host
+ * said and followed with a progress line whose ETA starts from the estimate. Returns -1 to go
+ * on, else the exit code. */
+static int pl__run_host_cost(const pl__run_args *r, const pl_plan *plan, const pl_run_cfg *cfg,
+                             pl_progress *prog, pl_error *err)
+{
+    if (cfg->executor != PL_EXEC_HOST) return -1;
+    pl_host_cost c;
+    pl_host_cost_estimate(plan, cfg->workers, &c);
+    if (c.seconds <= PL_HOST_GPU_SIZED_S) return -1;
+    const pl_spec *spec = plan->spec;
+    char dur[32], why[320];
+    pl_host_cost_duration(c.seconds, dur, sizeof dur);
+    bool tera = c.stage_flops >= 1e12;
+    snprintf(why, sizeof why,
+             "stage '%s': %.3g %s a batch x %lld batches at %.3g GFLOP/s, this host's rate for %s",
+             spec->stages[c.stage].name, c.stage_flops * (tera ? 1e-12 : 1e-9),
+             tera ? "TFLOP" : "GFLOP", (long long)plan->batches, c.stage_rate * 1e-9,
+             c.stage_blas ? "BLAS on its cores" : "the f32 C reference");
+    if (r->exec == PL_EXEC_AUTO) {
+        pl_error_set(err, PL_EINPUT,
+                     "error: pipeline '%s' is sized for a GPU, and none is available here: the "
+                     "host executor would take about %s (%s); run it on a machine with a GPU, or "
+                     "give --executor host to run it here anyway",
+                     spec->name, dur, why);
+        if (r->json) pl_json_print_error(stdout, "run", err);
+        return pl_cli_fail(err);
+    }
+    if (!r->quiet && !r->json)
+        fprintf(stderr,
+                "executor: host, for work sized for a GPU: about %s (%s); the ETA is measured "
+                "from the first batch on\n",
+                dur, why);
+    pl_progress_estimate(prog, c.seconds, plan->batches);
+    return -1;
+}
+
 /* pl_run with SIGINT, SIGTERM and SIGHUP stopping it cleanly and SIGPIPE ignored, the previous
  * handlers restored after; a stop by a signal says which one. */
 static pl_status pl__run_with_signals(const pl_plan *plan, const pl_run_cfg *cfg,
@@ -527,6 +570,9 @@ int pl_cmd_run(int argc, char **argv)
     if (rc >= 0) goto out;
     rc = 0;
     cfg.executor = pl_exec_pick(plan, r.exec, note, sizeof note);
+    rc = pl__run_host_cost(&r, plan, &cfg, &prog, &err);
+    if (rc >= 0) goto out;
+    rc = 0;
     if (note[0]) fprintf(stderr, "%s\n", note); /* said before a long run, as it starts */
     pl__bar_tty = prog.on && prog.tty;
     st = pl__run_with_signals(plan, &cfg, &res, &err);
