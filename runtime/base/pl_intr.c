@@ -6,12 +6,14 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <string.h>
+#include <unistd.h>
 
 _Atomic int pl_intr__level;
 
 static pthread_mutex_t pl__mu = PTHREAD_MUTEX_INITIALIZER; /* guards the list and `started` */
 static pl_intr_watch *pl__list;
 static bool pl__started;
+static pid_t pl__pid; /* the process the relay runs in: a fork's child has none, and starts one */
 static sem_t pl__sem; /* posted by raise and wake; initialised before the thread starts */
 
 pl_status pl_intr_error(pl_error *err, const char *what)
@@ -59,7 +61,8 @@ static void *pl__relay(void *arg)
 pl_status pl_intr_watch_add(pl_intr_watch *w, pl_error *err)
 {
     pthread_mutex_lock(&pl__mu);
-    if (!pl__started) {
+    if (!pl__started || pl__pid != getpid()) {
+        __atomic_store_n(&pl__started, false, __ATOMIC_RELEASE);
         pthread_t t;
         pthread_attr_t at;
         int rc = sem_init(&pl__sem, 0, 0) != 0 ? errno : pthread_attr_init(&at);
@@ -74,6 +77,7 @@ pl_status pl_intr_watch_add(pl_intr_watch *w, pl_error *err)
                                 "error: cannot start the thread that relays interrupts: %s",
                                 strerror(rc));
         }
+        pl__pid = getpid();
         __atomic_store_n(&pl__started, true, __ATOMIC_RELEASE);
     }
     w->next = pl__list;
