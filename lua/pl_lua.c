@@ -3,6 +3,7 @@
  * sandbox follows Redis scripting (script_lua.c) and lua.c: every call into Lua is a lua_pcall
  * with a message handler, and budget or memory errors cannot be caught by the script. */
 #include "pl_lua.h"
+#include "pl_intr.h"
 #include "pl_lua_match.h"
 
 #include <errno.h>
@@ -54,11 +55,9 @@ struct pl_lua {
     int stopped;              /* 1: interrupted (pl_lua_interrupt), 2: over its time limit */
 };
 
-/* pl_lua_interrupt: set from signal handlers, read by the hook and the watchdog on other threads:
- * a lock-free atomic (async-signal-safe and race-free, which volatile sig_atomic_t is not across
- * threads). */
-static _Atomic int pl__interrupt;
-#define PL__INTERRUPTED() atomic_load_explicit(&pl__interrupt, memory_order_relaxed)
+/* pl_lua_interrupt is the process's interrupt (pl_intr.h): set from signal handlers, read by the
+ * hook and the watchdog on other threads. */
+#define PL__INTERRUPTED() pl_intr_level()
 
 /* The state the calling thread is running a call of, for the kick signal's handler. */
 static _Thread_local pl_lua *pl__current;
@@ -658,17 +657,23 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
 /* ------------------------------------------------------------------------------------------ */
 /* Wall-clock limit and interrupts: one watchdog thread for the process                        */
 
-/* The watchdog wakes every PL__WD_PERIOD_NS and, for each watched state inside a call that is
- * past its deadline or interrupted, sends the calling thread PL__KICK_SIGNAL; its handler sets the
- * count hook to fire at the next instruction (lua_sethook is async-signal-safe: lua.c stops
- * scripts on Ctrl-C the same way), and the hook raises. The kick is repeated every period until
- * the call ends, so a kick that lands while the hook resets its step is not lost. A call pays
- * one clock read and a few atomic operations; nothing is done per instruction. */
+/* The watchdog sleeps on a condition variable until the earliest deadline of a call in progress,
+ * or at most the shortest time limit of the watched states (a call that starts while it sleeps is
+ * due no earlier than that), and is woken early by an interrupt (an pl_intr watcher), a state
+ * watched or a limit changed. Without time limits and interrupts it sleeps until woken: an idle
+ * run pays no wake-ups. For each watched state inside a call that is past its deadline or
+ * interrupted, it sends the calling thread PL__KICK_SIGNAL; its handler sets the count hook to
+ * fire at the next instruction (lua_sethook is async-signal-safe: lua.c stops scripts on Ctrl-C
+ * the same way), and the hook raises. While a call is due the kick is repeated every
+ * PL__WD_PERIOD_NS until the call ends, so a kick that lands while the hook resets its step is
+ * not lost. A call pays one clock read and a few atomic operations; nothing is done per
+ * instruction. */
 #define PL__WD_PERIOD_NS 10000000 /* 10 ms */
 #define PL__KICK_SIGNAL SIGURG    /* ignored by default: a stray kick does nothing */
 
 static struct {
     pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC; set up by pl__install_kick */
     pl_lua **list;
     int n, cap;
     unsigned gen; /* a thread runs while gen == the value it started with */
@@ -677,6 +682,8 @@ static struct {
 } pl__wd = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t pl__kick_once = PTHREAD_ONCE_INIT;
+static pl_intr_watch pl__wd_intr;      /* wakes the watchdog on an interrupt; added once */
+static pl_status pl__wd_setup = PL_OK; /* what pl__install_kick achieved */
 
 static void pl__on_kick(int sig)
 {
@@ -688,6 +695,15 @@ static void pl__on_kick(int sig)
     }
 }
 
+/* An interrupt was raised (on the relay thread): the watchdog looks again. */
+static void pl__wd_wake(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&pl__wd.mu);
+    pthread_cond_signal(&pl__wd.cv);
+    pthread_mutex_unlock(&pl__wd.mu);
+}
+
 static void pl__install_kick(void)
 {
     struct sigaction sa;
@@ -696,30 +712,48 @@ static void pl__install_kick(void)
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(PL__KICK_SIGNAL, &sa, NULL);
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&pl__wd.cv, &ca) != 0) {
+        pl__wd_setup = PL_ERUNTIME;
+        return;
+    }
+    pthread_condattr_destroy(&ca);
+    pl__wd_intr.fn = pl__wd_wake;
+    if (pl_intr_watch_add(&pl__wd_intr, NULL) != PL_OK) pl__wd_setup = PL_ERUNTIME;
 }
 
 static void *pl__watchdog(void *arg)
 {
     unsigned gen = (unsigned)(uintptr_t)arg;
-    struct timespec period = {0, PL__WD_PERIOD_NS};
     pthread_mutex_lock(&pl__wd.mu);
     while (pl__wd.gen == gen) {
-        int64_t now = pl__now_ns();
-        bool intr = PL__INTERRUPTED() != 0;
+        int64_t now = pl__now_ns(), next = INT64_MAX;
+        bool intr = PL__INTERRUPTED() != 0, due = false;
         for (int i = 0; i < pl__wd.n; i++) {
             pl_lua *lx = pl__wd.list[i];
+            if (lx->limit_ns > 0 && now + lx->limit_ns < next) next = now + lx->limit_ns;
             if (!atomic_load_explicit(&lx->active, memory_order_acquire)) continue;
             int64_t dl = atomic_load_explicit(&lx->deadline, memory_order_relaxed);
-            if (!intr && !(dl && now >= dl)) continue;
+            if (!intr && !(dl && now >= dl)) {
+                if (dl && dl < next) next = dl;
+                continue;
+            }
+            due = true;
             atomic_store(&lx->kicking, 1);
             if (atomic_load(&lx->active))
                 pthread_kill(atomic_load_explicit(&lx->thread, memory_order_relaxed),
                              PL__KICK_SIGNAL);
             atomic_store(&lx->kicking, 0);
         }
-        pthread_mutex_unlock(&pl__wd.mu);
-        nanosleep(&period, NULL);
-        pthread_mutex_lock(&pl__wd.mu);
+        /* Interrupted: a call that started just before it may not be marked active yet. */
+        if ((due || intr) && now + PL__WD_PERIOD_NS < next) next = now + PL__WD_PERIOD_NS;
+        if (next == INT64_MAX) {
+            pthread_cond_wait(&pl__wd.cv, &pl__wd.mu);
+        } else {
+            struct timespec until = {(time_t)(next / 1000000000), (long)(next % 1000000000)};
+            pthread_cond_timedwait(&pl__wd.cv, &pl__wd.mu, &until);
+        }
     }
     pthread_mutex_unlock(&pl__wd.mu);
     return NULL;
@@ -728,11 +762,19 @@ static void *pl__watchdog(void *arg)
 pl_status pl_lua_watch(pl_lua *lx, int64_t time_limit_ms, const char *hint, pl_error *err)
 {
     pthread_once(&pl__kick_once, pl__install_kick);
+    if (pl__wd_setup != PL_OK)
+        return pl_error_set(err, PL_ERUNTIME,
+                            "error: cannot set up the Lua watchdog (a condition variable or the "
+                            "interrupt relay thread)");
+    pthread_mutex_lock(&pl__wd.mu);
     lx->limit_ns = time_limit_ms > 0 ? time_limit_ms * 1000000 : 0;
     lx->hint_time = hint ? hint : "raise `time_limit_ms`";
-    if (lx->watched) return PL_OK;
+    pthread_cond_signal(&pl__wd.cv); /* a shorter limit: the watchdog's sleep shortens */
+    if (lx->watched) {
+        pthread_mutex_unlock(&pl__wd.mu);
+        return PL_OK;
+    }
     pl_status st = PL_OK;
-    pthread_mutex_lock(&pl__wd.mu);
     if (pl__wd.n == pl__wd.cap) {
         int cap = pl__wd.cap ? pl__wd.cap * 2 : 16;
         pl_lua **l = realloc(pl__wd.list, (size_t)cap * sizeof *l);
@@ -775,6 +817,7 @@ static void pl__unwatch(pl_lua *lx)
     if (pl__wd.n == 0 && pl__wd.running) {
         pl__wd.gen++;
         pl__wd.running = false;
+        pthread_cond_signal(&pl__wd.cv);
         th = pl__wd.th;
         join = true;
     }
@@ -789,12 +832,12 @@ static void pl__unwatch(pl_lua *lx)
 
 void pl_lua_interrupt(void)
 {
-    atomic_store_explicit(&pl__interrupt, 1, memory_order_relaxed);
+    pl_intr_raise(PL_INTR_STOP);
 }
 
 void pl_lua_interrupt_clear(void)
 {
-    atomic_store_explicit(&pl__interrupt, 0, memory_order_relaxed);
+    pl_intr_clear();
 }
 
 bool pl_lua_interrupted(void)

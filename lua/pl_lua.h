@@ -55,10 +55,10 @@ pl_status pl_lua_call(pl_lua *lx, lua_CFunction fn, void *arg, int64_t instructi
  * exceeded (<hint>)" (PL_ELUA) once it has run `time_limit_ms` of wall-clock time (0: no limit),
  * and with "chunk:line: interrupted" (PL_EINTR) soon after pl_lua_interrupt(). Checked by the
  * count hook, and made to happen at the next Lua instruction by one process-wide watchdog thread
- * (started with the first watched state, stopped with the last; it wakes every 10 ms and sends
- * SIGURG, whose handler this installs, to a thread whose call is due). A single C call (one
- * string.rep or gsub of a huge string) finishes before the stop. `hint` is borrowed (a literal).
- * May be called again to change the limit. pl_lua_free stops watching. */
+ * (started with the first watched state, stopped with the last; it sleeps until the next deadline
+ * or interrupt and sends SIGURG, whose handler this installs, to a thread whose call is due). A
+ * single C call (one string.rep or gsub of a huge string) finishes before the stop. `hint` is
+ * borrowed (a literal). May be called again to change the limit. pl_lua_free stops watching. */
 pl_status pl_lua_watch(pl_lua *lx, int64_t time_limit_ms, const char *hint, pl_error *err);
 
 /* Charges `steps` units of work done inside a C function (the pattern functions' matcher) to the
@@ -67,9 +67,10 @@ pl_status pl_lua_watch(pl_lua *lx, int64_t time_limit_ms, const char *hint, pl_e
  * Lua code that called the function. Does nothing outside pl_lua_call. */
 void pl_lua_charge(lua_State *L, int64_t steps);
 
-/* Asks every Lua call to stop (async-signal-safe: a flag; `pipectl run`'s SIGINT/SIGTERM/SIGHUP
- * handler calls it). Watched calls end with PL_EINTR within ~10 ms; new watched calls return
- * PL_EINTR at once, until pl_lua_interrupt_clear(). */
+/* Asks every Lua call to stop: pl_intr_raise(PL_INTR_STOP), the process's interrupt (pl_intr.h),
+ * which any raise of it does as well (async-signal-safe). Watched calls end with PL_EINTR within
+ * ~10 ms; new watched calls return PL_EINTR at once, until pl_lua_interrupt_clear() (which is
+ * pl_intr_clear()). */
 void pl_lua_interrupt(void);
 void pl_lua_interrupt_clear(void);
 bool pl_lua_interrupted(void);

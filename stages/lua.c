@@ -2,7 +2,7 @@
  * lua_State per host worker (Lua states are not thread-safe); the script is loaded in each. A
  * pipeline.lua stage's `fn` is found again by running the pipeline script in each worker state:
  * the pipectl module only records there, and the stage's function is looked up by stage name. */
-#include "pl_stage.h"
+#include "pl_kind_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +23,7 @@ static const pl_key pl__lua_keys[] = {
     {"args", PL_KEY_STR, NULL, NULL, "free text handed to the function as opts.args"},
     {"fn", PL_KEY_FUNC, "script|code", NULL,
      "pipeline.lua only: the function itself, instead of script/code and function"},
+    PL_KIND_PARALLEL_KEY,
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -73,6 +74,7 @@ static int pl__syntax_check(lua_State *L)
 
 static pl_status pl__lua_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 {
+    PL_CHECK(pl_kind_bind_parallel(st, err));
     const pl_opt *script = pl_stage_opt(st, "script"), *code = pl_stage_opt(st, "code");
     if (script && code)
         return pl_error_at(err, PL_EINPUT, code->pos,

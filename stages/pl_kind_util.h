@@ -116,6 +116,23 @@ static inline pl_status pl_kind_bind_chunks(pl_spec *spec, pl_stage *st, int rea
     return PL_OK;
 }
 
+/* `parallel:` (the kinds whose key tables list PL_KIND_PARALLEL_KEY: their run_host may run for
+ * several batches at once, each on its own host worker). */
+#define PL_KIND_PARALLEL_KEY                                                                       \
+    {                                                                                              \
+        "parallel", PL_KEY_INT, NULL, "1",                                                         \
+            "host: batches of this stage that may run at once, each on its own host worker (at "   \
+            "most the run's depth and workers); later stages still see them in batch order"        \
+    }
+/* Into st->parallel (1..PL_MAX_PARALLEL). */
+static inline pl_status pl_kind_bind_parallel(pl_stage *st, pl_error *err)
+{
+    int64_t n;
+    PL_CHECK(pl_opt_get_int(st, "parallel", 1, 1, PL_MAX_PARALLEL, &n, err));
+    st->parallel = (int)n;
+    return PL_OK;
+}
+
 /* ", 8 chunks" (chunks: 8) or ", chunks 1+1+2+4" (a list) into buf: the kinds' describe strings. */
 static inline void pl_kind_chunks_describe(const pl_stage *st, char *buf, size_t cap)
 {

@@ -14,6 +14,7 @@
 #include "pl_api_int.h"
 #include "pl_bundle.h"
 #include "pl_exec.h"
+#include "pl_intr.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_plan_dump.h"
@@ -619,6 +620,7 @@ void pipectl_unbind(pipectl *h)
 void pipectl_interrupt(pipectl *h)
 {
     if (h) h->stop = 1;
+    pl_intr_wake(); /* the host executor sleeps until told */
 }
 
 void pipectl_result_free(pipectl_result *r)

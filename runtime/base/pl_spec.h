@@ -26,6 +26,7 @@
 #define PL_MAX_BATCHES (INT64_C(1) << 40)
 #define PL_MAX_CHUNKS 64      /* row blocks of one chunked stage */
 #define PL_MAX_LOOP INT32_MAX /* iterations of one loop per batch (its counters are i32) */
+#define PL_MAX_PARALLEL 64    /* batches of one stage at once (`parallel`): the host workers' cap */
 
 typedef enum pl_where { PL_HOST, PL_DEVICE } pl_where;
 
@@ -164,6 +165,12 @@ typedef struct pl_stage {
      * stage of a loop's body has the loop stage's index as its parent, every other stage -1. */
     pl_loop *loop;
     int parent;
+    /* `parallel: N` (host kinds whose run_host is reentrant: lua, search, tokenize, detokenize;
+     * pl_kind_bind_parallel): up to N batches of the stage run at once, each on its own host
+     * worker (a lua stage: each worker's own Lua state), finishing in any order while everything
+     * after it still sees them in batch order. The plan gives it a stream of its own. 0 or 1: one
+     * batch at a time. Set by bind. */
+    int parallel;
 } pl_stage;
 
 /* run.memory_budget (docs/pipeline-yaml.md): the most bytes the plan's buffers may take on each

@@ -9,6 +9,7 @@
 
 #include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_intr.h"
 #include "pl_mpi.h"
 #include "pl_scale.h"
 #include "pl_str.h"
@@ -18,6 +19,7 @@ static volatile sig_atomic_t pl__stop;
 static void pl__on_sigint(int sig)
 {
     pl__stop = sig; /* the signal's number: --mpi's exit code is 128 + it */
+    pl_intr_wake(); /* async-signal-safe: the host executor sleeps until told */
 }
 
 enum {

@@ -12,6 +12,7 @@
 
 #include "pl_bundle.h"
 #include "pl_cli.h"
+#include "pl_intr.h"
 #include "pl_str.h"
 
 static volatile sig_atomic_t pl__stop;
@@ -20,6 +21,7 @@ static void pl__on_sigint(int sig)
 {
     (void)sig;
     pl__stop = 1;
+    pl_intr_wake(); /* async-signal-safe: the host executor sleeps until told */
 }
 
 static const char *pl__t(double s, char *buf, size_t cap)

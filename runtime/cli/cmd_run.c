@@ -1,7 +1,8 @@
 /* cmd_run: `pipectl run`: load and check a pipeline, compile the plan, run it on the chosen
  * executor with a progress line, print the summary (or JSON). SIGINT (Ctrl-C), SIGTERM and SIGHUP
- * stop cleanly: completed batches are kept, a running Lua call is interrupted, and the exit code
- * is 128 + the signal; a second signal of the same kind kills. */
+ * stop cleanly: completed batches are kept, long host stages (Lua calls, the GPT-2 reference,
+ * search, gemm, tokenizing) stop at their next check, and the exit code is 128 + the signal, in
+ * the JSON too; a second signal aborts (pl__on_signal), a third kills. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,9 @@
 #include "pl_api_int.h"
 #include "pl_cli.h"
 #include "pl_exec.h"
+#include "pl_host_cost.h"
+#include "pl_intr.h"
 #include "pl_json.h"
-#include "pl_lua.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_progress.h"
@@ -22,15 +24,46 @@
 /* The signal that stopped the run (0: none). timeout(1), systemd, docker and Slurm send SIGTERM;
  * closing the terminal sends SIGHUP: all of them mean "stop and keep what is done". */
 static volatile sig_atomic_t pl__stop;
-
-static void pl__on_signal(int sig)
-{
-    pl__stop = sig; /* SA_RESETHAND: the next one of this kind gets the default action and kills */
-    pl_lua_interrupt(); /* async-signal-safe: a flag the Lua watchdog and hook read */
-}
+static volatile sig_atomic_t pl__bar_tty; /* a progress line is drawn on a terminal */
 
 static const int pl__stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 #define PL__N_STOP_SIGNALS 3
+
+/* Writes a literal to stderr from the handler (write(2) is async-signal-safe; stdio is not),
+ * first clearing the progress line when one is drawn. */
+#define PL__SAY(lit)                                                                               \
+    do {                                                                                           \
+        if (pl__bar_tty && write(2, "\r\033[K", 4) < 0) break;                                     \
+        if (write(2, lit, sizeof lit - 1) < 0) break;                                              \
+    } while (0)
+
+/* The first signal stops (pl_intr: no new batch, long host stages stop at their next check, the
+ * batches in flight finish); the second aborts (the batches in flight are dropped too, the outputs
+ * are finalized with the batches every stage finished); a third kills (the handlers are reset on
+ * the second). */
+static void pl__on_signal(int sig)
+{
+    if (pl__stop == 0) {
+        pl__stop = sig;
+        pl_intr_raise(PL_INTR_STOP); /* also stops Lua calls (pl_lua_interrupt) */
+        if (sig == SIGINT)
+            PL__SAY("pipectl: Ctrl-C: stopping after the batches in flight; again to abort\n");
+        else if (sig == SIGTERM)
+            PL__SAY("pipectl: SIGTERM: stopping after the batches in flight; again to abort\n");
+        else
+            PL__SAY("pipectl: SIGHUP: stopping after the batches in flight; again to abort\n");
+        return;
+    }
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
+        sigaction(pl__stop_signals[i], &dfl, NULL);
+    pl_intr_raise(PL_INTR_ABORT);
+    PL__SAY("pipectl: aborting: the batches in flight are dropped, the outputs keep the finished "
+            "ones; again to kill\n");
+}
 
 enum {
     PL__O_BATCHES = 256,
@@ -61,7 +94,11 @@ const pl_cli_opt pl_cli_run_opts[] = {
      "slots in flight (overrides run.depth); auto: measured on the first batches, the smallest "
      "that reaches the bound within run.memory_budget",
      PL__O_DEPTH},
-    {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
+    {"executor", 'e', "E", "auto|host|gpu",
+     "auto (default: gpu where a GPU is, else host; without a GPU it refuses work sized for one, "
+     "whose host estimate is above 10 minutes, saying the estimate) | host (runs it anyway, with "
+     "a progress line and ETA) | gpu",
+     PL__O_EXECUTOR},
     {"graphs", 0, "MODE", "auto|stage|segment|none", PL_CLI_GRAPHS_HELP, PL__O_GRAPHS},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs (--graphs none)",
      PL__O_NO_GRAPH},
@@ -379,6 +416,44 @@ static int pl__run_config(const pl_cmd *cmd, pl__run_args *r, const pl_spec *spe
     return -1;
 }
 
+/* GPU-sized work on the host executor (pl_host_cost.h: above PL_HOST_GPU_SIZED_S): refused
+ * under --executor auto (exit 2; with --json the error object too), and with --executor host
+ * said and followed with a progress line whose ETA starts from the estimate. Returns -1 to go
+ * on, else the exit code. */
+static int pl__run_host_cost(const pl__run_args *r, const pl_plan *plan, const pl_run_cfg *cfg,
+                             pl_progress *prog, pl_error *err)
+{
+    if (cfg->executor != PL_EXEC_HOST) return -1;
+    pl_host_cost c;
+    pl_host_cost_estimate(plan, cfg->workers, &c);
+    if (c.seconds <= PL_HOST_GPU_SIZED_S) return -1;
+    const pl_spec *spec = plan->spec;
+    char dur[32], why[320];
+    pl_host_cost_duration(c.seconds, dur, sizeof dur);
+    bool tera = c.stage_flops >= 1e12;
+    snprintf(why, sizeof why,
+             "stage '%s': %.3g %s a batch x %lld batches at %.3g GFLOP/s, this host's rate for %s",
+             spec->stages[c.stage].name, c.stage_flops * (tera ? 1e-12 : 1e-9),
+             tera ? "TFLOP" : "GFLOP", (long long)plan->batches, c.stage_rate * 1e-9,
+             c.stage_blas ? "BLAS on its cores" : "the f32 C reference");
+    if (r->exec == PL_EXEC_AUTO) {
+        pl_error_set(err, PL_EINPUT,
+                     "error: pipeline '%s' is sized for a GPU, and none is available here: the "
+                     "host executor would take about %s (%s); run it on a machine with a GPU, or "
+                     "give --executor host to run it here anyway",
+                     spec->name, dur, why);
+        if (r->json) pl_json_print_error(stdout, "run", err);
+        return pl_cli_fail(err);
+    }
+    if (!r->quiet && !r->json)
+        fprintf(stderr,
+                "executor: host, for work sized for a GPU: about %s (%s); the ETA is measured "
+                "from the first batch on\n",
+                dur, why);
+    pl_progress_estimate(prog, c.seconds, plan->batches);
+    return -1;
+}
+
 /* pl_run with SIGINT, SIGTERM and SIGHUP stopping it cleanly and SIGPIPE ignored, the previous
  * handlers restored after; a stop by a signal says which one. */
 static pl_status pl__run_with_signals(const pl_plan *plan, const pl_run_cfg *cfg,
@@ -387,7 +462,7 @@ static pl_status pl__run_with_signals(const pl_plan *plan, const pl_run_cfg *cfg
     struct sigaction sa, old[PL__N_STOP_SIGNALS], ign, old_pipe;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = pl__on_signal;
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = 0;
     sigemptyset(&sa.sa_mask);
     for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
         sigaddset(&sa.sa_mask, pl__stop_signals[i]);
@@ -395,7 +470,7 @@ static pl_status pl__run_with_signals(const pl_plan *plan, const pl_run_cfg *cfg
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     pl__stop = 0;
-    pl_lua_interrupt_clear();
+    pl_intr_clear();
     for (int i = 0; i < PL__N_STOP_SIGNALS; i++)
         sigaction(pl__stop_signals[i], &sa, &old[i]);
     /* A sink writing to a pipe whose reader went away fails with EPIPE (an error naming it)
@@ -408,11 +483,13 @@ static pl_status pl__run_with_signals(const pl_plan *plan, const pl_run_cfg *cfg
     sigaction(SIGPIPE, &old_pipe, NULL);
     int stop_sig = pl__stop;
     /* Whoever noticed the stop first (the executor, a Lua call) reported it; say which signal. */
-    if (st == PL_EINTR && stop_sig > 0) /* < 0: another rank's (pl_scale.h) */
+    if (st == PL_EINTR && stop_sig > 0) { /* < 0: another rank's (pl_scale.h) */
         pl_error_set(err, PL_EINTR, "error: interrupted (%s)",
                      stop_sig == SIGINT    ? "Ctrl-C"
                      : stop_sig == SIGTERM ? "SIGTERM"
                                            : "SIGHUP");
+        res->signal = stop_sig; /* the JSON's exit_code: 128 + it, as the process's */
+    }
     return st;
 }
 
@@ -496,7 +573,11 @@ int pl_cmd_run(int argc, char **argv)
     if (rc >= 0) goto out;
     rc = 0;
     cfg.executor = pl_exec_pick(plan, r.exec, note, sizeof note);
+    rc = pl__run_host_cost(&r, plan, &cfg, &prog, &err);
+    if (rc >= 0) goto out;
+    rc = 0;
     if (note[0]) fprintf(stderr, "%s\n", note); /* said before a long run, as it starts */
+    pl__bar_tty = prog.on && prog.tty;
     st = pl__run_with_signals(plan, &cfg, &res, &err);
     pl_progress_clear(&prog);
     st = pl__run_report(&r, plan, &res, st, &err, &reported);

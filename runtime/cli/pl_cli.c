@@ -23,13 +23,17 @@ const pl_cmd pl_cmds[] = {
      .opts = pl_cli_run_opts,
      .notes = "signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new batch "
               "starts,\n"
-              "  a running Lua call is interrupted, every sink keeps the batches completed in "
-              "order\n"
-              "  (final name, .npy header fixed, no .partial left), and pipectl exits 128 + the "
-              "signal\n"
-              "  number (130, 143, 129). A second signal of the same kind kills at once. SIGPIPE "
-              "is\n"
-              "  ignored during the run: a sink writing to a closed pipe fails with an error "
+              "  the batches in flight finish, long host stages (Lua calls, the GPT-2 reference, "
+              "search,\n"
+              "  gemm, tokenizing) stop within about 100 ms, every sink keeps the batches "
+              "completed in\n"
+              "  order (final name, .npy header fixed, no .partial left), and pipectl exits 128 + "
+              "the\n"
+              "  signal number (130, 143, 129; --json says the same). A second signal aborts: the "
+              "batches\n"
+              "  in flight are dropped, the outputs keep the finished ones. A third kills at once. "
+              "SIGPIPE\n"
+              "  is ignored during the run: a sink writing to a closed pipe fails with an error "
               "instead.\n",
      .operands = "FILE",
      .fn = pl_cmd_run},

@@ -31,6 +31,7 @@ void pl_progress_init(pl_progress *p, pl_progress_mode mode, bool quiet, uint64_
     p->out = out;
     p->tty = isatty(fileno(out));
     p->on = mode == PL_PROGRESS_ALWAYS || (mode == PL_PROGRESS_AUTO && !quiet && p->tty);
+    p->may_force = mode == PL_PROGRESS_AUTO && !quiet;
     p->bytes_per_batch = bytes_per_batch;
     p->t0_ns = pl__now_ns();
 }
@@ -56,16 +57,27 @@ static void pl__eta(char *buf, size_t cap, double s)
 size_t pl_progress_format(char *buf, size_t cap, int width, int64_t done, int64_t total,
                           double elapsed_s, uint64_t bytes_per_batch)
 {
-    char count[48], rate[32], bytes[32], eta[32];
+    return pl_progress_format_est(buf, cap, width, done, total, elapsed_s, bytes_per_batch, 0);
+}
+
+size_t pl_progress_format_est(char *buf, size_t cap, int width, int64_t done, int64_t total,
+                              double elapsed_s, uint64_t bytes_per_batch, double est_s)
+{
+    char count[48], rate[32], bytes[32], eta[48];
     bool known = done > 0 && elapsed_s > 0;
     double per_s = known ? (double)done / elapsed_s : 0;
     snprintf(count, sizeof count, "%lld/%lld batches", (long long)done, (long long)total);
     snprintf(rate, sizeof rate, "%.1f batches/s", per_s);
     pl__rate_bytes(bytes, sizeof bytes, per_s * (double)bytes_per_batch);
-    if (known)
+    if (known) {
         pl__eta(eta, sizeof eta, (double)(total - done) / per_s);
-    else
+    } else if (est_s > 0) {
+        char e[32];
+        pl__eta(e, sizeof e, est_s > elapsed_s ? est_s - elapsed_s : 0);
+        snprintf(eta, sizeof eta, "%.4s~%s (estimate)", e, e + 4);
+    } else {
         snprintf(eta, sizeof eta, "ETA -");
+    }
     /* Parts in order of use; dropped from the least useful until the line fits. */
     enum { P_BAR, P_COUNT, P_RATE, P_BYTES, P_ETA, P_N };
     const char *part[P_N] = {NULL, count, known ? rate : NULL,
@@ -127,8 +139,9 @@ void pl_progress_update(void *user, int64_t done, int64_t total)
     char line[512];
     int width = pl__columns(p->out);
     if (width > (int)sizeof line) width = (int)sizeof line;
-    size_t n = pl_progress_format(line, sizeof line, width, done, total,
-                                  (double)(now - p->t0_ns) * 1e-9, p->bytes_per_batch);
+    size_t n =
+        pl_progress_format_est(line, sizeof line, width, done, total,
+                               (double)(now - p->t0_ns) * 1e-9, p->bytes_per_batch, p->est_s);
     if (p->tty) {
         /* Pad over the longer line drawn before (the width may have grown or shrunk). */
         int pad = p->last_len > (int)n && p->last_len < width ? p->last_len - (int)n : 0;
@@ -138,6 +151,13 @@ void pl_progress_update(void *user, int64_t done, int64_t total)
         fprintf(p->out, "%s\n", line);
     }
     fflush(p->out);
+}
+
+void pl_progress_estimate(pl_progress *p, double seconds, int64_t total)
+{
+    p->est_s = seconds;
+    if (p->may_force) p->on = true;
+    pl_progress_update(p, 0, total);
 }
 
 void pl_progress_clear(pl_progress *p)

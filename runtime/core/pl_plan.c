@@ -231,7 +231,14 @@ static int pl__stream_new(pl_plan *plan, pl_engine e, const char *name)
     pl_stream *s = &plan->streams[plan->n_streams];
     snprintf(s->name, sizeof s->name, "%s", name);
     s->engine = e;
+    s->parallel = 1;
     return plan->n_streams++;
+}
+
+/* A host stage that runs several batches at once (`parallel`): alone on its stream. */
+static bool pl__parallel(const pl_plan *plan, int v)
+{
+    return plan->stages[v].engine == PL_ENGINE_HOST && plan->spec->stages[v].parallel > 1;
 }
 
 /* Appends a stage; capacities are powers of two (a stream is filled once, in plan order). */
@@ -274,11 +281,14 @@ static pl_status pl__assign_streams(pl_plan *plan)
             /* An output stage (a sink) opens its own stream: it runs a batch only once the whole
              * batch is done (the commit point, runtime/exec/pl_sched.h), and on its producer's
              * stream it would hold that producer's next batch back behind the device work. */
+            /* A parallel stage opens one too, and none continues its stream. */
             bool out = (plan->spec->stages[v].kind->role & PL_ROLE_OUTPUT) != 0;
-            for (int i = 0; i < ps->n_preds && sid < 0 && !out; i++) {
+            bool alone = out || pl__parallel(plan, v);
+            for (int i = 0; i < ps->n_preds && sid < 0 && !alone; i++) {
                 const pl_plan_stage *pp = &plan->stages[ps->preds[i]];
                 const pl_stream *s = &plan->streams[pp->stream];
-                if (pp->engine == ps->engine && s->stages[s->n_stages - 1] == pp->stage)
+                if (pp->engine == ps->engine && s->stages[s->n_stages - 1] == pp->stage &&
+                    !pl__parallel(plan, pp->stage))
                     sid = pp->stream;
             }
             if (sid < 0) {
@@ -286,6 +296,8 @@ static pl_status pl__assign_streams(pl_plan *plan)
                 snprintf(name, sizeof name, "%s%d", comp ? "compute" : "host",
                          comp ? n_compute++ : n_host++);
                 sid = pl__stream_new(plan, ps->engine, name);
+                if (pl__parallel(plan, v))
+                    plan->streams[sid].parallel = plan->spec->stages[v].parallel;
             }
         }
         if (pl__stream_push(&plan->streams[sid], v)) return PL_ENOMEM;
@@ -772,10 +784,11 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
             goto oom;
     }
     /* A stage waiting for itself (the last accessor of a buffer it writes) is implied on the host:
-     * a stage's batches run in order on its stream. Not on the GPU for a persistent buffer: batch
-     * b and b + 1 are in different slots, whose graphs run on different launch streams, so a
-     * device stage accumulating into a persistent buffer (gemm with beta != 0) keeps its
-     * distance-1 wait. Ordered kinds keep theirs: it is their contract. */
+     * a stage's batches run in order on its stream (but a parallel one's do not: it keeps them).
+     * Not on the GPU for a persistent buffer: batch b and b + 1 are in different slots, whose
+     * graphs run on different launch streams, so a device stage accumulating into a persistent
+     * buffer (gemm with beta != 0) keeps its distance-1 wait. Ordered kinds keep theirs: it is
+     * their contract. */
     {
         int m0 = 0;
         for (int i = 0; i < v.n; i++) {
@@ -783,7 +796,7 @@ static pl_status pl__cross_batch(pl_plan *plan, const pl_spec *spec, const pl_gr
             pl_engine e = spec->stages[x->from].kind->engine;
             bool device = e == PL_ENGINE_H2D || e == PL_ENGINE_COMPUTE || e == PL_ENGINE_D2H;
             if (x->from != x->to || x->why == PL_XDEP_ORDERED ||
-                (device && x->why == PL_XDEP_PERSISTENT))
+                (device && x->why == PL_XDEP_PERSISTENT) || pl__parallel(plan, x->from))
                 v.a[m0++] = *x;
         }
         v.n = m0;

@@ -8,7 +8,9 @@
  * - Streams: one H2D stream, one D2H stream; compute and host stages get one stream per
  *   independent branch (a stage continues the stream of a same-engine predecessor that is that
  *   stream's last stage; otherwise it opens a new one). Stages on one stream run in plan order,
- *   batch after batch, like a CUDA stream.
+ *   batch after batch, like a CUDA stream. A host stage with `parallel: N` > 1 has a stream of its
+ *   own that runs up to N of its batches at once (pl_stream.parallel); its cross-batch waits on
+ *   itself are kept, since its batches no longer run in order.
  * - Events: only on edges that cross streams and are not implied by other edges and stream order
  *   (transitive reduction). One event per source stage; waits say who waits on it.
  * - Cross-batch dependencies (`xdeps`): stage `to` of batch i+distance waits for stage `from` of
@@ -86,6 +88,9 @@ typedef struct pl_stream {
     pl_engine engine;
     int *stages; /* stage indices, in run order */
     int n_stages;
+    /* Batches the stream may run at once: its one stage's `parallel` (a host stage with
+     * parallel > 1 gets a stream of its own), else 1, batch after batch like a CUDA stream. */
+    int parallel;
 } pl_stream;
 
 typedef struct pl_event {

@@ -267,6 +267,12 @@ typedef struct pl_kind {
      * plan` count it, on both executors, so one budget gives one depth. */
     void (*device_memory)(const pl_spec *spec, const pl_stage *st, uint64_t *per_slot,
                           uint64_t *persistent);
+    /* Optional, on a checked stage: the floating-point operations (a multiply-add is two) one
+     * batch of run_host does, and in *blas how: true when BLAS does them, spread over the run's
+     * pool (the host gemm), false for plain C loops on the calling thread (the GPT-2 reference).
+     * The host executor's estimate (runtime/exec/pl_host_cost.h) is built on it, so `pipectl run`
+     * can refuse GPU-sized work on a machine without a GPU. NULL: cheap (I/O, copies, Lua). */
+    double (*host_flops)(const pl_spec *spec, const pl_stage *st, bool *blas);
     /* Stages whose batches must run in batch order (sinks writing one file). */
     bool ordered;
     /* Optional: the values of the enum key `values_key` documented one by one (the kernel's ops),

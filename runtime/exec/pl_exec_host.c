@@ -12,6 +12,7 @@
 #include "pl_buffers.h"
 #include "pl_depth_run.h"
 #include "pl_exec_host.h"
+#include "pl_intr.h"
 #include "pl_sched.h"
 #include "pl_stage_rt.h"
 
@@ -65,10 +66,37 @@ static pl_status pl__host_setup(pl__host *h, pl_error *err)
     return PL_OK;
 }
 
+/* An interrupt (pl_intr), on its relay thread: the phase's thread looks at the stop flags. */
+static void pl__host_intr(void *arg)
+{
+    pl_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    pl_sched_notify_progress(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A stop (cfg->stop, or the process's interrupt): the batches already started finish, nothing new
+ * starts; an abort (PL_INTR_ABORT): not even those, but the batches every other stage finished,
+ * which the sinks still write (the commit point). Long stages see the interrupt themselves and
+ * stop their batch (PL_EINTR). With mu held. */
+static void pl__host_stop(pl_sched *s, const pl_run_cfg *cfg, bool *stopped, bool *aborted)
+{
+    int level = pl_intr_level();
+    if (((cfg->stop && *cfg->stop) || level != PL_INTR_NONE) && !*stopped) {
+        *stopped = true;
+        pl_sched_set_limit(s, s->started);
+    }
+    if (level == PL_INTR_ABORT && !*aborted) {
+        *aborted = true;
+        pl_sched_set_limit(s, s->commit);
+    }
+}
+
 /* pl_depth_backend.run_phase. The calling thread reports progress in batch order and turns a stop
- * into a drain: the batches already started finish, nothing new starts. It wakes per completed
- * batch (and every 20 ms, for a stop), not per stage: on a machine the search fills, each wake-up
- * takes a core from it. The generation keeps a batch completed during the callback. */
+ * into a drain (pl__host_stop). It sleeps until a batch completes or an interrupt wakes it
+ * (pl_intr relays a signal; a caller that sets cfg->stop calls pl_intr_wake), not per stage and
+ * never on a timer: on a machine the search fills, each wake-up takes a core from it. The
+ * generation keeps a batch completed during the callback. */
 static pl_status pl__host_phase(void *user, int64_t limit, int64_t *done, bool *stopped,
                                 pl_error *err)
 {
@@ -76,9 +104,12 @@ static pl_status pl__host_phase(void *user, int64_t limit, int64_t *done, bool *
     pl_sched *s = &h->sched;
     const pl_run_cfg *cfg = h->cfg;
     int64_t total = h->plan->batches;
+    bool aborted = false;
     pthread_mutex_lock(&s->mu);
     pl_sched_set_limit(s, limit);
     pthread_mutex_unlock(&s->mu);
+    pl_intr_watch w = {pl__host_intr, s, NULL};
+    if (pl_intr_watch_add(&w, err) != PL_OK) return PL_ERUNTIME;
     pl_sched_start(s, h->t0);
     pthread_mutex_lock(&s->mu);
     /* Until the work is over (the workers' leaving is teardown, after the clock). */
@@ -93,15 +124,13 @@ static pl_status pl__host_phase(void *user, int64_t limit, int64_t *done, bool *
                 pthread_mutex_lock(&s->mu);
             }
         }
-        if (cfg->stop && *cfg->stop && !*stopped) {
-            *stopped = true;
-            pl_sched_set_limit(s, s->started);
-        }
-        if (!pl_sched_idle(s) && !pl_sched_finished(s)) pl_sched_wait_progress_since(s, gen, 20000);
+        pl__host_stop(s, cfg, stopped, &aborted);
+        if (!pl_sched_idle(s) && !pl_sched_finished(s)) pl_sched_wait_progress_since(s, gen, -1);
     }
     *done = pl_sched_batches_done(s);
     h->t_end = pl_now_ns();
     pthread_mutex_unlock(&s->mu);
+    pl_intr_watch_remove(&w);
     while (h->reported < *done && cfg->on_batch)
         cfg->on_batch(cfg->user, ++h->reported, total);
     pl_sched_join(s);

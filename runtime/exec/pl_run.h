@@ -28,7 +28,10 @@ typedef struct pl_run_cfg {
     int graph_mode;
     int workers; /* host workers for host-engine stages; 0 = default */
     /* Set (to nonzero) by a signal handler: stop issuing batches, finish or abandon those in
-     * flight, close stages so completed outputs are kept. Borrowed; may be NULL. */
+     * flight, close stages so completed outputs are kept. Whoever sets it calls pl_intr_wake()
+     * after (async-signal-safe): the host executor sleeps until woken, never on a timer. The
+     * process's interrupt (pl_intr_raise) stops a run as well, and also the long stages in
+     * progress. Borrowed; may be NULL. */
     volatile sig_atomic_t *stop;
     /* Called after each batch completes, in batch order (progress bar). May be NULL. */
     void (*on_batch)(void *user, int64_t done, int64_t total);
@@ -116,6 +119,9 @@ typedef struct pl_run_result {
     int depth;
     pl_depth_choice depth_auto;
     pl_batch_clock batch_clock;
+    /* The signal that interrupted the run (PL_EINTR), set by the caller that handled it (the
+     * executors leave it 0): the JSON's exit_code is then 128 + it, as the process's. */
+    int signal;
 } pl_run_result;
 
 void pl_run_result_fini(pl_run_result *res); /* frees timing and outputs; safe on a zeroed result */

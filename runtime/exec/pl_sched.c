@@ -37,11 +37,13 @@ bool pl_sched_ready(const pl_sched *s, int stage, int64_t b)
     return true;
 }
 
-/* Queues stream k if it is owned, idle and its next stage can start. */
+/* Queues stream k if it is owned, idle (a parallel one: has a batch free) and its next stage can
+ * start. */
 static void pl__recheck(pl_sched *s, int k)
 {
     if (!s->owned[k] || s->queued[k] || s->running[k] || s->cur_b[k] >= s->limit) return;
     int stage = s->plan->streams[k].stages[s->cur[k]];
+    if (s->plan->streams[k].parallel > 1 && s->cur_b[k] - s->done[stage] >= 64) return;
     if (!pl_sched_ready(s, stage, s->cur_b[k])) return;
     int n = s->plan->n_streams;
     s->queue[(s->q_head + s->q_len) % n] = k;
@@ -179,6 +181,10 @@ void pl_sched_wait_progress_since(pl_sched *s, uint64_t gen, long us)
 
 void pl_sched_wait_progress(pl_sched *s, long us)
 {
+    if (us < 0) {
+        pthread_cond_wait(&s->progress, &s->mu);
+        return;
+    }
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until); /* the condvar's clock (pl_sched_init) */
     until.tv_sec += us / 1000000L;
@@ -221,6 +227,31 @@ typedef struct pl__worker_arg {
     int worker;
 } pl__worker_arg;
 
+/* A parallel stream's batch was taken: its cursor moves on at once (its one stage, the next
+ * batch), so another worker may take that batch while this one runs. */
+static void pl__take_parallel(pl_sched *s, int k)
+{
+    s->running[k] = ++s->in_flight[k] >= s->plan->streams[k].parallel;
+    s->cur_b[k]++;
+    if (s->live[k] && s->cur_b[k] >= s->limit) {
+        s->live[k] = false;
+        if (--s->n_live == 0) pthread_cond_broadcast(&s->work);
+    }
+    pl__recheck(s, k);
+}
+
+/* A parallel stream's batch b of `stage` finished: done[] moves over the finished prefix. */
+static void pl__done_parallel(pl_sched *s, int k, int stage, int64_t b)
+{
+    int64_t off = b - s->done[stage];
+    s->fin[k] |= UINT64_C(1) << off; /* off < 64: pl__recheck keeps it so */
+    int64_t n = 0;
+    while (n < 64 && (s->fin[k] >> n & 1))
+        n++;
+    s->fin[k] = n == 64 ? 0 : s->fin[k] >> n;
+    if (n > 0) pl__set_done(s, stage, s->done[stage] + n);
+}
+
 /* Takes the next queued stream for a thread about to run its stage (mu held): false when none
  * is queued, or when the limit fell below its batch after it was queued (it is done). */
 static bool pl__take(pl_sched *s, int *k_out, int64_t *b_out, int *stage_out)
@@ -233,12 +264,15 @@ static bool pl__take(pl_sched *s, int *k_out, int64_t *b_out, int *stage_out)
         s->queued[k] = false;
         int64_t b = s->cur_b[k];
         if (b >= s->limit) continue; /* the limit fell after it was queued */
-        s->running[k] = true;
         s->n_busy++;
         if (b + 1 > s->started) s->started = b + 1;
         *k_out = k;
         *b_out = b;
         *stage_out = plan->streams[k].stages[s->cur[k]];
+        if (plan->streams[k].parallel > 1)
+            pl__take_parallel(s, k);
+        else
+            s->running[k] = true;
         return true;
     }
     return false;
@@ -261,23 +295,29 @@ static void pl__run_taken(pl_sched *s, int k, int64_t b, int stage, int worker)
     if (st == PL_OK) pl_timing_record(s->timing, stage, b, (pl_span){t_start, t_end});
 
     pthread_mutex_lock(&s->mu);
+    bool par = plan->streams[k].parallel > 1;
     s->running[k] = false;
+    if (par) s->in_flight[k]--;
     s->n_busy--;
     if (st != PL_OK) {
         /* pl_stage_rt_run_host attached the stage and batch to the record. */
         pl_sched_fail(s, b, st, &e); /* the stream stays at (stage, b) >= limit: it is done */
         return;
     }
-    if (++s->cur[k] == plan->streams[k].n_stages) {
-        s->cur[k] = 0;
-        s->cur_b[k]++;
-    }
-    if (s->live[k] && s->cur_b[k] >= s->limit) {
-        s->live[k] = false;
-        if (--s->n_live == 0) pthread_cond_broadcast(&s->work);
-    }
     int64_t all_before = s->all_done;
-    pl__set_done(s, stage, b + 1);
+    if (par) {
+        pl__done_parallel(s, k, stage, b); /* the cursor moved when it was taken */
+    } else {
+        if (++s->cur[k] == plan->streams[k].n_stages) {
+            s->cur[k] = 0;
+            s->cur_b[k]++;
+        }
+        if (s->live[k] && s->cur_b[k] >= s->limit) {
+            s->live[k] = false;
+            if (--s->n_live == 0) pthread_cond_broadcast(&s->work);
+        }
+        pl__set_done(s, stage, b + 1);
+    }
     pl__recheck(s, k);
     /* A helper's caller waits on progress for pl_sched_finished: the run's last stage wakes it. */
     if (!s->batch_progress || s->all_done != all_before || s->n_live == 0) pl__progress(s);
@@ -342,9 +382,10 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
      * would only wait, and the stages would wander over more threads (each thread's first run of
      * a stage pays for its per-thread state: an OpenBLAS sgemm's first call on a thread, measured
      * at 50-270 us against 32-37 after, and the search's scratch). */
-    int n_run = 0;
+    int n_run = 0; /* a parallel stream counts as its batches at once */
     for (int k = 0; k < plan->n_streams; k++)
-        n_run += (owned ? owned[k] : true) && plan->streams[k].n_stages > 0;
+        n_run += ((owned ? owned[k] : true) && plan->streams[k].n_stages > 0) *
+                 (plan->streams[k].parallel > 1 ? plan->streams[k].parallel : 1);
     if (n_run >= 1 && s->n_workers > n_run) s->n_workers = n_run;
     s->limit = plan->batches;
     int n = plan->n_stages, nstr = plan->n_streams;
@@ -355,6 +396,8 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
     s->cur_b = calloc(nk, sizeof *s->cur_b);
     s->queued = calloc(nk, sizeof *s->queued);
     s->running = calloc(nk, sizeof *s->running);
+    s->in_flight = calloc(nk, sizeof *s->in_flight);
+    s->fin = calloc(nk, sizeof *s->fin);
     s->live = calloc(nk, sizeof *s->live);
     s->queue = calloc(nk, sizeof *s->queue);
     s->dep_streams = calloc(ns, sizeof *s->dep_streams);
@@ -363,9 +406,9 @@ pl_status pl_sched_init(pl_sched *s, const pl_plan *plan, const pl_run_cfg *cfg,
     s->is_out = calloc(ns, sizeof *s->is_out);
     s->after_out = calloc(ns, sizeof *s->after_out);
     s->out_streams = calloc(nk, sizeof *s->out_streams);
-    if (!s->done || !s->owned || !s->cur || !s->cur_b || !s->queued || !s->running || !s->live ||
-        !s->queue || !s->dep_streams || !s->n_dep_streams || !s->threads || !s->is_out ||
-        !s->after_out || !s->out_streams)
+    if (!s->done || !s->owned || !s->cur || !s->cur_b || !s->queued || !s->running ||
+        !s->in_flight || !s->fin || !s->live || !s->queue || !s->dep_streams || !s->n_dep_streams ||
+        !s->threads || !s->is_out || !s->after_out || !s->out_streams)
         goto oom;
     for (int k = 0; k < nstr; k++)
         s->owned[k] = owned ? owned[k] : true;
@@ -449,6 +492,7 @@ void pl_sched_begin_at(pl_sched *s, int64_t first)
     for (int k = 0; k < s->plan->n_streams; k++) {
         s->cur[k] = 0;
         s->cur_b[k] = first;
+        s->fin[k] = 0;
     }
     s->started = first;
     s->all_done = first;
@@ -551,6 +595,8 @@ void pl_sched_fini(pl_sched *s)
     free(s->cur_b);
     free(s->queued);
     free(s->running);
+    free(s->in_flight);
+    free(s->fin);
     free(s->queue);
     free(s->threads);
     free(s->worker_args);

@@ -6,6 +6,11 @@
  * more threads than workers, and a worker index (which selects a Lua state) is never used by two
  * stages at once.
  *
+ * A parallel stream (a host stage with `parallel: N`, alone on its stream) is taken by up to N
+ * workers at once, each with the next batch; its batches finish in any order, and done[] counts
+ * only the unbroken prefix (the rest waits in a bitmap), so every other stage still sees them in
+ * batch order. It runs at most 64 batches ahead of its oldest unfinished one.
+ *
  * Completion is per-stage counters under one mutex: done[s] = n means batches 0..n-1 of stage s
  * finished. The GPU executor marks its device stages done as it reads their ends back.
  *
@@ -46,11 +51,14 @@ typedef struct pl_sched {
 
     /* Streams: cursors, ownership, the ready queue. */
     bool *owned;
-    int *cur;       /* [stream]: index of its next stage */
-    int64_t *cur_b; /* [stream]: its batch */
-    bool *queued, *running;
-    bool *live; /* [stream]: owned and its cursor is below the limit */
-    int *queue; /* ring of stream indices */
+    int *cur;               /* [stream]: index of its next stage */
+    int64_t *cur_b;         /* [stream]: its batch */
+    bool *queued, *running; /* running: a serial stream's stage, or all of a parallel one's */
+    /* Parallel streams (pl_stream.parallel > 1: one stage, several batches at once): */
+    int *in_flight; /* [stream]: its batches running */
+    uint64_t *fin;  /* [stream]: bit i set: batch done[its stage] + i finished (out of order) */
+    bool *live;     /* [stream]: owned and its cursor is below the limit */
+    int *queue;     /* ring of stream indices */
     int q_head, q_len;
     int n_live;            /* streams that are live */
     bool *is_out;          /* [stage]: an output stage (waits for the commit point) */
@@ -127,7 +135,8 @@ void pl_sched_abort(pl_sched *s);
 int64_t pl_sched_batches_done(const pl_sched *s);
 /* Can (stage, batch) start: its intra-batch preds and cross-batch deps are done? */
 bool pl_sched_ready(const pl_sched *s, int stage, int64_t batch);
-/* Waits on s->progress (a stage finished, something failed) for at most `us` microseconds. */
+/* Waits on s->progress (a stage finished, something failed) for at most `us` microseconds; `us`
+ * < 0: until woken (pl_sched_notify_progress is how something outside the scheduler wakes it). */
 void pl_sched_wait_progress(pl_sched *s, long us);
 /* The progress generation: it changes with every broadcast of s->progress. */
 uint64_t pl_sched_progress_gen(const pl_sched *s);

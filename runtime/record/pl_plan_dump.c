@@ -90,8 +90,10 @@ void pl_plan_dump(const pl_plan *plan, FILE *out)
     fprintf(out, "\nstreams (stages run in this order on each stream, batch after batch):\n");
     for (int i = 0; i < plan->n_streams; i++) {
         const pl_stream *s = &plan->streams[i];
-        fprintf(out, "  %s (%s engine): %d stage%s\n", s->name, pl_engine_name(s->engine),
+        fprintf(out, "  %s (%s engine): %d stage%s", s->name, pl_engine_name(s->engine),
                 s->n_stages, s->n_stages == 1 ? "" : "s");
+        if (s->parallel > 1) fprintf(out, ", up to %d batches at once", s->parallel);
+        fputc('\n', out);
         for (int j = 0; j < s->n_stages; j++) {
             const pl_plan_stage *ps = &plan->stages[s->stages[j]];
             if (ps->n_waits == 0) {

@@ -337,7 +337,9 @@ static json_t *pl__summary(const pl_plan *plan, const pl_run_result *res, pl_sta
     PL__SET("schema_version", json_integer(PL_JSON_SCHEMA_VERSION));
     PL__SET("pipeline", pl_json_str(spec->name));
     PL__SET("status", json_string(status == PL_OK ? "ok" : pl_status_name(status)));
-    PL__SET("exit_code", json_integer(pl_status_exit_code(status)));
+    PL__SET("exit_code",
+            json_integer(status == PL_EINTR && res->signal > 0 ? 128 + res->signal
+                                                               : pl_status_exit_code(status)));
     PL__SET("error", status != PL_OK && err ? pl_json_str(err->msg) : json_null());
     PL__SET("executor", pl_json_str(res->executor ? res->executor : ""));
     PL__SET("graphs", json_boolean(res->graphs));

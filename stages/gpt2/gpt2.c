@@ -1239,6 +1239,19 @@ static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
 #define PL__GPT2_RECORD NULL
 #endif
 
+/* pl_kind.host_flops: the f32 reference's work for ids [B, T] (gpt2_ref.c's loops): per layer
+ * and sequence the four matmuls (24 T C^2) and causal attention (2 T (T + 1) C), then the head
+ * over the positions asked for (2 P C V). */
+static double pl__gpt2_host_flops(const pl_spec *spec, const pl_stage *st, bool *blas)
+{
+    const pl__gpt2_opts *o = st->priv;
+    const pl_buffer *ids = pl_kind_rbuf(spec, st, o->r_ids);
+    double B = (double)ids->shape[0], T = (double)ids->shape[1], C = o->cfg.n_embd;
+    double layer = 24 * T * C * C + 2 * T * (T + 1) * C;
+    *blas = false;
+    return B * (o->cfg.n_layer * layer + 2 * (o->all ? T : 1) * C * o->cfg.vocab);
+}
+
 static void pl__gpt2_describe(const pl_spec *spec, const pl_stage *st, char *buf, size_t cap)
 {
     const pl__gpt2_opts *o = st->priv;
@@ -1272,6 +1285,7 @@ const pl_kind pl_kind_gpt2 = {
     .record = PL__GPT2_RECORD,
     .describe = pl__gpt2_describe,
     .device_memory = pl__gpt2_device_memory,
+    .host_flops = pl__gpt2_host_flops,
     /* The forward of batch i+1 waits for the forward of batch i, as on the seed's one compute
      * stream: slots' graphs otherwise run their forwards at once, sharing the SMs, so every
      * batch's result (and the download that follows) comes later. The copies still overlap.

@@ -75,7 +75,8 @@ typedef enum pl_gpt2_output { PL_GPT2_LOGITS, PL_GPT2_ARGMAX, PL_GPT2_LOGPROB } 
  *   argmax: out_i32 [B, T or 1] (first index on ties)
  *   logprob: out_f32 [B, T or 1] = log softmax(logits)[target] with targets [B, T]
  * Ids and targets outside [0, V) fail with PL_EINPUT naming the sequence and position. T must
- * be <= n_ctx. Scratch is allocated inside (the host executor calls it per batch). */
+ * be <= n_ctx. Scratch is allocated inside (the host executor calls it per batch). An interrupt
+ * (pl_intr_pending) ends it within a row of a matmul with PL_EINTR, the outputs unfinished. */
 pl_status pl_gpt2_ref_forward(const pl_gpt2_weights *w, const int32_t *ids, const int32_t *targets,
                               int B, int T, pl_gpt2_output output, int all, float *out_f32,
                               int32_t *out_i32, pl_error *err);

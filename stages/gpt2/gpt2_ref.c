@@ -11,6 +11,7 @@
 
 #include "gpt2.h"
 #include "pl_half.h"
+#include "pl_intr.h"
 
 static void pl__layernorm(float *out, const float *x, const float *w, const float *b, int C,
                           float eps)
@@ -31,7 +32,10 @@ static void pl__layernorm(float *out, const float *x, const float *w, const floa
 static void pl__linear(float *out, const float *x, const float *W, const float *bias, int N, int in,
                        int o_n)
 {
-    for (int n = 0; n < N; n++) {
+    /* An interrupt (pl_intr) ends it at the next row, the rest left as it was: the callers check
+     * after each layer. A row is at most 4C x C multiply-adds (2.4 M for GPT-2 124M, about a
+     * millisecond). */
+    for (int n = 0; n < N && !pl_intr_pending(); n++) {
         float *y = out + (size_t)n * o_n;
         for (int o = 0; o < o_n; o++)
             y[o] = bias ? bias[o] : 0;
@@ -86,7 +90,7 @@ static void pl__attend(float *o, const float *q, const float *k, size_t ks, cons
 static void pl__attention(float *out, const float *qkv, float *att, int T, int C, int H)
 {
     int hd = C / H;
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < H && !pl_intr_pending(); h++)
         for (int t = 0; t < T; t++)
             pl__attend(out + (size_t)t * C + h * hd, qkv + (size_t)t * 3 * C + h * hd,
                        qkv + C + h * hd, 3 * (size_t)C, qkv + 2 * C + h * hd, 3 * (size_t)C, t + 1,
@@ -221,7 +225,7 @@ static void pl__layers(const pl_gpt2_weights *w, pl__act *s, int T, const pl_gpt
     const pl_gpt2_cfg *c = &w->cfg;
     int C = c->n_embd;
     size_t x_n = (size_t)T * C;
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = 0; l < c->n_layer && !pl_intr_pending(); l++) {
         const pl_gpt2_layer *L = &w->layers[l];
         for (int t = 0; t < T; t++)
             pl__layernorm(s->h + (size_t)t * C, s->x + (size_t)t * C, L->ln1_w, L->ln1_b, C,
@@ -309,6 +313,10 @@ pl_status pl_gpt2_ref_forward(const pl_gpt2_weights *w, const int32_t *ids, cons
         pl__layers(w, &s, T, NULL, b);
         int t0 = all ? 0 : T - 1, P = all ? T : 1;
         for (int t = t0; t < T; t++) {
+            if (pl_intr_pending()) { /* the layers' last rows, or a position's V x C logits */
+                pl__act_free(&s);
+                return pl_intr_error(err, "in the GPT-2 reference forward");
+            }
             pl__head(w, s.x + (size_t)t * C, s.h + (size_t)t * C, s.logit); /* h is free now */
             pl__emit(output, s.logit, V, (size_t)b * P + (size_t)(t - t0),
                      targets ? targets[(size_t)b * T + t] : 0, out_f32, out_i32);
@@ -344,6 +352,10 @@ pl_status pl_gpt2_ref_prefill(const pl_gpt2_weights *w, const int32_t *ids, cons
         int n = lengths ? lengths[b] : T;
         pl__embed(w, ids + (size_t)b * T, n, 0, s.x);
         pl__layers(w, &s, n, kv, b);
+        if (pl_intr_pending()) {
+            pl__act_free(&s);
+            return pl_intr_error(err, "in the GPT-2 reference prefill");
+        }
         pl__head(w, s.x + (size_t)(n - 1) * c->n_embd, s.h, s.logit);
         pl__emit(output, s.logit, V, (size_t)b, 0, out_f32, out_i32);
     }
@@ -375,6 +387,10 @@ pl_status pl_gpt2_ref_decode(const pl_gpt2_weights *w, const int32_t *ids, const
     pl__act s;
     PL_CHECK(pl__act_alloc(c, 1, kv->P, &s, err));
     for (int b = 0; b < B; b++) {
+        if (pl_intr_pending()) { /* a sequence's step is about a forward position's work */
+            pl__act_free(&s);
+            return pl_intr_error(err, "in the GPT-2 reference decode");
+        }
         int pos = lengths[b] + step;
         pl__embed(w, ids + b, 1, pos, s.x);
         for (int l = 0; l < c->n_layer; l++) {

@@ -220,6 +220,17 @@ static pl_repro pl__kernel_repro(const pl_spec *spec, const pl_stage *st, double
     return PL_REPRO_SAME_GPU;
 }
 
+/* pl_kind.host_flops: a gemm's 2 m k n through BLAS; the elementwise ops and reductions are a few
+ * operations an element, too few to count; a user kernel does not run on the host. */
+static double pl__kernel_host_flops(const pl_spec *spec, const pl_stage *st, bool *blas)
+{
+    const pl_kernel_opts *o = st->priv;
+    *blas = true;
+    if (!o || o->user || o->op != PL_OP_GEMM) return 0;
+    const pl_buffer *a = pl_kind_rbuf(spec, st, 0), *b = pl_kind_rbuf(spec, st, 1);
+    return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)b->shape[1];
+}
+
 const pl_kind pl_kind_kernel = {
     .name = "kernel",
     .engine = PL_ENGINE_COMPUTE,
@@ -235,6 +246,7 @@ const pl_kind pl_kind_kernel = {
     .describe = pl__kernel_describe,
     .notes = pl__kernel_notes,
     .repro = pl__kernel_repro,
+    .host_flops = pl__kernel_host_flops,
     .values_key = "op",
     .values = pl__op_docs,
 };

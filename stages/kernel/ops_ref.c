@@ -11,6 +11,7 @@
 #include "pl_blas.h"
 #include "pl_half.h"
 #include "pl_hash.h"
+#include "pl_intr.h"
 #include "pl_kind_util.h"
 #include "pl_ops.h"
 #include "pl_pool.h"
@@ -226,6 +227,9 @@ static void pl__argmax(const void *x, pl_dtype t, int64_t rows, int64_t cols, in
     }
 }
 
+/* The most work in one block of a host gemm: 2 GFLOP, 40-100 ms of a core through OpenBLAS. */
+#define PL__GEMM_TASK_FLOP 2e9
+
 typedef struct pl__gemm_job {
     int64_t m, k, n, rows; /* rows of C per task */
     float alpha, beta;
@@ -236,6 +240,7 @@ typedef struct pl__gemm_job {
 static void pl__gemm_task(void *arg, int64_t t, int slot)
 {
     pl__gemm_job *g = arg;
+    if (pl_intr_pending()) return; /* the caller reports the interrupt */
     int64_t i0 = t * g->rows, m = g->m - i0 < g->rows ? g->m - i0 : g->rows;
     pl_blas_sgemm(false, m, g->n, g->k, g->alpha, g->a + i0 * g->k, g->k, g->b, g->n, g->beta,
                   g->c + i0 * g->n, g->n);
@@ -274,15 +279,28 @@ static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_
                       .a = af ? af : A,
                       .b = bf ? bf : B,
                       .c = cf ? cf : C};
-    /* Blocks of at least 1 MFLOP each, so small products stay on one thread. */
+    /* Blocks of at least 1 MFLOP each, so small products stay on one thread; and of at most
+     * PL__GEMM_TASK_FLOP, a multiple of `parallel` of them, so an interrupt is seen between
+     * blocks within about 100 ms (blocks of 64 rows or more, where BLAS is still efficient). */
     double flop = 2.0 * (double)m * (double)n * (double)k;
     int64_t tasks = parallel > 1 ? (int64_t)(flop / 1e6) : 1;
     if (tasks > parallel) tasks = parallel;
+    if (tasks < 1) tasks = 1;
+    int64_t by_size = (int64_t)(flop / PL__GEMM_TASK_FLOP) + 1, most = (m + 63) / 64;
+    if (by_size > tasks) tasks = (by_size + tasks - 1) / tasks * tasks;
+    if (most < parallel) most = parallel;
+    if (tasks > most) tasks = most;
     if (tasks > m) tasks = m;
     if (tasks < 1) tasks = 1;
     g.rows = (m + tasks - 1) / tasks;
     tasks = (m + g.rows - 1) / g.rows;
     pl_pool_run(pool, tasks, parallel, pl__gemm_task, &g);
+    if (pl_intr_pending()) {
+        free(af);
+        free(bf);
+        free(cf);
+        return pl_intr_error(err, "in a host gemm");
+    }
     if (cf)
         for (int64_t i = 0; i < m * n; i++)
             pl__stf(C, t, i, cf[i]);
@@ -292,13 +310,21 @@ static pl_status pl__gemm(const pl_kernel_opts *o, pl_dtype t, int64_t m, int64_
     return PL_OK;
 }
 
-static void pl__sleep_us(double us)
+/* Sleeps `us`, in slices of at most 50 ms with an interrupt (pl_intr) seen between them: false
+ * when one ended the sleep early (a sleep of one slice always completes, as a batch in flight). */
+static bool pl__sleep_us(double us)
 {
-    struct timespec ts;
-    ts.tv_sec = (time_t)(us / 1e6);
-    ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    for (bool first = true; us > 0; first = false) {
+        if (!first && pl_intr_pending()) return false;
+        double part = us < 50000 ? us : 50000;
+        us -= part;
+        struct timespec ts;
+        ts.tv_sec = (time_t)(part / 1e6);
+        ts.tv_nsec = (long)((part - (double)ts.tv_sec * 1e6) * 1e3);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
     }
+    return true;
 }
 
 /* fill, scale, saxpy, add: the last operand z, the reads before it. */
@@ -373,8 +399,7 @@ static pl_status pl__ref_gemm(const pl__ref_call *c, pl_error *err)
 
 static pl_status pl__ref_busy(const pl__ref_call *c, pl_error *err)
 {
-    (void)err;
-    pl__sleep_us(c->o->duration_us);
+    if (!pl__sleep_us(c->o->duration_us)) return pl_intr_error(err, "in a busy op's sleep");
     return PL_OK;
 }
 

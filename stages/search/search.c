@@ -35,6 +35,7 @@ static const pl_key pl__search_keys[] = {
      "a FAISS index file (pipectl index build) to search instead of the exact scan"},
     {"nprobe", PL_KEY_INT, NULL, "0 (the index's own)", "index: IVF lists visited per query"},
     {"ef_search", PL_KEY_INT, NULL, "0 (the index's own)", "index: HNSW search breadth"},
+    PL_KIND_PARALLEL_KEY,
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -49,6 +50,7 @@ typedef struct pl__search_opts {
 
 static pl_status pl__search_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 {
+    PL_CHECK(pl_kind_bind_parallel(st, err));
     pl__search_opts *o = pl_spec_alloc(spec, sizeof *o);
     if (!o) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     const pl_opt *index = pl_stage_opt(st, "index");

@@ -8,13 +8,13 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "pl_blas.h"
 #include "pl_half.h"
+#include "pl_intr.h"
 #include "pl_search.h"
 
 typedef struct pl__hit {
@@ -177,19 +177,27 @@ static int64_t pl__ns(void)
 
 typedef struct pl__warm {
     int parallel;
-    int started; /* atomic */
+    int started; /* under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t all; /* CLOCK_MONOTONIC: every task started */
     int64_t m, n, k;
 } pl__warm;
 
+/* Each task holds its thread until all `parallel` have started (so every thread of the pool
+ * takes one), for at most 20 ms: asleep on a condition variable, not spinning in sched_yield
+ * (16 threads yielding on a busy machine cost system time to no purpose). */
 static void pl__warm_task(void *arg, int64_t task, int slot)
 {
     (void)task;
     (void)slot;
     pl__warm *w = arg;
-    __atomic_add_fetch(&w->started, 1, __ATOMIC_ACQ_REL);
     int64_t until = pl__ns() + 20 * 1000000;
-    while (__atomic_load_n(&w->started, __ATOMIC_ACQUIRE) < w->parallel && pl__ns() < until)
-        sched_yield();
+    struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
+    pthread_mutex_lock(&w->mu);
+    if (++w->started == w->parallel) pthread_cond_broadcast(&w->all);
+    while (w->started < w->parallel)
+        if (pthread_cond_timedwait(&w->all, &w->mu, &ts) != 0) break;
+    pthread_mutex_unlock(&w->mu);
     float *a = calloc((size_t)(w->m + w->n) * (size_t)w->k + (size_t)(w->m * w->n), sizeof *a);
     if (!a) return; /* only a warm-up */
     pl_blas_sgemm(true, w->m, w->n, w->k, 1.0f, a, w->k, a + w->m * w->k, w->k, 0.0f,
@@ -204,12 +212,22 @@ void pl_search_warm(pl_pool *pool, int parallel, int64_t nq, int64_t n, int64_t 
                   .m = nq < PL__QBLOCK ? nq : PL__QBLOCK,
                   .n = pl_search_tile_rows(n, d),
                   .k = d};
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&w.all, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) return; /* only a warm-up */
+    pthread_mutex_init(&w.mu, NULL);
     pl_pool_run(pool, parallel, parallel, pl__warm_task, &w);
+    pthread_cond_destroy(&w.all);
+    pthread_mutex_destroy(&w.mu);
 }
 
 static void pl__exact_task(void *arg, int64_t task, int slot)
 {
     pl__exact *x = arg;
+    if (pl_intr_pending()) return; /* a tile of a query block: the caller reports it */
     const pl_search_corpus *c = x->c;
     char *mine = x->base + (size_t)slot * x->slot_bytes;
     pl__slot_prof *prof = (pl__slot_prof *)mine;
@@ -416,6 +434,7 @@ pl_status pl_search_exact_prof(pl_pool *pool, int parallel, const float *queries
     }
     int64_t t1 = prof ? pl__ns() : 0;
     pl_pool_run(pool, n_tasks, slots, pl__exact_task, &x);
+    if (pl_intr_pending()) return pl_intr_error(err, "in an exact search");
     int64_t t2 = prof ? pl__ns() : 0;
     for (int64_t qi = 0; qi < nq; qi++) {
         pl__merge(&x, slots, qi, all);

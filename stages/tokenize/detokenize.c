@@ -20,6 +20,7 @@ static const pl_key pl__detokenize_keys[] = {
      "with lengths: the tokens are a row's first ids (right) or its last (left)"},
     {"skip_special", PL_KEY_BOOL, NULL, "false",
      "leave out <|endoftext|> (added tokens), e.g. the padding of rows without lengths"},
+    PL_KIND_PARALLEL_KEY,
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -31,6 +32,7 @@ typedef struct pl__detok_opts {
 
 static pl_status pl__detok_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 {
+    PL_CHECK(pl_kind_bind_parallel(st, err));
     pl__detok_opts *o = pl_spec_alloc(spec, sizeof *o);
     if (!o) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     PL_CHECK(pl_kind_bind_ref(spec, st, "ids", false, true, "the i32 ids [B, T]", &o->ids, err));

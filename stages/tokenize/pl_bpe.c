@@ -10,6 +10,7 @@
 
 #include "pl_bpe_int.h"
 #include "pl_hash.h"
+#include "pl_intr.h"
 #include "pl_pool.h"
 
 /* ---- character classes of the pre-tokenizer ---- */
@@ -618,9 +619,14 @@ static void pl__batch_task(void *arg, int64_t t, int slot)
     pl__batch_job *j = arg;
     if (j->st[slot] != PL_OK) return;
     int64_t lo = t * j->n / j->n_tasks, hi = (t + 1) * j->n / j->n_tasks;
-    for (int64_t r = lo; r < hi && j->st[slot] == PL_OK; r++)
+    for (int64_t r = lo; r < hi && j->st[slot] == PL_OK; r++) {
+        if (pl_intr_pending()) { /* between rows: a row is its text's length of work */
+            j->st[slot] = pl_intr_error(&j->errs[slot], "tokenizing");
+            break;
+        }
         j->st[slot] =
             pl__encode(j->b, j->caches[slot], j->texts[r], j->lens[r], &j->outs[r], &j->errs[slot]);
+    }
 }
 
 pl_status pl_bpe_encode_batch(const pl_bpe *b, pl_pool *pool, int parallel, int64_t n,

@@ -29,6 +29,7 @@ static const pl_key pl__tokenize_keys[] = {
     {"add_eos", PL_KEY_BOOL, NULL, "false", "end each row with <|endoftext|> (GPT-2's eos)"},
     {"threads", PL_KEY_INT, NULL, "0 (the run's host workers, at most the cores)",
      "threads to encode a batch's rows with, from the run's thread pool"},
+    PL_KIND_PARALLEL_KEY,
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -44,6 +45,7 @@ typedef struct pl__tokenize_opts {
 
 static pl_status pl__tokenize_bind(pl_spec *spec, pl_stage *st, pl_error *err)
 {
+    PL_CHECK(pl_kind_bind_parallel(st, err));
     pl__tokenize_opts *o = pl_spec_alloc(spec, sizeof *o);
     if (!o) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     PL_CHECK(

@@ -25,6 +25,13 @@ int main(void)
     /* Nothing measured yet: no rate, ETA unknown. */
     pl_progress_format(buf, sizeof buf, 120, 0, 64, 0.0, mib);
     CHECK_STR(buf, "[........................................] 0/64 batches  ETA -");
+    /* A run the host executor estimated (5000 s, 200 s of it gone): the ETA is the estimate's
+     * rest until the first batch is done, then measured. */
+    pl_progress_format_est(buf, sizeof buf, 120, 0, 64, 200.0, mib, 5000.0);
+    CHECK_STR(buf, "[........................................] 0/64 batches  ETA ~1:20:00 "
+                   "(estimate)");
+    pl_progress_format_est(buf, sizeof buf, 120, 16, 64, 2.0, mib, 5000.0);
+    CHECK(strstr(buf, "ETA 0:06") != NULL);
     /* Long runs: hours in the ETA; no bytes/s without a byte count. */
     pl_progress_format(buf, sizeof buf, 120, 1, 10000, 1.0, 0);
     CHECK_STR(buf, "[........................................] 1/10000 batches  1.0 batches/s  "
