@@ -816,11 +816,12 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
         y->rank_rest = o->rows ? b->rank - 1 : b->rank;
         memcpy(y->rest, o->rows ? b->shape + 1 : b->shape, (size_t)y->rank_rest * sizeof *y->rest);
         int rc = pl_sink_sync_add(y);
+        /* EAGAIN: no room for the thread (an address-space limit, or the thread limit) */
         if (rc)
-            ps = pl_error_set(
-                err, PL_ERUNTIME,
-                "error: sink '%s': cannot start the thread that syncs .npy headers: %s", st->name,
-                strerror(rc));
+            ps = pl_error_set(err, rc == EAGAIN ? PL_ENOMEM : PL_ERUNTIME,
+                              "error: sink '%s': %scannot start the thread that syncs .npy "
+                              "headers: %s",
+                              st->name, rc == EAGAIN ? "out of memory: " : "", strerror(rc));
         s->syncing = rc == 0;
         if (rc) unlink(s->meta);
     }

@@ -79,6 +79,9 @@ int pl_sink_sync_add(pl_sink_sync *e)
         rc = pthread_attr_init(&at);
         if (!rc) {
             pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            /* It writes headers and syncs: a small stack leaves the address space (which a
+             * `ulimit -v` may bound) to the work. */
+            pthread_attr_setstacksize(&at, (size_t)256 << 10);
             rc = pthread_create(&t, &at, pl__syncer, NULL);
             pthread_attr_destroy(&at);
         }

@@ -68,14 +68,17 @@ pl_status pl_intr_watch_add(pl_intr_watch *w, pl_error *err)
         int rc = sem_init(&pl__sem, 0, 0) != 0 ? errno : pthread_attr_init(&at);
         if (rc == 0) {
             pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            /* It waits and calls wake functions: a small stack leaves the address space (which a
+             * `ulimit -v` may bound) to the work. */
+            pthread_attr_setstacksize(&at, (size_t)256 << 10);
             rc = pthread_create(&t, &at, pl__relay, NULL);
             pthread_attr_destroy(&at);
         }
         if (rc != 0) {
             pthread_mutex_unlock(&pl__mu);
-            return pl_error_set(err, PL_ERUNTIME,
-                                "error: cannot start the thread that relays interrupts: %s",
-                                strerror(rc));
+            return pl_error_set(err, rc == EAGAIN ? PL_ENOMEM : PL_ERUNTIME,
+                                "error: %scannot start the thread that relays interrupts: %s",
+                                rc == EAGAIN ? "out of memory: " : "", strerror(rc));
         }
         pl__pid = getpid();
         __atomic_store_n(&pl__started, true, __ATOMIC_RELEASE);

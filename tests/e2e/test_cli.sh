@@ -160,7 +160,7 @@ if command -v zsh >/dev/null; then
                    compadd() { print -- "$@"; }; words=("$@"); CURRENT=$#; source "$0"' \
             "$zsh_c" pipectl "$@"
     }
-    zsh_args ru --ex | grep -qxF -- "(-e --executor)--executor=[auto (default) | host | gpu]:E:(auto host gpu)" ||
+    zsh_args ru --ex | grep -qx -- "(-e --executor)--executor=\[auto (default.*\]:E:(auto host gpu)" ||
         err "zsh: 'pipectl ru --ex<TAB>' does not offer --executor with its values: $(zsh_args ru --ex | head -5)"
     zsh_args plan x | grep -qxF -- "1:pipeline file:_files" || err "zsh: plan does not complete a file"
     zsh_args replay x | grep -qxF -- "1:bundle folder:_files -/" || err "zsh: replay does not complete a folder"
