@@ -5,7 +5,7 @@
 
 local function roles(opts)
   local r = {}
-  for k, v in (opts.args or ""):gmatch("(%w+)=([%w_]+)") do r[k] = v end
+  for k, v in (opts.args or ""):gmatch("([%w_]+)=([%w_]+)") do r[k] = v end
   return r
 end
 
