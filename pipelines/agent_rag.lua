@@ -1,6 +1,7 @@
 -- agent_rag.lua: pipelines/agent_rag.yaml written in Lua: the same spec, plan and outputs (its
 -- header says what the pipeline does and what each stand-in stands for). Both hops are made by
 -- one function, `hop`: embed, search, assemble, prefill, a loop of decode and sample, download.
+-- pipectl-test: skip-host (GPT-2 124M; tests/e2e/test_generate_pipelines.sh runs it on the tiny model)
 local B, Tq, D, K, P = 16, 32, 128, 2, 48    -- questions, question ids, embedding, hits, passage ids
 local V, DOCS = 50257, 32768                 -- GPT-2's vocabulary, documents in the corpus
 local L, H, C = 12, 12, 768                  -- GPT-2 124M: layers, heads, width

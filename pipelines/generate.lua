@@ -1,6 +1,7 @@
 -- generate.lua: pipelines/generate.yaml written in Lua: the same spec, plan and outputs. The
 -- sizes are named once and the shapes computed from them; `model` gives both gpt2 stages the
 -- same weights (so they share one copy). `while` is a Lua keyword: the loop's key is ["while"].
+-- pipectl-test: skip-host (GPT-2 124M; tests/e2e/test_generate_pipelines.sh runs it on the tiny model)
 local B, T, N = 64, 128, 256                        -- prompts per batch, prompt ids, new tokens
 local L, H, C, V = 12, 12, 768, 50257               -- GPT-2 124M: layers, heads, width, vocabulary
 
