@@ -198,6 +198,7 @@ typedef struct pl__run_args {
      * given (cav), the others cannot go with it. */
     char *cav[64];
     int ncav;
+    bool cav_full; /* more options than cav holds: an error only with --capture */
     const char *not_capture;
     pl_scale scale; /* --shard, --mpi */
 } pl__run_args;
@@ -229,9 +230,11 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
             id == PL__O_VERBOSE || id == PL__O_ARCH || id == PL__O_FAULT_MARKS ||
             id == PL__O_SHARD || id == PL__O_MPI) {
             if (!r->not_capture) r->not_capture = o->name;
+        } else if (id != PL__O_CAPTURE && (r->cav_full || r->ncav + 2 > 56)) {
+            /* 56 leaves room for "-o DIR -- FILE" and the NULL. A run without --capture takes
+             * more (up to PL_CLI_MAX_SETS --set options), so only pl__run_capture refuses this. */
+            r->cav_full = true;
         } else if (id != PL__O_CAPTURE) {
-            if (r->ncav + 2 > 56)
-                return pl_cli_usage_error(cmd, "too many options to pass on with --capture");
             /* "--name" of each option, once (the argv strings stay for its value) */
             static char names[PL_CLI_MAX_OPTS][32];
             int k2 = (int)(o - pl_cli_run_opts);
@@ -328,6 +331,7 @@ static int pl__run_capture(const pl_cmd *cmd, pl__run_args *r)
                                   "--%s does not go with --capture (a capture takes the "
                                   "options of 'pipectl capture')",
                                   r->not_capture);
+    if (r->cav_full) return pl_cli_usage_error(cmd, "too many options to pass on with --capture");
     r->cav[r->ncav++] = "-o";
     r->cav[r->ncav++] = (char *)r->capture;
     r->cav[r->ncav++] = "--";

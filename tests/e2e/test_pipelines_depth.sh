@@ -1,8 +1,9 @@
 # Every example in pipelines/ (*.yaml and *.lua) runs on the host executor, and its sink outputs
 # are byte-identical at depth 1, 2, 3, 8 and auto (results never depend on how many batches are in
 # flight). Each run works on a fresh copy of pipelines/ so outputs land under the build directory.
-# A file with a line "# pipectl-test: skip-host" is too large for the host executor (GPT-2 at full
-# size) and is only checked and planned (test_examples_check); smaller tests cover its stages.
+# A file with a line "# pipectl-test: skip-host" ("-- pipectl-test: skip-host" in a .lua) is too
+# large for the host executor (GPT-2 at full size) and is only checked and planned
+# (test_examples_check); smaller tests cover its stages.
 set -u
 pipectl=$1 src=$2 build=$3
 work=$build/pipelines_depth
@@ -12,7 +13,7 @@ fail=0 runs=0 files=0
 for f in "$src"/pipelines/*.yaml "$src"/pipelines/*.lua; do
   [ -e "$f" ] || continue
   name=$(basename "$f")
-  if grep -q '^# pipectl-test: skip-host' "$f"; then echo "skip: $name (pipectl-test: skip-host)"; continue; fi
+  if grep -Eq '^(#|--) pipectl-test: skip-host' "$f"; then echo "skip: $name (pipectl-test: skip-host)"; continue; fi
   for d in 1 2 3 8 auto; do
     dir=$work/d$d-$name
     # Without out/: other tests run the examples in place at the same time.

@@ -113,5 +113,15 @@ done
 "$pipectl" check --set forward.weights=random --set 'buffers.ids.shape=[8, 512]' \
     "$src/pipelines/gpt2_greedy.yaml" >/dev/null || err "gpt2_greedy: --set forward.weights"
 
+# 6. run takes as many --set as check (64), also more than --capture could pass on; --capture
+#    with that many options is refused with a message, exit 2.
+many=()
+for i in $(seq 40); do many+=(--set run.batches=$((i % 3 + 1))); done
+"$pipectl" run -q --executor host --out-dir "$tmp/many" "${many[@]}" "$src/pipelines/quickstart.yaml" >/dev/null 2>"$tmp/many.err" ||
+    err "run with 40 --set: $(cat "$tmp/many.err")"
+"$pipectl" run -q --executor host --capture "$tmp/many_cap" "${many[@]}" "$src/pipelines/quickstart.yaml" >/dev/null 2>"$tmp/many.err"
+[ $? = 2 ] && grep -q "too many options to pass on with --capture" "$tmp/many.err" ||
+    err "run --capture with 40 --set: $(cat "$tmp/many.err")"
+
 [ $fail = 0 ] && echo "test_set: ok"
 exit $((fail > 0))
