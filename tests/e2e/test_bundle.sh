@@ -29,7 +29,7 @@ for f in p/*.yaml p/*.lua; do
     n=$(basename "$f")
     b="b_${n%.*}_${n##*.}"
     # Too large for the host executor (GPT-2 at full size): the GPU bundle test covers those.
-    grep -q '^# pipectl-test: skip-host' "$f" && continue
+    grep -Eq '^(#|--) pipectl-test: skip-host' "$f" && continue
     "$pipectl" capture --quiet --executor host --reps 2 --batches 6 --copy-inputs "$f" -o "$b" ||
         { err "$n: capture exited $?"; continue; }
     for x in manifest.json README.txt pipeline.yaml plan.txt plan.json plan.dot trace.json \

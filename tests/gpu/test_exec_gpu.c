@@ -314,7 +314,8 @@ static bool gt_skip_host(const char *path)
     char line[512];
     bool skip = false;
     while (f && !skip && fgets(line, sizeof line, f))
-        skip = strncmp(line, "# pipectl-test: skip-host", 25) == 0;
+        skip = strncmp(line, "# pipectl-test: skip-host", 25) == 0 ||
+               strncmp(line, "-- pipectl-test: skip-host", 26) == 0; /* a .lua's comment */
     if (f) fclose(f);
     return skip;
 }
@@ -362,8 +363,8 @@ int main(void)
     for (int i = 0; i < n; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", pdir, names[i]);
-        /* "# pipectl-test: skip-host": too large for the host executor (GPT-2 at full size);
-         * tests/gpu/test_gpt2_gpu.sh compares its stages on a tiny model instead. */
+        /* "# pipectl-test: skip-host" ("--" in .lua): too large for the host executor (GPT-2 at
+         * full size); tests/gpu/test_gpt2_gpu.sh compares its stages on a tiny model instead. */
         if (gt_skip_host(path))
             printf("skip: %s (pipectl-test: skip-host)\n", names[i]);
         else
