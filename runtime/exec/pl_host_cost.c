@@ -98,6 +98,18 @@ static double pl__thread_rate(bool blas)
     return pl__rate[blas] > 0 ? pl__rate[blas] : PL_HOST_COST_FAST_FLOPS;
 }
 
+/* A stage's FLOPs a batch: its kind's, times its loop's iterations (the fixed count, else the
+ * bound: an estimate that errs long for a loop that ends early). */
+static double pl__stage_flops(const pl_spec *spec, const pl_stage *st, bool *blas)
+{
+    double f = st->kind->host_flops ? st->kind->host_flops(spec, st, blas) : 0;
+    if (f > 0 && st->parent >= 0 && spec->stages[st->parent].loop) {
+        const pl_loop *l = spec->stages[st->parent].loop;
+        f *= (double)(l->count > 0 ? l->count : l->max);
+    }
+    return f;
+}
+
 void pl_host_cost_estimate(const pl_plan *plan, int workers, pl_host_cost *out)
 {
     *out = (pl_host_cost){0, 0, -1, 0, 0, false};
@@ -110,7 +122,7 @@ void pl_host_cost_estimate(const pl_plan *plan, int workers, pl_host_cost *out)
     for (int i = 0; i < plan->n_stages; i++) {
         const pl_stage *st = &spec->stages[i];
         bool blas = false;
-        double f = st->kind->host_flops ? st->kind->host_flops(spec, st, &blas) : 0;
+        double f = pl__stage_flops(spec, st, &blas);
         if (f <= 0) continue;
         out->flops_per_batch += f;
         fast += f / (PL_HOST_COST_FAST_FLOPS * (blas ? threads : 1));
@@ -125,7 +137,7 @@ void pl_host_cost_estimate(const pl_plan *plan, int workers, pl_host_cost *out)
     for (int i = 0; i < plan->n_stages; i++) {
         const pl_stage *st = &spec->stages[i];
         bool blas = false;
-        double f = st->kind->host_flops ? st->kind->host_flops(spec, st, &blas) : 0;
+        double f = pl__stage_flops(spec, st, &blas);
         if (f <= 0) continue;
         double rate = pl__thread_rate(blas) * (blas ? threads : 1);
         per_batch += f / rate;

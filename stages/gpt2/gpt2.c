@@ -1246,9 +1246,16 @@ static double pl__gpt2_host_flops(const pl_spec *spec, const pl_stage *st, bool 
 {
     const pl__gpt2_opts *o = st->priv;
     const pl_buffer *ids = pl_kind_rbuf(spec, st, o->r_ids);
-    double B = (double)ids->shape[0], T = (double)ids->shape[1], C = o->cfg.n_embd;
-    double layer = 24 * T * C * C + 2 * T * (T + 1) * C;
+    double B = (double)ids->shape[0], C = o->cfg.n_embd;
     *blas = false;
+    if (o->mode == PL__GPT2_DECODE) {
+        /* One new position against at most the cache's positions: an upper bound per step. */
+        double P = (double)pl_kind_wbuf(spec, st, o->w_cache)->shape[4];
+        double layer = 24 * C * C + 4 * P * C;
+        return B * (o->cfg.n_layer * layer + 2 * C * o->cfg.vocab);
+    }
+    double T = (double)ids->shape[1];
+    double layer = 24 * T * C * C + 2 * T * (T + 1) * C;
     return B * (o->cfg.n_layer * layer + 2 * (o->all ? T : 1) * C * o->cfg.vocab);
 }
 
