@@ -25,6 +25,14 @@ grep -q "^error: pipeline 'gpt2_greedy' is sized for a GPU, and none is availabl
     { echo "FAIL: gpt2_greedy: message"; cat "$work/auto.err"; fail=1; }
 [ ! -e "$work/out" ] || { echo "FAIL: gpt2_greedy: the refused run made out/"; fail=1; }
 
+# A loop's body counts once per iteration: generate.yaml's 255 decode steps are most of its cost
+# (4.26 TFLOP a batch against the prefill's 1.42).
+cp "$src/pipelines/generate.yaml" "$work/"
+"$pipectl" run "$work/generate.yaml" >/dev/null 2>"$work/gen.err"
+rc=$?
+[ $rc = 2 ] && grep -q "(stage 'decode': 4.26 TFLOP a batch x 8 batches at " "$work/gen.err" ||
+    { echo "FAIL: generate.yaml under auto: exit $rc: $(cat "$work/gen.err")"; fail=1; }
+
 "$pipectl" run --json "$work/gpt2_greedy.yaml" >"$work/auto.json" 2>/dev/null
 rc=$?
 [ $rc = 2 ] || { echo "FAIL: --json: exit $rc"; fail=1; }
