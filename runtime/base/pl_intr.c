@@ -68,6 +68,8 @@ pl_status pl_intr_watch_add(pl_intr_watch *w, pl_error *err)
         int rc = sem_init(&pl__sem, 0, 0) != 0 ? errno : pthread_attr_init(&at);
         if (rc == 0) {
             pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            /* It calls a few short watchers: 64 KiB, not 8 MiB of address space (`ulimit -v`). */
+            pthread_attr_setstacksize(&at, 64 * 1024);
             rc = pthread_create(&t, &at, pl__relay, NULL);
             pthread_attr_destroy(&at);
         }
