@@ -684,6 +684,7 @@ static struct {
 static pthread_once_t pl__kick_once = PTHREAD_ONCE_INIT;
 static pl_intr_watch pl__wd_intr;      /* wakes the watchdog on an interrupt; added once */
 static pl_status pl__wd_setup = PL_OK; /* what pl__install_kick achieved */
+static bool pl__wd_told; /* interrupts wake it (else it looks every PL__WD_PERIOD_NS) */
 
 static void pl__on_kick(int sig)
 {
@@ -720,7 +721,7 @@ static void pl__install_kick(void)
     }
     pthread_condattr_destroy(&ca);
     pl__wd_intr.fn = pl__wd_wake;
-    if (pl_intr_watch_add(&pl__wd_intr, NULL) != PL_OK) pl__wd_setup = PL_ERUNTIME;
+    pl__wd_told = pl_intr_watch_add(&pl__wd_intr, NULL) == PL_OK;
 }
 
 static void *pl__watchdog(void *arg)
@@ -746,8 +747,10 @@ static void *pl__watchdog(void *arg)
                              PL__KICK_SIGNAL);
             atomic_store(&lx->kicking, 0);
         }
-        /* Interrupted: a call that started just before it may not be marked active yet. */
-        if ((due || intr) && now + PL__WD_PERIOD_NS < next) next = now + PL__WD_PERIOD_NS;
+        /* Interrupted: a call that started just before it may not be marked active yet. No
+         * relay to say so: look every period. */
+        if ((due || intr || !pl__wd_told) && now + PL__WD_PERIOD_NS < next)
+            next = now + PL__WD_PERIOD_NS;
         if (next == INT64_MAX) {
             pthread_cond_wait(&pl__wd.cv, &pl__wd.mu);
         } else {
@@ -764,8 +767,7 @@ pl_status pl_lua_watch(pl_lua *lx, int64_t time_limit_ms, const char *hint, pl_e
     pthread_once(&pl__kick_once, pl__install_kick);
     if (pl__wd_setup != PL_OK)
         return pl_error_set(err, PL_ERUNTIME,
-                            "error: cannot set up the Lua watchdog (a condition variable or the "
-                            "interrupt relay thread)");
+                            "error: cannot set up the Lua watchdog's condition variable");
     pthread_mutex_lock(&pl__wd.mu);
     lx->limit_ns = time_limit_ms > 0 ? time_limit_ms * 1000000 : 0;
     lx->hint_time = hint ? hint : "raise `time_limit_ms`";

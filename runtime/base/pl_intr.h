@@ -55,7 +55,8 @@ typedef struct pl_intr_watch {
 } pl_intr_watch;
 
 /* Adds w (starting the relay thread on first use; it then stays, asleep in sem_wait).
- * PL_ERUNTIME when the thread cannot start. */
+ * PL_ERUNTIME when the thread cannot start (w is not added): the caller then wakes on a timer to
+ * look at the level, as it cannot be told. */
 pl_status pl_intr_watch_add(pl_intr_watch *w, pl_error *err);
 /* Removes w; after it returns, w->fn is not running and is not called again. Safe on a watcher
  * that was never added. */

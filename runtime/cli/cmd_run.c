@@ -94,11 +94,7 @@ const pl_cli_opt pl_cli_run_opts[] = {
      "slots in flight (overrides run.depth); auto: measured on the first batches, the smallest "
      "that reaches the bound within run.memory_budget",
      PL__O_DEPTH},
-    {"executor", 'e', "E", "auto|host|gpu",
-     "auto (default: gpu where a GPU is, else host; without a GPU it refuses work sized for one, "
-     "whose host estimate is above 10 minutes, saying the estimate) | host (runs it anyway, with "
-     "a progress line and ETA) | gpu",
-     PL__O_EXECUTOR},
+    {"executor", 'e', "E", "auto|host|gpu", "auto (default) | host | gpu", PL__O_EXECUTOR},
     {"graphs", 0, "MODE", "auto|stage|segment|none", PL_CLI_GRAPHS_HELP, PL__O_GRAPHS},
     {"no-graph", 0, NULL, NULL, "gpu: plain stream launches instead of CUDA Graphs (--graphs none)",
      PL__O_NO_GRAPH},

@@ -34,7 +34,12 @@ const pl_cmd pl_cmds[] = {
               "  in flight are dropped, the outputs keep the finished ones. A third kills at once. "
               "SIGPIPE\n"
               "  is ignored during the run: a sink writing to a closed pipe fails with an error "
-              "instead.\n",
+              "instead.\n"
+              "executor: auto runs on the GPU where one is, else on the host; without a GPU it "
+              "refuses\n"
+              "  (exit 2) work sized for one, whose host-executor estimate is above 10 minutes, "
+              "saying\n"
+              "  the estimate; --executor host runs it anyway, with a progress line and ETA.\n",
      .operands = "FILE",
      .fn = pl_cmd_run},
     {.name = "check",

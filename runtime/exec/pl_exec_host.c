@@ -108,8 +108,9 @@ static pl_status pl__host_phase(void *user, int64_t limit, int64_t *done, bool *
     pthread_mutex_lock(&s->mu);
     pl_sched_set_limit(s, limit);
     pthread_mutex_unlock(&s->mu);
+    /* Without the relay (no room for its thread) a stop is looked for every 50 ms instead. */
     pl_intr_watch w = {pl__host_intr, s, NULL};
-    if (pl_intr_watch_add(&w, err) != PL_OK) return PL_ERUNTIME;
+    bool told = pl_intr_watch_add(&w, NULL) == PL_OK;
     pl_sched_start(s, h->t0);
     pthread_mutex_lock(&s->mu);
     /* Until the work is over (the workers' leaving is teardown, after the clock). */
@@ -125,12 +126,13 @@ static pl_status pl__host_phase(void *user, int64_t limit, int64_t *done, bool *
             }
         }
         pl__host_stop(s, cfg, stopped, &aborted);
-        if (!pl_sched_idle(s) && !pl_sched_finished(s)) pl_sched_wait_progress_since(s, gen, -1);
+        if (!pl_sched_idle(s) && !pl_sched_finished(s))
+            pl_sched_wait_progress_since(s, gen, told ? -1 : 50000);
     }
     *done = pl_sched_batches_done(s);
     h->t_end = pl_now_ns();
     pthread_mutex_unlock(&s->mu);
-    pl_intr_watch_remove(&w);
+    if (told) pl_intr_watch_remove(&w);
     while (h->reported < *done && cfg->on_batch)
         cfg->on_batch(cfg->user, ++h->reported, total);
     pl_sched_join(s);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_intr.h"
 #include "pl_tok_kind.h"
 
 static const pl_key pl__detokenize_keys[] = {
@@ -101,6 +102,10 @@ static pl_status pl__detok_run(pl_stage_ctx *ctx, pl_error *err)
     pl_bpe_text raw = {0}, row = {0};
     pl_status ps = PL_OK;
     for (int64_t b = 0; ps == PL_OK && b < B; b++) {
+        if (pl_intr_pending()) { /* between rows, as tokenize */
+            ps = pl_intr_error(err, "detokenizing");
+            break;
+        }
         int64_t n = lengths ? lengths[b] : T;
         if (n < 0 || n > T) {
             ps = pl_error_set(err, PL_EINPUT,
