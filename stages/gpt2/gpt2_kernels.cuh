@@ -581,6 +581,27 @@ template <typename E> __device__ inline void unpack8(const int4 *p, float (&f)[8
         f[i] = to_f(e[i]);
 }
 
+/* The 32 lanes' online-softmax states (max m, sum l, output o) merged by log-sum-exp through
+ * shuffles: every lane ends with the warp's result. A lane that saw no key has m = -inf and
+ * weight 0. */
+template <int HD> __device__ inline void warp_merge_softmax(float &m, float &l, float (&o)[HD])
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+        const float mn = fmaxf(m, m2);
+        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
+        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+#pragma unroll
+        for (int i = 0; i < HD; i++) {
+            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
+            o[i] = o[i] * a + o2 * a2;
+        }
+        l = l * a + l2 * a2;
+        m = mn;
+    }
+}
+
 template <typename E, int HD>
 __global__ void __launch_bounds__(32)
     attention_last_kernel(E *out, const E *qkv, int T, int H, float scale)
@@ -626,20 +647,7 @@ __global__ void __launch_bounds__(32)
     }
     /* Merge the lanes' (m, l, o): every lane ends with the whole result. A lane that saw no key
      * (T < 32) has m = -inf and weight 0. */
-    for (int off = 16; off > 0; off >>= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
-        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
-        const float mn = fmaxf(m, m2);
-        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
-        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
-#pragma unroll
-        for (int i = 0; i < HD; i++) {
-            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
-            o[i] = o[i] * a + o2 * a2;
-        }
-        l = l * a + l2 * a2;
-        m = mn;
-    }
+    warp_merge_softmax<HD>(m, l, o);
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     E *orow = out + (int64_t)b * C + (int64_t)h * HD;
 #pragma unroll
@@ -1026,20 +1034,7 @@ __global__ void __launch_bounds__(kCachedThreads)
     }
     /* The warp's lanes merge (every lane ends with the warp's result; a lane that saw no key has
      * m = -inf and weight 0). */
-    for (int off = 16; off > 0; off >>= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
-        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
-        const float mn = fmaxf(m, m2);
-        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
-        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
-#pragma unroll
-        for (int i = 0; i < HD; i++) {
-            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
-            o[i] = o[i] * a + o2 * a2;
-        }
-        l = l * a + l2 * a2;
-        m = mn;
-    }
+    warp_merge_softmax<HD>(m, l, o);
     if (lane == 0) {
         sm_m[warp] = m;
         sm_l[warp] = l;
