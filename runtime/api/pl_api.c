@@ -361,18 +361,15 @@ int pipectl_plan_depth(const pipectl_plan *plan)
     return plan ? plan->plan->depth : 0;
 }
 
-int pipectl_plan_describe(pipectl *h, const pipectl_plan *plan, char **out)
+/* *out = what dump writes of the plan, as text (malloc'd: pipectl_free). */
+static int pl__plan_text(pipectl *h, const pipectl_plan *plan,
+                         void (*dump)(const pl_plan *, FILE *), char **out)
 {
-    if (out) *out = NULL;
-    if (!h) return PIPECTL_EINPUT;
-    pl__begin(h);
-    if (!plan || !out)
-        return pl__misuse(h, "pipectl_plan_describe", plan ? "out is NULL" : "the plan is NULL");
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return pl_error_set(&h->err, PL_ENOMEM, "error: out of memory describing the plan");
-    pl_plan_dump(plan->plan, f);
+    dump(plan->plan, f);
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     if (bad || !text) {
@@ -381,6 +378,16 @@ int pipectl_plan_describe(pipectl *h, const pipectl_plan *plan, char **out)
     }
     *out = text;
     return PIPECTL_OK;
+}
+
+int pipectl_plan_describe(pipectl *h, const pipectl_plan *plan, char **out)
+{
+    if (out) *out = NULL;
+    if (!h) return PIPECTL_EINPUT;
+    pl__begin(h);
+    if (!plan || !out)
+        return pl__misuse(h, "pipectl_plan_describe", plan ? "out is NULL" : "the plan is NULL");
+    return pl__plan_text(h, plan, pl_plan_dump, out);
 }
 
 int pipectl_plan_dump(pipectl *h, const pipectl_plan *plan, int format, char **out)
@@ -405,19 +412,7 @@ int pipectl_plan_dump(pipectl *h, const pipectl_plan *plan, int format, char **o
                             "error: pipectl_plan_dump: format is %d; use PIPECTL_PLAN_TEXT, _DOT "
                             "or _JSON",
                             format);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return pl_error_set(&h->err, PL_ENOMEM, "error: out of memory describing the plan");
-    pl_plan_dump_dot(plan->plan, f);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || !text) {
-        free(text);
-        return pl_error_set(&h->err, PL_ENOMEM, "error: out of memory describing the plan");
-    }
-    *out = text;
-    return PIPECTL_OK;
+    return pl__plan_text(h, plan, pl_plan_dump_dot, out);
 }
 
 void pipectl_free(void *mem)
