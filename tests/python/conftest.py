@@ -78,3 +78,18 @@ def env_for_child():
     env["PYTHONPATH"] = str(REPO / "python") + os.pathsep + env.get("PYTHONPATH", "")
     env["PIPECTL_LIBRARY"] = pipectl.library
     return env
+
+
+def wait_for_a_batch(partial, alive, timeout=60):
+    """Waits until a sink's `<to>.partial` has grown past the size it was first seen with (at
+    least one batch written), or `alive()` turns false: a run stopped before its first batch
+    leaves no file (stages/sink.c), so a test of what an interrupted run keeps waits for one."""
+    import time  # noqa: PLC0415
+    first, end = None, time.monotonic() + timeout
+    while time.monotonic() < end and alive():
+        if partial.exists():
+            size = partial.stat().st_size
+            first = size if first is None else first
+            if size > first:
+                return
+        time.sleep(0.01)

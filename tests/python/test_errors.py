@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pipectl
-from conftest import gpu_available
+from conftest import gpu_available, wait_for_a_batch
 
 
 def position_of(message):
@@ -129,6 +129,8 @@ def test_interrupted_from_another_thread(tmp_path):
 
     t = threading.Thread(target=work)
     t.start()
+    # a run stopped before its first batch leaves no file, a different promise than this one
+    wait_for_a_batch(tmp_path / "out" / "a.npy.partial", t.is_alive)
     for _ in range(200):
         p.interrupt()
         if out or not t.is_alive():

@@ -6,13 +6,12 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 import pipectl
-from conftest import env_for_child, run_cli
+from conftest import env_for_child, run_cli, wait_for_a_batch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("gpu")]
 
@@ -77,7 +76,7 @@ def test_ctrl_c_on_gpu(tmp_path):
     proc.stdin.close()
     proc.stdin = None
     assert proc.stdout.readline().strip() == "running"
-    time.sleep(3)  # past the GPU executor's setup
+    wait_for_a_batch(tmp_path / "out" / "b.npy.partial", lambda: proc.poll() is None, 300)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err

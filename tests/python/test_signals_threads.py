@@ -5,12 +5,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 
 import pipectl
-from conftest import env_for_child
+from conftest import env_for_child, wait_for_a_batch
 
 LONG = """pipeline: long
 run: {batches: 100000000, depth: 3}
@@ -43,7 +42,7 @@ def test_ctrl_c_raises_keyboard_interrupt_after_the_drain(tmp_path):
     proc.stdin.close()
     proc.stdin = None  # written: communicate() has nothing to send
     assert proc.stdout.readline().strip() == "running"
-    time.sleep(0.5)  # the run is under way
+    wait_for_a_batch(tmp_path / "out" / "a.npy.partial", lambda: proc.poll() is None)
     proc.send_signal(signal.SIGINT)
     try:
         out, err = proc.communicate(timeout=60)
