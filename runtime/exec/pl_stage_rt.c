@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pl_intr.h"
 #include "pl_nvtx.h"
 #include "pl_pool.h"
 
@@ -185,6 +186,9 @@ pl_status pl_stage_rt_run_loop(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
     for (int64_t it = 0;; it++) {
         if (index) *index = (int32_t)it;
         if (it >= limit || (cond && *cond == 0)) return PL_OK;
+        /* The second signal drops the batches in flight: this one stops between iterations. */
+        if (it > 0 && pl_intr_level() == PL_INTR_ABORT)
+            return pl_intr_error(err, "repeating a loop");
         for (int i = 0; i < lp->n_body; i++)
             PL_CHECK(pl_stage_rt_run_host(rt, cfg, lp->body[i], batch, worker, bufs, err));
     }

@@ -6,6 +6,8 @@
 # host gemm of ~1 s a batch, sent SIGTERM after its first batch, exits 143, --json says 143, and
 # the batches kept equal a run of that many. A source reading stdin, blocked in batch 3: one
 # SIGINT lets that batch in flight finish once its data comes (4 batches kept); two drop it (3).
+# A loop whose batch 1 would spin for 100 s (100,000 iterations of a 1 ms body): two SIGINTs stop
+# it between iterations, within 10 s, and the sink keeps batch 0.
 set -u
 pipectl=$1 build=$3
 work=$build/run_interrupt
@@ -190,4 +192,45 @@ YAML
     if find "$d" -name '*.partial*' | grep -q .; then echo "FAIL: stdin ($n_sig signals): .partial left"; fail=1; fi
     echo "stdin source, $n_sig signal(s): exit $rc, $n batches kept"
 done
+# ---- the second signal stops a loop between iterations ----
+d=$work/loop
+mkdir -p "$d"
+cat >"$d/p.yaml" <<'YAML'
+pipeline: loop_abort
+run: {batches: 4, depth: 1}
+buffers:
+  c_host: {where: host, dtype: i32, shape: [1]}
+  c: {where: device, dtype: i32, shape: [1]}
+stages:
+  - {name: gen, kind: source, to: c_host, generator: range}
+  - {name: up, kind: h2d, from: c_host, to: c}
+  - name: spin
+    loop: {max: 100000, while: c}
+    stages:
+      - {name: wait, kind: kernel, op: busy, duration_us: 1000, reads: [c]}
+  - {name: save, kind: sink, from: c_host, to: out/c.npy, after: [spin]}
+YAML
+"$pipectl" run --executor host --quiet "$d/p.yaml" 2>"$d.err" &
+pid=$!
+if wait_size "$d/out/c.npy.partial" $((128 + 4)); then
+    sleep 0.5 # batch 1 is in its loop
+    kill -INT $pid
+    sleep 0.3
+    kill -INT $pid
+    wait_rc $pid 10
+    if [ "$rc" = running ]; then
+        echo "FAIL: loop: still running 10 s after the second SIGINT"
+        kill -KILL $pid
+        fail=1
+    else
+        [ "$rc" = 130 ] || { echo "FAIL: loop: exit $rc, expected 130"; cat "$d.err"; fail=1; }
+        n=$(rows "$d/out/c.npy")
+        [ "$n" = 1 ] || { echo "FAIL: loop: $n batches kept, expected 1"; cat "$d.err"; fail=1; }
+        echo "loop of 100,000 iterations, 2 signals: exit $rc, $n batch kept"
+    fi
+else
+    echo "FAIL: loop: batch 0 not written in 120 s"
+    kill -KILL $pid
+    fail=1
+fi
 exit $fail

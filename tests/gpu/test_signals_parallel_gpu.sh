@@ -3,7 +3,8 @@
 # device segments (pipelines/lua_postprocess.yaml at depth 8, 64 batches) writes on the GPU the
 # bytes the host executor writes at parallel 1; a GPU run sent SIGTERM exits 143 and --json says
 # 143, the batches kept equal to a GPU run of that many; `--executor auto` with a GPU picks it
-# for GPU-sized work (pipelines/gpt2_greedy.yaml, 2 batches): nothing is refused.
+# for GPU-sized work (pipelines/gpt2_greedy.yaml, 2 batches): nothing is refused; two SIGINTs end a
+# loop already on the device (a WHILE node, or launched from the host) at its next iteration.
 # Exits 77 (skipped) where no GPU is usable.
 # usage: test_signals_parallel_gpu.sh PIPECTL SOURCE_DIR
 set -u
@@ -65,5 +66,49 @@ fi
 # 3. auto with a GPU: GPU-sized work runs there, no refusal.
 "$pipectl" run --quiet --batches 2 p/gpt2_greedy.yaml 2>auto.err || err "gpt2_greedy under auto with a GPU: $(cat auto.err)"
 grep -q "sized for a GPU" auto.err && err "auto refused GPU-sized work on a GPU machine"
-[ $fail = 0 ] && echo "parallel lua stage on the GPU executor, SIGTERM 143, auto on a GPU: ok"
+# 4. The second SIGINT ends a loop already on the device: batch 1's loop would spin 100 s
+# (100,000 iterations of a 1 ms busy kernel) as a WHILE node (run.loop: device) or launched
+# iteration by iteration (host); both end within 10 s, exit 130, batch 0 kept.
+cat >loop.yaml <<'YAML'
+pipeline: loop_abort
+run: {batches: 4, depth: 1}
+buffers:
+  c_host: {where: host, dtype: i32, shape: [1]}
+  c: {where: device, dtype: i32, shape: [1]}
+stages:
+  - {name: gen, kind: source, to: c_host, generator: range}
+  - {name: up, kind: h2d, from: c_host, to: c}
+  - name: spin
+    loop: {max: 100000, while: c}
+    stages:
+      - {name: wait, kind: kernel, op: busy, duration_us: 1000, reads: [c]}
+  - {name: save, kind: sink, from: c_host, to: out/c.npy, after: [spin]}
+YAML
+for mode in device host; do
+    rm -rf out
+    "$pipectl" run --quiet --executor gpu --set run.loop=$mode loop.yaml 2>loop.err &
+    pid=$!
+    for _ in $(seq 1 600); do
+        [ -f out/c.npy.partial ] && [ "$(stat -c %s out/c.npy.partial)" -ge 132 ] && break
+        sleep 0.05
+    done
+    sleep 0.5
+    kill -INT $pid
+    sleep 0.3
+    kill -INT $pid
+    rc=running
+    for _ in $(seq 1 200); do
+        if ! kill -0 $pid 2>/dev/null; then wait $pid; rc=$?; break; fi
+        sleep 0.05
+    done
+    if [ "$rc" = running ]; then
+        err "loop ($mode): still running 10 s after the second SIGINT"
+        kill -KILL $pid
+        continue
+    fi
+    [ "$rc" = 130 ] || err "loop ($mode): exit $rc, expected 130: $(cat loop.err)"
+    python3 -c 'import numpy as np, sys; a = np.load("out/c.npy"); sys.exit(a.shape != (1, 1))' ||
+        err "loop ($mode): out/c.npy does not hold batch 0 alone"
+done
+[ $fail = 0 ] && echo "parallel lua stage on the GPU executor, SIGTERM 143, auto on a GPU, a loop aborted on the device: ok"
 exit $((fail > 0))

@@ -16,11 +16,12 @@ int pl_exec_launch_fault(const void *trigger_dev, void *stream);
 
 /* Enqueues a loop's test on `stream` (pl_gpu_loop.c): iterations done = 0 when `first`, else
  * *counter + 1, stored into *counter and *index (index may be NULL); another iteration runs when
- * they are below `limit` and *cond (NULL: none) is nonzero: that goes into the conditional
- * handle `handle` when `set` (CUDA 12.4+ builds), and into the host-mapped *go (may be NULL).
- * Capturable. Returns cudaError_t as int. */
+ * they are below `limit`, *cond (NULL: none) is nonzero and the device word *stop is zero: that
+ * goes into the conditional handle `handle` when `set` (CUDA 12.4+ builds), and into the
+ * host-mapped *go (may be NULL). Capturable. Returns cudaError_t as int. */
 int pl_exec_launch_loop_test(unsigned long long handle, int set, int *counter, int first,
-                             const int *cond, int *index, int limit, int *go, void *stream);
+                             const int *cond, int *index, int limit, const int *stop, int *go,
+                             void *stream);
 
 #ifndef __cplusplus
 #include "pl_run.h"

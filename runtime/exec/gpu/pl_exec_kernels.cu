@@ -21,16 +21,19 @@ extern "C" int pl_exec_launch_fault(const void *trigger_dev, void *stream)
 
 // A loop's test, one thread: before the first iteration (first != 0) and as the body's last node.
 // The iterations done (0, or one more than the counter held) go into the counter and the index;
-// whether another iteration runs (below limit, and the condition nonzero when there is one) goes
-// into the WHILE node's handle (set != 0: a device loop) and into a host-mapped word (go: a loop
-// the host launches iteration by iteration).
+// whether another iteration runs (below limit, the condition nonzero when there is one, and no
+// abort asked: `stop`, a device word the host sets from a side stream on a second signal, so that a
+// loop already on the device ends at its next test instead of running to its bound) goes into the
+// WHILE node's handle (set != 0: a device loop) and into a host-mapped word (go: a loop the host
+// launches iteration by iteration).
 __global__ void pl__loop_test(unsigned long long handle, int set, int *counter, int first,
-                              const int *cond, int *index, int limit, volatile int *go)
+                              const int *cond, int *index, int limit, const volatile int *stop,
+                              volatile int *go)
 {
     int it = first ? 0 : *counter + 1;
     *counter = it;
     if (index) *index = it;
-    unsigned int run = it < limit && (!cond || *cond != 0);
+    unsigned int run = it < limit && (!cond || *cond != 0) && !*stop;
 #if CUDART_VERSION >= 12040
     if (set) cudaGraphSetConditional((cudaGraphConditionalHandle)handle, run);
 #else
@@ -43,10 +46,10 @@ __global__ void pl__loop_test(unsigned long long handle, int set, int *counter, 
 }
 
 extern "C" int pl_exec_launch_loop_test(unsigned long long handle, int set, int *counter, int first,
-                                        const int *cond, int *index, int limit, int *go,
-                                        void *stream)
+                                        const int *cond, int *index, int limit, const int *stop,
+                                        int *go, void *stream)
 {
     pl__loop_test<<<1, 1, 0, (cudaStream_t)stream>>>(handle, set, counter, first, cond, index,
-                                                     limit, go);
+                                                     limit, stop, go);
     return (int)cudaGetLastError();
 }

@@ -10,6 +10,7 @@
 
 #include "pl_exec_gpu_int.h"
 #include "pl_gx.h"
+#include "pl_intr.h"
 #include "pl_nvtx.h"
 
 /* Can segment k of batch b be issued now? *host_blocked: only host-side work (a host stage of
@@ -246,11 +247,26 @@ void pl_gx_issue_loop(pl_gx *gx)
     pl_sched *s = &gx->sched;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        if (gx->cfg->stop && *gx->cfg->stop && !gx->stopped) {
+        int intr = pl_intr_level();
+        if (((gx->cfg->stop && *gx->cfg->stop) || intr != PL_INTR_NONE) && !gx->stopped) {
             /* Launched batches and those whose host stages started still finish: outputs kept. */
             gx->stopped = true;
             int64_t lim = gx->nseg ? gx->launched[0] : 0;
             pl_sched_set_limit(s, lim > s->started ? lim : s->started);
+        }
+        if (intr == PL_INTR_ABORT && !gx->aborted) {
+            /* The second signal: the batches in flight are dropped too, as on the host executor.
+             * The sinks keep the batches every other stage finished (the commit point); the
+             * device work already launched completes and is waited for at teardown, unread, as
+             * after a launch error; its loops end at their next test. */
+            gx->aborted = true;
+            pl_sched_set_limit(s, s->commit);
+            pl_error e;
+            if (pl_gx_loop_abort(gx, &e) != PL_OK && !gx->has_late_err) {
+                gx->has_late_err = true;
+                gx->late_status = PL_ECUDA;
+                gx->late_err = e;
+            }
         }
         bool launched_any = false, host_blocked = false, can_issue = false;
         for (int k = 0; k < gx->nseg && !s->abort; k++) {

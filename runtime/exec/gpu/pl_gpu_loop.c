@@ -16,6 +16,7 @@
 
 #include "pl_exec_gpu_int.h"
 #include "pl_gx.h"
+#include "pl_intr.h"
 
 /* Conditional nodes and cudaStreamBeginCaptureToGraph: CUDA 12.4 (12.3 had them without memory
  * copies in bodies). */
@@ -44,6 +45,7 @@ typedef struct pl__test {
     const int *cond;
     int *index;
     int limit;
+    const int *stop; /* the run's abort word (pl_gx_loop_abort) */
 } pl__test;
 
 static void pl__test_args(const pl_gx *gx, int l, int slot, pl__test *t)
@@ -54,6 +56,7 @@ static void pl__test_args(const pl_gx *gx, int l, int slot, pl__test *t)
     t->cond = lo->cond.name ? db[lo->cond.index] : NULL;
     t->index = lo->index.name ? db[lo->index.index] : NULL;
     t->limit = (int)(lo->count ? lo->count : lo->max);
+    t->stop = gx->loop_ctr + (size_t)gx->depth * (size_t)gx->n_loops;
 }
 
 /* Host-launched loops of device stages (run.loop: host). */
@@ -68,8 +71,12 @@ pl_status pl_gx_loop_create(pl_gx *gx, pl_error *err)
     gx->n_loops = p->n_loops;
     if (!gx->n_loops) return PL_OK;
     size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
-    PL_CHECK(PL_CUDA(cudaMalloc((void **)&gx->loop_ctr, n * sizeof *gx->loop_ctr), NULL, -1, err));
-    PL_CHECK(PL_CUDA(cudaMemset(gx->loop_ctr, 0, n * sizeof *gx->loop_ctr), NULL, -1, err));
+    /* The counters, then the abort word every test reads. */
+    PL_CHECK(
+        PL_CUDA(cudaMalloc((void **)&gx->loop_ctr, (n + 1) * sizeof *gx->loop_ctr), NULL, -1, err));
+    PL_CHECK(PL_CUDA(cudaMemset(gx->loop_ctr, 0, (n + 1) * sizeof *gx->loop_ctr), NULL, -1, err));
+    PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->loop_abort_stream, cudaStreamNonBlocking), NULL,
+                     -1, err));
     PL_CHECK(
         PL_CUDA(cudaHostAlloc((void **)&gx->loop_go, n * sizeof *gx->loop_go, cudaHostAllocMapped),
                 NULL, -1, err));
@@ -102,6 +109,7 @@ void pl_gx_loop_destroy(pl_gx *gx)
     for (size_t i = 0; gx->loop_streams && i < n; i++)
         if (gx->loop_streams[i]) cudaStreamDestroy(gx->loop_streams[i]);
     if (gx->body_stream) cudaStreamDestroy(gx->body_stream);
+    if (gx->loop_abort_stream) cudaStreamDestroy(gx->loop_abort_stream);
     if (gx->loop_go) cudaFreeHost(gx->loop_go);
     if (gx->loop_ctr) cudaFree(gx->loop_ctr);
     free(gx->loop_body);
@@ -109,12 +117,23 @@ void pl_gx_loop_destroy(pl_gx *gx)
     free(gx->pending);
     gx->loop_body = NULL;
     gx->loop_streams = NULL;
-    gx->body_stream = NULL;
+    gx->body_stream = gx->loop_abort_stream = NULL;
     gx->loop_go = gx->loop_go_dev = NULL;
     gx->loop_ctr = NULL;
     gx->pending = NULL;
     gx->n_pending = gx->cap_pending = 0;
     gx->n_loops = 0;
+}
+
+pl_status pl_gx_loop_abort(pl_gx *gx, pl_error *err)
+{
+    if (!gx->n_loops || !gx->loop_ctr) return PL_OK;
+    size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
+    /* A side stream: the slots' streams are busy with the graphs whose loops this ends. Any
+     * nonzero value stops them; the word is never cleared, the run is ending. */
+    return PL_CUDA(
+        cudaMemsetAsync(gx->loop_ctr + n, 1, sizeof *gx->loop_ctr, gx->loop_abort_stream), NULL, -1,
+        err);
 }
 
 pl_status pl_gx_loop_supported(const pl_gx *gx, pl_error *err)
@@ -199,7 +218,7 @@ pl_status pl_gx_loop_node(pl_gx *gx, int st, int slot, cudaStream_t s, pl_error 
     PL_CHECK(pl__cond_failed(cudaGraphConditionalHandleCreate(&h, g, 0, 0),
                              "cudaGraphConditionalHandleCreate", name, err));
     PL_CHECK(PL_CUDA(pl_exec_launch_loop_test((unsigned long long)h, 1, t.ctr, 1, t.cond, t.index,
-                                              t.limit, NULL, s),
+                                              t.limit, t.stop, NULL, s),
                      name, -1, err));
     PL_CHECK(pl__cond_failed(pl__capture_info(s, &g, &deps, &nd), "cudaStreamGetCaptureInfo", name,
                              err));
@@ -258,7 +277,7 @@ static pl_status pl__fill_one(pl_gx *gx, const pl_gx_pending *pd, pl_error *err)
     if (st == PL_OK) {
         cur = -1;
         st = PL_CUDA(pl_exec_launch_loop_test((unsigned long long)pd->handle, 1, t.ctr, 0, t.cond,
-                                              t.index, t.limit, NULL, s),
+                                              t.index, t.limit, t.stop, NULL, s),
                      name, -1, err);
     }
     cudaGraph_t out = NULL;
@@ -302,7 +321,7 @@ static pl_status pl__record_iteration(pl_gx *gx, int l, int slot, int64_t batch,
     pl__test_args(gx, l, slot, &t);
     for (int i = 0; i < lp->n_body; i++)
         PL_CHECK(pl_gx_record_work(gx, lp->body[i], slot, batch, s, err));
-    return PL_CUDA(pl_exec_launch_loop_test(0, 0, t.ctr, 0, t.cond, t.index, t.limit,
+    return PL_CUDA(pl_exec_launch_loop_test(0, 0, t.ctr, 0, t.cond, t.index, t.limit, t.stop,
                                             gx->loop_go_dev + pl__at(gx, slot, l), s),
                    pl_gx_sname(gx, lp->stage), batch, err);
 }
@@ -357,11 +376,16 @@ pl_status pl_gx_run_loop(void *user, const pl_stage_rt *rt, const pl_run_cfg *cf
     pl__test_args(gx, l, slot, &t);
     /* The runtime's current device is per thread, and this is a worker's. */
     PL_CHECK(PL_CUDA(cudaSetDevice(gx->device), name, gb, err));
-    PL_CHECK(PL_CUDA(
-        pl_exec_launch_loop_test(0, 0, t.ctr, 1, t.cond, t.index, t.limit, gx->loop_go_dev + k, s),
-        name, gb, err));
+    PL_CHECK(PL_CUDA(pl_exec_launch_loop_test(0, 0, t.ctr, 1, t.cond, t.index, t.limit, t.stop,
+                                              gx->loop_go_dev + k, s),
+                     name, gb, err));
     PL_CHECK(PL_CUDA(cudaStreamSynchronize(s), name, gb, err));
     while (*go) {
+        /* The second signal drops the batches in flight: this one stops between iterations. */
+        if (pl_intr_level() == PL_INTR_ABORT) {
+            pl_intr_error(err, "repeating a loop");
+            return pl_error_stage(err, name, gb);
+        }
         /* --fail-at a body stage fails where the host executor's does: at its first run. */
         for (int i = 0; cfg && i < lp->n_body; i++)
             if (cfg->fail_stage == lp->body[i] && cfg->fail_batch == batch) {

@@ -101,7 +101,8 @@ typedef struct pl_gx {
     int *mon_conf;     /* [segment]: stages before this index are known finished */
     int64_t monitored; /* batches read back in every segment; mu */
     int64_t reported;  /* batches passed to cfg->on_batch */
-    bool stopped;      /* cfg->stop seen */
+    bool stopped;      /* cfg->stop or the process's interrupt seen */
+    bool aborted;      /* the interrupt's second level (PL_INTR_ABORT) seen */
     bool has_late_err; /* an issue-side error, used when the read-back finds nothing better */
     pl_status late_status;
     pl_error late_err;
@@ -124,10 +125,11 @@ typedef struct pl_gx {
 
     /* Loops (pl_gpu_loop.c), [slot * n_loops + plan loop], made with the ring's objects. */
     int n_loops;
-    int *loop_ctr;              /* device: each loop's iteration counter */
-    int *loop_go, *loop_go_dev; /* host-mapped: a host-launched loop's last test */
-    cudaStream_t *loop_streams; /* host-launched loops: what their worker issues on */
-    cudaGraphExec_t *loop_body; /* host-launched loops with graphs: the body and its test */
+    int *loop_ctr;                  /* device: each loop's iteration counter, then the abort word */
+    cudaStream_t loop_abort_stream; /* where pl_gx_loop_abort sets the abort word */
+    int *loop_go, *loop_go_dev;     /* host-mapped: a host-launched loop's last test */
+    cudaStream_t *loop_streams;     /* host-launched loops: what their worker issues on */
+    cudaGraphExec_t *loop_body;     /* host-launched loops with graphs: the body and its test */
     /* WHILE nodes made by the capture in progress whose bodies are captured once it ends
      * (pl_gx_loop_fill), on body_stream. */
     struct pl_gx_pending *pending;
@@ -237,6 +239,9 @@ void pl_gx_loop_destroy(pl_gx *gx);
  * this build's CUDA has no conditional nodes (before 12.4): it names the loop and run.loop: host.
  */
 pl_status pl_gx_loop_supported(const pl_gx *gx, pl_error *err);
+/* The second signal: every loop's next test ends it, on the device (the WHILE nodes launched
+ * already) and for host-launched loops; the batches are dropped (PL_INTR_ABORT). */
+pl_status pl_gx_loop_abort(pl_gx *gx, pl_error *err);
 /* Inside a capture, on its stream s: loop stage st's first test and its WHILE node; the node's
  * body is captured by pl_gx_loop_fill once this capture has ended. */
 pl_status pl_gx_loop_node(pl_gx *gx, int st, int slot, cudaStream_t s, pl_error *err);
