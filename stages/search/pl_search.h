@@ -96,6 +96,10 @@ typedef struct pl_faiss pl_faiss;
 /* True when this build has FAISS. */
 bool pl_faiss_available(void);
 
+/* pl_intr_pending() (a stop or an abort is raised) for search_faiss.cpp, which cannot include
+ * pl_intr.h (C11 atomics). */
+bool pl_search_interrupted(void);
+
 /* Loads the index file `path` (read-only), sets nprobe / ef_search where given (> 0) and the
  * index has them. Errors are PL_EINPUT naming the file: unreadable or corrupt. *out is owned
  * by the caller (pl_faiss_free). */
@@ -117,7 +121,9 @@ const char *pl_faiss_describe(const pl_faiss *index);
  * FAISS (OpenMP) thread each. labels:
  * nq * k, -1 where the index found fewer than k; dist: nq * k, the metric's value (inner
  * product, or squared distance), may be NULL. Thread-safe: several threads may search one index.
- * Messages carry no "error: " prefix (the caller adds stage and batch). */
+ * Messages carry no "error: " prefix (the caller adds stage and batch). An interrupt (pl_intr)
+ * stops it: FAISS's own search through its InterruptCallback (at its block boundaries), pipectl's
+ * list scan at each chunk, and the query blocks before they start; then PL_EINTR. */
 pl_status pl_faiss_search(const pl_faiss *index, pl_pool *pool, int parallel, int64_t nq,
                           const float *queries, int64_t k, int64_t *labels, float *dist,
                           pl_error *err);

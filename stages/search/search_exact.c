@@ -476,3 +476,8 @@ pl_status pl_search_exact_prof(pl_pool *pool, int parallel, const float *queries
     }
     return PL_OK;
 }
+
+bool pl_search_interrupted(void)
+{
+    return pl_intr_pending();
+}

@@ -8,6 +8,7 @@
 #include <faiss/IndexIVF.h>
 #include <faiss/IndexIVFFlat.h>
 #include <faiss/Index.h>
+#include <faiss/impl/AuxIndexStructures.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
@@ -19,7 +20,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <atomic>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -74,10 +77,39 @@ extern "C" bool pl_faiss_available(void)
     return true;
 }
 
+// FAISS's long loops (the flat scan's BLAS blocks, IVF's lists, HNSW's query chunks) call
+// InterruptCallback::check(), which throws when the process-wide callback wants it: this one asks
+// pipectl's interrupt, so Ctrl-C stops a FAISS search within a block. Installed once, at the first
+// load, unless the program embedding pipectl has installed its own.
+namespace
+{
+struct pl__faiss_interrupt : faiss::InterruptCallback {
+    bool want_interrupt() override
+    {
+        return pl_search_interrupted();
+    }
+};
+std::once_flag pl__faiss_interrupt_once;
+} // namespace
+
+static void pl__faiss_install_interrupt()
+{
+    std::call_once(pl__faiss_interrupt_once, [] {
+        std::lock_guard<std::mutex> g(faiss::InterruptCallback::lock);
+        if (!faiss::InterruptCallback::instance)
+            faiss::InterruptCallback::instance.reset(new pl__faiss_interrupt());
+    });
+}
+
 extern "C" pl_status pl_faiss_load(const char *path, int64_t nprobe, int64_t ef_search,
                                    pl_faiss **out, pl_error *err)
 {
     *out = nullptr;
+    try {
+        pl__faiss_install_interrupt();
+    } catch (const std::exception &) {
+        // No callback: a search then runs its block to the end before the stop is seen.
+    }
     pl_faiss *f = new (std::nothrow) pl_faiss();
     if (!f) return pl_error_set(err, PL_ENOMEM, "error: out of memory loading '%s'", path);
     try {
@@ -228,6 +260,10 @@ void native_task(void *arg, int64_t t, int /* slot */)
 {
     auto *j = static_cast<native_job *>(arg);
     int64_t q0 = t * j->block, n = std::min(j->block, j->nq - q0);
+    if (pl_search_interrupted()) {
+        j->errs[(size_t)t] = "interrupted";
+        return;
+    }
     try {
         omp_set_num_threads(1); // the calling thread's own setting
         j->index->search(n, j->q + q0 * j->d, j->k, j->dist + q0 * j->k,
@@ -253,11 +289,13 @@ struct ivf_job {
     std::vector<int64_t> sizes; // [slot][nq]
     std::vector<float> qs, sc;  // [slot]: gathered queries, scores
     int64_t chunk;
+    std::atomic<bool> stopped{false}; // an interrupt was seen: the other tasks skip their lists
 };
 
 void ivf_task(void *arg, int64_t t, int slot)
 {
     auto *j = static_cast<ivf_job *>(arg);
+    if (j->stopped.load(std::memory_order_relaxed)) return;
     const faiss::IndexIVFFlat *ivf = j->f->ivf;
     int64_t l = j->lists[(size_t)t], d = j->d;
     int64_t m = j->start[(size_t)l + 1] - j->start[(size_t)l];
@@ -273,6 +311,10 @@ void ivf_task(void *arg, int64_t t, int slot)
     faiss::InvertedLists::ScopedIds ids(ivf->invlists, (size_t)l);
     const float *x = reinterpret_cast<const float *>(codes.get());
     for (int64_t c0 = 0; c0 < (int64_t)n; c0 += j->chunk) {
+        if (pl_search_interrupted()) {
+            j->stopped.store(true, std::memory_order_relaxed);
+            return;
+        }
         int64_t cn = std::min<int64_t>(j->chunk, (int64_t)n - c0);
         pl_blas_sgemm(true, m, cn, d, 1.0f, qs, d, x + c0 * d, d, 0.0f, sc, cn);
         for (int64_t i = 0; i < m; i++) {
@@ -297,6 +339,12 @@ void ivf_task(void *arg, int64_t t, int slot)
 
 } // namespace
 
+// PL_EINTR, the message without "error: " as the others here (the caller adds it).
+static pl_status pl__faiss_interrupted(pl_error *err)
+{
+    return pl_error_set(err, PL_EINTR, "interrupted while in the FAISS search");
+}
+
 static pl_status pl__ivf_search(const pl_faiss *f, pl_pool *pool, int parallel, int64_t nq,
                                 const float *q, int64_t k, int64_t *labels, float *dist,
                                 pl_error *err)
@@ -312,8 +360,10 @@ static pl_status pl__ivf_search(const pl_faiss *f, pl_pool *pool, int parallel, 
     if (pl_search_norms(cx, PL_F32, nlist, d, cm, cnorm.data()) >= 0)
         return pl_error_set(err, PL_ERUNTIME, "the index's centroids are not finite");
     pl_search_corpus cc = {cx, PL_F32, nlist, d, cnorm.data()};
-    PL_CHECK(pl_search_exact(pool, parallel, q, nq, &cc, cm, nprobe, probe.data(), nullptr,
-                             "FAISS coarse search", err));
+    pl_status cs = pl_search_exact(pool, parallel, q, nq, &cc, cm, nprobe, probe.data(), nullptr,
+                                   "FAISS coarse search", err);
+    if (cs == PL_EINTR) return pl__faiss_interrupted(err);
+    if (cs != PL_OK) return cs;
     ivf_job j;
     j.f = f;
     j.q = q;
@@ -345,6 +395,7 @@ static pl_status pl__ivf_search(const pl_faiss *f, pl_pool *pool, int parallel, 
     j.qs.resize((size_t)slots * (size_t)(nq * d));
     j.sc.resize((size_t)slots * (size_t)(nq * j.chunk));
     pl_pool_run(pool, (int64_t)j.lists.size(), slots, ivf_task, &j);
+    if (j.stopped.load()) return pl__faiss_interrupted(err);
     std::vector<hit> all;
     for (int64_t i = 0; i < nq; i++) {
         all.clear();
@@ -393,6 +444,10 @@ extern "C" pl_status pl_faiss_search(const pl_faiss *f, pl_pool *pool, int paral
         int64_t tasks = (nq + j.block - 1) / j.block;
         j.errs.resize((size_t)tasks);
         pl_pool_run(pool, tasks, parallel, native_task, &j);
+        // FAISS's InterruptCallback throws "computation interrupted" from inside its loops.
+        if (pl_search_interrupted())
+            for (const std::string &e : j.errs)
+                if (!e.empty()) return pl__faiss_interrupted(err);
         for (const std::string &e : j.errs)
             if (!e.empty())
                 return pl_error_set(err, PL_ERUNTIME, "FAISS search failed: %s", e.c_str());

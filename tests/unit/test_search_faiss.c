@@ -3,12 +3,14 @@
  * exact (Flat, IVF with every list probed, through pipectl's BLAS scan and FAISS's own), for ip,
  * l2 and cosine, and HNSW finds most of it; a corrupt file, a dimension or
  * metric other than the stage's, and nprobe on an index without lists fail at open with bad-input
- * errors that name the file. Without FAISS: `index:` is a check error saying how to get it. */
+ * errors that name the file; an interrupt stops each kind of index's search with PL_EINTR. Without
+ * FAISS: `index:` is a check error saying how to get it. */
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "pl_exec.h"
 #include "pl_exec_host.h"
+#include "pl_intr.h"
 #include "pl_parse.h"
 #include "pl_plan.h"
 #include "pl_search.h"
@@ -140,6 +142,24 @@ int main(void)
             free(got);
         }
         free(want);
+    }
+
+    /* An interrupt stops every path (FAISS's own search, pipectl's list scan, HNSW): PL_EINTR,
+     * which the scheduler turns into the run stopping at that batch. */
+    const char *paths_of[] = {"Flat", "IVF8,Flat", "HNSW16"};
+    for (int fi = 0; fi < 3; fi++) {
+        snprintf(path, sizeof path, "%s/c0%d.faiss", dir, fi);
+        pl_faiss *ix = NULL;
+        CHECK_EQ_INT(pl_faiss_load(path, fi == 1 ? 8 : 0, fi == 2 ? 128 : 0, &ix, &err), PL_OK);
+        int64_t labels[40 * 5];
+        float dist[40 * 5];
+        pl_intr_raise(PL_INTR_STOP);
+        CHECK_EQ_INT(pl_faiss_search(ix, NULL, 2, 40, c, 5, labels, dist, &err), PL_EINTR);
+        CHECK_STR(err.msg, "interrupted while in the FAISS search");
+        if (err.status != PL_EINTR) fprintf(stderr, "%s: %s\n", paths_of[fi], err.msg);
+        pl_intr_clear();
+        CHECK_EQ_INT(pl_faiss_search(ix, NULL, 2, 40, c, 5, labels, dist, &err), PL_OK);
+        pl_faiss_free(ix);
     }
 
     /* Bad inputs, at open: exit 2, the file named. */
