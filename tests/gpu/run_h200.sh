@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# run_h200.sh: the GPU checks and benchmarks of generation, loops, streaming, MPI, Python and the
+# host stages in parallel, in phases that each fit one command of the lent H200 (under 570 s;
+# the Release build in $BUILD is kept between commands). Most important first in each phase; a
+# step that would start after the phase's deadline is skipped with a row saying so. Logs under
+# $OUT, a table last. From the repository root on the GPU machine:
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh build      # configure, build, ctest -L gpu
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh check      # HF comparisons, compute-sanitizer
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh generate   # loop and generation benchmarks
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh scale      # MPI, Python vs CLI, lua parallel
+# Environment: BUILD (default build-rel), OUT (default out/h200), JOBS (default 16), DEADLINE
+# (seconds; default 540).
+set -u
+phase=${1:?usage: run_h200.sh build|check|generate|scale}
+BUILD=${BUILD:-build-rel}
+OUT=${OUT:-out/h200}
+JOBS=${JOBS:-16}
+DEADLINE=${DEADLINE:-540}
+STEP_SLACK=20
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+declare -a rows=()
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # step, machine_log
+machine_log "$OUT/machine-$phase.log"
+P=$BUILD/pipectl
+# ctest's summary line and the failed tests' names, for the table
+ctest_rows() {
+    local log=$OUT/$1
+    rows+=("  $(grep -E 'tests passed|tests failed' "$log" | tail -1)")
+    while read -r t; do rows+=("    failed: $t"); done < <(grep -E '^\s+[0-9]+ - ' "$log" | sed 's/^ *//')
+}
+
+case $phase in
+build)
+    step configure 120 build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES=90 &&
+        step build 360 build.log cmake --build "$BUILD" -j"$JOBS" &&
+        step "ctest -L gpu" 400 ctest-gpu.log ctest --test-dir "$BUILD" -L gpu --output-on-failure \
+            -E '_hf$' --timeout 300
+    ctest_rows ctest-gpu.log
+    ;;
+check)
+    # GPT-2 124M against Hugging Face transformers (random weights saved with save_pretrained).
+    PIPECTL_TEST_HF=1 step "ctest hf" 300 ctest-hf.log ctest --test-dir "$BUILD" -R '_hf$' \
+        --output-on-failure --timeout 280
+    ctest_rows ctest-hf.log
+    # memcheck follows the script's pipectl processes (tiny model, loops and generation).
+    for t in test_loop_gpu test_generate_gpu; do
+        step "memcheck $t" 150 "memcheck-$t.log" compute-sanitizer --tool memcheck \
+            --target-processes all --error-exitcode 9 bash "tests/gpu/$t.sh" "$P" . "$BUILD"
+    done
+    ;;
+generate)
+    step "run_loop.sh" 150 loop.log env BUILD="$BUILD" OUT="$OUT" bash tests/bench/run_loop.sh
+    step "generate_torch.py" 180 gen-torch.log python3 tests/bench/generate_torch.py
+    step "generate_pipectl.py" 180 gen-pipectl.log python3 tests/bench/generate_pipectl.py "$P" . \
+        "$OUT/genbench"
+    step "pipelines/generate.yaml" 120 gen-yaml.log "$P" run --executor gpu pipelines/generate.yaml
+    ;;
+scale)
+    step "run_mpi.sh" 300 mpi.log env BUILD="$BUILD" OUT="$OUT/mpi" bash tests/gpu/run_mpi.sh
+    # both default pipelines (quickstart, gpt2_greedy), side by side
+    step "python_vs_cli.py" 150 python.log env PYTHONPATH=python \
+        PIPECTL_LIBRARY="$BUILD/libpipectl.so" PIPECTL_CLI="$P" \
+        python3 tests/bench/python_vs_cli.py --executor gpu
+    step "run_lua_parallel.sh 16" 120 lua.log bash tests/bench/run_lua_parallel.sh "$P" 16 3
+    ;;
+*)
+    echo "run_h200.sh: unknown phase '$phase': build, check, generate or scale" >&2
+    exit 2
+    ;;
+esac
+
+echo
+echo "run_h200.sh $phase ($(git log --oneline -1 2>/dev/null | cut -c1-60)), logs in $OUT"
+printf '%s\n' "${rows[@]}"
