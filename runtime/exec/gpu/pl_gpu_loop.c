@@ -8,7 +8,9 @@
  *   does, so no two captures are open on this thread at once.
  * - run.loop: host makes the loop a host stage (the plan's): a worker launches the body's graph
  *   per slot, its test at its end, once per iteration, and reads the test back from host-mapped
- *   memory after each (with --no-graph, the body's stages and the test as plain launches).
+ *   memory after each (with --no-graph, the body's stages and the test as plain launches); a
+ *   stream's deliveries are copied back between launches.
+ * - A loop's stream inside a WHILE node: the stream kernel after each test (pl_gpu_stream.c).
  * - A loop of host stages runs on a worker as on the host executor (pl_stage_rt_run_loop). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 
 #include "pl_exec_gpu_int.h"
 #include "pl_gx.h"
+#include "pl_stream.h"
 
 /* Conditional nodes and cudaStreamBeginCaptureToGraph: CUDA 12.4 (12.3 had them without memory
  * copies in bodies). */
@@ -91,11 +94,12 @@ pl_status pl_gx_loop_create(pl_gx *gx, pl_error *err)
     if (any_graph)
         PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->body_stream, cudaStreamNonBlocking), NULL,
                          -1, err));
-    return PL_OK;
+    return pl_gx_stream_create(gx, err);
 }
 
 void pl_gx_loop_destroy(pl_gx *gx)
 {
+    pl_gx_stream_destroy(gx); /* first: its kernels wait for its poller */
     size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
     for (size_t i = 0; gx->loop_body && i < n; i++)
         if (gx->loop_body[i]) cudaGraphExecDestroy(gx->loop_body[i]);
@@ -201,6 +205,7 @@ pl_status pl_gx_loop_node(pl_gx *gx, int st, int slot, cudaStream_t s, pl_error 
     PL_CHECK(PL_CUDA(pl_exec_launch_loop_test((unsigned long long)h, 1, t.ctr, 1, t.cond, t.index,
                                               t.limit, NULL, s),
                      name, -1, err));
+    PL_CHECK(pl_gx_stream_record(gx, l, slot, s, t.ctr, t.cond, t.limit, err));
     PL_CHECK(pl__cond_failed(pl__capture_info(s, &g, &deps, &nd), "cudaStreamGetCaptureInfo", name,
                              err));
     struct cudaGraphNodeParams p;
@@ -261,6 +266,9 @@ static pl_status pl__fill_one(pl_gx *gx, const pl_gx_pending *pd, pl_error *err)
                                               t.index, t.limit, NULL, s),
                      name, -1, err);
     }
+    if (st == PL_OK)
+        st = pl_gx_stream_record(gx, gx->plan->stages[pd->stage].loop, pd->slot, s, t.ctr, t.cond,
+                                 t.limit, err);
     cudaGraph_t out = NULL;
     cudaError_t ce = cudaStreamEndCapture(s, &out);
     if (st == PL_OK && ce != cudaSuccess)
@@ -340,6 +348,39 @@ pl_status pl_gx_loop_capture_bodies(pl_gx *gx, pl_error *err)
     return PL_OK;
 }
 
+/* A host-launched loop's delivery (its stream, pl_stream.h): the columns due of the slot's
+ * `from`, and its finished flags, copied into host staging (made on the first delivery, freed by
+ * the caller) between launches, then handed to the writer. */
+static pl_status pl__deliver(pl_gx *gx, int stage, int slot, cudaStream_t s, int64_t batch,
+                             int64_t gb, int64_t it, bool done, int64_t *lo, char **staging,
+                             pl_error *err)
+{
+    const pl_spec *spec = gx->spec;
+    const char *name = pl_gx_sname(gx, stage);
+    pl_stream_shape sh;
+    pl_stream_shape_of(spec, &spec->stages[stage], &sh);
+    size_t pitch = (size_t)sh.cols * (size_t)sh.col_bytes, rows = (size_t)sh.rows;
+    if (!*staging && !(*staging = malloc(rows * pitch + rows * sizeof(int32_t))))
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    int64_t hi = pl_stream_cols(&sh, it);
+    void *const *db = pl_buffers_slot(gx->dbufs, slot);
+    int32_t *fin = (int32_t *)(*staging + rows * pitch);
+    size_t off = (size_t)*lo * (size_t)sh.col_bytes, w = (size_t)(hi - *lo) * (size_t)sh.col_bytes;
+    if (w)
+        PL_CHECK(PL_CUDA(cudaMemcpy2DAsync(*staging + off, pitch, (const char *)db[sh.from] + off,
+                                           pitch, w, rows, cudaMemcpyDeviceToHost, s),
+                         name, gb, err));
+    if (sh.finished >= 0)
+        PL_CHECK(PL_CUDA(cudaMemcpyAsync(fin, db[sh.finished], rows * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost, s),
+                         name, gb, err));
+    PL_CHECK(PL_CUDA(cudaStreamSynchronize(s), name, gb, err));
+    pl_status st = pl_stream_put(gx->rt.state[stage], batch, gb, it, *lo, hi, *staging,
+                                 sh.finished >= 0 ? fin : NULL, done, err);
+    *lo = hi;
+    return st;
+}
+
 pl_status pl_gx_run_loop(void *user, const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
                          int64_t batch, int worker, void *const *bufs, pl_error *err)
 {
@@ -355,25 +396,40 @@ pl_status pl_gx_run_loop(void *user, const pl_stage_rt *rt, const pl_run_cfg *cf
     const volatile int *go = &gx->loop_go[k];
     pl__test t;
     pl__test_args(gx, l, slot, &t);
+    pl_stream_shape sh;
+    bool streams =
+        pl_stream_shape_of(gx->spec, &gx->spec->stages[stage], &sh) && rt->state[stage] != NULL;
+    char *staging = NULL;
+    int64_t lo = 0;
+    pl_status st = PL_OK;
     /* The runtime's current device is per thread, and this is a worker's. */
-    PL_CHECK(PL_CUDA(cudaSetDevice(gx->device), name, gb, err));
-    PL_CHECK(PL_CUDA(
-        pl_exec_launch_loop_test(0, 0, t.ctr, 1, t.cond, t.index, t.limit, gx->loop_go_dev + k, s),
-        name, gb, err));
-    PL_CHECK(PL_CUDA(cudaStreamSynchronize(s), name, gb, err));
-    while (*go) {
+    PL_CHECK_GOTO(PL_CUDA(cudaSetDevice(gx->device), name, gb, err), st, done);
+    PL_CHECK_GOTO(PL_CUDA(pl_exec_launch_loop_test(0, 0, t.ctr, 1, t.cond, t.index, t.limit,
+                                                   gx->loop_go_dev + k, s),
+                          name, gb, err),
+                  st, done);
+    PL_CHECK_GOTO(PL_CUDA(cudaStreamSynchronize(s), name, gb, err), st, done);
+    for (int64_t it = 0;; it++) {
+        bool end = !*go;
+        if (streams && pl_stream_due(&sh, it, end))
+            PL_CHECK_GOTO(pl__deliver(gx, stage, slot, s, batch, gb, it, end, &lo, &staging, err),
+                          st, done);
+        if (end) break;
         /* --fail-at a body stage fails where the host executor's does: at its first run. */
         for (int i = 0; cfg && i < lp->n_body; i++)
             if (cfg->fail_stage == lp->body[i] && cfg->fail_batch == batch) {
                 pl_error_set(err, PL_ERUNTIME,
                              "error: injected failure (test hook fail_stage/fail_batch)");
-                return pl_error_stage(err, pl_gx_sname(gx, lp->body[i]), gb);
+                st = pl_error_stage(err, pl_gx_sname(gx, lp->body[i]), gb);
+                goto done;
             }
         if (gx->loop_body[k])
-            PL_CHECK(PL_CUDA(cudaGraphLaunch(gx->loop_body[k], s), name, gb, err));
+            PL_CHECK_GOTO(PL_CUDA(cudaGraphLaunch(gx->loop_body[k], s), name, gb, err), st, done);
         else
-            PL_CHECK(pl__record_iteration(gx, l, slot, batch, s, err));
-        PL_CHECK(PL_CUDA(cudaStreamSynchronize(s), name, gb, err));
+            PL_CHECK_GOTO(pl__record_iteration(gx, l, slot, batch, s, err), st, done);
+        PL_CHECK_GOTO(PL_CUDA(cudaStreamSynchronize(s), name, gb, err), st, done);
     }
-    return PL_OK;
+done:
+    free(staging);
+    return st;
 }
