@@ -5,11 +5,12 @@
 # steps `every` gives, batches in order; the stream file is byte-identical at depth 1 and 3 and
 # from the Lua twin; every 1, 3 and more than the loop's iterations; raw records; the text of a
 # tokenizer, put together, is `pipectl tokenize --decode` of each row, also where characters are
-# cut between deliveries (tests/e2e/data/stream_text.yaml); `to: -` writes the same
-# records to stdout (the summary to stderr). A run stopped by SIGINT in the middle of a batch
-# exits 130 with the stream finished under its name, whole records, a prefix of a whole run's
-# stream holding part of the batch in flight; after SIGKILL, `pipectl salvage` of its .partial
-# gives the same. Needs /usr/bin/python3 with numpy (skips otherwise).
+# cut between deliveries (tests/e2e/data/stream_text.yaml); `to: -` writes the same records to
+# stdout (the summary to stderr); a bundle checksums the stream and replay matches it. A run
+# stopped by SIGINT in the middle of a batch exits 130 with the stream finished under its name,
+# whole records, a prefix of a whole run's stream holding part of the batch in flight; after
+# SIGKILL, `pipectl salvage` of its .partial gives the same. Needs /usr/bin/python3 with numpy
+# (skips otherwise).
 set -u
 pipectl=$1 src=$2 build=$3
 PY=
@@ -143,7 +144,20 @@ else
     err "to: -: $(cat "$work/stdout.err")"
 fi
 
-# 6. Stopped in the middle of a batch: 29 steps a batch, each slowed by a 60 ms busy stage in the
+# 6. A bundle lists the stream as an output, with its checksums, and replay matches them.
+cp "$pl/generate_stream.yaml" "$work/bundled.yaml"
+if "$pipectl" capture --executor host "${S[@]}" "${NOEOS[@]}" --set generate.loop.stream.every=2 \
+    "$work/bundled.yaml" -o "$work/bundle" >"$work/capture.log" 2>&1; then
+    grep -q 'stream: {every: 2, from: "tokens_dev", to: "outputs/generate-generate_stream.jsonl"' \
+        "$work/bundle/pipeline.yaml" || err "capture: the canonical pipeline has no stream into outputs/"
+    "$pipectl" replay --executor host "$work/bundle" >"$work/replay.log" 2>&1 ||
+        err "replay: $(cat "$work/replay.log")"
+    grep -Eq '^  generate +3 batches +match' "$work/replay.log" || err "replay: the stream does not match: $(cat "$work/replay.log")"
+else
+    err "capture: $(cat "$work/capture.log")"
+fi
+
+# 7. Stopped in the middle of a batch: 29 steps a batch, each slowed by a 60 ms busy stage in the
 #    body (what the stream holds does not depend on it), one delivery a step.
 N2=30
 shapes $N2
