@@ -353,7 +353,7 @@ static pl_status pl__puts(pl_sink_buf *o, const char *t, pl_error *err)
     return pl_sink_buf_put(o, t, strlen(t), err);
 }
 
-/* The length of the tail of t[0..n) that starts a character the next part completes: a lead byte
+/* The length of the tail of t[0..n) that starts a character the next part completes: a first byte
  * in the last three bytes with fewer continuation bytes after it than it needs (0: none). */
 static size_t pl__cut_tail(const unsigned char *t, size_t n)
 {

@@ -7,7 +7,7 @@
 # tokenizer, put together, is `pipectl tokenize --decode` of each row, also where characters are
 # cut between deliveries (tests/e2e/data/stream_text.yaml); `to: -` writes the same records to
 # stdout (the summary to stderr); a bundle checksums the stream and replay matches it. A run
-# stopped by SIGINT in the middle of a batch exits 130 with the stream finished under its name,
+# failing in batch 1 keeps batch 0's records; one stopped by SIGINT in the middle of a batch exits 130 with the stream finished under its name,
 # whole records, a prefix of a whole run's stream holding part of the batch in flight; after
 # SIGKILL, `pipectl salvage` of its .partial gives the same. Needs /usr/bin/python3 with numpy
 # (skips otherwise).
@@ -142,6 +142,23 @@ if "$pipectl" run --executor host --out-dir "$work/stdout" "${S[@]}" "${EOS[@]}"
     grep -q "batches written to -" "$work/stdout.err" || err "to: -: no summary on stderr: $(cat "$work/stdout.err")"
 else
     err "to: -: $(cat "$work/stdout.err")"
+fi
+
+# An error in batch 1 (--fail-at): exit 1, the stream finished with batch 0's records, whole.
+rm -rf "$work/failed"
+"$pipectl" run --quiet --executor host --depth 1 --fail-at pick:1 --out-dir "$work/failed" "${S[@]}" \
+    "${EOS[@]}" "$pl/generate_stream.yaml" >"$work/failed.log" 2>&1
+rc=$?
+[ $rc = 1 ] || err "--fail-at pick:1: exit $rc, want 1: $(cat "$work/failed.log")"
+f=$work/failed/out/generate_stream.jsonl
+if [ -f "$f" ] && [ ! -e "$f.partial" ]; then
+    $PY "$chk" tokens "$work/failed/out/generate_stream_tokens.npy" "$f" --every 2 --finished \
+        --steps "$work/failed/out/generate_stream_steps.npy" --partial >"$work/failed.chk" 2>&1 ||
+        err "--fail-at pick:1: $(cat "$work/failed.chk")"
+    $PY "$chk" prefix "$f" "$work/eos1/out/generate_stream.jsonl" >>"$work/failed.chk" 2>&1 ||
+        err "--fail-at pick:1: $(cat "$work/failed.chk")"
+else
+    err "--fail-at pick:1: the stream is not finished under its name"
 fi
 
 # 6. A bundle lists the stream as an output, with its checksums, and replay matches them.
