@@ -22,6 +22,7 @@ ref=$src/tests/e2e/gpt2_ref.py
 chk=$src/tests/e2e/stream_check.py
 pl=$src/pipelines
 vocab=$src/pipelines/data/tiny_bpe
+mkdir -p "$build"
 work=$(cd "$build" && pwd)/stream_e2e
 rm -rf "$work"
 mkdir -p "$work/snap"

@@ -22,6 +22,7 @@ done
 ref=$src/tests/e2e/gpt2_ref.py
 chk=$src/tests/e2e/stream_check.py
 pl=$src/pipelines
+mkdir -p "$build"
 work=$(cd "$build" && pwd)/stream_gpu_test
 rm -rf "$work"
 mkdir -p "$work/snap" "$work/snap_long"
