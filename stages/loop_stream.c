@@ -92,6 +92,30 @@ static void pl__who(const pl_stage *L, char *buf, size_t cap)
     snprintf(buf, cap, "loop '%s': stream", L->name);
 }
 
+pl_status pl_loop_stream_validate(const pl_spec *spec, const pl_stage *L, pl_error *err)
+{
+    const pl_loop_stream *c = L->loop ? L->loop->stream : NULL;
+    if (!c) return PL_OK;
+    /* One file, one writer: a sink, or another loop's stream, writing it would interleave. */
+    char who[PL_MAX_NAME + 24], canon[PATH_MAX], other[PATH_MAX];
+    pl__who(L, who, sizeof who);
+    pl_sink_canon(spec, c->to, canon, sizeof canon);
+    for (int i = 0; i < spec->n_stages; i++) {
+        const pl_stage *x = &spec->stages[i];
+        const char *oc = pl_sink_canon_of(x);
+        if (!oc && x->loop && x->loop->stream && i < L->index) {
+            pl_sink_canon(spec, x->loop->stream->to, other, sizeof other);
+            oc = other;
+        }
+        if (!oc || strcmp(oc, canon) != 0) continue;
+        return pl_error_at(err, PL_EINPUT, c->to_pos,
+                           "%s: '%s' is also written by %s '%s' (line %d); give each its own file",
+                           who, c->to, x->loop ? "the stream of loop" : "sink", x->name,
+                           x->pos.line);
+    }
+    return PL_OK;
+}
+
 pl_status pl_loop_stream_check_files(const pl_spec *spec, const pl_stage *L, int64_t batches,
                                      pl_error *err)
 {
@@ -104,22 +128,6 @@ pl_status pl_loop_stream_check_files(const pl_spec *spec, const pl_stage *L, int
     pl_sink_target t;
     PL_CHECK(
         pl_sink_target_resolve(spec, who, "stream", c->to, c->to_pos, false, example, &t, err));
-    /* One file, one writer: a sink, or another loop's stream, writing it would interleave. */
-    char canon[PATH_MAX], other[PATH_MAX];
-    pl_sink_canon(spec, c->to, canon, sizeof canon);
-    for (int i = 0; i < spec->n_stages; i++) {
-        const pl_stage *x = &spec->stages[i];
-        const char *oc = pl_sink_canon_of(x);
-        if (!oc && x->loop && x->loop->stream && i < L->index) {
-            pl_sink_canon(spec, x->loop->stream->to, other, sizeof other);
-            oc = other;
-        }
-        if (!oc || strcmp(oc, canon) != 0 || strcmp(canon, "-") == 0) continue;
-        return pl_error_at(err, PL_EINPUT, c->to_pos,
-                           "%s: '%s' is also written by %s '%s' (line %d); give each its own file",
-                           who, c->to, x->loop ? "the stream of loop" : "sink", x->name,
-                           x->pos.line);
-    }
     if (c->vocab) {
         char path[4096];
         pl_spec_path(spec, c->vocab, path, sizeof path);
