@@ -3,7 +3,8 @@
  * of every existing component followed, so neither `..` nor a link out of the folder gets past
  * it; what does not exist yet (a sink's new file and folders) cannot be a link and is taken as
  * written. Kinds are not asked: a stage's path keys (PL_KEY_PATH) are its files, outputs when its
- * kind's role says so (resolved as spec->out_dir says), and buffers' init files are inputs. */
+ * kind's role says so (resolved as spec->out_dir says), a loop's stream `to` is an output and its
+ * `vocab` an input, and buffers' init files are inputs. */
 #define _XOPEN_SOURCE 700 /* lstat, readlink, realpath */
 #include "pl_buffers.h"
 #include "pl_parse.h"
@@ -150,6 +151,18 @@ pl_status pl_spec_check_confined(const pl_spec *spec, pl_error *err)
     for (int s = 0; s < spec->n_stages; s++) {
         const pl_stage *st = &spec->stages[s];
         if (!st->kind) continue;
+        const pl_loop_stream *ls = st->loop ? st->loop->stream : NULL;
+        if (ls) { /* a loop's stream: its file is an output, its tokenizer an input */
+            snprintf(what, sizeof what, "loop '%s': stream", st->name);
+            if (ls->to && strcmp(ls->to, "-") != 0) {
+                pl_spec_out_path(spec, ls->to, p, sizeof p);
+                PL_CHECK(pl__check_path(&r, ls->to_pos, what, "to", ls->to, p, err));
+            }
+            if (ls->vocab) {
+                pl_spec_path(spec, ls->vocab, p, sizeof p);
+                PL_CHECK(pl__check_path(&r, ls->vocab_pos, what, "vocab", ls->vocab, p, err));
+            }
+        }
         bool out = st->kind->role & PL_ROLE_OUTPUT;
         for (int o = 0; o < st->n_opts; o++) {
             const pl_opt *op = &st->opts[o];

@@ -847,6 +847,163 @@ static pl_status pl__take_loop_index(pl_walk *w, const pl_field *f, const pl_val
     return pl__take_loop_ref(w, f, v, &l->index);
 }
 
+/* ---- a loop's stream: ---------------------------------------------------------------------- */
+
+static pl_status pl__take_stream_every(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop_stream *s = obj;
+    return pl__take_loop_int(w, f, v, &s->every, &s->every_pos);
+}
+
+static pl_status pl__take_stream_start(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop_stream *s = obj;
+    return pl__take_loop_int(w, f, v, &s->start, &s->start_pos);
+}
+
+static pl_status pl__take_stream_from(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop_stream *s = obj;
+    return pl__take_loop_ref(w, f, v, &s->from);
+}
+
+static pl_status pl__take_stream_finished(pl_walk *w, const pl_field *f, const pl_value *v,
+                                          void *obj)
+{
+    pl_loop_stream *s = obj;
+    return pl__take_loop_ref(w, f, v, &s->finished);
+}
+
+/* A path: `to` (an output) or `vocab` (an input). */
+static pl_status pl__take_stream_path(pl_walk *w, const pl_field *f, const pl_value *v,
+                                      const char **out, pl_pos *pos)
+{
+    PL_CHECK(pl__want_scalar(w, w->where, pl__fname(w, f), v, f->example));
+    *out = pl_spec_strdup(w->spec, v->text);
+    *pos = v->pos;
+    return *out ? PL_OK : pl__oom(w);
+}
+
+static pl_status pl__take_stream_to(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop_stream *s = obj;
+    return pl__take_stream_path(w, f, v, &s->to, &s->to_pos);
+}
+
+static pl_status pl__take_stream_vocab(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop_stream *s = obj;
+    return pl__take_stream_path(w, f, v, &s->vocab, &s->vocab_pos);
+}
+
+static pl_status pl__take_stream_format(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop_stream *s = obj;
+    int idx;
+    PL_CHECK(pl__want_enum(w, w->where, f, v, &idx));
+    s->format = idx == 1 ? PL_STREAM_JSONL : idx == 2 ? PL_STREAM_RAW : PL_STREAM_AUTO;
+    s->format_pos = v->pos;
+    return PL_OK;
+}
+
+static pl_status pl__take_stream_skip(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop_stream *s = obj;
+    int idx;
+    PL_CHECK(pl__want_enum(w, w->where, f, v, &idx));
+    s->skip_special = idx == 1;
+    s->skip_special_pos = v->pos;
+    return PL_OK;
+}
+
+static const pl_field pl__stream_fields[] = {
+    {.key = {"every", PL_KEY_INT, NULL, NULL,
+             "deliver after every this many iterations, and after the last (required)"},
+     .example = "8",
+     .min = 1,
+     .max = PL_MAX_LOOP,
+     .cap = "PL_MAX_LOOP",
+     .take = pl__take_stream_every},
+    {.key = {"from", PL_KEY_NAME, NULL, NULL,
+             "a buffer [B, N, ...] a body stage writes, where the body runs: its second dimension "
+             "is the step axis (required)"},
+     .example = "tokens_dev",
+     .take = pl__take_stream_from},
+    {.key = {"to", PL_KEY_PATH, NULL, NULL,
+             "output file (.partial, then renamed, as a sink's), FIFO, character device or - "
+             "(stdout) (required)"},
+     .example = "out/stream.jsonl",
+     .take = pl__take_stream_to},
+    {.key = {"format", PL_KEY_ENUM, "auto|jsonl|raw", "auto",
+             "auto: jsonl for a .jsonl or .ndjson name, else raw"},
+     .example = "jsonl",
+     .take = pl__take_stream_format},
+    {.key = {"start", PL_KEY_INT, NULL, "1",
+             "the column iteration 0 writes (iteration i writes start + i); the columns before it "
+             "are written before the loop and go with the first delivery"},
+     .example = "1",
+     .min = 0,
+     .max = PL_MAX_LOOP,
+     .cap = "PL_MAX_LOOP",
+     .take = pl__take_stream_start},
+    {.key = {"finished", PL_KEY_NAME, NULL, "none",
+             "jsonl: an i32 [B] buffer, 1 once a row has ended (the sample's finished): a row's "
+             "record in the delivery where it ends says \"end\": true, and it has no later ones"},
+     .example = "done",
+     .take = pl__take_stream_finished},
+    {.key = {"vocab", PL_KEY_PATH, NULL, "none",
+             "jsonl, i32 ids [B, N]: a GPT-2 tokenizer (as detokenize's vocab); records hold "
+             "\"text\" instead of \"tokens\""},
+     .example = "../gpt2",
+     .take = pl__take_stream_vocab},
+    {.key = {"skip_special", PL_KEY_BOOL, NULL, "false",
+             "with vocab: <|endoftext|> (the padding after a row's end) gives no text"},
+     .example = "true",
+     .take = pl__take_stream_skip},
+    {.key = {NULL, 0, NULL, NULL, NULL}},
+};
+
+const pl_section pl_schema_loop_stream = {
+    "stream", "### `loop.stream`",
+    "a loop's stream: the newly written columns of a buffer, delivered every few iterations while "
+    "the batch runs",
+    pl__stream_fields};
+
+static pl_status pl__take_loop_stream(pl_walk *w, const pl_field *f, const pl_value *v, void *obj)
+{
+    pl_loop *l = obj;
+    char what[32], keep[sizeof w->where];
+    const pl_value *keys[PL__MAX_WORDS], *vals[PL__MAX_WORDS];
+    if (!pl__is_map(v))
+        return pl_error_at(w->err, PL_EINPUT, v->pos,
+                           "%s'%s' must be a mapping like %s: %s, not %s", w->where, f->key.name,
+                           f->key.name, f->example, pl_value_what(v, what));
+    memcpy(keep, w->where, sizeof keep);
+    size_t wl = strlen(w->where); /* "loop 'x': " is short: the name is clipped to 72 bytes */
+    if (wl + sizeof "stream: " <= sizeof w->where)
+        memcpy(w->where + wl, "stream: ", sizeof "stream: ");
+    pl_status st = pl__match(w, &pl_schema_loop_stream, v, w->where, keys, vals);
+    pl_loop_stream *s = NULL;
+    if (st == PL_OK && !(s = pl_spec_alloc(w->spec, sizeof *s))) st = pl__oom(w);
+    if (s) {
+        s->pos = v->pos;
+        s->start = 1;
+        s->from.index = s->finished.index = -1;
+        l->stream = s;
+        st = pl__take_section(w, &pl_schema_loop_stream, v, s, vals, false);
+    }
+    static const char *const need[] = {"every", "from", "to"};
+    for (int i = 0; st == PL_OK && i < 3; i++)
+        if (!vals[pl__field_index(w, pl__stream_fields, need[i])])
+            st = pl_error_at(w->err, PL_EINPUT, v->pos,
+                             "%sno '%s'; a stream needs every: (iterations between deliveries), "
+                             "from: (the buffer a body stage writes) and to: (where the records "
+                             "go), like %s: %s",
+                             w->where, need[i], f->key.name, f->example);
+    memcpy(w->where, keep, sizeof keep);
+    return st;
+}
+
 static const pl_field pl__loop_fields[] = {
     {.key = {"max", PL_KEY_INT, NULL, NULL,
              "the most iterations a batch runs: every loop has a bound (required)"},
@@ -871,6 +1028,12 @@ static const pl_field pl__loop_fields[] = {
              "the body the iteration's number from 0, after the loop how many ran"},
      .example = "step_dev",
      .take = pl__take_loop_index},
+    {.key = {"stream", PL_KEY_MAP, NULL, "none",
+             "deliver a buffer's new columns every few iterations while the batch runs (see "
+             "loop.stream)"},
+     .example = "{every: 8, from: tokens_dev, to: out/stream.jsonl}",
+     .sub = &pl_schema_loop_stream,
+     .take = pl__take_loop_stream},
     {.key = {NULL, 0, NULL, NULL, NULL}},
 };
 

@@ -36,8 +36,9 @@ typedef struct pl_section {
 } pl_section;
 
 extern const pl_section pl_schema_top, pl_schema_run, pl_schema_budget, pl_schema_buffer;
-/* A loop's `loop:` mapping (a stage written {name, loop: {...}, stages: [...], after}). */
-extern const pl_section pl_schema_loop;
+/* A loop's `loop:` mapping (a stage written {name, loop: {...}, stages: [...], after}), and its
+ * `stream:` mapping. */
+extern const pl_section pl_schema_loop, pl_schema_loop_stream;
 
 /* Where the tree came from: what a front end may write differently. */
 typedef struct pl_schema_src {

@@ -65,13 +65,13 @@ local function hop(n, embed_reads, embed_args, T, N, out, draft)
   p:stage{name = s "first", kind = "sample", logits = s "logits", tokens = out .. "_dev",
           finished = s "done", next = s "next", count = s "going"}
   p:stage{name = s "generate", loop = {max = N - 1, ["while"] = s "going", index = s "step"},
-          after = {s "first"}, stages = {
+          stages = {
             pipectl.stage(gpt2{name = s "decode", mode = "decode", ids = s "next",
                                lengths = s "len" .. "_dev", step = s "step", cache = s "kv",
                                out = s "logits"}),
             pipectl.stage{name = s "pick", kind = "sample", logits = s "logits", step = s "step",
                           tokens = out .. "_dev", finished = s "done", next = s "next",
-                          count = s "going", after = {s "decode"}},
+                          count = s "going"},
           }}
   p:stage{name = s "down", kind = "d2h", from = out .. "_dev", to = out}
 end

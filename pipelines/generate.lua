@@ -37,13 +37,11 @@ p:stage(model{name = "prefill", mode = "prefill", ids = "prompts_dev", lengths =
               cache = "kv", out = "logits"})
 p:stage{name = "first", kind = "sample", logits = "logits", tokens = "tokens_dev", finished = "done",
         next = "next", count = "going"}
-p:stage{name = "generate", loop = {max = N - 1, ["while"] = "going", index = "step"}, after = {"first"},
-        stages = {
+p:stage{name = "generate", loop = {max = N - 1, ["while"] = "going", index = "step"}, stages = {
           pipectl.stage(model{name = "decode", mode = "decode", ids = "next", lengths = "lengths_dev",
                               step = "step", cache = "kv", out = "logits"}),
           pipectl.stage{name = "pick", kind = "sample", logits = "logits", step = "step",
-                        tokens = "tokens_dev", finished = "done", next = "next", count = "going",
-                        after = {"decode"}},
+                        tokens = "tokens_dev", finished = "done", next = "next", count = "going"},
         }}
 p:stage{name = "down", kind = "d2h", from = "tokens_dev", to = "tokens"}
 p:stage{name = "down_steps", kind = "d2h", from = "step", to = "steps"}

@@ -3,6 +3,9 @@
 #ifndef PL_SINK_H
 #define PL_SINK_H
 
+#include <limits.h>
+#include <sys/types.h>
+
 #include "pl_kind_util.h"
 
 typedef struct pl_sink_field {
@@ -24,6 +27,15 @@ typedef struct pl_sink_buf {
     char *p;
     size_t n, cap;
 } pl_sink_buf;
+
+/* Appends n bytes to o. PL_ENOMEM only. */
+pl_status pl_sink_buf_put(pl_sink_buf *o, const char *s, size_t n, pl_error *err);
+/* Appends the JSON string of n bytes (invalid UTF-8 becomes U+FFFD). PL_ENOMEM only. */
+pl_status pl_sink_buf_json_str(pl_sink_buf *o, const char *s, size_t n, pl_error *err);
+/* Appends elements [*j, *j + product of dims) of p (dtype t) as nested JSON arrays over dims (a
+ * number when rank is 0), as JSONL records write them; *j moves past them. PL_ENOMEM only. */
+pl_status pl_sink_buf_json_values(pl_sink_buf *o, const void *p, pl_dtype t, const int64_t *dims,
+                                  int rank, int64_t *j, pl_error *err);
 
 /* Bind: `from` (text, already bound by the caller at t->from) and `lengths`, or `fields` and
  * `row_field` (jsonl), as reads of st; their options are refused where they do not belong. */
@@ -93,6 +105,38 @@ typedef struct pl_sink_part {
 /* Fills *out for a checked sink stage that writes a file; false for another stage or a sink
  * without `to`. */
 bool pl_sink_part_info(const pl_spec *spec, const pl_stage *st, pl_sink_part *out);
+
+/* Where a file output's bytes go (a sink's `to`, a loop stream's), resolved from the name as
+ * written: --out-dir applied, a shard's part name, symlinks followed. */
+typedef struct pl_sink_target {
+    bool is_stdout;
+    bool stream;      /* FIFO, character device or stdout: written through */
+    const char *what; /* for streams: "a FIFO", "a character device", "stdout" */
+    char path[PATH_MAX];
+} pl_sink_target;
+
+/* Resolves `to` (written at to_pos) into *t and checks it can be written: not a directory (the
+ * message suggests 'to: TO/EXAMPLE'), a block device or a socket, its nearest existing folder
+ * writable; `npy`: a .npy file, which a FIFO or stdout cannot take. Messages start with `who`
+ * ("sink 'save'") and call the writer `noun` ("sink"). Creates nothing. PL_EINPUT. */
+pl_status pl_sink_target_resolve(const pl_spec *spec, const char *who, const char *noun,
+                                 const char *to, pl_pos to_pos, bool npy, const char *example,
+                                 pl_sink_target *t, pl_error *err);
+/* The target's canonical name, to tell two names of one file ("-" for stdout): absolute,
+ * normalised, symlinks followed, the existing prefix resolved by realpath. */
+void pl_sink_canon(const pl_spec *spec, const char *to, char *out, size_t cap);
+/* A sink stage's canonical target (pl_sink_canon of its `to`), or NULL (no file, or no sink). */
+const char *pl_sink_canon_of(const pl_stage *st);
+/* mkdir -p of the directory part of `path`; 0, or -1 with errno. */
+int pl_sink_mkdirs(const char *path);
+/* write(2) (pwrite at `at` when `positioned`) of all n bytes, again on EINTR and short writes;
+ * PL_EIO with errno on failure. */
+pl_status pl_sink_write_all(int fd, const void *p, size_t n, off_t at, bool positioned);
+/* Opens `partial` (the .partial of `final`) for writing under an exclusive lock held until close,
+ * and empties it; a lock another process holds is PL_EIO naming it. Messages as for
+ * pl_sink_target_resolve. *out: the fd, owned by the caller. */
+pl_status pl_sink_open_locked(const char *who, const char *noun, pl_pos pos, const char *partial,
+                              const char *final, int *out, pl_error *err);
 
 /* The sink stage that writes host buffer `buffer` (its `from`; the first such sink in stage
  * order), which a run's in-memory output (pl_run_io, pipectl_bind_output) replaces: *stage = its

@@ -100,13 +100,7 @@ typedef struct pl__sink_opts {
     const char *canon; /* the target as an absolute, normalised path ("-": stdout), to compare */
 } pl__sink_opts;
 
-/* Where a sink's bytes go, resolved from `to` (symlinks followed). */
-typedef struct pl__target {
-    bool is_stdout;
-    bool stream;      /* FIFO, character device or stdout: written through */
-    const char *what; /* for streams: "a FIFO", "a character device", "stdout" */
-    char path[PATH_MAX];
-} pl__target;
+typedef pl_sink_target pl__target;
 
 typedef struct pl__sink_state {
     int fd;
@@ -213,7 +207,7 @@ static void pl__follow(char *path, size_t cap)
 /* The target's canonical name: absolute, normalised, symlinks followed, and the longest prefix
  * that exists resolved by realpath, so 'o/a.npy' and './o/a.npy' (or a link to it) compare
  * equal before either exists. */
-static void pl__canon(const pl_spec *spec, const char *to, char *out, size_t cap)
+void pl_sink_canon(const pl_spec *spec, const char *to, char *out, size_t cap)
 {
     if (strcmp(to, "-") == 0) {
         snprintf(out, cap, "-");
@@ -363,7 +357,7 @@ static pl_status pl__sink_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     if (o->to) {
         o->npy = o->format == PL__FMT_NPY;
         char c[PATH_MAX];
-        pl__canon(spec, o->to, c, sizeof c);
+        pl_sink_canon(spec, o->to, c, sizeof c);
         o->canon = pl_spec_strdup(spec, c);
         if (!o->canon) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     }
@@ -406,6 +400,13 @@ static pl_status pl__check_pad_rows(const pl_spec *spec, const pl_stage *st, pl_
                        "(padding included), or give the sink's buffer %lld rows",
                        st->name, (long long)rows, src->name, sb->name,
                        pl_kind_shape(sb, sh, sizeof sh), (long long)sb->shape[0]);
+}
+
+const char *pl_sink_canon_of(const pl_stage *st)
+{
+    if (st->kind != &pl_kind_sink || !st->priv) return NULL;
+    const pl__sink_opts *o = st->priv;
+    return o->to ? o->canon : NULL;
 }
 
 bool pl_sink_part_info(const pl_spec *spec, const pl_stage *st, pl_sink_part *out)
@@ -452,7 +453,7 @@ static pl_status pl__sink_validate(const pl_spec *spec, const pl_stage *st, pl_e
 
 /* The nearest existing ancestor directory of `path` must be a writable directory (mkdir -p and
  * the .partial + rename need it). */
-static pl_status pl__check_dir(const pl_stage *st, pl_pos pos, const char *path, pl_error *err)
+static pl_status pl__check_dir(const char *who, pl_pos pos, const char *path, pl_error *err)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
@@ -469,84 +470,90 @@ static pl_status pl__check_dir(const pl_stage *st, pl_pos pos, const char *path,
         if (stat(dir, &sb) == 0) {
             if (!S_ISDIR(sb.st_mode))
                 return pl_error_at(err, PL_EINPUT, pos,
-                                   "sink '%s': cannot create '%s': '%s' is not a directory",
-                                   st->name, path, dir);
+                                   "%s: cannot create '%s': '%s' is not a directory", who, path,
+                                   dir);
             if (access(dir, W_OK | X_OK) != 0)
                 return pl_error_at(err, PL_EINPUT, pos,
-                                   "sink '%s': cannot create '%s': directory '%s' is not "
-                                   "writable: %s",
-                                   st->name, path, dir, strerror(errno));
+                                   "%s: cannot create '%s': directory '%s' is not writable: %s",
+                                   who, path, dir, strerror(errno));
             return PL_OK;
         }
         if (errno != ENOENT)
-            return pl_error_at(err, PL_EINPUT, pos, "sink '%s': cannot create '%s': %s: %s",
-                               st->name, path, dir, strerror(errno));
+            return pl_error_at(err, PL_EINPUT, pos, "%s: cannot create '%s': %s: %s", who, path,
+                               dir, strerror(errno));
         if (strcmp(dir, ".") == 0 || strcmp(dir, "/") == 0) return PL_OK;
     }
 }
 
-/* Resolves and checks where the sink writes. Check time and open time both call it. */
 /* A shard's sink writes its part of the file (pl_shard_part_path); `pipectl merge` joins them. */
-static pl_status pl__part_path(const pl_spec *spec, const pl_stage *st, pl__target *t,
-                               pl_error *err)
+static pl_status pl__part_path(const pl_spec *spec, const char *who, pl_pos to_pos,
+                               pl_sink_target *t, pl_error *err)
 {
     const pl_shard *sh = &spec->run.shard;
     if (!pl_shard_on(sh)) return PL_OK;
-    const pl__sink_opts *o = st->priv;
     char part[PATH_MAX];
     if (!pl_shard_part_path(t->path, sh->index, sh->count, part, sizeof part))
-        return pl_error_at(err, PL_EINPUT, o->to_pos,
-                           "sink '%s': the part name of '%s' is too long", st->name, t->path);
+        return pl_error_at(err, PL_EINPUT, to_pos, "%s: the part name of '%s' is too long", who,
+                           t->path);
     memcpy(t->path, part, sizeof part);
     return PL_OK;
 }
 
-static pl_status pl__target_resolve(const pl_spec *spec, const pl_stage *st, pl__target *t,
-                                    pl_error *err)
+pl_status pl_sink_target_resolve(const pl_spec *spec, const char *who, const char *noun,
+                                 const char *to, pl_pos to_pos, bool npy, const char *example,
+                                 pl_sink_target *t, pl_error *err)
 {
-    const pl__sink_opts *o = st->priv;
     memset(t, 0, sizeof *t);
-    if (strcmp(o->to, "-") == 0) {
+    if (strcmp(to, "-") == 0) {
         t->is_stdout = t->stream = true;
         t->what = "stdout";
         snprintf(t->path, sizeof t->path, "-");
     } else {
-        pl_spec_out_path(spec, o->to, t->path, sizeof t->path);
-        PL_CHECK(pl__part_path(spec, st, t, err));
+        pl_spec_out_path(spec, to, t->path, sizeof t->path);
+        PL_CHECK(pl__part_path(spec, who, to_pos, t, err));
         pl__follow(t->path, sizeof t->path);
         struct stat sb;
         if (stat(t->path, &sb) == 0) {
             if (S_ISDIR(sb.st_mode))
-                return pl_error_at(err, PL_EINPUT, o->to_pos,
-                                   "sink '%s': '%s' is a directory; give a file name, e.g. "
-                                   "'to: %s/%s%s'",
-                                   st->name, t->path, o->to, st->name, o->npy ? ".npy" : ".bin");
+                return pl_error_at(err, PL_EINPUT, to_pos,
+                                   "%s: '%s' is a directory; give a file name, e.g. 'to: %s/%s'",
+                                   who, t->path, to, example);
             if (S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode)) {
                 t->stream = true;
                 t->what = S_ISFIFO(sb.st_mode) ? "a FIFO" : "a character device";
                 if (access(t->path, W_OK) != 0)
-                    return pl_error_at(err, PL_EINPUT, o->to_pos,
-                                       "sink '%s': cannot write '%s': %s", st->name, t->path,
-                                       strerror(errno));
+                    return pl_error_at(err, PL_EINPUT, to_pos, "%s: cannot write '%s': %s", who,
+                                       t->path, strerror(errno));
             } else if (!S_ISREG(sb.st_mode)) {
-                return pl_error_at(err, PL_EINPUT, o->to_pos,
-                                   "sink '%s': '%s' is %s; a sink writes a regular file, a FIFO, "
-                                   "a character device (/dev/null) or - (stdout)",
-                                   st->name, t->path,
-                                   S_ISBLK(sb.st_mode) ? "a block device" : "a socket");
+                return pl_error_at(err, PL_EINPUT, to_pos,
+                                   "%s: '%s' is %s; a %s writes a regular file, a FIFO, a "
+                                   "character device (/dev/null) or - (stdout)",
+                                   who, t->path,
+                                   S_ISBLK(sb.st_mode) ? "a block device" : "a socket", noun);
             }
         } else if (errno != ENOENT && errno != ENOTDIR) { /* ENOTDIR: pl__check_dir names it */
-            return pl_error_at(err, PL_EINPUT, o->to_pos, "sink '%s': cannot write '%s': %s",
-                               st->name, t->path, strerror(errno));
+            return pl_error_at(err, PL_EINPUT, to_pos, "%s: cannot write '%s': %s", who, t->path,
+                               strerror(errno));
         }
-        if (!t->stream) PL_CHECK(pl__check_dir(st, o->to_pos, t->path, err));
+        if (!t->stream) PL_CHECK(pl__check_dir(who, to_pos, t->path, err));
     }
-    if (t->stream && o->npy)
-        return pl_error_at(err, PL_EINPUT, o->to_pos,
-                           "sink '%s': '%s' is %s, and a .npy header is completed at the end of "
+    if (t->stream && npy)
+        return pl_error_at(err, PL_EINPUT, to_pos,
+                           "%s: '%s' is %s, and a .npy header is completed at the end of "
                            "the run, which a stream cannot take back; set format: raw",
-                           st->name, o->to, t->what);
+                           who, to, t->what);
     return PL_OK;
+}
+
+/* Resolves and checks where the sink writes. Check time and open time both call it. */
+static pl_status pl__target_resolve(const pl_spec *spec, const pl_stage *st, pl__target *t,
+                                    pl_error *err)
+{
+    const pl__sink_opts *o = st->priv;
+    char who[PL_MAX_NAME + 16], example[PL_MAX_NAME + 8];
+    snprintf(who, sizeof who, "sink '%s'", st->name);
+    snprintf(example, sizeof example, "%s%s", st->name, o->npy ? ".npy" : ".bin");
+    return pl_sink_target_resolve(spec, who, "sink", o->to, o->to_pos, o->npy, example, t, err);
 }
 
 static pl_status pl__sink_check_files(const pl_spec *spec, const pl_stage *st, int64_t batches,
@@ -559,8 +566,7 @@ static pl_status pl__sink_check_files(const pl_spec *spec, const pl_stage *st, i
     return pl__target_resolve(spec, st, &t, err);
 }
 
-/* mkdir -p of the directory part of `path`. */
-static int pl__mkdirs(const char *path)
+int pl_sink_mkdirs(const char *path)
 {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", path);
@@ -577,7 +583,7 @@ static int pl__mkdirs(const char *path)
     return 0;
 }
 
-static pl_status pl__write_all(int fd, const void *p, size_t n, off_t at, bool positioned)
+pl_status pl_sink_write_all(int fd, const void *p, size_t n, off_t at, bool positioned)
 {
     const char *c = p;
     while (n) {
@@ -634,7 +640,7 @@ static pl_status pl__meta_create(const pl_run_env *env, const pl_stage *st, pl__
     k += snprintf(buf + s->short_at, 96 - (size_t)k, PL__SHORT_FMT, -1LL, 0LL);
     pl_status ps = PL_OK;
     int fd = open(s->meta, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0 || pl__write_all(fd, buf, n - 1 + (size_t)k, 0, false) != PL_OK) {
+    if (fd < 0 || pl_sink_write_all(fd, buf, n - 1 + (size_t)k, 0, false) != PL_OK) {
         ps = pl_error_set(err, PL_EIO, "error: sink '%s': cannot write '%s': %s", st->name, s->meta,
                           strerror(errno));
         if (fd >= 0) unlink(s->meta);
@@ -659,7 +665,7 @@ static pl_status pl__meta_short(const pl_stage *st, pl__sink_state *s, int64_t b
     int n = snprintf(v, sizeof v, PL__SHORT_FMT, (long long)batch, (long long)rows);
     int fd = open(s->meta, O_WRONLY | O_CLOEXEC);
     pl_status ps = PL_OK;
-    if (fd < 0 || pl__write_all(fd, v, (size_t)n, (off_t)s->short_at, true) != PL_OK ||
+    if (fd < 0 || pl_sink_write_all(fd, v, (size_t)n, (off_t)s->short_at, true) != PL_OK ||
         close(fd) != 0) {
         ps = pl_error_set(err, PL_EIO, "error: sink '%s': cannot write '%s': %s", st->name, s->meta,
                           strerror(errno));
@@ -683,16 +689,16 @@ static void pl__state_free(pl__sink_state *s)
  * must still lead to the locked file: otherwise the run that held it renamed or removed it
  * meanwhile, and the new name is tried again. Filesystems without locks (ENOLCK) are written
  * unlocked. */
-static pl_status pl__open_locked(const pl_stage *st, pl_pos pos, const char *partial,
-                                 const char *final, int *out, pl_error *err)
+pl_status pl_sink_open_locked(const char *who, const char *noun, pl_pos pos, const char *partial,
+                              const char *final, int *out, pl_error *err)
 {
     *out = -1;
     for (int attempt = 0; attempt < 64; attempt++) {
         int fd =
             open(partial, O_RDWR | O_CREAT | O_CLOEXEC, 0666); /* read back by pl__save_again */
         if (fd < 0)
-            return pl_error_at(err, PL_EIO, pos, "sink '%s': cannot create '%s': %s", st->name,
-                               partial, strerror(errno));
+            return pl_error_at(err, PL_EIO, pos, "%s: cannot create '%s': %s", who, partial,
+                               strerror(errno));
         struct flock fl;
         memset(&fl, 0, sizeof fl);
         fl.l_type = F_WRLCK;
@@ -706,26 +712,26 @@ static pl_status pl__open_locked(const pl_stage *st, pl_pos pos, const char *par
                 q.l_whence = SEEK_SET;
                 long pid = fcntl(fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK ? (long)q.l_pid : 0;
                 close(fd);
-                char who[64] = "";
-                if (pid > 0) snprintf(who, sizeof who, " (process %ld)", pid);
+                char proc[64] = "";
+                if (pid > 0) snprintf(proc, sizeof proc, " (process %ld)", pid);
                 return pl_error_at(err, PL_EIO, pos,
-                                   "sink '%s': '%s' is being written by another run%s, which "
-                                   "holds the lock on '%s'; wait for it to finish, or give this "
-                                   "sink another 'to'",
-                                   st->name, final, who, partial);
+                                   "%s: '%s' is being written by another run%s, which holds the "
+                                   "lock on '%s'; wait for it to finish, or give this %s another "
+                                   "'to'",
+                                   who, final, proc, partial, noun);
             }
             if (e != ENOLCK && e != EOPNOTSUPP && e != EINVAL) {
                 close(fd);
-                return pl_error_at(err, PL_EIO, pos, "sink '%s': cannot lock '%s': %s", st->name,
-                                   partial, strerror(e));
+                return pl_error_at(err, PL_EIO, pos, "%s: cannot lock '%s': %s", who, partial,
+                                   strerror(e));
             }
         }
         struct stat a, b;
         if (fstat(fd, &a) == 0 && stat(partial, &b) == 0 && a.st_dev == b.st_dev &&
             a.st_ino == b.st_ino) {
             if (ftruncate(fd, 0) != 0) {
-                pl_status ps = pl_error_at(err, PL_EIO, pos, "sink '%s': cannot empty '%s': %s",
-                                           st->name, partial, strerror(errno));
+                pl_status ps = pl_error_at(err, PL_EIO, pos, "%s: cannot empty '%s': %s", who,
+                                           partial, strerror(errno));
                 close(fd);
                 return ps;
             }
@@ -735,9 +741,18 @@ static pl_status pl__open_locked(const pl_stage *st, pl_pos pos, const char *par
         close(fd);
     }
     return pl_error_at(err, PL_EIO, pos,
-                       "sink '%s': '%s' keeps being replaced by another process; give this sink "
-                       "another 'to'",
-                       st->name, partial);
+                       "%s: '%s' keeps being replaced by another process; give this %s another "
+                       "'to'",
+                       who, partial, noun);
+}
+
+/* The sink's pl_sink_open_locked. */
+static pl_status pl__open_locked(const pl_stage *st, pl_pos pos, const char *partial,
+                                 const char *final, int *out, pl_error *err)
+{
+    char who[PL_MAX_NAME + 16];
+    snprintf(who, sizeof who, "sink '%s'", st->name);
+    return pl_sink_open_locked(who, "sink", pos, partial, final, out, err);
 }
 
 static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void **state,
@@ -788,7 +803,7 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
         return PL_OK;
     }
     snprintf(s->partial, sizeof s->partial, "%s.partial", s->path);
-    if (pl__mkdirs(s->path) != 0) {
+    if (pl_sink_mkdirs(s->path) != 0) {
         ps = pl_error_at(err, PL_EIO, o->to_pos,
                          "sink '%s': cannot create the directory of '%s': %s", st->name, s->path,
                          strerror(errno));
@@ -799,7 +814,7 @@ static pl_status pl__sink_open(const pl_run_env *env, const pl_stage *st, void *
         /* 0 rows until the first rewrite (pl__sync_header): the file loads at every moment. */
         char h[256];
         s->header_len = pl__header(b, o->rows, 0, h, sizeof h);
-        if (!s->header_len || pl__write_all(s->fd, h, s->header_len, 0, false) != PL_OK) {
+        if (!s->header_len || pl_sink_write_all(s->fd, h, s->header_len, 0, false) != PL_OK) {
             ps = pl_error_set(err, PL_EIO, "error: sink '%s': cannot write '%s': %s", st->name,
                               s->partial, strerror(errno));
             unlink(s->partial);
@@ -894,7 +909,7 @@ static pl_status pl__sink_run(pl_stage_ctx *ctx, pl_error *err)
     s->hist_bytes[s->written % s->n_hist] = s->bytes;
     s->hist_rows[s->written % s->n_hist] = s->rows;
     if (rows < full && s->meta[0]) PL_CHECK(pl__meta_short(st, s, ctx->batch, rows, err));
-    if (s->fd >= 0 && pl__write_all(s->fd, data, n, 0, false) != PL_OK)
+    if (s->fd >= 0 && pl_sink_write_all(s->fd, data, n, 0, false) != PL_OK)
         return pl_error_set(err, PL_EIO, "error: writing '%s' failed: %s",
                             s->stream ? s->path : s->partial, strerror(errno));
     if (s->io) PL_CHECK(pl__sink_memory(ctx, s, data, n, err));
@@ -943,7 +958,7 @@ static pl_status pl__save_again(const pl_stage *st, pl__sink_state *s, uint64_t 
     char why[2 * PATH_MAX + 320] = "";
     int out = -1;
     pl_error lerr;
-    if (pl__mkdirs(s->path) != 0) {
+    if (pl_sink_mkdirs(s->path) != 0) {
         snprintf(why, sizeof why, "cannot create the directory of '%s': %s", s->path,
                  strerror(errno));
     } else if (pl__open_locked(st, (pl_pos){0}, s->partial, s->path, &out, &lerr) != PL_OK) {
@@ -954,7 +969,7 @@ static pl_status pl__save_again(const pl_stage *st, pl__sink_state *s, uint64_t 
             size_t want = end - at < sizeof buf ? (size_t)(end - at) : sizeof buf;
             ssize_t r = pread(s->fd, buf, want, (off_t)at);
             if (r < 0 && errno == EINTR) continue;
-            if (r <= 0 || pl__write_all(out, buf, (size_t)r, 0, false) != PL_OK)
+            if (r <= 0 || pl_sink_write_all(out, buf, (size_t)r, 0, false) != PL_OK)
                 snprintf(why, sizeof why, "copying the data failed: %s",
                          r == 0 ? "short read" : strerror(errno));
             else
@@ -1020,7 +1035,8 @@ static pl_status pl__sink_close(const pl_run_env *env, const pl_stage *st, void 
             size_t hl =
                 s->npy ? pl__header(b, o->rows, o->rows ? s->rows : s->written, h, sizeof h) : 0;
             if (ftruncate(s->fd, (off_t)end) != 0 ||
-                (s->npy && (hl != s->header_len || pl__write_all(s->fd, h, hl, 0, true) != PL_OK)))
+                (s->npy &&
+                 (hl != s->header_len || pl_sink_write_all(s->fd, h, hl, 0, true) != PL_OK)))
                 ps = pl_error_set(err, PL_EIO,
                                   "error: sink '%s': finishing '%s' failed: %s; the "
                                   "%lld batches written are in '%s' ('pipectl salvage %s' "

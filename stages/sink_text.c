@@ -110,7 +110,7 @@ pl_status pl_sink_text_validate(const pl_spec *spec, const pl_stage *st, const p
     return PL_OK;
 }
 
-static pl_status pl__put(pl_sink_buf *o, const char *s, size_t n, pl_error *err)
+pl_status pl_sink_buf_put(pl_sink_buf *o, const char *s, size_t n, pl_error *err)
 {
     if (o->n + n + 1 > o->cap) {
         size_t cap = o->cap ? o->cap : 4096;
@@ -128,11 +128,10 @@ static pl_status pl__put(pl_sink_buf *o, const char *s, size_t n, pl_error *err)
 
 static pl_status pl__puts(pl_sink_buf *o, const char *s, pl_error *err)
 {
-    return pl__put(o, s, strlen(s), err);
+    return pl_sink_buf_put(o, s, strlen(s), err);
 }
 
-/* A JSON string of n bytes. */
-static pl_status pl__put_json_str(pl_sink_buf *o, const char *s, size_t n, pl_error *err)
+pl_status pl_sink_buf_json_str(pl_sink_buf *o, const char *s, size_t n, pl_error *err)
 {
     json_t *j = pl_json_strn(s, n);
     char *d = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
@@ -187,17 +186,16 @@ static pl_status pl__put_elem(pl_sink_buf *o, const void *p, pl_dtype t, int64_t
     return pl__puts(o, buf, err);
 }
 
-/* Elements [j, j + count of dims) as nested arrays over dims. */
-static pl_status pl__put_array(pl_sink_buf *o, const void *p, pl_dtype t, const int64_t *dims,
-                               int rank, int64_t *j, pl_error *err)
+pl_status pl_sink_buf_json_values(pl_sink_buf *o, const void *p, pl_dtype t, const int64_t *dims,
+                                  int rank, int64_t *j, pl_error *err)
 {
     if (rank == 0) return pl__put_elem(o, p, t, (*j)++, err);
-    PL_CHECK(pl__put(o, "[", 1, err));
+    PL_CHECK(pl_sink_buf_put(o, "[", 1, err));
     for (int64_t i = 0; i < dims[0]; i++) {
-        if (i) PL_CHECK(pl__put(o, ",", 1, err));
-        PL_CHECK(pl__put_array(o, p, t, dims + 1, rank - 1, j, err));
+        if (i) PL_CHECK(pl_sink_buf_put(o, ",", 1, err));
+        PL_CHECK(pl_sink_buf_json_values(o, p, t, dims + 1, rank - 1, j, err));
     }
-    return pl__put(o, "]", 1, err);
+    return pl_sink_buf_put(o, "]", 1, err);
 }
 
 /* Row r of a u8 [B, L] buffer: its bytes to the first NUL (or len when len >= 0). */
@@ -226,16 +224,16 @@ pl_status pl_sink_text_format(const pl_spec *spec, const pl_stage *st, const pl_
                                     "sink writes one record per line; write it with format: "
                                     "jsonl, which escapes it",
                                     (long long)r, b->name);
-            PL_CHECK(pl__put(out, (const char *)row, n, err));
-            PL_CHECK(pl__put(out, "\n", 1, err));
+            PL_CHECK(pl_sink_buf_put(out, (const char *)row, n, err));
+            PL_CHECK(pl_sink_buf_put(out, "\n", 1, err));
         }
         return PL_OK;
     }
     char num[32];
     for (int64_t r = 0; r < rows; r++) {
-        PL_CHECK(pl__put(out, "{", 1, err));
+        PL_CHECK(pl_sink_buf_put(out, "{", 1, err));
         if (t->row_field) {
-            PL_CHECK(pl__put_json_str(out, t->row_field, strlen(t->row_field), err));
+            PL_CHECK(pl_sink_buf_json_str(out, t->row_field, strlen(t->row_field), err));
             snprintf(num, sizeof num, ":%lld,",
                      (long long)(batch * pl_sink_text_rows(spec, st, t) + r));
             PL_CHECK(pl__puts(out, num, err));
@@ -244,18 +242,20 @@ pl_status pl_sink_text_format(const pl_spec *spec, const pl_stage *st, const pl_
             const pl_buffer *b = pl__rbuf(spec, st, t->fields[i].read);
             const char *m = bufs[b->index];
             int64_t per = b->count / b->shape[0];
-            if (i) PL_CHECK(pl__put(out, ",", 1, err));
-            PL_CHECK(pl__put_json_str(out, t->fields[i].name, strlen(t->fields[i].name), err));
-            PL_CHECK(pl__put(out, ":", 1, err));
+            if (i) PL_CHECK(pl_sink_buf_put(out, ",", 1, err));
+            PL_CHECK(pl_sink_buf_json_str(out, t->fields[i].name, strlen(t->fields[i].name), err));
+            PL_CHECK(pl_sink_buf_put(out, ":", 1, err));
             if (b->dtype == PL_U8 && b->rank == 2) {
                 const uint8_t *row = (const uint8_t *)m + r * per;
-                PL_CHECK(pl__put_json_str(out, (const char *)row, pl__row_len(row, per, -1), err));
+                PL_CHECK(
+                    pl_sink_buf_json_str(out, (const char *)row, pl__row_len(row, per, -1), err));
             } else {
                 int64_t j = r * per;
-                PL_CHECK(pl__put_array(out, m, b->dtype, b->shape + 1, b->rank - 1, &j, err));
+                PL_CHECK(
+                    pl_sink_buf_json_values(out, m, b->dtype, b->shape + 1, b->rank - 1, &j, err));
             }
         }
-        PL_CHECK(pl__put(out, "}\n", 2, err));
+        PL_CHECK(pl_sink_buf_put(out, "}\n", 2, err));
     }
     return PL_OK;
 }

@@ -338,9 +338,21 @@ static bool pl__graph_after(const pl_spec *spec, int part, pl__gbuild *b)
     return ok;
 }
 
-/* Data edges: writer -> reader, unless after: chains put the reader before the writer. False:
- * out of memory. */
-static bool pl__graph_data_edges(const pl_graph *g, pl__gbuild *b)
+/* Whether the reads and writes of stages r and w (r != w) of `part` are ordered as written
+ * rather than by data alone: inside a loop's body, where a stage written before another runs
+ * before it in every iteration, and at the top level between a loop and another stage, as the
+ * loop's iterations come after what is written before it and before what is written after it. */
+static bool pl__as_written(const pl_spec *spec, int part, int r, int w)
+{
+    return part >= 0 || spec->stages[r].loop || spec->stages[w].loop;
+}
+
+/* Data edges: writer -> reader, unless after: chains put the reader before the writer, or the
+ * two are ordered as written (pl__as_written) with the reader first: then reader -> writer, the
+ * write being of a later value (a body stage's write is the next iteration's value of what an
+ * earlier body stage read; a loop's writes come after what a stage before it read). After:
+ * chains the other way keep writer -> reader. False: out of memory. */
+static bool pl__graph_data_edges(const pl_spec *spec, int part, const pl_graph *g, pl__gbuild *b)
 {
     int n = g->n;
     b->seen = calloc((size_t)n + 1, sizeof *b->seen);
@@ -357,7 +369,12 @@ static bool pl__graph_data_edges(const pl_graph *g, pl__gbuild *b)
                 if (b->n_after && b->aoff[r + 1] > b->aoff[r] &&
                     pl__after_path(b->aoff, b->aadj, r, w, b->seen, ++stamp, b->queue))
                     continue;
-                if (pl__edges_add(&b->ev, w, r, PL_EDGE_DATA, buf)) return false;
+                bool war = r < w && pl__as_written(spec, part, r, w) &&
+                           !(b->n_after && b->aoff[w + 1] > b->aoff[w] &&
+                             pl__after_path(b->aoff, b->aadj, w, r, b->seen, ++stamp, b->queue));
+                if (war ? pl__edges_add(&b->ev, r, w, PL_EDGE_WAR, buf)
+                        : pl__edges_add(&b->ev, w, r, PL_EDGE_DATA, buf))
+                    return false;
             }
         }
     }
@@ -452,7 +469,8 @@ pl_status pl_graph_build_part(const pl_spec *spec, int part, pl_graph *g, pl_err
             g->n_members += g->member[s];
         }
     if (!g->member || !pl__graph_accessors(spec, g) || !pl__graph_after(spec, part, &b) ||
-        !pl__graph_data_edges(g, &b) || !pl__graph_csr(g, &b) || !pl__graph_order(g, &b))
+        !pl__graph_data_edges(spec, part, g, &b) || !pl__graph_csr(g, &b) ||
+        !pl__graph_order(g, &b))
         st = pl_error_set(err, PL_ENOMEM, "error: out of memory building the dependency graph");
     free(b.ev.a);
     free(b.aoff);

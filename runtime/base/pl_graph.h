@@ -22,13 +22,15 @@ void pl_names_fini(pl_names *t); /* zeroed or initialised; idempotent */
 int pl_names_put(pl_names *t, const char *name, int val);
 int pl_names_get(const pl_names *t, const char *name); /* -1 when absent */
 
-/* Why an edge exists (for messages): a buffer written by `from` and read by `to`, or an after:. */
-typedef enum pl_edge_why { PL_EDGE_DATA, PL_EDGE_AFTER } pl_edge_why;
+/* Why an edge exists (for messages): a buffer written by `from` and read by `to`; a buffer read
+ * by `from` before `to` writes it (a loop's body, and a loop and the stages around it, are
+ * ordered as written: pl_graph_build_part); or an after:. */
+typedef enum pl_edge_why { PL_EDGE_DATA, PL_EDGE_WAR, PL_EDGE_AFTER } pl_edge_why;
 
 typedef struct pl_edge {
     int from, to;
     pl_edge_why why;
-    int buffer; /* PL_EDGE_DATA: the buffer; else -1 */
+    int buffer; /* PL_EDGE_DATA, PL_EDGE_WAR: the buffer; else -1 */
 } pl_edge;
 
 /* Access of one stage to one buffer. */
@@ -93,7 +95,12 @@ typedef struct pl_graph {
 /* Builds the dependency graph of a spec whose refs are resolved (every pl_ref.index >= 0):
  * edges writer -> reader of each buffer unless `after:` chains already order the reader before
  * the writer (write-after-read: the after chain is the path), plus after edges; then the
- * topological order and positions. A cycle is not an error here: check
+ * topological order and positions. Two stages ordered as written (inside a loop's body; at the
+ * top level, a loop and another stage) whose reader comes first, and that no after: chain orders
+ * writer first, get reader -> writer instead (PL_EDGE_WAR): in a body the write is of the next
+ * iteration's value (decode reads `next`, the sample after it writes the next one), and a stage
+ * written before a loop reads the value from before the loop (the first sample reads prefill's
+ * logits, which the loop's decode steps rewrite). A cycle is not an error here: check
  * g->n_order < g->n and call pl_graph_cycle. Errors: PL_ENOMEM only. */
 pl_status pl_graph_build(const pl_spec *spec, pl_graph *g, pl_error *err);
 /* The same for one part of a pipeline with loops (pl_stage.parent): part -1 is the top level, the

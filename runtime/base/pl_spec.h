@@ -111,6 +111,31 @@ struct pl_kind;
  * iteration; before each test the loop writes the iterations done into `index` (when given).
  * The front end fills it; pl_spec_check resolves the refs and gives the loop stage the reads and
  * writes of its body. Arena memory, owned by the spec. */
+/* A loop's `stream:` (docs/pipeline-yaml.md, "loop.stream"): after every `every` iterations, and
+ * after the last, the columns of `from` [B, N, ...] written since the last delivery (the step axis
+ * is its second dimension: iteration i writes column start + i, the columns before `start` are
+ * written before the loop) go to `to` as records, in order, per batch. The front end fills it;
+ * pl_loop_check resolves the refs and checks it. Arena memory, owned by the spec. */
+typedef enum pl_stream_format { PL_STREAM_AUTO, PL_STREAM_JSONL, PL_STREAM_RAW } pl_stream_format;
+
+typedef struct pl_loop_stream {
+    pl_pos pos;    /* of the `stream:` value */
+    int64_t every; /* 1..PL_MAX_LOOP (0 until given) */
+    pl_pos every_pos;
+    pl_ref from;    /* the buffer a body stage writes, [B, N, ...], where the body runs */
+    const char *to; /* path as written, "-" for stdout; NULL until given */
+    pl_pos to_pos;
+    pl_stream_format format; /* pl_loop_check resolves auto by `to`'s extension */
+    pl_pos format_pos;
+    int64_t start; /* the column iteration 0 writes: 0..N (default 1) */
+    pl_pos start_pos;
+    pl_ref finished;   /* an i32 [B] buffer, 1 once a row ended; name NULL when not given */
+    const char *vocab; /* jsonl: the tokenizer whose text replaces the ids; NULL: none */
+    pl_pos vocab_pos;
+    bool skip_special; /* with vocab: <|endoftext|> gives no text */
+    pl_pos skip_special_pos;
+} pl_loop_stream;
+
 typedef struct pl_loop {
     int64_t max; /* 1..PL_MAX_LOOP: the bound */
     pl_pos max_pos;
@@ -119,7 +144,8 @@ typedef struct pl_loop {
     pl_ref cond;  /* `while`: an i32 [1] buffer; name NULL when not given */
     pl_ref index; /* an i32 [1] buffer the loop writes; name NULL when not given */
     int first, n_body;
-    pl_pos pos; /* of the `loop:` key */
+    pl_pos pos;             /* of the `loop:` key */
+    pl_loop_stream *stream; /* `stream:`, or NULL */
 } pl_loop;
 
 typedef struct pl_stage {

@@ -81,7 +81,11 @@ static void pl__help_loop(FILE *out)
     fprintf(out, "Keys of 'loop':\n  %-14s %-22s %-12s %s\n", "key", "type", "default", "meaning");
     for (const pl_field *f = pl_schema_loop.fields; f->key.name; f++)
         pl__help_key(out, &f->key);
-    fprintf(out, "\nMore: docs/pipeline-yaml.md, \"Loops\".\n");
+    fprintf(out, "\nKeys of 'loop.stream' (%s):\n  %-14s %-22s %-12s %s\n",
+            pl_schema_loop_stream.doc, "key", "type", "default", "meaning");
+    for (const pl_field *f = pl_schema_loop_stream.fields; f->key.name; f++)
+        pl__help_key(out, &f->key);
+    fprintf(out, "\nMore: docs/pipeline-yaml.md, \"Loops\" and \"loop.stream\".\n");
 }
 
 int pl_cmd_help(int argc, char **argv)

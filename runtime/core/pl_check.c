@@ -454,6 +454,11 @@ static pl_status pl__report_cycle(const pl_spec *spec, const pl_graph *g, pl_err
             wk += (size_t)snprintf(why + wk, sizeof why - wk, "%s'%s' reads '%s' written by '%s'",
                                    i ? "; " : "", spec->stages[v].name,
                                    spec->buffers[e->buffer].name, spec->stages[u].name);
+        else if (e && e->why == PL_EDGE_WAR)
+            wk += (size_t)snprintf(why + wk, sizeof why - wk,
+                                   "%s'%s' writes '%s' after '%s' (written before it) reads it",
+                                   i ? "; " : "", spec->stages[v].name,
+                                   spec->buffers[e->buffer].name, spec->stages[u].name);
         else
             wk += (size_t)snprintf(why + wk, sizeof why - wk, "%s'%s' is after '%s'", i ? "; " : "",
                                    spec->stages[v].name, spec->stages[u].name);

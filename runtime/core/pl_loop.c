@@ -28,6 +28,9 @@ static void pl__loop_describe(const pl_spec *spec, const pl_stage *st, char *buf
         PL__PUT("up to %" PRId64 " times", l->max);
     if (l->cond.name) PL__PUT(" while '%s' != 0", l->cond.name);
     if (l->index.name) PL__PUT(", index '%s'", l->index.name);
+    if (l->stream)
+        PL__PUT(", streaming '%s' every %" PRId64 " to '%s'", l->stream->from.name,
+                l->stream->every, l->stream->to);
 #undef PL__PUT
 }
 
@@ -53,6 +56,11 @@ const pl_kind pl_kind_loop_device = {
     .doc = "a loop of device stages: a conditional WHILE node in the slot's graph",
     .describe = pl__loop_describe,
     .repro = pl__loop_repro,
+    .validate = pl_loop_stream_validate,
+    .check_files = pl_loop_stream_check_files,
+    .open = pl_loop_stream_open,
+    .close = pl_loop_stream_close,
+    .output = pl_loop_stream_output,
 };
 
 const pl_kind pl_kind_loop_host = {
@@ -63,6 +71,11 @@ const pl_kind pl_kind_loop_host = {
            "per iteration (run.loop: host)",
     .describe = pl__loop_describe,
     .repro = pl__loop_repro,
+    .validate = pl_loop_stream_validate,
+    .check_files = pl_loop_stream_check_files,
+    .open = pl_loop_stream_open,
+    .close = pl_loop_stream_close,
+    .output = pl_loop_stream_output,
 };
 
 static bool pl__is_dev(pl_engine e)
@@ -118,6 +131,127 @@ static pl_status pl__loop_buffer(const pl_spec *spec, const pl_stage *L, pl_ref 
             "%s, where the loop %s it: declare '%s' with where: %s",
             L->name, key, b->name, pl_where_name(b->where), on_dev ? "device" : "host",
             strcmp(key, "while") == 0 ? "tests" : "writes", b->name, on_dev ? "device" : "host");
+    return PL_OK;
+}
+
+static bool pl__ends_with(const char *s, const char *ext)
+{
+    size_t n = strlen(s), e = strlen(ext);
+    return n >= e && strcmp(s + n - e, ext) == 0;
+}
+
+/* A stream's buffer (`from` or `finished`): resolved, where the body runs. */
+static pl_status pl__stream_buffer(const pl_spec *spec, const pl_stage *L, pl_ref *r,
+                                   const char *key, bool on_dev, const pl_names *bufs,
+                                   const char *const *bnames, pl_error *err)
+{
+    r->index = pl_names_get(bufs, r->name);
+    if (r->index < 0) {
+        const char *best = pl_closest(r->name, bnames, spec->n_buffers);
+        if (best)
+            return pl_error_at(err, PL_EINPUT, r->pos,
+                               "loop '%s': stream: %s: unknown buffer '%s' (did you mean '%s'?)",
+                               L->name, key, r->name, best);
+        return pl_error_at(err, PL_EINPUT, r->pos,
+                           "loop '%s': stream: %s: unknown buffer '%s'; declare it under buffers: "
+                           "or fix the name",
+                           L->name, key, r->name);
+    }
+    const pl_buffer *b = &spec->buffers[r->index];
+    if ((b->where == PL_DEVICE) != on_dev)
+        return pl_error_at(err, PL_EINPUT, r->pos,
+                           "loop '%s': stream: %s: '%s' is a %s buffer, but the loop's body runs "
+                           "on the %s, where the stream takes it from: stream the %s buffer the "
+                           "body writes",
+                           L->name, key, b->name, pl_where_name(b->where),
+                           on_dev ? "device" : "host", on_dev ? "device" : "host");
+    return PL_OK;
+}
+
+/* Refuses `key` of the stream (given at pos) unless `ok`: it only applies `when`. */
+static pl_status pl__stream_only(const pl_stage *L, bool given, pl_pos pos, bool ok,
+                                 const char *key, const char *when, pl_error *err)
+{
+    if (!given || ok) return PL_OK;
+    return pl_error_at(err, PL_EINPUT, pos, "loop '%s': stream: '%s' only applies %s; drop it",
+                       L->name, key, when);
+}
+
+/* The stream's rules: `from` a buffer [B, N, ...] of the body's side that a body stage writes,
+ * `start` within its N columns, `finished` an i32 [B] there, the format (auto resolved by the
+ * name) and the keys that go with it. */
+static pl_status pl__stream_check(pl_spec *spec, pl_stage *L, bool on_dev, const pl_names *bufs,
+                                  const char *const *bnames, pl_error *err)
+{
+    pl_loop *l = L->loop;
+    pl_loop_stream *s = l->stream;
+    char sh[128];
+    PL_CHECK(pl__stream_buffer(spec, L, &s->from, "from", on_dev, bufs, bnames, err));
+    const pl_buffer *fb = &spec->buffers[s->from.index];
+    if (fb->rank < 2)
+        return pl_error_at(err, PL_EINPUT, s->from.pos,
+                           "loop '%s': stream: from: '%s' is %s %s, which has no step axis; a "
+                           "stream takes the columns of its second dimension, one an iteration "
+                           "(tokens [B, N]: row b's token c): stream a buffer [B, N, ...]",
+                           L->name, fb->name, pl_dtype_name(fb->dtype),
+                           pl_dims_str(fb->shape, fb->rank, sh, sizeof sh));
+    bool written = false;
+    for (int i = 0; i < l->n_body && !written; i++) {
+        const pl_stage *b = &spec->stages[l->first + i];
+        for (int k = 0; k < b->n_writes && !written; k++)
+            written = b->writes[k].index == s->from.index;
+    }
+    if (!written)
+        return pl_error_at(err, PL_EINPUT, s->from.pos,
+                           "loop '%s': stream: from: no stage of the loop's body writes '%s', so "
+                           "an iteration adds nothing to stream; stream the buffer a body stage "
+                           "writes a column of each iteration (a sample stage's tokens)",
+                           L->name, fb->name);
+    if (s->start > fb->shape[1])
+        return pl_error_at(err, PL_EINPUT, s->start_pos,
+                           "loop '%s': stream: start is %lld, but '%s' %s has %lld columns; give "
+                           "the column iteration 0 writes, from 0 to %lld",
+                           L->name, (long long)s->start, fb->name,
+                           pl_dims_str(fb->shape, fb->rank, sh, sizeof sh), (long long)fb->shape[1],
+                           (long long)fb->shape[1]);
+    if (s->to[0] == '\0')
+        return pl_error_at(err, PL_EINPUT, s->to_pos,
+                           "loop '%s': stream: 'to' is empty; give a file, a FIFO or - (stdout)",
+                           L->name);
+    if (s->format == PL_STREAM_AUTO) {
+        if (pl__ends_with(s->to, ".npy"))
+            return pl_error_at(err, PL_EINPUT, s->to_pos,
+                               "loop '%s': stream: to: '%s' is a .npy name, but a stream writes "
+                               "JSONL or raw records: name it .jsonl, or give format: raw",
+                               L->name, s->to);
+        s->format = pl__ends_with(s->to, ".jsonl") || pl__ends_with(s->to, ".ndjson")
+                        ? PL_STREAM_JSONL
+                        : PL_STREAM_RAW;
+    }
+    bool jsonl = s->format == PL_STREAM_JSONL;
+    PL_CHECK(pl__stream_only(L, s->finished.name != NULL, s->finished.pos, jsonl, "finished",
+                             "with format: jsonl (a raw record holds every row)", err));
+    PL_CHECK(pl__stream_only(L, s->vocab != NULL, s->vocab_pos, jsonl, "vocab",
+                             "with format: jsonl", err));
+    PL_CHECK(pl__stream_only(L, s->skip_special_pos.line > 0, s->skip_special_pos, s->vocab != NULL,
+                             "skip_special", "with vocab:", err));
+    if (s->vocab && (fb->dtype != PL_I32 || fb->rank != 2))
+        return pl_error_at(err, PL_EINPUT, s->vocab_pos,
+                           "loop '%s': stream: vocab: detokenizing needs token ids, i32 [B, N], "
+                           "but from: '%s' is %s %s; drop vocab: to stream the values",
+                           L->name, fb->name, pl_dtype_name(fb->dtype),
+                           pl_dims_str(fb->shape, fb->rank, sh, sizeof sh));
+    if (s->finished.name) {
+        PL_CHECK(pl__stream_buffer(spec, L, &s->finished, "finished", on_dev, bufs, bnames, err));
+        const pl_buffer *b = &spec->buffers[s->finished.index];
+        if (b->dtype != PL_I32 || b->rank != 1 || b->shape[0] != fb->shape[0])
+            return pl_error_at(err, PL_EINPUT, s->finished.pos,
+                               "loop '%s': stream: finished: '%s' is %s %s; it must be i32 [%lld], "
+                               "a flag per row of '%s'",
+                               L->name, b->name, pl_dtype_name(b->dtype),
+                               pl_dims_str(b->shape, b->rank, sh, sizeof sh),
+                               (long long)fb->shape[0], fb->name);
+    }
     return PL_OK;
 }
 
@@ -224,6 +358,7 @@ pl_status pl_loop_check(pl_spec *spec, pl_stage *L, const pl_names *bufs, const 
                                    b->name, l->index.name, L->name, p);
             }
     }
+    if (l->stream) PL_CHECK(pl__stream_check(spec, L, on_dev, bufs, bnames, err));
     L->kind =
         on_dev && spec->run.loop_mode == PL_LOOP_DEVICE ? &pl_kind_loop_device : &pl_kind_loop_host;
     return PL_OK;

@@ -56,4 +56,20 @@ int pl_loop_reader(const pl_spec *spec, const pl_stage *L, int b);
  * it)? A loop stage is when a stage of its body is. */
 bool pl_stage_ordered(const pl_spec *spec, const pl_stage *st);
 
+/* A loop's stream (pl_loop.stream) is written by the loop kinds' validate (no other sink or
+ * stream writes its file), check_files, open, close and output hooks, which are these: declared
+ * here, defined above this layer in stages/loop_stream.c (as the kind table is: pl_kinds.c),
+ * because the stream's file and its text are the sink's and the tokenizer's. A loop without a
+ * stream checks nothing, has no state and lists no output. The executors deliver to the state
+ * through stages/pl_stream.h. */
+pl_status pl_loop_stream_validate(const pl_spec *spec, const pl_stage *L, pl_error *err);
+pl_status pl_loop_stream_check_files(const pl_spec *spec, const pl_stage *L, int64_t batches,
+                                     pl_error *err);
+pl_status pl_loop_stream_open(const pl_run_env *env, const pl_stage *L, void **state,
+                              pl_error *err);
+pl_status pl_loop_stream_close(const pl_run_env *env, const pl_stage *L, void *state,
+                               int64_t completed, bool failed, pl_error *err);
+pl_status pl_loop_stream_output(const pl_stage *L, void *state, int64_t completed, pl_output *out,
+                                bool *has);
+
 #endif

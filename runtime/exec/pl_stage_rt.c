@@ -8,6 +8,7 @@
 #include "pl_intr.h"
 #include "pl_nvtx.h"
 #include "pl_pool.h"
+#include "pl_stream.h"
 
 int pl_default_workers(const pl_plan *plan)
 {
@@ -183,9 +184,22 @@ pl_status pl_stage_rt_run_loop(const pl_stage_rt *rt, const pl_run_cfg *cfg, int
     int64_t limit = l->count ? l->count : l->max;
     const int32_t *cond = l->cond.name ? bufs[l->cond.index] : NULL;
     int32_t *index = l->index.name ? bufs[l->index.index] : NULL;
+    /* A stream takes the columns written so far at the test, before the body runs again. */
+    pl_stream_shape sh;
+    pl_stream *stream = pl_stream_shape_of(rt->plan->spec, st, &sh) ? rt->state[stage] : NULL;
+    int64_t global =
+        pl_shard_global(&rt->plan->spec->run.shard, rt->plan->spec->run.batches, batch);
+    int64_t lo = 0;
     for (int64_t it = 0;; it++) {
         if (index) *index = (int32_t)it;
-        if (it >= limit || (cond && *cond == 0)) return PL_OK;
+        bool done = it >= limit || (cond && *cond == 0);
+        if (stream && pl_stream_due(&sh, it, done)) {
+            int64_t hi = pl_stream_cols(&sh, it);
+            PL_CHECK(pl_stream_put(stream, batch, global, it, lo, hi, bufs[sh.from],
+                                   sh.finished >= 0 ? bufs[sh.finished] : NULL, done, err));
+            lo = hi;
+        }
+        if (done) return PL_OK;
         /* The second signal drops the batches in flight: this one stops between iterations. */
         if (it > 0 && pl_intr_level() == PL_INTR_ABORT)
             return pl_intr_error(err, "repeating a loop");

@@ -369,6 +369,17 @@ json_t *pl_plan_json(const pl_plan *plan)
                                  lp->graph    ? "while_node"
                                  : lp->device ? "host_launched"
                                               : "host"));
+            const pl_loop_stream *ls = l->stream;
+            /* Only where a loop streams, so other plans keep their digests; without its file's
+             * name, which a bundle's canonical pipeline moves to outputs/ as a sink's. */
+            if (ls)
+                json_object_set_new(
+                    json_array_get(loops, (size_t)i), "stream",
+                    json_pack("{s:I, s:s, s:s, s:I, s:o}", "every", (json_int_t)ls->every, "from",
+                              ls->from.name, "format",
+                              ls->format == PL_STREAM_RAW ? "raw" : "jsonl", "start",
+                              (json_int_t)ls->start, "finished",
+                              ls->finished.name ? json_string(ls->finished.name) : json_null()));
         }
     }
     for (int k = 0; k < plan->n_streams; k++)

@@ -73,7 +73,8 @@ static const char *pl__canon_map(void *user, const pl_stage *st, const char *key
             }
         return NULL;
     }
-    if (st->kind->role & PL_ROLE_OUTPUT) return c->out_canon[st->index];
+    if ((st->kind->role & PL_ROLE_OUTPUT) || strcmp(key, "stream.to") == 0)
+        return c->out_canon[st->index][0] ? c->out_canon[st->index] : NULL;
     int k = pl__find_input(c, st->index, -1, key);
     return k >= 0 ? c->in[k].canon : NULL;
 }
@@ -113,6 +114,12 @@ static pl_status pl__collect_inputs(pl__capture *c, pl_error *err)
     if (!c->out_canon) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
     for (int s = 0; s < sp->n_stages; s++) {
         const pl_stage *st = &sp->stages[s];
+        /* A loop's stream is an output of the loop stage; its tokenizer is code, copied. */
+        const pl_loop_stream *ls = st->loop ? st->loop->stream : NULL;
+        if (ls && strcmp(ls->to, "-") != 0)
+            pl__bundle_fmt(c->out_canon[s], sizeof c->out_canon[s], "outputs/%s-%s", st->name,
+                           pl__bundle_base(ls->to));
+        if (ls && ls->vocab) PL_CHECK(pl__add_input(c, s, -1, "stream.vocab", ls->vocab, err));
         for (int o = 0; o < st->n_opts; o++) {
             const pl_opt *op = &st->opts[o];
             const pl_key *k = pl_kind_key(st->kind, op->key);

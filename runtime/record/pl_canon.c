@@ -259,6 +259,35 @@ static void pl__loop(pl__em *m, FILE *out, const pl_spec *spec, const pl_stage *
         pl__str(m, "index", false);
         pl__str(m, l->index.name, true);
     }
+    const pl_loop_stream *sm = l->stream;
+    if (sm) {
+        static const char *const formats[] = {"auto", "jsonl", "raw"};
+        const char *to = map ? map(user, st, "stream.to", sm->to) : NULL;
+        pl__str(m, "stream", false);
+        pl__map(m, true);
+        pl__str(m, "every", false);
+        pl__fmt(m, "%" PRId64, sm->every);
+        pl__str(m, "from", false);
+        pl__str(m, sm->from.name, true);
+        pl__str(m, "to", false);
+        pl__str(m, to ? to : sm->to, true);
+        pl__str(m, "format", false);
+        pl__str(m, formats[sm->format], false);
+        pl__str(m, "start", false);
+        pl__fmt(m, "%" PRId64, sm->start);
+        if (sm->finished.name) {
+            pl__str(m, "finished", false);
+            pl__str(m, sm->finished.name, true);
+        }
+        if (sm->vocab) {
+            const char *v = map ? map(user, st, "stream.vocab", sm->vocab) : NULL;
+            pl__str(m, "vocab", false);
+            pl__str(m, v ? v : sm->vocab, true);
+            pl__str(m, "skip_special", false);
+            pl__str(m, sm->skip_special ? "true" : "false", false);
+        }
+        pl__map_end(m);
+    }
     pl__map_end(m);
     pl__refs(m, "after", st->after, st->n_after);
     pl__str(m, "stages", false);

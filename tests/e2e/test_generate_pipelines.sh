@@ -3,7 +3,8 @@
 # `--set` giving the tiny model and the shapes that follow from it (3 batches of 4 sequences).
 # Asserts: generate.yaml's tokens equal an independent numpy greedy decode of each prompt
 # (tests/e2e/gpt2_ref.py generate) with an f32 cache, and the loop ran its 7 steps; the outputs are
-# the same at depth 1 and 3, and generate.lua's are generate.yaml's; generate_sample.yaml gives the
+# the same at depth 1 and 3 and with the after: lines the loop needed once (`after: [decode]` on the
+# body's sample, `after: [first]` on the loop), and generate.lua's are generate.yaml's; generate_sample.yaml gives the
 # same tokens run after run and at depth 3, other tokens in each batch of the same prompts (its
 # batch buffer), not the greedy ones, and eos after a sequence's eos; agent_rag.yaml and .lua give
 # the same outputs at depth 1 and 3, and the second hop's hits are the exact top-2 (numpy) of the
@@ -68,6 +69,10 @@ if run greedy1 "$pl/generate.yaml" 1 "${S[@]}" "${SNAP[@]}"; then
         err "generate.yaml: the loop did not run $((N - 1)) steps in every batch"
 fi
 run greedy3 "$pl/generate.yaml" 3 "${S[@]}" "${SNAP[@]}" && same greedy3 greedy1
+# The after: lines the loop needed before its body and the stages around it were ordered as
+# written still give the same plan and tokens.
+run greedy_after "$pl/generate.yaml" 2 "${S[@]}" "${SNAP[@]}" --set 'pick.after=[decode]' \
+    --set 'generate.after=[first]' && same greedy_after greedy1
 run greedy_lua "$pl/generate.lua" 2 "${S[@]}" "${SNAP[@]}" && same greedy_lua greedy1
 # As shipped: random prompts and seeded random weights (config: tiny), YAML against Lua.
 R=(--set read.max=512 --set read_len.value=$T)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_loop: loops on the host executor (tests/e2e/data/loop_*.yaml): a fixed count, a while loop
 # driven by a kernel that decrements its condition, the bound `max` stopping a loop whose
-# condition never clears, `index` read by body stages, a body of host (Lua) stages. The outputs
+# condition never clears, `index` read by body stages, a body of host (Lua) stages, values carried
+# from one iteration to the next without after: (a body stage reads what a later one writes). The outputs
 # are what the loops compute (checked with numpy) and byte-identical at depth 1 and 3 and with
 # run.loop: host; the plan lists each loop (text, JSON, DOT); a body stage that fails names itself
 # and its batch, and the batches before it are kept.
@@ -21,7 +22,7 @@ err() {
 }
 
 # 1. Every loop pipeline at depth 1, at depth 3, and at depth 3 with run.loop: host.
-for name in loop_count loop_while loop_bound loop_host; do
+for name in loop_count loop_while loop_bound loop_host loop_carried; do
     for v in d1 d3 hostloop; do
         case $v in
         d1) args=(--depth 1) ;;
@@ -77,6 +78,14 @@ want((L("loop_bound", "steps.npy") == 5).all(), "loop_bound: index after the loo
 n = L("loop_host", "n.npy").ravel()
 want(np.array_equal(L("loop_host", "acc.npy").ravel(), 5 * n * (n - 1)), "loop_host: acc is not 5 n (n - 1)")
 want(np.array_equal(L("loop_host", "steps.npy").ravel(), n), "loop_host: index after the loop is not n")
+# carried: a body stage reads what a later one writes, without after: (the previous iteration's)
+n, a, b = (L("loop_carried", f).ravel() for f in ("n.npy", "a.npy", "b.npy"))
+fib = [0, 1]
+while len(fib) < 40:
+    fib.append(fib[-1] + fib[-2])
+want(n.max() >= 5, f"loop_carried: draws {n} have no long loop")
+want(list(a) == [fib[k] for k in n] and list(b) == [fib[k + 1] for k in n],
+     f"loop_carried: a {a}, b {b} after {n} iterations are not F(n), F(n + 1)")
 print(f"loop outputs: {bad} wrong")
 sys.exit(1 if bad else 0)
 PY

@@ -30,7 +30,7 @@ if [ $? -ne 0 ]; then
 fi
 
 files=("$data/loop_count.yaml" "$data/loop_while.yaml" "$data/loop_bound.yaml" "$data/loop_host.yaml"
-    "$src/pipelines/loop.yaml")
+    "$data/loop_carried.yaml" "$src/pipelines/loop.yaml")
 modes=("device-segment:--graphs segment" "device-stage:--graphs stage" "device-nograph:--no-graph"
     "host-segment:--set run.loop=host --graphs segment" "host-stage:--set run.loop=host --graphs stage"
     "host-nograph:--set run.loop=host --no-graph")

@@ -694,6 +694,7 @@ static void test_docs(void)
     check_doc_section(doc, &pl_schema_budget);
     check_doc_section(doc, &pl_schema_buffer);
     check_doc_section(doc, &pl_schema_loop);
+    check_doc_section(doc, &pl_schema_loop_stream);
     const pl_key *keys[64];
     int nk = 0;
     for (const pl_key *k = pl_common_stage_keys; k->name && nk < 64; k++)

@@ -72,6 +72,7 @@ static pl_status pl__setup(pl_gx *gx, const pl_plan *plan, const pl_run_cfg *cfg
         plan->stages[cfg->fail_stage].body && plan->loops[plan->stages[cfg->fail_stage].loop].graph)
         gx->fail_dev_stage = plan->loops[plan->stages[cfg->fail_stage].loop].stage;
     PL_CHECK(pl_gx_loop_supported(gx, err));
+    gx->streams_on = open_stages; /* loop streams need the writers the stages open */
     size_t nseg = (size_t)(gx->nseg > 0 ? gx->nseg : 1);
     gx->launched = calloc(nseg, sizeof *gx->launched);
     gx->mon_b = calloc(nseg, sizeof *gx->mon_b);
@@ -215,6 +216,7 @@ static pl_status pl__run_setup(pl__gpu_run *r, pl_error *err)
     for (int k = 0; k < plan->n_streams; k++)
         r->owned[k] = plan->streams[k].engine == PL_ENGINE_HOST;
     PL_CHECK(pl__sched(r, plan, err));
+    PL_CHECK(pl_gx_stream_start(gx, err));
     pl_sched_spawn(&gx->sched); /* the workers are setup: before the clock */
     PL_CHECK(PL_CUDA(cudaEventRecord(gx->ev_t0, gx->launch[0]), NULL, -1, err));
     PL_CHECK(PL_CUDA(cudaEventSynchronize(gx->ev_t0), NULL, -1, err));
@@ -265,10 +267,12 @@ static pl_status pl__restart(void *user, const pl_plan *plan, int64_t first, pl_
     pl__gpu_run *r = user;
     pl_gx *gx = r->gx;
     r->first = first;
+    __atomic_store_n(&gx->stream_first, first, __ATOMIC_RELEASE); /* before its launches */
     pl_gx_wake_attach(gx, NULL); /* a late wake-up must not find it half-made */
     pl_sched_fini(&gx->sched);
     gx->sched_init = false;
     PL_CHECK(pl__sched(r, plan, err));
+    PL_CHECK(pl_gx_stream_start(gx, err)); /* a grown ring has its streams made again */
     pl_sched_begin_at(&gx->sched, first);
     for (int k = 0; k < gx->nseg; k++) {
         gx->launched[k] = gx->mon_b[k] = first;
@@ -283,6 +287,7 @@ static void pl__close(pl__gpu_run *r, pl_status *st, pl_error *err)
 {
     pl_gx *gx = r->gx;
     if (!gx->rt_open) return;
+    pl_gx_stream_stop(gx); /* every delivery handed to the writers before they close */
     pl_error ce;
     /* Between the phases of depth: auto no scheduler holds the counts: batches < first are what
      * every stage completed. */

@@ -17,11 +17,40 @@ int pl_exec_launch_fault(const void *trigger_dev, void *stream);
 /* Enqueues a loop's test on `stream` (pl_gpu_loop.c): iterations done = 0 when `first`, else
  * *counter + 1, stored into *counter and *index (index may be NULL); another iteration runs when
  * they are below `limit`, *cond (NULL: none) is nonzero and the device word *stop is zero: that
- * goes into the conditional handle `handle` when `set` (CUDA 12.4+ builds), and into the
- * host-mapped *go (may be NULL). Capturable. Returns cudaError_t as int. */
+ * goes into the conditional handle `handle` when `set` (CUDA 12.4+ builds), into the device word
+ * *decided, and into the host-mapped *go (may be NULL). Capturable. Returns cudaError_t as int. */
 int pl_exec_launch_loop_test(unsigned long long handle, int set, int *counter, int first,
-                             const int *cond, int *index, int limit, const int *stop, int *go,
-                             void *stream);
+                             const int *cond, int *index, int limit, const int *stop, int *decided,
+                             int *go, void *stream);
+
+/* A loop's stream on the device (pl_gpu_stream.c, docs/architecture.md "Streams"): what the
+ * stream kernel of one slot's loop reads and writes. Device memory: the loop's counter and the
+ * test's decision (`decided`: another iteration runs), `from` [rows, cols] of col_bytes each,
+ * `finished` [rows] (NULL: none), and `state` (int[3]: the batches this slot has streamed, the
+ * deliveries of the one streaming, the columns delivered). Host-mapped (the device addresses of
+ * pinned host memory): `mirror`, laid out as `from`; `fin` [ring][rows] and `recs` [ring][4] (step,
+ * columns written, end, unused) per delivery; `head` = (batches streamed << 32) | deliveries of the
+ * batch, written after them; `ack`, the host's: the same count of what it has taken. */
+typedef struct pl_stream_dev {
+    const int *counter, *decided;
+    int every, start, ring;
+    const char *from;
+    const int *finished;
+    long long rows, cols, col_bytes;
+    int *state;
+    char *mirror;
+    int *fin, *recs;
+    unsigned long long *head;
+    const unsigned long long *ack;
+} pl_stream_dev;
+
+/* Enqueues the stream kernel on `stream` (cudaStream_t), right after a loop's test: when a
+ * delivery is due (pl_stream_due: the loop ended, or the iterations done are a multiple of
+ * every), it waits until the host has taken all but ring - 1 of the deliveries before it (and
+ * every earlier batch of the slot), copies the columns written since the last delivery of every
+ * row into the mirror, the finished flags and the delivery's record into its ring entry, then,
+ * after a system-wide fence, the new head. One block. Capturable. Returns cudaError_t as int. */
+int pl_exec_launch_loop_stream(const pl_stream_dev *a, void *stream);
 
 #ifndef __cplusplus
 #include "pl_run.h"

@@ -8,7 +8,9 @@
  *   does, so no two captures are open on this thread at once.
  * - run.loop: host makes the loop a host stage (the plan's): a worker launches the body's graph
  *   per slot, its test at its end, once per iteration, and reads the test back from host-mapped
- *   memory after each (with --no-graph, the body's stages and the test as plain launches).
+ *   memory after each (with --no-graph, the body's stages and the test as plain launches); a
+ *   stream's deliveries are copied back between launches.
+ * - A loop's stream inside a WHILE node: the stream kernel after each test (pl_gpu_stream.c).
  * - A loop of host stages runs on a worker as on the host executor (pl_stage_rt_run_loop). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "pl_exec_gpu_int.h"
 #include "pl_gx.h"
 #include "pl_intr.h"
+#include "pl_stream.h"
 
 /* Conditional nodes and cudaStreamBeginCaptureToGraph: CUDA 12.4 (12.3 had them without memory
  * copies in bodies). */
@@ -46,6 +49,7 @@ typedef struct pl__test {
     int *index;
     int limit;
     const int *stop; /* the run's abort word (pl_gx_loop_abort) */
+    int *decided;    /* where the test puts whether another iteration runs */
 } pl__test;
 
 static void pl__test_args(const pl_gx *gx, int l, int slot, pl__test *t)
@@ -56,7 +60,9 @@ static void pl__test_args(const pl_gx *gx, int l, int slot, pl__test *t)
     t->cond = lo->cond.name ? db[lo->cond.index] : NULL;
     t->index = lo->index.name ? db[lo->index.index] : NULL;
     t->limit = (int)(lo->count ? lo->count : lo->max);
-    t->stop = gx->loop_ctr + (size_t)gx->depth * (size_t)gx->n_loops;
+    size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
+    t->decided = gx->loop_ctr + n + pl__at(gx, slot, l);
+    t->stop = gx->loop_ctr + 2 * n;
 }
 
 /* Host-launched loops of device stages (run.loop: host). */
@@ -71,10 +77,11 @@ pl_status pl_gx_loop_create(pl_gx *gx, pl_error *err)
     gx->n_loops = p->n_loops;
     if (!gx->n_loops) return PL_OK;
     size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
-    /* The counters, then the abort word every test reads. */
+    /* The counters, the tests' decisions, then the abort word every test reads. */
+    PL_CHECK(PL_CUDA(cudaMalloc((void **)&gx->loop_ctr, (2 * n + 1) * sizeof *gx->loop_ctr), NULL,
+                     -1, err));
     PL_CHECK(
-        PL_CUDA(cudaMalloc((void **)&gx->loop_ctr, (n + 1) * sizeof *gx->loop_ctr), NULL, -1, err));
-    PL_CHECK(PL_CUDA(cudaMemset(gx->loop_ctr, 0, (n + 1) * sizeof *gx->loop_ctr), NULL, -1, err));
+        PL_CUDA(cudaMemset(gx->loop_ctr, 0, (2 * n + 1) * sizeof *gx->loop_ctr), NULL, -1, err));
     PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->loop_abort_stream, cudaStreamNonBlocking), NULL,
                      -1, err));
     PL_CHECK(
@@ -98,11 +105,12 @@ pl_status pl_gx_loop_create(pl_gx *gx, pl_error *err)
     if (any_graph)
         PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->body_stream, cudaStreamNonBlocking), NULL,
                          -1, err));
-    return PL_OK;
+    return pl_gx_stream_create(gx, err);
 }
 
 void pl_gx_loop_destroy(pl_gx *gx)
 {
+    pl_gx_stream_destroy(gx); /* first: its kernels wait for its poller */
     size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
     for (size_t i = 0; gx->loop_body && i < n; i++)
         if (gx->loop_body[i]) cudaGraphExecDestroy(gx->loop_body[i]);
@@ -132,8 +140,8 @@ pl_status pl_gx_loop_abort(pl_gx *gx, pl_error *err)
     /* A side stream: the slots' streams are busy with the graphs whose loops this ends. Any
      * nonzero value stops them; the word is never cleared, the run is ending. */
     return PL_CUDA(
-        cudaMemsetAsync(gx->loop_ctr + n, 1, sizeof *gx->loop_ctr, gx->loop_abort_stream), NULL, -1,
-        err);
+        cudaMemsetAsync(gx->loop_ctr + 2 * n, 1, sizeof *gx->loop_ctr, gx->loop_abort_stream), NULL,
+        -1, err);
 }
 
 pl_status pl_gx_loop_supported(const pl_gx *gx, pl_error *err)
@@ -218,8 +226,9 @@ pl_status pl_gx_loop_node(pl_gx *gx, int st, int slot, cudaStream_t s, pl_error 
     PL_CHECK(pl__cond_failed(cudaGraphConditionalHandleCreate(&h, g, 0, 0),
                              "cudaGraphConditionalHandleCreate", name, err));
     PL_CHECK(PL_CUDA(pl_exec_launch_loop_test((unsigned long long)h, 1, t.ctr, 1, t.cond, t.index,
-                                              t.limit, t.stop, NULL, s),
+                                              t.limit, t.stop, t.decided, NULL, s),
                      name, -1, err));
+    PL_CHECK(pl_gx_stream_record(gx, l, slot, s, t.ctr, t.decided, err));
     PL_CHECK(pl__cond_failed(pl__capture_info(s, &g, &deps, &nd), "cudaStreamGetCaptureInfo", name,
                              err));
     struct cudaGraphNodeParams p;
@@ -277,9 +286,12 @@ static pl_status pl__fill_one(pl_gx *gx, const pl_gx_pending *pd, pl_error *err)
     if (st == PL_OK) {
         cur = -1;
         st = PL_CUDA(pl_exec_launch_loop_test((unsigned long long)pd->handle, 1, t.ctr, 0, t.cond,
-                                              t.index, t.limit, t.stop, NULL, s),
+                                              t.index, t.limit, t.stop, t.decided, NULL, s),
                      name, -1, err);
     }
+    if (st == PL_OK)
+        st = pl_gx_stream_record(gx, gx->plan->stages[pd->stage].loop, pd->slot, s, t.ctr,
+                                 t.decided, err);
     cudaGraph_t out = NULL;
     cudaError_t ce = cudaStreamEndCapture(s, &out);
     if (st == PL_OK && ce != cudaSuccess)
@@ -322,7 +334,7 @@ static pl_status pl__record_iteration(pl_gx *gx, int l, int slot, int64_t batch,
     for (int i = 0; i < lp->n_body; i++)
         PL_CHECK(pl_gx_record_work(gx, lp->body[i], slot, batch, s, err));
     return PL_CUDA(pl_exec_launch_loop_test(0, 0, t.ctr, 0, t.cond, t.index, t.limit, t.stop,
-                                            gx->loop_go_dev + pl__at(gx, slot, l), s),
+                                            t.decided, gx->loop_go_dev + pl__at(gx, slot, l), s),
                    pl_gx_sname(gx, lp->stage), batch, err);
 }
 
@@ -359,6 +371,39 @@ pl_status pl_gx_loop_capture_bodies(pl_gx *gx, pl_error *err)
     return PL_OK;
 }
 
+/* A host-launched loop's delivery (its stream, pl_stream.h): the columns due of the slot's
+ * `from`, and its finished flags, copied into host staging (made on the first delivery, freed by
+ * the caller) between launches, then handed to the writer. */
+static pl_status pl__deliver(pl_gx *gx, int stage, int slot, cudaStream_t s, int64_t batch,
+                             int64_t gb, int64_t it, bool done, int64_t *lo, char **staging,
+                             pl_error *err)
+{
+    const pl_spec *spec = gx->spec;
+    const char *name = pl_gx_sname(gx, stage);
+    pl_stream_shape sh;
+    pl_stream_shape_of(spec, &spec->stages[stage], &sh);
+    size_t pitch = (size_t)sh.cols * (size_t)sh.col_bytes, rows = (size_t)sh.rows;
+    if (!*staging && !(*staging = malloc(rows * pitch + rows * sizeof(int32_t))))
+        return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    int64_t hi = pl_stream_cols(&sh, it);
+    void *const *db = pl_buffers_slot(gx->dbufs, slot);
+    int32_t *fin = (int32_t *)(*staging + rows * pitch);
+    size_t off = (size_t)*lo * (size_t)sh.col_bytes, w = (size_t)(hi - *lo) * (size_t)sh.col_bytes;
+    if (w)
+        PL_CHECK(PL_CUDA(cudaMemcpy2DAsync(*staging + off, pitch, (const char *)db[sh.from] + off,
+                                           pitch, w, rows, cudaMemcpyDeviceToHost, s),
+                         name, gb, err));
+    if (sh.finished >= 0)
+        PL_CHECK(PL_CUDA(cudaMemcpyAsync(fin, db[sh.finished], rows * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost, s),
+                         name, gb, err));
+    PL_CHECK(PL_CUDA(cudaStreamSynchronize(s), name, gb, err));
+    pl_status st = pl_stream_put(gx->rt.state[stage], batch, gb, it, *lo, hi, *staging,
+                                 sh.finished >= 0 ? fin : NULL, done, err);
+    *lo = hi;
+    return st;
+}
+
 pl_status pl_gx_run_loop(void *user, const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
                          int64_t batch, int worker, void *const *bufs, pl_error *err)
 {
@@ -374,30 +419,46 @@ pl_status pl_gx_run_loop(void *user, const pl_stage_rt *rt, const pl_run_cfg *cf
     const volatile int *go = &gx->loop_go[k];
     pl__test t;
     pl__test_args(gx, l, slot, &t);
+    pl_stream_shape sh;
+    bool streams =
+        pl_stream_shape_of(gx->spec, &gx->spec->stages[stage], &sh) && rt->state[stage] != NULL;
+    char *staging = NULL;
+    int64_t lo = 0;
+    pl_status st = PL_OK;
     /* The runtime's current device is per thread, and this is a worker's. */
-    PL_CHECK(PL_CUDA(cudaSetDevice(gx->device), name, gb, err));
-    PL_CHECK(PL_CUDA(pl_exec_launch_loop_test(0, 0, t.ctr, 1, t.cond, t.index, t.limit, t.stop,
-                                              gx->loop_go_dev + k, s),
-                     name, gb, err));
-    PL_CHECK(PL_CUDA(cudaStreamSynchronize(s), name, gb, err));
-    while (*go) {
+    PL_CHECK_GOTO(PL_CUDA(cudaSetDevice(gx->device), name, gb, err), st, done);
+    PL_CHECK_GOTO(PL_CUDA(pl_exec_launch_loop_test(0, 0, t.ctr, 1, t.cond, t.index, t.limit, t.stop,
+                                                   t.decided, gx->loop_go_dev + k, s),
+                          name, gb, err),
+                  st, done);
+    PL_CHECK_GOTO(PL_CUDA(cudaStreamSynchronize(s), name, gb, err), st, done);
+    for (int64_t it = 0;; it++) {
+        bool end = !*go;
+        if (streams && pl_stream_due(&sh, it, end))
+            PL_CHECK_GOTO(pl__deliver(gx, stage, slot, s, batch, gb, it, end, &lo, &staging, err),
+                          st, done);
+        if (end) break;
         /* The second signal drops the batches in flight: this one stops between iterations. */
         if (pl_intr_level() == PL_INTR_ABORT) {
             pl_intr_error(err, "repeating a loop");
-            return pl_error_stage(err, name, gb);
+            st = pl_error_stage(err, name, gb);
+            goto done;
         }
         /* --fail-at a body stage fails where the host executor's does: at its first run. */
         for (int i = 0; cfg && i < lp->n_body; i++)
             if (cfg->fail_stage == lp->body[i] && cfg->fail_batch == batch) {
                 pl_error_set(err, PL_ERUNTIME,
                              "error: injected failure (test hook fail_stage/fail_batch)");
-                return pl_error_stage(err, pl_gx_sname(gx, lp->body[i]), gb);
+                st = pl_error_stage(err, pl_gx_sname(gx, lp->body[i]), gb);
+                goto done;
             }
         if (gx->loop_body[k])
-            PL_CHECK(PL_CUDA(cudaGraphLaunch(gx->loop_body[k], s), name, gb, err));
+            PL_CHECK_GOTO(PL_CUDA(cudaGraphLaunch(gx->loop_body[k], s), name, gb, err), st, done);
         else
-            PL_CHECK(pl__record_iteration(gx, l, slot, batch, s, err));
-        PL_CHECK(PL_CUDA(cudaStreamSynchronize(s), name, gb, err));
+            PL_CHECK_GOTO(pl__record_iteration(gx, l, slot, batch, s, err), st, done);
+        PL_CHECK_GOTO(PL_CUDA(cudaStreamSynchronize(s), name, gb, err), st, done);
     }
-    return PL_OK;
+done:
+    free(staging);
+    return st;
 }

@@ -4,6 +4,7 @@
  *   pl_gpu_launch.c    the issuing loop: launch conditions, run-ahead, plain launches
  *   pl_gpu_complete.c  read-back of device completions, timings, fault location
  *   pl_gpu_loop.c      loops: WHILE nodes in captures, host-launched loops, their state
+ *   pl_gpu_stream.c    loop streams of WHILE nodes: mapped memory, the kernel, the poller
  *   pl_exec_gpu.c      setup, teardown, the run, the bench entry points
  * Everything it needs to know about the pipeline comes from the plan (segments, launch deps,
  * observed and recorded ends, cross-batch deps); host stages run on the shared host scheduler
@@ -125,7 +126,8 @@ typedef struct pl_gx {
 
     /* Loops (pl_gpu_loop.c), [slot * n_loops + plan loop], made with the ring's objects. */
     int n_loops;
-    int *loop_ctr;                  /* device: each loop's iteration counter, then the abort word */
+    /* device: each loop's iteration counter, then each one's last decision, then the abort word */
+    int *loop_ctr;
     cudaStream_t loop_abort_stream; /* where pl_gx_loop_abort sets the abort word */
     int *loop_go, *loop_go_dev;     /* host-mapped: a host-launched loop's last test */
     cudaStream_t *loop_streams;     /* host-launched loops: what their worker issues on */
@@ -135,6 +137,12 @@ typedef struct pl_gx {
     struct pl_gx_pending *pending;
     int n_pending, cap_pending;
     cudaStream_t body_stream;
+    /* Loop streams (pl_gpu_stream.c) of WHILE-node loops, made with the loops' state when the
+     * run opens its stages (streams_on; bench replays have none); stream_first: the batch the
+     * current phase began at (atomic: the poller reads it). */
+    struct pl_gx_streams *loop_out;
+    bool streams_on;
+    int64_t stream_first;
     /* In-memory inputs the uploads read in place (pl_gx_in_place): the caller's memory
      * registered as pinned (to unregister), and the issuing thread's buffer table for a batch. */
     void **registered;
@@ -255,6 +263,23 @@ pl_status pl_gx_loop_capture_bodies(pl_gx *gx, pl_error *err);
  * device body (run.loop: host) launched once per iteration, the test read back in between. */
 pl_status pl_gx_run_loop(void *user, const pl_stage_rt *rt, const pl_run_cfg *cfg, int stage,
                          int64_t batch, int worker, void *const *bufs, pl_error *err);
+
+/* pl_gpu_stream.c */
+typedef struct pl_gx_streams pl_gx_streams;
+/* The mapped memory and device state of every (slot, streaming WHILE-node loop), for gx->depth
+ * (called by pl_gx_loop_create; nothing when !gx->streams_on or no such loop). */
+pl_status pl_gx_stream_create(pl_gx *gx, pl_error *err);
+/* Starts the poller (each phase, before its launches; nothing when it runs or there is none). */
+pl_status pl_gx_stream_start(pl_gx *gx, pl_error *err);
+/* Waits for the device to be idle, lets the poller take what is left, and joins it: before the
+ * stages close (the writers are theirs) and before the ring is made again. */
+void pl_gx_stream_stop(pl_gx *gx);
+/* Stops it and frees everything (pl_gx_loop_destroy). */
+void pl_gx_stream_destroy(pl_gx *gx);
+/* Inside a capture, on s, right after loop l's test for `slot` (its counter and the word its
+ * decision went to): the stream kernel, when the loop streams. */
+pl_status pl_gx_stream_record(pl_gx *gx, int l, int slot, cudaStream_t s, const int *counter,
+                              const int *decided, pl_error *err);
 
 /* pl_gpu_launch.c */
 void pl_gx_issue_loop(pl_gx *gx);
