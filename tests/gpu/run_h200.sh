@@ -45,9 +45,11 @@ check)
         --output-on-failure --timeout 280
     ctest_rows ctest-hf.log
     # memcheck follows the script's pipectl processes (tiny model, loops and generation).
-    for t in test_loop_gpu test_generate_gpu; do
+    # (the third argument is the scratch folder each test makes and removes)
+    for t in test_loop_gpu test_stream_gpu test_generate_gpu; do
         step "memcheck $t" 150 "memcheck-$t.log" compute-sanitizer --tool memcheck \
-            --target-processes all --error-exitcode 9 bash "tests/gpu/$t.sh" "$P" . "$BUILD"
+            --target-processes all --error-exitcode 9 bash "tests/gpu/$t.sh" "$P" . \
+            "$OUT/memcheck-$t"
     done
     ;;
 generate)
