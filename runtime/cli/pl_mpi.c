@@ -357,7 +357,7 @@ pl_status pl_mpi_send_batch(const pl_mpi_batch *b, const void *data, pl_error *e
             return PL_OK;
         }
         pl__unlock();
-        pl__nap(&us, 1000);
+        pl__nap(&us, 250); /* a batch waits at most this long past its request */
     }
 }
 
@@ -416,7 +416,7 @@ pl_status pl_mpi_pull_batch(int rank, const pl_mpi_batch *b, void *buf, pl_error
             }
             pl__unlock();
             if (rc != MPI_SUCCESS || flag) break;
-            pl__nap(&us, 500);
+            pl__nap(&us, 100);
         }
     }
     if (rc == MPI_SUCCESS) rc = pl__wait(&rq, 1000);
