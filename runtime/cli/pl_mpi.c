@@ -90,6 +90,12 @@ void pl_mpi_describe(char *buf, size_t cap)
 pl_status pl_mpi_init(pl_mpi_world *w, pl_error *err)
 {
     memset(w, 0, sizeof *w);
+    /* The transfers that remain blocking calls (a batch to rank 0) poll while the rank's host
+     * workers want the same cores: Open MPI's polling then yields the core between looks
+     * (sched_yield) unless the user chose otherwise. Measured on 2 cores, 2 ranks sending 3.3 GB
+     * through shared memory: 5.0-5.5 s against 6.0-6.1 s, and none of the 20-50 s runs where
+     * the two polling sides kept the cores from each other (docs/perf.md, "MPI outputs"). */
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return pl_error_set(err, PL_ERUNTIME, "error: --mpi: MPI_Init_thread failed");
