@@ -291,9 +291,14 @@ static bool pl__write_ready(pl_gather *g)
                 st = pl__write_one(g, s, h, &e);
                 pthread_mutex_lock(&g->mu);
             }
-            if (st != PL_OK)
-                pl__fail(g, &e);
-            else if (!g->failed)
+            if (st != PL_OK) {
+                /* Named as the stage runtime names a stage's error in one process's run. */
+                pl_error named;
+                const char *m = strncmp(e.msg, "error: ", 7) == 0 ? e.msg + 7 : e.msg;
+                pl_error_set(&named, e.status, "error: stage '%s', batch %lld: %s",
+                             g->spec->stages[s->stage].name, (long long)h->batch, m);
+                pl__fail(g, &named);
+            } else if (!g->failed)
                 s->next++;
             s->held_by[h->rank]--;
             pl__buf_put(s, h);

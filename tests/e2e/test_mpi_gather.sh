@@ -5,7 +5,8 @@
 # process writes, byte for byte, and nothing else. A rank failing at batch 7 of 300 makes every
 # rank exit non-zero without hanging, and the file holds exactly the batches before the first one
 # missing (one process's run of that many batches, byte for byte), no .partial. SIGINT to mpirun:
-# the same, every rank stopped. Text sinks and shard_mode: range are refused (exit 2, named).
+# the same, every rank stopped. A write that fails on rank 0 stops every rank. Text sinks and
+# shard_mode: range are refused (exit 2, named).
 # Skipped (77) when the build has no MPI or mpirun is missing.
 set -u
 pipectl=$1 src=$2 build=$3
@@ -157,6 +158,18 @@ if [ -n "$k" ] && [ "$k" -gt 0 ]; then
     prefix sigint small.yaml out/small.npy "$k"
 else
     bad "SIGINT: kept '${k}' batches: $(cat err.txt)"
+fi
+
+# Rank 0's writer fails (its file is /dev/full): rank 0 fails with the sink's error, every other
+# rank stops, nobody hangs.
+if [ -c /dev/full ] && [ -w /dev/full ]; then
+    sed 's|to: out/small.npy|to: /dev/full, format: raw|' small.yaml >full.yaml
+    mpi 3 "$pipectl" run -e host --batches 100000 --mpi --mpi-write gather full.yaml >out.txt 2>err.txt
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 137 ] || bad "a failing writer: exit $rc (137: it hung)"
+    grep -q "^rank 0 (.*) failed: error: stage 'save', batch 0: writing '/dev/full' failed: No space left on device" err.txt ||
+        bad "a failing writer: rank 0 does not say why: $(cat err.txt)"
+    [ "$(grep -c 'another rank failed or was stopped' err.txt)" -eq 2 ] || bad "a failing writer: the others do not stop: $(cat err.txt)"
 fi
 
 [ $fail -eq 0 ] && echo "gather: mpirun -n 2 and -n 3 write one process's files (14 pipelines); a failing rank and SIGINT leave the batches before the first missing one; text and range refused"
