@@ -122,7 +122,8 @@ pl_status pl_mpi_init(pl_mpi_world *w, pl_error *err)
 bool pl_mpi_stop_told(void)
 {
     /* The reporting thread asks after every batch: it does not wait behind a batch being sent. */
-    if (pthread_mutex_trylock(&pl__mu) != 0) return __atomic_load_n(&pl__m.got, __ATOMIC_ACQUIRE);
+    if (pthread_mutex_trylock(&pl__mu) != 0)
+        return __atomic_load_n(&pl__m.got, __ATOMIC_ACQUIRE) > 0;
     if (pl__m.recv_pending) {
         int done = 0;
         MPI_Test(&pl__m.recv, &done, MPI_STATUS_IGNORE);
@@ -252,7 +253,7 @@ void pl_mpi_drain(int told_me)
     if (pl__m.recv_pending) {
         if (pl__m.got < told_me) {
             MPI_Wait(&pl__m.recv, MPI_STATUS_IGNORE);
-            pl__m.got++;
+            __atomic_add_fetch(&pl__m.got, 1, __ATOMIC_RELEASE);
         } else {
             MPI_Cancel(&pl__m.recv);
             MPI_Wait(&pl__m.recv, MPI_STATUS_IGNORE);
@@ -263,7 +264,7 @@ void pl_mpi_drain(int told_me)
     /* Every notice still due was sent before its rank's record (the Allgather): it is here. */
     while (pl__m.got < told_me) {
         MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, PL__TAG_STOP, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        pl__m.got++;
+        __atomic_add_fetch(&pl__m.got, 1, __ATOMIC_RELEASE);
     }
     pl__unlock();
     for (int i = 0; i < pl__m.n_sends; i++)
