@@ -73,7 +73,7 @@ for r in $(seq "$reps"); do
 done
 rm -rf out ref.npy
 # median and range of column $2 of file $1
-stat() { sort -n -k"$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%7.2f s (%.2f-%.2f)", m, v[1], v[NR] }'; }
+medrange() { sort -n -k"$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%7.2f s (%.2f-%.2f)", m, v[1], v[NR] }'; }
 printf '%-22s %-26s %-26s %s\n' "" "command, median (range)" "to disk (+ sync)" "GB/s to disk"
 for name in one parts2 gather2 parts3 gather3; do
     label=$name
@@ -83,7 +83,7 @@ for name in one parts2 gather2 parts3 gather3; do
     gather*) label="${name#gather} ranks, gather" ;;
     esac
     med=$(sort -n -k2 "times_$name" | awk '{ v[NR] = $2 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-    printf '%-22s %-26s %-26s %.2f\n' "$label" "$(stat "times_$name" 1)" "$(stat "times_$name" 2)" \
+    printf '%-22s %-26s %-26s %.2f\n' "$label" "$(medrange "times_$name" 1)" "$(medrange "times_$name" 2)" \
         "$(awk -v b=$bytes -v m="$med" 'BEGIN { print b / m / 1e9 }')"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
