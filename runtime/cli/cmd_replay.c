@@ -1,6 +1,8 @@
 /* cmd_replay: `pipectl replay DIR`: checks a bundle's inputs, runs its pipeline again, compares
  * every batch's checksum with the recorded one, then the stage times and the environment.
- * Exit 0: every output matches; 1: one differs (named); 2: a bad bundle or a changed input. */
+ * Exit 0: every output matches; 1: one differs (named); 2: a bad bundle or a changed input.
+ * A world's bundle (capture --mpi): every rank's shard one after another, `--rank K` one, or
+ * under mpirun `--mpi` all at once, one rank each. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -13,6 +15,7 @@
 #include "pl_bundle.h"
 #include "pl_cli.h"
 #include "pl_intr.h"
+#include "pl_mpi.h"
 #include "pl_str.h"
 
 static volatile sig_atomic_t pl__stop;
@@ -184,6 +187,7 @@ enum {
     PL__O_QUIET,
     PL__O_JSON,
     PL__O_RANK,
+    PL__O_MPI,
 };
 
 const pl_cli_opt pl_cli_replay_opts[] = {
@@ -209,6 +213,11 @@ const pl_cli_opt pl_cli_replay_opts[] = {
      "a world's bundle (capture --mpi): replay rank K's shard only (default: every rank's, one "
      "after another)",
      PL__O_RANK},
+    {"mpi", 0, NULL, NULL,
+     "under mpirun -n N, a world's bundle of N ranks: rank K replays rank K's shard, all at once; "
+     "rank 0 prints each rank's report and the world's verdict, and every rank exits with the "
+     "world's code (another N is refused, exit 2, naming the N to use)",
+     PL__O_MPI},
     {0},
 };
 
@@ -217,7 +226,9 @@ typedef struct pl__replay_args {
     pl_replay_cfg cfg;
     const char *dir;
     bool quiet, json;
-    int rank; /* --rank K, -1 when not given */
+    int rank;         /* --rank K, -1 when not given */
+    bool mpi;         /* --mpi */
+    FILE *out, *eout; /* where the report goes: stdout and stderr, or a rank's to rank 0 */
 } pl__replay_args;
 
 /* Parses the command line into o; returns -1 to go on, else the exit code (0 after --help). */
@@ -273,6 +284,9 @@ static int pl__parse_args(int argc, char **argv, pl__replay_args *o)
             if (pl_cli_int(cmd, id, v, 0, 1 << 20, &n)) return 2;
             o->rank = (int)n;
             break;
+        case PL__O_MPI:
+            o->mpi = true;
+            break;
         }
     }
     if (id < 0) return a.rc;
@@ -280,6 +294,12 @@ static int pl__parse_args(int argc, char **argv, pl__replay_args *o)
     if (a.n_operands > 1)
         return pl_cli_usage_error(
             cmd, "'pipectl replay' takes one bundle folder; '%s' is a second one", a.operands[1]);
+    if (o->mpi && o->rank >= 0)
+        return pl_cli_usage_error(cmd, "--rank does not go with --mpi: with --mpi rank K of "
+                                       "mpirun replays rank K's bundle");
+    if (o->mpi && json)
+        return pl_cli_usage_error(cmd, "--json does not go with --mpi: rank 0 prints each rank's "
+                                       "report; --json replays one rank (--rank K)");
     o->cfg = cfg;
     o->dir = a.operands[0];
     o->quiet = quiet;
@@ -287,40 +307,43 @@ static int pl__parse_args(int argc, char **argv, pl__replay_args *o)
     return -1;
 }
 
-/* pl_bundle_replay with Ctrl-C asking the run to stop (the replay then fails, and says so). */
-static pl_status pl__replay_stoppable(const pl_bundle *b, pl_replay_cfg *cfg, pl_replay_result *r,
-                                      pl_error *err)
+/* pl_bundle_replay with Ctrl-C asking the run to stop (the replay then fails, and says so); under
+ * mpirun SIGTERM too, which is how mpirun passes a Ctrl-C on. */
+static pl_status pl__replay_stoppable(const pl_bundle *b, pl_replay_cfg *cfg, bool term,
+                                      pl_replay_result *r, pl_error *err)
 {
     cfg->run.stop = &pl__stop;
-    struct sigaction sa, old;
+    struct sigaction sa, old, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = pl__on_sigint;
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old);
+    if (term) sigaction(SIGTERM, &sa, &old_term);
     pl_status st = pl_bundle_replay(b, cfg, r, err);
     sigaction(SIGINT, &old, NULL);
+    if (term) sigaction(SIGTERM, &old_term, NULL);
     return st;
 }
 
-static void pl__print_changed(const pl_replay_result *r)
+static void pl__print_changed(FILE *eout, const pl_replay_result *r)
 {
     char name[PL_NAME_CAP];
     for (int i = 0; i < r->n_changed; i++) {
         const pl_file_check *x = &r->changed[i];
         pl_name_str(x->path, 0, name, sizeof name);
         if (x->missing)
-            fprintf(stderr, "changed: %s: %s is missing (recorded sha256 %.16s...)\n", x->what,
-                    name, x->want);
+            fprintf(eout, "changed: %s: %s is missing (recorded sha256 %.16s...)\n", x->what, name,
+                    x->want);
         else
-            fprintf(stderr, "changed: %s: %s (sha256 recorded %.16s..., now %.16s...)\n", x->what,
+            fprintf(eout, "changed: %s: %s (sha256 recorded %.16s..., now %.16s...)\n", x->what,
                     name, x->want, x->got);
     }
 }
 
 /* The verdict line: on stdout when every sink matches (returns 0), on stderr naming the first
  * difference (returns 1). */
-static int pl__print_verdict(const char *dir, const pl_replay_result *r)
+static int pl__print_verdict(FILE *out, FILE *eout, const char *dir, const pl_replay_result *r)
 {
     const pl_compare *c = &r->cmp;
     int n_tol = 0;
@@ -328,14 +351,14 @@ static int pl__print_verdict(const char *dir, const pl_replay_result *r)
         if (c->sinks[i].verdict == PL_SINK_WITHIN_TOL) n_tol++;
     if (c->first_sink < 0) {
         char name[PL_NAME_CAP];
-        printf("replay of %s on %s: %d sink%s, %lld batches: every checksum matches%s\n",
-               pl_name_str(dir, 0, name, sizeof name), r->executor, c->n_sinks,
-               c->n_sinks == 1 ? "" : "s", (long long)r->batches_done,
-               n_tol ? " or is within its tolerance" : " (bit for bit)");
+        fprintf(out, "replay of %s on %s: %d sink%s, %lld batches: every checksum matches%s\n",
+                pl_name_str(dir, 0, name, sizeof name), r->executor, c->n_sinks,
+                c->n_sinks == 1 ? "" : "s", (long long)r->batches_done,
+                n_tol ? " or is within its tolerance" : " (bit for bit)");
         return 0;
     }
     const pl_sink_cmp *s = &c->sinks[c->first_sink];
-    fprintf(stderr,
+    fprintf(eout,
             "replay of %s on %s: MISMATCH: sink '%s', batch %lld: recorded 0x%016" PRIx64
             ", now 0x%016" PRIx64 "; %lld batch%s differ%s in all\n",
             dir, r->executor, s->stage, (long long)s->first_batch, s->first_a, s->first_b,
@@ -344,40 +367,42 @@ static int pl__print_verdict(const char *dir, const pl_replay_result *r)
 }
 
 /* One line a sink: its batches and its verdict. */
-static void pl__print_sink(const pl_sink_cmp *s)
+static void pl__print_sink(FILE *out, const pl_sink_cmp *s)
 {
-    printf("  %-20s %6lld batches  ", s->stage, (long long)s->batches_a);
+    fprintf(out, "  %-20s %6lld batches  ", s->stage, (long long)s->batches_a);
     switch (s->verdict) {
     case PL_SINK_MATCH:
-        printf("match (bit for bit)\n");
+        fprintf(out, "match (bit for bit)\n");
         break;
     case PL_SINK_WITHIN_TOL:
-        printf("not bit-identical (allowed: %s), within tolerance: relative difference "
-               "%.3g <= %.3g\n",
-               "its ops are reproducible on one GPU only", s->rel_err, s->tol);
+        fprintf(out,
+                "not bit-identical (allowed: %s), within tolerance: relative difference "
+                "%.3g <= %.3g\n",
+                "its ops are reproducible on one GPU only", s->rel_err, s->tol);
         break;
     case PL_SINK_UNVERIFIED:
-        printf("DIFFERS in %lld batches where bits may differ (tolerance %.3g), but the "
-               "bundle has no copy of the output to compare (capture with "
-               "--copy-outputs)\n",
-               (long long)s->n_differ, s->tol);
+        fprintf(out,
+                "DIFFERS in %lld batches where bits may differ (tolerance %.3g), but the "
+                "bundle has no copy of the output to compare (capture with "
+                "--copy-outputs)\n",
+                (long long)s->n_differ, s->tol);
         break;
     case PL_SINK_ABSENT:
-        printf("ABSENT in one of the two runs\n");
+        fprintf(out, "ABSENT in one of the two runs\n");
         break;
     case PL_SINK_UNCHECKED:
-        printf("not checksummed (checksum: false): not compared\n");
+        fprintf(out, "not checksummed (checksum: false): not compared\n");
         break;
     case PL_SINK_DIFFER:
-        printf("DIFFERS in %lld batch%s (first: %lld)%s", (long long)s->n_differ,
-               s->n_differ == 1 ? "" : "es", (long long)s->first_batch,
-               s->exact ? ", bit-identical by design" : "");
+        fprintf(out, "DIFFERS in %lld batch%s (first: %lld)%s", (long long)s->n_differ,
+                s->n_differ == 1 ? "" : "es", (long long)s->first_batch,
+                s->exact ? ", bit-identical by design" : "");
         if (s->rel_err >= 0)
-            printf(", relative difference %.3g > tolerance %.3g", s->rel_err, s->tol);
+            fprintf(out, ", relative difference %.3g > tolerance %.3g", s->rel_err, s->tol);
         if (s->batches_a != s->batches_b)
-            printf(" (recorded %lld batches, now %lld)", (long long)s->batches_a,
-                   (long long)s->batches_b);
-        printf("\n");
+            fprintf(out, " (recorded %lld batches, now %lld)", (long long)s->batches_a,
+                    (long long)s->batches_b);
+        fprintf(out, "\n");
         break;
     }
 }
@@ -386,17 +411,24 @@ static void pl__print_sink(const pl_sink_cmp *s)
  * one matches), the stage times and the environment (unless --quiet). Returns the exit code. */
 static int pl__print_report(const pl__replay_args *o, const pl_replay_result *r)
 {
-    if (r->note[0]) printf("note: %s\n", r->note);
+    if (r->note[0]) fprintf(o->out, "note: %s\n", r->note);
     const pl_compare *c = &r->cmp;
-    int rc = pl__print_verdict(o->dir, r);
+    int rc = pl__print_verdict(o->out, o->eout, o->dir, r);
     if (!o->quiet || rc)
         for (int i = 0; i < c->n_sinks; i++)
-            pl__print_sink(&c->sinks[i]);
+            pl__print_sink(o->out, &c->sinks[i]);
     if (!o->quiet) {
-        pl_cli_print_stages(stdout, c, "rec", "now");
-        pl_cli_print_env(stdout, c, "recorded", "now");
+        pl_cli_print_stages(o->out, c, "rec", "now");
+        pl_cli_print_env(o->out, c, "recorded", "now");
     }
     return rc;
+}
+
+/* err's message on eout; its exit code (pl_cli_fail, to the replay's streams). */
+static int pl__fail(FILE *eout, const pl_error *err)
+{
+    fprintf(eout, "%s\n", err->msg);
+    return pl_status_exit_code(err->status);
 }
 
 /* Replays the bundle at o->dir; returns the exit code. */
@@ -412,41 +444,102 @@ static int pl__replay_one(const pl__replay_args *o_in)
     r.cmp.first_sink = -1;
     if (pl_bundle_open(o.dir, &b, &err) != PL_OK) {
         if (o.json) pl__json(o.dir, &r, err.status, &err);
-        return pl_cli_fail(&err);
+        return pl__fail(o.eout, &err);
     }
-    pl_status st = pl__replay_stoppable(b, &o.cfg, &r, &err);
+    pl_status st = pl__replay_stoppable(b, &o.cfg, o.mpi, &r, &err);
     for (int i = 0; i < r.n_warnings; i++)
-        fprintf(stderr, "%s\n", r.warnings[i]);
+        fprintf(o.eout, "%s\n", r.warnings[i]);
     if (o.json) {
         pl__json(o.dir, &r, st, &err);
         rc = st != PL_OK ? pl_status_exit_code(st) : r.cmp.first_sink >= 0 ? 1 : 0;
         if (st != PL_OK) fprintf(stderr, "%s\n", err.msg);
     } else {
-        pl__print_changed(&r);
-        rc = st != PL_OK ? pl_cli_fail(&err) : pl__print_report(&o, &r);
+        pl__print_changed(o.eout, &r);
+        rc = st != PL_OK ? pl__fail(o.eout, &err) : pl__print_report(&o, &r);
     }
     pl_replay_result_fini(&r);
     pl_bundle_free(b);
     return rc;
 }
 
-/* A world's bundle (`capture --mpi`: world.json and a bundle per rank, rank-K/): replays rank
- * o->rank's, or every rank's one after another, each its own shard; returns the worst exit code
- * (2 before 1 before 0). */
-static int pl__replay_world(const pl__replay_args *o, json_t *world)
+/* A world's bundle (`capture --mpi`: world.json and a bundle per rank, rank-K/): its size (the
+ * world.json's ranks agree with it), else 0 with the reason on eout. */
+static int pl__world_size(const pl__replay_args *o, json_t *world, FILE *eout)
 {
-    const pl_cmd *cmd = pl_cmd_find("replay", NULL);
     json_t *ranks = json_object_get(world, "ranks");
     int size = (int)json_integer_value(json_object_get(world, "size"));
     char name[PL_NAME_CAP];
     pl_name_str(o->dir, 0, name, sizeof name);
     if (!json_is_array(ranks) || size < 1 || (int)json_array_size(ranks) != size) {
-        fprintf(stderr,
+        fprintf(eout,
                 "error: %s/world.json lists no ranks, or not 'size' of them; it was edited or "
                 "is corrupt (capture again with mpirun ... pipectl capture --mpi)\n",
                 name);
+        return 0;
+    }
+    return size;
+}
+
+/* Rank k's line "rank K of N (host H, the CPU)" into head. */
+static void pl__world_head(json_t *world, int k, char *head, size_t cap)
+{
+    json_t *e = json_array_get(json_object_get(world, "ranks"), (size_t)k);
+    int size = (int)json_integer_value(json_object_get(world, "size"));
+    json_t *dev = json_object_get(e, "device");
+    char d[32] = "the CPU";
+    if (json_is_integer(dev)) snprintf(d, sizeof d, "GPU %lld", (long long)json_integer_value(dev));
+    snprintf(head, cap, "rank %d of %d (host %s, %s):", k, size, pl_json_str_or(e, "host", "?"), d);
+}
+
+/* Rank k's bundle folder of the world into dir, and its line "rank K of N (host H, the CPU)"
+ * into head; 0, else 2 with the reason on eout. */
+static int pl__world_rank(const pl__replay_args *o, json_t *world, int k, char *dir, size_t cap,
+                          char *head, size_t head_cap, FILE *eout)
+{
+    json_t *e = json_array_get(json_object_get(world, "ranks"), (size_t)k);
+    const char *bundle = pl_json_str_or(e, "bundle", "");
+    char name[PL_NAME_CAP], want[32];
+    pl_name_str(o->dir, 0, name, sizeof name);
+    snprintf(want, sizeof want, "rank-%d", k);
+    /* Only the folder capture names: world.json never sends replay out of the world. */
+    if (strcmp(bundle, want) != 0) {
+        fprintf(eout,
+                "error: %s/world.json: rank %d's bundle is '%s', not '%s'; it was edited or is "
+                "corrupt\n",
+                name, k, bundle, want);
         return 2;
     }
+    snprintf(dir, cap, "%s/%s", o->dir, bundle);
+    struct stat sb;
+    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(eout,
+                "error: bundle %s: %s/ (rank %d's bundle) is %s: a world's bundle holds a folder "
+                "per rank\n",
+                name, bundle, k,
+                errno == ENOENT       ? "missing"
+                : S_ISLNK(sb.st_mode) ? "a symlink"
+                                      : "not a folder");
+        return 2;
+    }
+    pl__world_head(world, k, head, head_cap);
+    return 0;
+}
+
+/* The worse of two exit codes: 2 (a bad bundle) before any other failure before 0. */
+static int pl__worse(int worst, int rc)
+{
+    return rc == 2 || (rc != 0 && worst != 2) ? rc : worst;
+}
+
+/* A world's bundle: replays rank o->rank's, or every rank's one after another, each its own
+ * shard; returns the worst exit code. */
+static int pl__replay_world(const pl__replay_args *o, json_t *world)
+{
+    const pl_cmd *cmd = pl_cmd_find("replay", NULL);
+    int size = pl__world_size(o, world, stderr);
+    if (size < 1) return 2;
+    char name[PL_NAME_CAP];
+    pl_name_str(o->dir, 0, name, sizeof name);
     if (o->rank >= size)
         return pl_cli_usage_error(cmd, "--rank %d: the world of %s has ranks 0 to %d", o->rank,
                                   name, size - 1);
@@ -458,45 +551,168 @@ static int pl__replay_world(const pl__replay_args *o, json_t *world)
     int worst = 0;
     for (int k = 0; k < size; k++) {
         if (o->rank >= 0 && k != o->rank) continue;
-        json_t *e = json_array_get(ranks, (size_t)k);
-        const char *bundle = pl_json_str_or(e, "bundle", "");
-        char want[32];
-        snprintf(want, sizeof want, "rank-%d", k);
-        /* Only the folder capture names: world.json never sends replay out of the world. */
-        if (strcmp(bundle, want) != 0) {
-            fprintf(stderr,
-                    "error: %s/world.json: rank %d's bundle is '%s', not '%s'; it was edited or "
-                    "is corrupt\n",
-                    name, k, bundle, want);
-            return 2;
-        }
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", o->dir, bundle);
-        struct stat sb;
-        if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            fprintf(stderr,
-                    "error: bundle %s: %s/ (rank %d's bundle) is %s: a world's bundle holds a "
-                    "folder per rank\n",
-                    name, bundle, k,
-                    errno == ENOENT       ? "missing"
-                    : S_ISLNK(sb.st_mode) ? "a symlink"
-                                          : "not a folder");
-            return 2;
-        }
-        json_t *dev = json_object_get(e, "device");
-        char d[32] = "the CPU";
-        if (json_is_integer(dev))
-            snprintf(d, sizeof d, "GPU %lld", (long long)json_integer_value(dev));
-        if (!o->json)
-            printf("%srank %d of %d (host %s, %s):\n", k > 0 && o->rank < 0 ? "\n" : "", k, size,
-                   pl_json_str_or(e, "host", "?"), d);
+        char dir[4096], head[256];
+        if (pl__world_rank(o, world, k, dir, sizeof dir, head, sizeof head, stderr)) return 2;
+        if (!o->json) printf("%s%s\n", k > 0 && o->rank < 0 ? "\n" : "", head);
         pl__replay_args one = *o;
         one.dir = dir;
-        int rc = pl__replay_one(&one);
-        if (rc == 2 || (rc != 0 && worst != 2)) worst = rc;
+        worst = pl__worse(worst, pl__replay_one(&one));
         if (pl__stop) break;
     }
     return worst;
+}
+
+/* ---- replay --mpi: every rank's bundle at once, rank K under rank K ------------------------ */
+
+/* What a rank sends rank 0: its exit code, then its report's stdout and stderr text, each
+ * NUL-terminated. */
+static char *pl__pack(int rc, const char *out, size_t no, const char *eo, size_t ne, int *n)
+{
+    size_t len = sizeof(int32_t) + no + 1 + ne + 1;
+    /* A report past 1 MiB is cut: the verdict comes first. */
+    if (len > (1u << 20)) {
+        no = no > (1u << 19) ? (1u << 19) : no;
+        ne = ne > (1u << 19) - 64 ? (1u << 19) - 64 : ne;
+        len = sizeof(int32_t) + no + 1 + ne + 1;
+    }
+    char *p = malloc(len);
+    if (!p) return NULL;
+    int32_t r = rc;
+    memcpy(p, &r, sizeof r);
+    memcpy(p + sizeof r, out ? out : "", no);
+    p[sizeof r + no] = '\0';
+    memcpy(p + sizeof r + no + 1, eo ? eo : "", ne);
+    p[len - 1] = '\0';
+    *n = (int)len;
+    return p;
+}
+
+/* Every rank's packed record to rank 0, which prints each rank's report under its line; returns
+ * the world's exit code on every rank. heads: rank 0's lines per rank (NULL: none). */
+static int pl__mpi_report(const pl_mpi_world *w, int rc, char *text_out, size_t no, char *text_err,
+                          size_t ne, char (*heads)[256], const char *dir)
+{
+    int n = 0, *counts = w->rank == 0 ? calloc((size_t)w->size, sizeof *counts) : NULL;
+    char *mine = pl__pack(rc, text_out, no, text_err, ne, &n), *all = NULL;
+    pl_error err;
+    int dummy = 0;
+    pl_status st = pl_mpi_gather_bytes(mine ? mine : "", mine ? n : 0, w->rank == 0 ? &all : NULL,
+                                       counts ? counts : &dummy, &err);
+    free(mine);
+    int worst = rc;
+    if (w->rank == 0) {
+        worst = st == PL_OK && counts ? 0 : 1;
+        int matched = 0, at = 0;
+        const char *last = NULL;
+        char name[PL_NAME_CAP];
+        pl_name_str(dir, 0, name, sizeof name);
+        for (int k = 0; st == PL_OK && counts && k < w->size; k++) {
+            const char *p = all + at;
+            int32_t r = 1;
+            if (counts[k] >= (int)sizeof r + 2) {
+                memcpy(&r, p, sizeof r);
+                const char *o = p + sizeof r, *e = o + strlen(o) + 1;
+                if (heads && heads[k][0]) printf("%s%s\n", k ? "\n" : "", heads[k]);
+                fputs(o, stdout);
+                fflush(stdout);
+                /* A refusal every rank makes alike is said once. */
+                if (heads || !last || strcmp(last, e) != 0) fputs(e, stderr);
+                last = e;
+            } else {
+                fprintf(stderr, "rank %d sent no report (out of memory)\n", k);
+            }
+            matched += r == 0;
+            worst = pl__worse(worst, r);
+            at += counts[k];
+        }
+        if (st != PL_OK) fprintf(stderr, "%s\n", err.msg);
+        if (!heads)
+            ; /* not replayed: the refusal said why */
+        else if (worst == 0)
+            printf("\nworld %s: %d ranks replayed at once: every rank's checksums match\n", name,
+                   w->size);
+        else
+            fprintf(stderr, "world %s: %d of %d ranks replayed at once match; exit %d\n", name,
+                    matched, w->size, worst);
+        fflush(stdout);
+    }
+    free(all);
+    free(counts);
+    /* One exit code for the world: mpirun exits with a failing rank's. */
+    return pl_mpi_bcast_int(worst);
+}
+
+/* `mpirun -n N pipectl replay --mpi DIR`: rank K replays DIR/rank-K; N must be the world's size. */
+static int pl__replay_mpi(pl__replay_args *o)
+{
+    pl_mpi_world w;
+    pl_error err;
+    pl_error_clear(&err);
+    if (pl_mpi_init(&w, &err) != PL_OK) return pl_cli_fail(&err);
+    /* This rank's report, kept for rank 0. */
+    char *text_out = NULL, *text_err = NULL;
+    size_t no = 0, ne = 0;
+    FILE *out = open_memstream(&text_out, &no), *eout = open_memstream(&text_err, &ne);
+    int rc = out && eout ? 0 : 1;
+    if (!out || !eout) fprintf(stderr, "error: rank %d: out of memory\n", w.rank);
+    char p[4096], name[PL_NAME_CAP];
+    snprintf(p, sizeof p, "%s/world.json", o->dir);
+    pl_name_str(o->dir, 0, name, sizeof name);
+    json_error_t je;
+    struct stat sb;
+    json_t *world = NULL;
+    if (rc == 0 && (lstat(p, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        fprintf(eout,
+                "error: %s has no world.json: replay --mpi replays a world's bundle (mpirun -n N "
+                "pipectl capture --mpi); replay a single bundle without --mpi\n",
+                name);
+        rc = 2;
+    } else if (rc == 0 && !(world = json_load_file(p, 0, &je))) {
+        fprintf(eout, "error: %s:%d:%d: %s\n", p, je.line, je.column, je.text);
+        rc = 2;
+    }
+    int size = world ? pl__world_size(o, world, eout) : 0;
+    if (world && size < 1) rc = 2;
+    if (rc == 0 && size != w.size) {
+        fprintf(eout,
+                "error: %s is a world of %d rank%s, and this mpirun started %d: replay it with "
+                "'mpirun -n %d pipectl replay --mpi %s' (or one rank: 'pipectl replay --rank K "
+                "%s')\n",
+                name, size, size == 1 ? "" : "s", w.size, size, name, name);
+        rc = 2;
+    }
+    char dir[4096];
+    char(*heads)[256] = calloc((size_t)w.size, sizeof *heads);
+    if (rc == 0 && !heads) rc = 1;
+    /* Each rank checks its own bundle; rank 0 has every rank's line. */
+    if (rc == 0)
+        rc = pl__world_rank(o, world, w.rank, dir, sizeof dir, heads[w.rank], sizeof heads[w.rank],
+                            eout);
+    for (int k = 0; rc == 0 && w.rank == 0 && k < w.size; k++)
+        pl__world_head(world, k, heads[k], sizeof heads[k]);
+    /* Every rank replays, or none: a world that cannot be replayed as a whole (another size, a
+     * rank's bundle missing) is refused on every rank (exit 2) before any run. */
+    int all = pl_mpi_max_int(rc);
+    if (all == 0) {
+        pl__replay_args one = *o;
+        one.dir = dir;
+        one.out = out;
+        one.eout = eout;
+        rc = pl__replay_one(&one);
+    } else if (rc == 0) {
+        rc = all;
+        fprintf(eout, "rank %d: not replayed: another rank cannot replay its bundle\n", w.rank);
+    }
+    if (out) fclose(out);
+    if (eout) fclose(eout);
+    int world_rc =
+        pl__mpi_report(&w, rc, text_out, no, text_err, ne, all == 0 ? heads : NULL, o->dir);
+    free(text_out);
+    free(text_err);
+    free(heads);
+    json_decref(world);
+    pl_mpi_finalize();
+    return world_rc;
 }
 
 int pl_cmd_replay(int argc, char **argv)
@@ -505,6 +721,9 @@ int pl_cmd_replay(int argc, char **argv)
     memset(&o, 0, sizeof o);
     int rc = pl__parse_args(argc, argv, &o);
     if (rc >= 0) return rc;
+    o.out = stdout;
+    o.eout = stderr;
+    if (o.mpi) return pl__replay_mpi(&o);
     char p[4096];
     snprintf(p, sizeof p, "%s/world.json", o.dir);
     json_error_t je;

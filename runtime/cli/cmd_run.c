@@ -84,6 +84,7 @@ enum {
     PL__O_FAULT_MARKS,
     PL__O_SHARD,
     PL__O_MPI,
+    PL__O_MPI_WRITE,
 };
 
 const pl_cli_opt pl_cli_run_opts[] = {
@@ -153,6 +154,12 @@ const pl_cli_opt pl_cli_run_opts[] = {
      "parts into the outputs one process writes and prints each rank's throughput "
      "(docs/scale.md)",
      PL__O_MPI},
+    {"mpi-write", 0, "HOW", "parts|gather",
+     "with --mpi, how the outputs are written: parts (default: each rank writes its parts, rank 0 "
+     "merges them after the run) or gather (the ranks send rank 0 their batches, which it writes "
+     "into the final files while the run goes on; raw and .npy sinks only); docs/scale.md says "
+     "which is faster when",
+     PL__O_MPI_WRITE},
     {0},
 };
 
@@ -196,7 +203,8 @@ typedef struct pl__run_args {
     int ncav;
     bool cav_full; /* more options than cav holds: an error only with --capture */
     const char *not_capture;
-    pl_scale scale; /* --shard, --mpi */
+    pl_scale scale; /* --shard, --mpi, --mpi-write */
+    bool mpi_write; /* --mpi-write was given */
 } pl__run_args;
 
 /* Parses the options and the file into *r. Returns -1 to go on, else the exit code (0 after
@@ -224,7 +232,7 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
             if (p->id == id) o = p;
         if (id == PL__O_TRACE || id == PL__O_JSON || id == PL__O_PROGRESS || id == PL__O_FAIL_AT ||
             id == PL__O_VERBOSE || id == PL__O_ARCH || id == PL__O_FAULT_MARKS ||
-            id == PL__O_SHARD || id == PL__O_MPI) {
+            id == PL__O_SHARD || id == PL__O_MPI || id == PL__O_MPI_WRITE) {
             if (!r->not_capture) r->not_capture = o->name;
         } else if (id != PL__O_CAPTURE && (r->cav_full || r->ncav + 2 > 56)) {
             /* 56 leaves room for "-o DIR -- FILE" and the NULL. A run without --capture takes
@@ -303,6 +311,11 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
         case PL__O_MPI:
             r->scale.mpi = true;
             break;
+        case PL__O_MPI_WRITE:
+            if ((k = pl_cli_choice(cmd, id, v)) < 0) return 2;
+            r->scale.write = (pl_scale_write)k;
+            r->mpi_write = true;
+            break;
         }
     }
     if (id < 0) return a.rc;
@@ -311,6 +324,9 @@ static int pl__run_parse(const pl_cmd *cmd, int argc, char **argv, pl__run_args 
         return pl_cli_usage_error(
             cmd, "'pipectl run' takes one pipeline file; '%s' is a second one", a.operands[1]);
     r->file = a.operands[0];
+    if (r->mpi_write && !r->scale.mpi)
+        return pl_cli_usage_error(cmd, "--mpi-write goes with --mpi: it says how the ranks' "
+                                       "outputs are written");
     if (r->scale.mpi && r->json)
         return pl_cli_usage_error(cmd, "--json does not go with --mpi: rank 0 prints a table of "
                                        "the ranks");
@@ -578,6 +594,8 @@ int pl_cmd_run(int argc, char **argv)
     rc = 0;
     if (note[0]) fprintf(stderr, "%s\n", note); /* said before a long run, as it starts */
     pl__bar_tty = prog.on && prog.tty;
+    st = pl_scale_start(&r.scale, plan, &cfg, &err);
+    if (st != PL_OK) goto fail;
     st = pl__run_with_signals(plan, &cfg, &res, &err);
     pl_progress_clear(&prog);
     st = pl__run_report(&r, plan, &res, st, &err, &reported);

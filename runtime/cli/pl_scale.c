@@ -98,7 +98,12 @@ pl_status pl_scale_apply(pl_scale *sc, pl_spec *spec, pl_error *err)
                                "it a file to run under --mpi",
                                st->name);
     }
-    return PL_OK;
+    return pl_scale_gathers(sc) ? pl_gather_check(spec, err) : PL_OK;
+}
+
+bool pl_scale_gathers(const pl_scale *sc)
+{
+    return sc->write == PL_SCALE_GATHER && sc->mpi_up && sc->world.size > 1;
 }
 
 int64_t pl_scale_batches(const pl_scale *sc, const pl_spec *spec)
@@ -123,6 +128,12 @@ void pl_scale_config(pl_scale *sc, const pl_spec *spec, pl_run_cfg *cfg)
     sc->user = cfg->user;
     cfg->on_batch = pl__on_batch;
     cfg->user = sc;
+}
+
+pl_status pl_scale_start(pl_scale *sc, const pl_plan *plan, pl_run_cfg *cfg, pl_error *err)
+{
+    if (!pl_scale_gathers(sc)) return PL_OK;
+    return pl_gather_start(plan, &sc->world, cfg->stop, PL_SCALE_STOP_PEER, cfg, &sc->gather, err);
 }
 
 const char *pl_scale_trace(const pl_scale *sc, const char *trace, char *buf, size_t cap)
@@ -251,6 +262,35 @@ done:
     return st;
 }
 
+/* Where each rank's checksums of each output are in the gathered `sums` (rank after rank, per
+ * output [n, sums...], in the order of rank 0's outputs): for pl_gather_finish. */
+typedef struct pl__sums_ctx {
+    const pl_run_result *res; /* rank 0's */
+    const uint64_t *sums;
+    const int *counts;
+    int n;
+} pl__sums_ctx;
+
+static bool pl__sums_of(void *user, int rank, const char *stage, const uint64_t **out, int64_t *n)
+{
+    const pl__sums_ctx *x = user;
+    if (!x->res || !x->sums) return false;
+    int i = 0;
+    while (i < x->res->n_outputs && strcmp(x->res->outputs[i].stage, stage) != 0)
+        i++;
+    if (i == x->res->n_outputs) return false;
+    int64_t at = 0, end;
+    for (int r = 0; r < rank; r++)
+        at += x->counts[r];
+    end = at + x->counts[rank];
+    for (int k = 0; k < i && at < end; k++)
+        at += 1 + (int64_t)x->sums[at];
+    if (at >= end || at + 1 + (int64_t)x->sums[at] > end) return false;
+    *out = x->sums + at + 1;
+    *n = (int64_t)x->sums[at];
+    return true;
+}
+
 /* The collectives every rank makes, in the same order whatever happened to it. */
 static pl_status pl__world(pl_scale *sc, const pl_spec *spec, const pl_run_result *res, int rc_self,
                            pl_status st, pl_error *err)
@@ -270,6 +310,21 @@ static pl_status pl__world(pl_scale *sc, const pl_spec *spec, const pl_run_resul
                          res ? (long long)res->batches_planned : 0LL);
     }
     if (rc_self) pl_mpi_tell_stop(); /* the others stop early rather than finish for nothing */
+    /* Gather: the ranks' ends to rank 0, which writes what arrives until the last of them; its
+     * writer's failure is rank 0's (it stopped the run as a peer's notice does). */
+    bool gather = pl_scale_gathers(sc);
+    if (gather) {
+        pl_error ge;
+        pl_error_clear(&ge);
+        pl_status gs = pl_gather_end(sc->gather, &sc->world, rc_self != 0, &ge);
+        if (gs != PL_OK && (rc_self == 0 || peer)) {
+            peer = false;
+            st = gs;
+            rc_self = pl_status_exit_code(gs) ? pl_status_exit_code(gs) : 1;
+            if (err) *err = ge;
+            pl_mpi_tell_stop();
+        }
+    }
     pl__rank_rec mine, *recs = calloc((size_t)n, sizeof *recs);
     memset(&mine, 0, sizeof mine);
     mine.rank = me;
@@ -344,15 +399,27 @@ static pl_status pl__world(pl_scale *sc, const pl_spec *spec, const pl_run_resul
         ran = ran || all[r].ran;
     if (me == 0) {
         if (out && recs && ran) pl__print_world(sc, all, out);
-        if (world_ok && res)
-            merge_rc = pl__merge_all(sc, res, sums, counts, out, &merr) == PL_OK ? 0 : 2;
         if (!world_ok) {
             for (int r = 0; recs && r < n; r++)
                 if (all[r].rc && !all[r].peer && all[r].msg[0])
                     fprintf(stderr, "rank %d (%s) %s: %s\n", r, all[r].host,
                             all[r].rc > 128 ? "stopped" : "failed", all[r].msg);
         }
-        if (!world_ok && ran) {
+        if (gather && sc->gather) {
+            /* Every file is finalized, with the batches before the first one a rank did not
+             * complete; on a checksum's disagreement rank 0 fails (1). */
+            int64_t *done = calloc((size_t)n, sizeof *done);
+            pl__sums_ctx sx = {res, sums, counts, n};
+            for (int r = 0; done && recs && r < n; r++)
+                done[r] = all[r].done;
+            if (!done || pl_gather_finish(sc->gather, done, pl__sums_of, &sx, out, &merr) != PL_OK)
+                merge_rc = done ? pl_status_exit_code(merr.status) : 1;
+            if (!done) pl_error_set(&merr, PL_ENOMEM, "error: out of memory");
+            free(done);
+        } else if (world_ok && res && !gather) {
+            merge_rc = pl__merge_all(sc, res, sums, counts, out, &merr) == PL_OK ? 0 : 2;
+        }
+        if (!world_ok && ran && !gather) {
             fprintf(stderr,
                     "not merged: every rank's completed batches are in its parts (NAME.part-K-of-"
                     "%d.EXT, each with a .manifest.json); run each incomplete shard again with "
@@ -372,6 +439,8 @@ static pl_status pl__world(pl_scale *sc, const pl_spec *spec, const pl_run_resul
     free(sums);
     free(counts);
     free(recs);
+    pl_gather_free(sc->gather);
+    sc->gather = NULL;
     return st;
 }
 

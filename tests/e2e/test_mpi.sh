@@ -4,8 +4,9 @@
 # writes, byte for byte, and no part behind. A rank that fails at batch k (--fail-at) makes every
 # rank exit non-zero without hanging: each rank's completed batches are in its finalized part
 # with its manifest, nothing is merged, rank 0 names the failed rank. SIGINT to mpirun: every
-# rank finalizes its part, mpirun exits non-zero, within the timeout. Skipped (77) when the build
-# has no MPI or mpirun is missing.
+# rank finalizes its part, mpirun exits non-zero, within the timeout. capture --mpi records the
+# world; replay replays its ranks one after another, `replay --mpi` at once (another number of
+# ranks refused). Skipped (77) when the build has no MPI or mpirun is missing.
 set -u
 pipectl=$1 src=$2 build=$3
 "$pipectl" version | grep -q "^mpi: not built" && { echo "skip: pipectl built without MPI"; exit 77; }
@@ -97,7 +98,7 @@ rm -rf out
 mpirun --oversubscribe --allow-run-as-root -n 3 "$pipectl" run -e host --batches 100000 --mpi \
     q.yaml >out.txt 2>err.txt &
 pid=$!
-(sleep 120 && kill -KILL $pid) 2>/dev/null &
+(sleep 120 && kill -KILL $pid) >/dev/null 2>&1 &
 dog=$!
 for _ in $(seq 100); do
     [ "$(ls out/*.manifest.json 2>/dev/null | wc -l)" -eq 0 ] && [ -n "$(ls out/*.partial 2>/dev/null)" ] && break
@@ -139,9 +140,18 @@ echo "$out" | grep -q "replay of world/rank-1 on host: 1 sink, 3 batches: every 
 out=$("$pipectl" replay --rank 2 world 2>&1)
 [ $? -eq 2 ] && [ "$out" = "error: --rank 2: the world of world has ranks 0 to 1; see 'pipectl replay --help'" ] ||
     bad "replay --rank 2: $out"
+# replay --mpi: each rank replays its own bundle at once; rank 0 prints every rank's verdict and
+# the world's; a world of 2 under 3 ranks is refused on every rank, naming the size to use.
+mpi 2 "$pipectl" replay -q --mpi world >out.txt 2>err.txt || bad "replay --mpi: exit $?: $(cat err.txt)"
+[ "$(grep -c 'every checksum matches' out.txt)" -eq 2 ] && grep -q "^rank 1 of 2 (host .*, the CPU):" out.txt &&
+    grep -q "^world world: 2 ranks replayed at once: every rank's checksums match" out.txt || bad "replay --mpi: $(cat out.txt err.txt)"
+mpi 3 "$pipectl" replay -q --mpi world >out.txt 2>err.txt
+rc=$?
+[ $rc -eq 2 ] && [ "$(grep -c "^error: world is a world of 2 ranks, and this mpirun started 3: replay it with 'mpirun -n 2 pipectl replay --mpi world'" err.txt)" -eq 1 ] &&
+    ! grep -q "replay of" out.txt || bad "replay --mpi with 3 ranks of a world of 2: exit $rc: $(cat out.txt err.txt)"
 sed -i 's/"bundle": "rank-1"/"bundle": "..\/x"/' world/world.json
 out=$("$pipectl" replay -q world 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q "rank 1's bundle is '../x', not 'rank-1'" || bad "a world.json sending replay out: $out"
 
-[ $fail -eq 0 ] && echo "mpirun -n 2 and -n 3 equal one process (13 pipelines); a failing rank and SIGINT stop every rank, parts kept; capture --mpi records the world and replays it"
+[ $fail -eq 0 ] && echo "mpirun -n 2 and -n 3 equal one process (13 pipelines); a failing rank and SIGINT stop every rank, parts kept; capture --mpi records the world and replays it, in parallel with replay --mpi"
 exit $fail

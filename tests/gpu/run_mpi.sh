@@ -4,7 +4,8 @@
 # overlap, rag, rag_gpt2, gpt2_greedy); then rag.yaml's search-bound throughput with 1 and 2 ranks
 # (does a host-bound pipeline gain from a second rank on one GPU?); then pipelines/gpt2.yaml with
 # its 3.3 GB of logits written to disk, one process against 2 ranks writing parts that rank 0
-# merges. A table last; logs under $OUT. From the repository root:
+# merges and against 2 ranks sending rank 0 their batches (--mpi-write gather). A table last; logs
+# under $OUT. From the repository root:
 #   source .gpu/setup.sh && BUILD=build-rel bash tests/gpu/run_mpi.sh
 # Environment: BUILD (default build-rel), OUT (default out/mpi), RUNS (default 3), STEPS (default
 # "same rag logits"), PIPES (the pipelines of "same"), EXEC (gpu; host: a dry run without a GPU).
@@ -86,8 +87,13 @@ if want logits; then
         mpi 2 "$P" run -e $EXEC --mpi g.yaml >"$OUT/logits2_$r.log" 2>&1
         t2=$(since "$s")
         same ref out >/dev/null && ok=identical || ok=DIFFER
+        rm -rf out
+        s=$(date +%s.%N)
+        mpi 2 "$P" run -e $EXEC --mpi --mpi-write gather g.yaml >"$OUT/logits2g_$r.log" 2>&1
+        t3=$(since "$s")
+        same ref out >/dev/null && okg=identical || okg=DIFFER
         rm -rf ref
-        row "gpt2 logits to disk ($sz B) run $r: 1 process / 2 ranks+merge" "$t1 s / $t2 s ($ok)"
+        row "gpt2 logits to disk ($sz B) run $r: 1 process / 2 ranks parts / 2 ranks gather" "$t1 s / $t2 s ($ok) / $t3 s ($okg)"
     done
 fi
 printf '%s\n' "${rows[@]}" | tee "$OUT/table.txt"
