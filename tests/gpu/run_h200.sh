@@ -58,6 +58,12 @@ generate)
     step "generate_pipectl.py" 180 gen-pipectl.log python3 tests/bench/generate_pipectl.py "$P" . \
         "$OUT/genbench"
     step "pipelines/generate.yaml" 120 gen-yaml.log "$P" run --executor gpu pipelines/generate.yaml
+    # what a stream costs: every step and every 16 against the same loop without one
+    for e in 1 16; do
+        step "generate_stream.yaml every $e" 120 gen-stream.log "$P" run --executor gpu \
+            --set first.eos=-1 --set pick.eos=-1 --set generate.loop.stream.every=$e \
+            pipelines/generate_stream.yaml
+    done
     ;;
 scale)
     step "run_mpi.sh" 300 mpi.log env BUILD="$BUILD" OUT="$OUT/mpi" bash tests/gpu/run_mpi.sh
