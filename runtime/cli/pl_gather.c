@@ -300,9 +300,10 @@ static bool pl__write_ready(pl_gather *g)
                 pl__fail(g, &named);
             } else if (!g->failed)
                 s->next++;
-            s->held_by[h->rank]--;
-            pl__buf_put(s, h);
-            if (h->rank == 0) pthread_cond_broadcast(&g->cv); /* a sink of rank 0 may go on */
+            int rank = h->rank;
+            s->held_by[rank]--;
+            pl__buf_put(s, h);                             /* may free h */
+            if (rank == 0) pthread_cond_broadcast(&g->cv); /* a sink of rank 0 may go on */
             if (g->failed) break;
         }
         if (g->failed) /* nothing more is written: what is held goes */
