@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# run_h200.sh: the GPU checks and benchmarks of generation, loops, streaming, MPI, Python and the
-# host stages in parallel, in phases that each fit one command of the lent H200 (under 570 s;
-# the Release build in $BUILD is kept between commands). Most important first in each phase; a
+# run_h200.sh: the GPU checks and benchmarks of generation, loops, streaming, MPI, Python, the
+# host stages in parallel and 70,000-stage pipelines, in phases that each fit one command of the
+# lent H200 (under 570 s; the Release build in $BUILD is kept between commands). Most important first in each phase; a
 # step that would start after the phase's deadline is skipped with a row saying so. Logs under
 # $OUT, a table last. From the repository root on the GPU machine:
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh build      # configure, build, ctest -L gpu
@@ -72,6 +72,8 @@ scale)
         PIPECTL_LIBRARY="$BUILD/libpipectl.so" PIPECTL_CLI="$P" \
         python3 tests/bench/python_vs_cli.py --executor gpu
     step "run_lua_parallel.sh 16" 120 lua.log bash tests/bench/run_lua_parallel.sh "$P" 16 3
+    # 70,000-stage chain and fan-out, one batch (the goal: under 10 s, memory linear)
+    step "run_scale.sh gpu" 200 scale.log bash tests/bench/run_scale.sh "$P" gpu 7000 70000
     ;;
 *)
     echo "run_h200.sh: unknown phase '$phase': build, check, generate or scale" >&2

@@ -1,0 +1,70 @@
+#!/bin/bash
+# run_scale: what a pipeline of many stages costs: a chain of N kernel stages (each reads the
+# previous one's buffer) and a fan-out of N branches off one upload (each writes its own buffer,
+# a sum and a download after them), one batch, on the executor given. Prints per shape the time
+# of `pipectl plan` and of `pipectl run --batches 1` (the whole process: loading, checking,
+# planning, setup, the batch, teardown) and the run's max RSS, so that growth with N shows (run it
+# at two sizes: linear memory doubles with N). No assertion: a benchmark.
+#
+#   bash tests/bench/run_scale.sh build/pipectl host 70000
+#   bash tests/bench/run_scale.sh build-rel/pipectl gpu 70000     # the GPU machine
+set -u
+pipectl=${1:?usage: run_scale.sh PIPECTL host|gpu N [N...]}
+exe=${2:?usage: run_scale.sh PIPECTL host|gpu N [N...]}
+shift 2
+[ $# -gt 0 ] || set -- 70000
+[ -x /usr/bin/time ] || { echo "run_scale.sh: /usr/bin/time is needed (Debian: time)"; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+chain() { # N: src fill -> N scales, each reading the one before -> download -> sink
+    echo "pipeline: chain"
+    echo "run: {batches: 1, depth: 1}"
+    echo "buffers:"
+    awk -v n="$1" 'BEGIN { for (i = 0; i <= n; i++) printf "  c%d: {where: device, dtype: f32, shape: [4]}\n", i }'
+    echo "  h: {dtype: f32, shape: [4]}"
+    echo "stages:"
+    echo "  - {name: first, kind: kernel, op: fill, value: 1, writes: [c0]}"
+    awk -v n="$1" 'BEGIN { for (i = 1; i <= n; i++) printf "  - {name: k%d, kind: kernel, op: scale, alpha: 1, reads: [c%d], writes: [c%d]}\n", i, i - 1, i }'
+    echo "  - {name: down, kind: d2h, from: c$1, to: h}"
+    echo "  - {name: save, kind: sink, from: h, to: out/chain.npy}"
+}
+fanout() { # N: upload -> N fills, each its own buffer -> a sum of the upload -> download -> sink
+    echo "pipeline: fanout"
+    echo "run: {batches: 1, depth: 1}"
+    echo "buffers:"
+    echo "  x: {dtype: f32, shape: [4]}"
+    echo "  x_dev: {where: device, dtype: f32, shape: [4]}"
+    awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) printf "  y%d: {where: device, dtype: f32, shape: [1]}\n", i }'
+    echo "  s: {where: device, dtype: f64, shape: [1]}"
+    echo "  s_host: {dtype: f64, shape: [1]}"
+    echo "stages:"
+    echo "  - {name: gen, kind: source, to: x, generator: range}"
+    echo "  - {name: up, kind: h2d, from: x, to: x_dev}"
+    awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) printf "  - {name: k%d, kind: kernel, op: fill, value: %d, writes: [y%d], after: [up]}\n", i, i % 7, i }'
+    echo "  - {name: total, kind: kernel, op: sum, reads: [x_dev], writes: [s]}"
+    echo "  - {name: down, kind: d2h, from: s, to: s_host}"
+    echo "  - {name: save, kind: sink, from: s_host, to: out/s.npy}"
+}
+
+rows=()
+for n in "$@"; do
+    for shape in chain fanout; do
+        f=$work/$shape-$n.yaml
+        "$shape" "$n" >"$f"
+        /usr/bin/time -f "%e %M" -o "$work/t" "$pipectl" plan "$f" >/dev/null 2>"$work/plan.err"
+        prc=$?
+        read -r psec prss <"$work/t"
+        /usr/bin/time -f "%e %M" -o "$work/t" timeout 600 "$pipectl" run --quiet --executor "$exe" \
+            "$f" >/dev/null 2>"$work/run.err"
+        rrc=$?
+        read -r rsec rrss <"$work/t"
+        [ $prc = 0 ] || psec="plan exit $prc"
+        [ $rrc = 0 ] || { rsec="exit $rrc"; tail -2 "$work/run.err"; }
+        rows+=("$(printf '%-8s %8s %12s %12s %14s' "$shape" "$n" "$psec" "$rsec" "$((rrss / 1024)) MiB")")
+    done
+done
+echo
+echo "pipectl plan and run --batches 1 of N-stage pipelines, executor $exe ($(nproc) cores)"
+printf '%-8s %8s %12s %12s %14s\n' shape stages "plan s" "run s" "run max RSS"
+printf '%s\n' "${rows[@]}"
