@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # run_h200.sh: the GPU checks and benchmarks of generation, loops, streaming, MPI, Python, the
 # host stages in parallel and 70,000-stage pipelines, in phases that each fit one command of the
-# lent H200 (under 570 s; the Release build in $BUILD is kept between commands). Most important first in each phase; a
-# step that would start after the phase's deadline is skipped with a row saying so. Logs under
-# $OUT, a table last. From the repository root on the GPU machine:
+# lent H200 (under 570 s; the Release build in $BUILD is kept between commands). Most important
+# first in each phase; a step that would start after the phase's deadline is skipped with a row
+# saying so. Logs under $OUT, a table last. From the repository root on the GPU machine:
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh build      # configure, build, ctest -L gpu
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh check      # HF comparisons, compute-sanitizer
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh generate   # loop and generation benchmarks
