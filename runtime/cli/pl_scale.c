@@ -89,6 +89,21 @@ pl_status pl_scale_apply(pl_scale *sc, pl_spec *spec, pl_error *err)
                                "sink '%s' writes to stdout, which the shards cannot share; give "
                                "it a file to run in shards",
                                st->name);
+        const pl_loop_stream *ls = st->loop ? st->loop->stream : NULL;
+        if (ls && ls->to && strcmp(ls->to, "-") == 0)
+            return pl_error_at(err, PL_EINPUT, ls->to_pos,
+                               "loop '%s' streams to stdout, which the shards cannot share; give "
+                               "its stream a file to run in shards",
+                               st->name);
+        /* Each shard writes its stream's part (the batches numbered as in the whole run), which
+         * rank 0's merge has no manifest for: refused before the run, not after it. */
+        if (ls && sc->mpi_up)
+            return pl_error_at(err, PL_EINPUT, ls->pos,
+                               "loop '%s' has a stream, and --mpi cannot merge streams yet (each "
+                               "rank would write its own part); run it without --mpi, or run "
+                               "--shard K/N by hand, which keeps each shard's stream as "
+                               "'<to>.part-K-of-N' (its records carry the run's batch numbers)",
+                               st->name);
         /* mpirun gives stdin to rank 0 only; separate --shard runs may each be fed it whole. */
         const pl_opt *file =
             sc->mpi_up && (st->kind->role & PL_ROLE_INPUT) ? pl_stage_opt(st, "file") : NULL;

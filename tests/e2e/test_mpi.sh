@@ -153,5 +153,14 @@ sed -i 's/"bundle": "rank-1"/"bundle": "..\/x"/' world/world.json
 out=$("$pipectl" replay -q world 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q "rank 1's bundle is '../x', not 'rank-1'" || bad "a world.json sending replay out: $out"
 
-[ $fail -eq 0 ] && echo "mpirun -n 2 and -n 3 equal one process (13 pipelines); a failing rank and SIGINT stop every rank, parts kept; capture --mpi records the world and replays it, in parallel with replay --mpi"
+# A loop's stream cannot be merged yet: --mpi refuses it before the run, naming the loop.
+mkdir -p stream/tests/e2e/data stream/pipelines/data
+cp "$src/tests/e2e/data/stream_text.yaml" stream/tests/e2e/data/
+cp -r "$src/pipelines/data/tiny_bpe" stream/pipelines/data/
+(cd stream/tests/e2e/data && mpi 2 "$pipectl" run -q -e host --mpi stream_text.yaml >out.txt 2>err.txt)
+rc=$?
+[ $rc -ne 0 ] && grep -q "stream_text.yaml:14:20: error: loop 'spell' has a stream, and --mpi cannot merge streams yet" stream/tests/e2e/data/err.txt &&
+    [ ! -e stream/tests/e2e/data/out ] || bad "--mpi with a loop stream: exit $rc: $(cat stream/tests/e2e/data/err.txt)"
+
+[ $fail -eq 0 ] && echo "mpirun -n 2 and -n 3 equal one process (13 pipelines); a failing rank and SIGINT stop every rank, parts kept; capture --mpi records the world and replays it, in parallel with replay --mpi; a loop stream is refused"
 exit $fail
