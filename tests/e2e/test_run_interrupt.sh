@@ -9,7 +9,7 @@
 # A loop whose batch 1 would spin for 100 s (100,000 iterations of a 1 ms body): two SIGINTs stop
 # it between iterations, within 10 s, and the sink keeps batch 0.
 set -u
-pipectl=$1 build=$3
+pipectl=$1 src=$2 build=$3
 work=$build/run_interrupt
 rm -rf "$work"
 mkdir -p "$work"
@@ -195,22 +195,8 @@ done
 # ---- the second signal stops a loop between iterations ----
 d=$work/loop
 mkdir -p "$d"
-cat >"$d/p.yaml" <<'YAML'
-pipeline: loop_abort
-run: {batches: 4, depth: 1}
-buffers:
-  c_host: {where: host, dtype: i32, shape: [1]}
-  c: {where: device, dtype: i32, shape: [1]}
-stages:
-  - {name: gen, kind: source, to: c_host, generator: range}
-  - {name: up, kind: h2d, from: c_host, to: c}
-  - name: spin
-    loop: {max: 100000, while: c}
-    stages:
-      - {name: wait, kind: kernel, op: busy, duration_us: 1000, reads: [c]}
-  - {name: save, kind: sink, from: c_host, to: out/c.npy, after: [spin]}
-YAML
-"$pipectl" run --executor host --quiet "$d/p.yaml" 2>"$d.err" &
+"$pipectl" run --executor host --quiet --out-dir "$d" "$src/tests/e2e/data/interrupt_loop.yaml" \
+    2>"$d.err" &
 pid=$!
 if wait_size "$d/out/c.npy.partial" $((128 + 4)); then
     sleep 0.5 # batch 1 is in its loop

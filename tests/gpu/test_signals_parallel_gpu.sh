@@ -69,24 +69,10 @@ grep -q "sized for a GPU" auto.err && err "auto refused GPU-sized work on a GPU 
 # 4. The second SIGINT ends a loop already on the device: batch 1's loop would spin 100 s
 # (100,000 iterations of a 1 ms busy kernel) as a WHILE node (run.loop: device) or launched
 # iteration by iteration (host); both end within 10 s, exit 130, batch 0 kept.
-cat >loop.yaml <<'YAML'
-pipeline: loop_abort
-run: {batches: 4, depth: 1}
-buffers:
-  c_host: {where: host, dtype: i32, shape: [1]}
-  c: {where: device, dtype: i32, shape: [1]}
-stages:
-  - {name: gen, kind: source, to: c_host, generator: range}
-  - {name: up, kind: h2d, from: c_host, to: c}
-  - name: spin
-    loop: {max: 100000, while: c}
-    stages:
-      - {name: wait, kind: kernel, op: busy, duration_us: 1000, reads: [c]}
-  - {name: save, kind: sink, from: c_host, to: out/c.npy, after: [spin]}
-YAML
 for mode in device host; do
     rm -rf out
-    "$pipectl" run --quiet --executor gpu --set run.loop=$mode loop.yaml 2>loop.err &
+    "$pipectl" run --quiet --executor gpu --set run.loop=$mode --out-dir . \
+        "$src/tests/e2e/data/interrupt_loop.yaml" 2>loop.err &
     pid=$!
     for _ in $(seq 1 600); do
         [ -f out/c.npy.partial ] && [ "$(stat -c %s out/c.npy.partial)" -ge 132 ] && break
