@@ -9,34 +9,12 @@
 # ranks refused). Skipped (77) when the build has no MPI or mpirun is missing.
 set -u
 pipectl=$1 src=$2 build=$3
-"$pipectl" version | grep -q "^mpi: not built" && { echo "skip: pipectl built without MPI"; exit 77; }
-command -v mpirun >/dev/null || { echo "skip: no mpirun"; exit 77; }
-# Open MPI does not free what MPI_Init allocates (its components, the op tables): in a sanitizer
-# build the ranks run without leak detection, every other check of ASan and UBSan kept.
-if grep -qaE '__asan_init' "$pipectl"; then
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
-work=$build/mpi
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work" || exit 1
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-# Root in containers and CI; several ranks a core on small machines.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-mpi() { timeout -s KILL 120 mpirun --oversubscribe --allow-run-as-root -n "$@"; }
+WORK=mpi
+. "$src/tests/e2e/mpi_lib.sh" # skips without MPI; fail, bad, mpi, same; in $build/$WORK
 
 pipes="diamond.yaml forkjoin.yaml host_step.yaml host_step.lua lua_postprocess.yaml
   lua_postprocess.lua overlap.yaml quickstart.yaml quickstart.lua rag.yaml user_kernel.yaml
   user_kernel.lua user_kernel_ptx.yaml"
-
-same() {
-    local a b f
-    a=$(cd "$2" && find . -type f | sort)
-    b=$(cd "$3" && find . -type f | sort)
-    [ "$a" = "$b" ] || { bad "$1: files differ: [$a] against [$b]"; return; }
-    for f in $a; do cmp -s "$2/$f" "$3/$f" || bad "$1: $f differs from the single run's"; done
-}
 
 cp -r "$src/pipelines" p
 cd p || exit 1
