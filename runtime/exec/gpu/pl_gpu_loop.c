@@ -42,6 +42,17 @@ static size_t pl__at(const pl_gx *gx, int slot, int l)
     return (size_t)slot * (size_t)gx->n_loops + (size_t)l;
 }
 
+/* loop_ctr holds n = depth x n_loops counters, then n decisions, then the abort word. */
+static size_t pl__n(const pl_gx *gx)
+{
+    return (size_t)gx->depth * (size_t)gx->n_loops;
+}
+
+static int *pl__abort_word(const pl_gx *gx)
+{
+    return gx->loop_ctr + 2 * pl__n(gx);
+}
+
 /* The test's operands for loop l in `slot`. */
 typedef struct pl__test {
     int *ctr;
@@ -60,9 +71,8 @@ static void pl__test_args(const pl_gx *gx, int l, int slot, pl__test *t)
     t->cond = lo->cond.name ? db[lo->cond.index] : NULL;
     t->index = lo->index.name ? db[lo->index.index] : NULL;
     t->limit = (int)(lo->count ? lo->count : lo->max);
-    size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
-    t->decided = gx->loop_ctr + n + pl__at(gx, slot, l);
-    t->stop = gx->loop_ctr + 2 * n;
+    t->decided = gx->loop_ctr + pl__n(gx) + pl__at(gx, slot, l);
+    t->stop = pl__abort_word(gx);
 }
 
 /* Host-launched loops of device stages (run.loop: host). */
@@ -76,7 +86,7 @@ pl_status pl_gx_loop_create(pl_gx *gx, pl_error *err)
     const pl_plan *p = gx->plan;
     gx->n_loops = p->n_loops;
     if (!gx->n_loops) return PL_OK;
-    size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
+    size_t n = pl__n(gx);
     /* The counters, the tests' decisions, then the abort word every test reads. */
     PL_CHECK(PL_CUDA(cudaMalloc((void **)&gx->loop_ctr, (2 * n + 1) * sizeof *gx->loop_ctr), NULL,
                      -1, err));
@@ -111,7 +121,7 @@ pl_status pl_gx_loop_create(pl_gx *gx, pl_error *err)
 void pl_gx_loop_destroy(pl_gx *gx)
 {
     pl_gx_stream_destroy(gx); /* first: its kernels wait for its poller */
-    size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
+    size_t n = pl__n(gx);
     for (size_t i = 0; gx->loop_body && i < n; i++)
         if (gx->loop_body[i]) cudaGraphExecDestroy(gx->loop_body[i]);
     for (size_t i = 0; gx->loop_streams && i < n; i++)
@@ -136,12 +146,10 @@ void pl_gx_loop_destroy(pl_gx *gx)
 pl_status pl_gx_loop_abort(pl_gx *gx, pl_error *err)
 {
     if (!gx->n_loops || !gx->loop_ctr) return PL_OK;
-    size_t n = (size_t)gx->depth * (size_t)gx->n_loops;
     /* A side stream: the slots' streams are busy with the graphs whose loops this ends. Any
      * nonzero value stops them; the word is never cleared, the run is ending. */
-    return PL_CUDA(
-        cudaMemsetAsync(gx->loop_ctr + 2 * n, 1, sizeof *gx->loop_ctr, gx->loop_abort_stream), NULL,
-        -1, err);
+    return PL_CUDA(cudaMemsetAsync(pl__abort_word(gx), 1, sizeof(int), gx->loop_abort_stream), NULL,
+                   -1, err);
 }
 
 pl_status pl_gx_loop_supported(const pl_gx *gx, pl_error *err)
