@@ -17,6 +17,10 @@ the three agree on the tokens (fp16 near-ties may part them). Needs torch with C
 transformers; no downloads (the weights are transformers' random initialisation).
 
   python3 tests/bench/generate_torch.py [--batches 1,8,64] [--prompt 128] [--new 256] [--reps 3]
+                                        [--no-hf]
+
+--no-hf leaves out transformers' generate(), which takes about 20 s a repetition at batch 1 and
+8 (80 ms a token); the two torch loops then agree with each other only.
 """
 import argparse
 import json
@@ -137,6 +141,7 @@ def main():
     a.add_argument("--prompt", type=int, default=128)
     a.add_argument("--new", type=int, default=256)
     a.add_argument("--reps", type=int, default=3)
+    a.add_argument("--no-hf", action="store_true", help="leave out transformers' generate()")
     o = a.parse_args()
     if not torch.cuda.is_available():
         print("SKIP: torch sees no GPU")
@@ -165,8 +170,9 @@ def main():
             results[name] = toks
 
         with torch.no_grad():
-            for name, extra in (("hf_generate", {}),
-                                ("hf_generate_static", {"cache_implementation": "static"})):
+            hf_ways = () if o.no_hf else (("hf_generate", {}),
+                                          ("hf_generate_static", {"cache_implementation": "static"}))
+            for name, extra in hf_ways:
                 try:
                     gen = lambda n: hf.generate(prompts, attention_mask=torch.ones_like(prompts),
                                                 do_sample=False, num_beams=1, max_new_tokens=n,

@@ -60,11 +60,27 @@ check)
     done
     ;;
 generate)
-    step "run_loop.sh" 150 loop.log env BUILD="$BUILD" OUT="$OUT" bash tests/bench/run_loop.sh
-    step "generate_torch.py" 180 gen-torch.log python3 tests/bench/generate_torch.py
+    # the two GPU tests whose fixes have not run there yet come first when asked for (RERUN)
+    if [ -n "${RERUN:-}" ]; then
+        step "ctest $RERUN" 150 ctest-rerun.log ctest --test-dir "$BUILD" -R "$RERUN" \
+            --output-on-failure --timeout 140
+        ctest_rows ctest-rerun.log
+    fi
+    # greedy generation at B 1, 8, 64 (prompt 128, 256 new): pipectl, then the torch loops
     step "generate_pipectl.py" 180 gen-pipectl.log python3 tests/bench/generate_pipectl.py "$P" . \
-        "$OUT/genbench"
-    step "pipelines/generate.yaml" 120 gen-yaml.log "$P" run --executor gpu pipelines/generate.yaml
+        "$OUT/genbench" --reps 2
+    step "generate_torch.py --no-hf" 150 gen-torch.log python3 tests/bench/generate_torch.py \
+        --no-hf --reps 2
+    # generate.yaml as written (its depth) against depth 1; agent_rag against its busiest engine
+    for run in "generate.yaml:" "generate.yaml:--depth 1" "agent_rag.yaml:"; do
+        f=${run%%:*} a=${run#*:} tag=${f%.yaml}${a:+-d1}
+        # shellcheck disable=SC2086
+        step "$f $a" 120 "gen-$tag.log" bash -c '"$@" >"$0"' "$OUT/$tag.json" "$P" run \
+            --executor gpu --json $a "pipelines/$f" &&
+            python3 tests/gpu/rag_summary.py "$f $a" "$OUT/$tag.json" >>"$OUT/gen-summary.txt" 2>&1
+    done
+    [ -f "$OUT/gen-summary.txt" ] && while read -r l; do rows+=("  $l"); done <"$OUT/gen-summary.txt"
+    step "run_loop.sh" 150 loop.log env BUILD="$BUILD" OUT="$OUT" REPS=2 bash tests/bench/run_loop.sh
     # what a stream costs: every step and every 16 against the same loop without one
     for e in 1 16; do
         step "generate_stream.yaml every $e" 120 gen-stream.log "$P" run --executor gpu \

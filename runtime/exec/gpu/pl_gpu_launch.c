@@ -305,10 +305,12 @@ void pl_gx_issue_loop(pl_gx *gx)
                 (kmin < 0 || gx->mon_b[k] < gx->mon_b[kmin]))
                 kmin = k;
         if (kmin >= 0 && !s->abort) {
-            /* Block on the device only when no host stage can change what we may launch.
-             * Otherwise sleep until the host or the device makes progress: `gen` is read before
-             * mu is let go, so progress signalled while the loop queries and arms is not lost. */
-            bool block = !host_blocked;
+            /* Block on the device only when no host stage can change what we may launch, and
+             * no WHILE node can hold the wait past a second signal (the abort word is set from
+             * this loop). Otherwise sleep until the host or the device makes progress: `gen` is
+             * read before mu is let go, so progress signalled while the loop queries and arms
+             * is not lost. */
+            bool block = !host_blocked && !gx->graph_loops;
             int64_t lim = s->limit;
             uint64_t gen = pl_sched_progress_gen(s);
             pthread_mutex_unlock(&s->mu);

@@ -112,6 +112,7 @@ pl_status pl_gx_loop_create(pl_gx *gx, pl_error *err)
                                                        cudaStreamNonBlocking),
                              pl_gx_sname(gx, p->loops[l].stage), -1, err));
     }
+    gx->graph_loops = any_graph;
     if (any_graph)
         PL_CHECK(PL_CUDA(cudaStreamCreateWithFlags(&gx->body_stream, cudaStreamNonBlocking), NULL,
                          -1, err));
@@ -141,6 +142,7 @@ void pl_gx_loop_destroy(pl_gx *gx)
     gx->pending = NULL;
     gx->n_pending = gx->cap_pending = 0;
     gx->n_loops = 0;
+    gx->graph_loops = false;
 }
 
 pl_status pl_gx_loop_abort(pl_gx *gx, pl_error *err)

@@ -126,6 +126,9 @@ typedef struct pl_gx {
 
     /* Loops (pl_gpu_loop.c), [slot * n_loops + plan loop], made with the ring's objects. */
     int n_loops;
+    /* A loop runs as a WHILE node: a batch may take unbounded time, so the issue loop never
+     * blocks on an event (it polls), and a second signal reaches pl_gx_loop_abort. */
+    bool graph_loops;
     /* device: each loop's iteration counter, then each one's last decision, then the abort word */
     int *loop_ctr;
     cudaStream_t loop_abort_stream; /* where pl_gx_loop_abort sets the abort word */
