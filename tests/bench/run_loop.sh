@@ -70,7 +70,8 @@ gen_loop "$ITERS"
     echo "  - {name: zero, kind: kernel, op: fill, value: 0, writes: [x]}"
     echo "  - {name: set_one, kind: kernel, op: fill, value: 1, writes: [one]}"
     for i in $(seq 1 "$ITERS"); do
-        echo "  - {name: bump$i, kind: kernel, op: add, reads: [x, one], writes: [x]}"
+        if [ "$i" = 1 ]; then after=""; else after=", after: [bump$((i - 1))]"; fi
+        echo "  - {name: bump$i, kind: kernel, op: add, reads: [x, one], writes: [x]$after}"
     done
 } >"$dir/unrolled.yaml"
 {

@@ -7,12 +7,14 @@
 # each phase; a step that would start after the deadline is skipped with a row saying so. Logs
 # under $OUT, a table last. From the repository root on the GPU machine:
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh build      # ctest -L gpu
-#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh check      # HF comparisons, compute-sanitizer
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh check      # HF comparisons, then memcheck
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh memcheck   # compute-sanitizer on the loop,
+#                                                                   # stream, generation tests
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh generate   # loop and generation benchmarks
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh scale      # MPI, Python vs CLI, lua parallel
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh build check
 # Environment: BUILD (default build-rel), OUT (default out/h200), JOBS (default 16), DEADLINE
-# (seconds; default 540), TAR (when set: every log is also packed into this .tgz at the end, for
+# (seconds; default 540), MEMCHECK (the tests memcheck runs), TAR (when set: every log is also packed into this .tgz at the end, for
 # a caller that can take back only a few files).
 set -u
 [ $# -ge 1 ] || { echo "usage: run_h200.sh build|check|generate|scale..." >&2; exit 2; }
@@ -26,12 +28,22 @@ OUT=$(cd "$OUT" && pwd)
 declare -a rows=()
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # step, machine_log
 phases=("$@")
-P=$BUILD/pipectl
+P=$(realpath -m "$BUILD/pipectl") # absolute: some steps run elsewhere
 # ctest's summary line and the failed tests' names, for the table
 ctest_rows() {
     local log=$OUT/$1
     rows+=("  $(grep -E 'tests passed|tests failed' "$log" | tail -1)")
     while read -r t; do rows+=("    failed: $t"); done < <(grep -E '^\s+[0-9]+ - ' "$log" | sed 's/^ *//')
+}
+
+# compute-sanitizer memcheck on $MEMCHECK: it follows the scripts' pipectl processes (the tiny
+# model: loops, streams, generation); the third argument is the scratch folder each test makes.
+memcheck_tests() {
+    for t in ${MEMCHECK:-test_loop_gpu test_stream_gpu test_generate_gpu}; do
+        step "memcheck $t" 150 "memcheck-$t.log" compute-sanitizer --tool memcheck \
+            --target-processes all --error-exitcode 9 bash "tests/gpu/$t.sh" "$P" . \
+            "$OUT/memcheck-$t"
+    done
 }
 
 machine_log "$OUT/machine.log"
@@ -51,16 +63,13 @@ check)
     PIPECTL_TEST_HF=1 step "ctest hf" 300 ctest-hf.log ctest --test-dir "$BUILD" -R '_hf$' \
         --output-on-failure --timeout 280
     ctest_rows ctest-hf.log
-    # memcheck follows the script's pipectl processes (tiny model, loops and generation).
-    # (the third argument is the scratch folder each test makes and removes)
-    for t in test_loop_gpu test_stream_gpu test_generate_gpu; do
-        step "memcheck $t" 150 "memcheck-$t.log" compute-sanitizer --tool memcheck \
-            --target-processes all --error-exitcode 9 bash "tests/gpu/$t.sh" "$P" . \
-            "$OUT/memcheck-$t"
-    done
+    memcheck_tests
+    ;;
+memcheck)
+    memcheck_tests
     ;;
 generate)
-    # the two GPU tests whose fixes have not run there yet come first when asked for (RERUN)
+    # RERUN: a ctest -R pattern of GPU tests to run first (after a fix, say)
     if [ -n "${RERUN:-}" ]; then
         step "ctest $RERUN" 150 ctest-rerun.log ctest --test-dir "$BUILD" -R "$RERUN" \
             --output-on-failure --timeout 140
@@ -71,13 +80,22 @@ generate)
         "$OUT/genbench" --reps 2
     step "generate_torch.py --no-hf" 150 gen-torch.log python3 tests/bench/generate_torch.py \
         --no-hf --reps 2
-    # generate.yaml as written (its depth) against depth 1; agent_rag against its busiest engine
-    for run in "generate.yaml:" "generate.yaml:--depth 1" "agent_rag.yaml:"; do
-        f=${run%%:*} a=${run#*:} tag=${f%.yaml}${a:+-d1}
+    # generate.yaml as written (its depth) against depth 1, and with the forwards of the batches in
+    # flight sharing the SMs (ordered: false) at depths 1 to 4, every run's tokens compared with
+    # the first's; agent_rag against its busiest engine
+    U="--set prefill.ordered=false --set decode.ordered=false"
+    for run in "generate.yaml:" "generate.yaml:--depth 1" "generate.yaml:$U --depth 1" \
+        "generate.yaml:$U --depth 2" "generate.yaml:$U --depth 3" "generate.yaml:$U --depth 4" \
+        "agent_rag.yaml:"; do
+        f=${run%%:*} a=${run#*:}
+        tag=${f%.yaml}$(echo "$a" | sed 's/--set [a-z]*\.ordered=false/u/g; s/--depth /d/; s/ //g')
         # shellcheck disable=SC2086
         step "$f $a" 120 "gen-$tag.log" bash -c '"$@" >"$0"' "$OUT/$tag.json" "$P" run \
-            --executor gpu --json $a "pipelines/$f" &&
-            python3 tests/gpu/rag_summary.py "$f $a" "$OUT/$tag.json" >>"$OUT/gen-summary.txt" 2>&1
+            --executor gpu --json --out-dir "$OUT/o-$tag" $a "pipelines/$f" &&
+            python3 tests/gpu/rag_summary.py "$tag" "$OUT/$tag.json" >>"$OUT/gen-summary.txt" 2>&1
+        [ "$f" = generate.yaml ] && [ "$tag" != generate ] &&
+            { cmp -s "$OUT/o-generate/out/generate_tokens.npy" "$OUT/o-$tag/out/generate_tokens.npy" ||
+                echo "$tag: tokens differ from generate's" >>"$OUT/gen-summary.txt"; }
     done
     [ -f "$OUT/gen-summary.txt" ] && while read -r l; do rows+=("  $l"); done <"$OUT/gen-summary.txt"
     step "run_loop.sh" 150 loop.log env BUILD="$BUILD" OUT="$OUT" REPS=2 bash tests/bench/run_loop.sh
