@@ -74,7 +74,7 @@ fi
 
 if want logits; then
     cp gpt2.yaml g.yaml
-    printf '  - {name: save, kind: sink, from: logits, to: out/logits.npy}\n' >>g.yaml
+    printf '  - {name: save_logits, kind: sink, from: logits, to: out/logits.npy}\n' >>g.yaml
     df -h . >"$OUT/disk.txt"
     for r in $(seq 1 2); do
         rm -rf out
