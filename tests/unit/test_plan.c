@@ -428,6 +428,24 @@ static void test_graph_mode_auto(void)
     pl_spec_free(s);
 }
 
+/* Every linked pair (c, q) has q among c's preds: the GPU executor finds the producers that need
+ * block events through each stage's preds (pl_gpu_capture.c), not by asking every pair. Checks
+ * all pairs and returns how many are linked. */
+static int t_links_are_preds(const pl_plan *p)
+{
+    int linked = 0;
+    for (int c = 0; c < p->n_stages; c++)
+        for (int q = 0; q < p->n_stages; q++) {
+            if (!pl_plan_chunk_linked(p, c, q)) continue;
+            bool pred = false;
+            for (int i = 0; i < p->stages[c].n_preds; i++)
+                pred |= p->stages[c].preds[i] == q;
+            CHECK(pred);
+            linked++;
+        }
+    return linked;
+}
+
 /* Chunked stages: a consumer is linked to its producer block by block only when both are chunked
  * alike and it reads what the producer writes; an after: alone, another count or an unchunked
  * producer leave whole-stage waits. */
@@ -458,6 +476,7 @@ static void test_chunk_links(void)
     CHECK(!pl_plan_chunk_linked(p, down2, up2)); /* 4 against 2 */
     CHECK(!pl_plan_chunk_linked(p, down2, up));  /* after: only */
     CHECK(!pl_plan_chunk_linked(p, up, down));   /* not its producer */
+    CHECK_EQ_INT(t_links_are_preds(p), 1);
     char *dump = t_dump(p, false);
     CHECK(strstr(dump, "(up, chunk by chunk: 4)") != NULL);
     CHECK(strstr(dump, "(up2, chunk by chunk") == NULL);
@@ -521,6 +540,7 @@ static void test_chunk_links_uneven(void)
     CHECK(!pl_plan_chunk_linked(p, down[2], up[2]));
     CHECK(!pl_plan_chunk_linked(p, down[3], up[3]));
     CHECK(!pl_plan_chunk_linked(p, down[4], up[4]));
+    CHECK_EQ_INT(t_links_are_preds(p), 2);
     /* Both forms as rows once checked. */
     const pl_stage *u1 = &s->stages[up[1]], *d0 = &s->stages[down[0]];
     CHECK_EQ_INT(u1->chunks, 4);
@@ -578,6 +598,7 @@ static void test_chunk_links_dims(void)
     CHECK(pl_plan_chunk_linked(p, down[0], up[0]));
     CHECK(!pl_plan_chunk_linked(p, down[1], up[1]));
     CHECK(pl_plan_chunk_linked(p, down[2], up[2]));
+    CHECK_EQ_INT(t_links_are_preds(p), 2);
     const pl_stage *u0 = &s->stages[up[0]], *d0 = &s->stages[down[0]];
     CHECK_EQ_INT(u0->chunk_dims, 2);
     CHECK_EQ_INT(d0->chunk_dims, 1);

@@ -34,26 +34,35 @@ bool pl_gx_chunk_linked(const pl_gx *gx, int c, int p)
 }
 
 /* The chunk events: offsets for the stages some consumer waits on block by block, then the
- * events. */
+ * events. A linked producer is one of its consumer's preds (pl_plan_chunk_linked), so the
+ * producers are found through each stage's preds: O(stages + edges). Asking every pair is
+ * O(stages^2), seconds of setup at tens of thousands of stages. */
 static pl_status pl__create_chunk_events(pl_gx *gx, pl_error *err)
 {
     int nst = gx->nst;
+    const pl_plan *plan = gx->plan;
     gx->chunk_off = malloc(((size_t)nst + 1) * sizeof *gx->chunk_off);
     gx->chunk_coff = malloc(((size_t)nst + 1) * sizeof *gx->chunk_coff);
-    if (!gx->chunk_off || !gx->chunk_coff)
+    bool *src = calloc((size_t)nst + 1, sizeof *src);
+    if (!gx->chunk_off || !gx->chunk_coff || !src) {
+        free(src);
         return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+    }
+    for (int c = 0; c < nst; c++)
+        for (int i = 0; i < plan->stages[c].n_preds; i++) {
+            int p = plan->stages[c].preds[i];
+            if (p != c && pl__linked(gx, c, p)) src[p] = true;
+        }
     int n = 0, nc = 0;
     for (int p = 0; p < nst; p++) {
         gx->chunk_off[p] = gx->chunk_coff[p] = -1;
-        bool src = false;
-        for (int c = 0; c < nst && !src; c++)
-            src = c != p && pl__linked(gx, c, p);
-        if (!src) continue;
+        if (!src[p]) continue;
         gx->chunk_off[p] = n;
         gx->chunk_coff[p] = nc;
         n += gx->depth * pl__chunks(gx, p);
         nc += pl__chunks(gx, p);
     }
+    free(src);
     if (n == 0) return PL_OK;
     gx->ev_chunk = calloc((size_t)n, sizeof *gx->ev_chunk);
     gx->ev_capch = calloc((size_t)nc, sizeof *gx->ev_capch);
