@@ -8,6 +8,10 @@
 #
 #   bash tests/bench/run_scale.sh build/pipectl host 70000
 #   bash tests/bench/run_scale.sh build-rel/pipectl gpu 70000     # the GPU machine
+#
+# Each row is printed as soon as its runs end (a caller's time limit keeps the rows before it).
+# Environment: RUN_ARGS (more options for pipectl run, e.g. "--timing off" or "--no-graph"),
+# RUN_TIMEOUT (seconds a run may take, default 600).
 set -u
 pipectl=${1:?usage: run_scale.sh PIPECTL host|gpu N [N...]}
 exe=${2:?usage: run_scale.sh PIPECTL host|gpu N [N...]}
@@ -47,7 +51,8 @@ fanout() { # N: upload -> N fills, each its own buffer -> a sum of the upload ->
     echo "  - {name: save, kind: sink, from: s_host, to: out/s.npy}"
 }
 
-rows=()
+echo "pipectl plan and run --batches 1 of N-stage pipelines, executor $exe ($(nproc) cores)${RUN_ARGS:+, run $RUN_ARGS}"
+printf '%-8s %8s %12s %12s %14s\n' shape stages "plan s" "run s" "run max RSS"
 for n in "$@"; do
     for shape in chain fanout; do
         f=$work/$shape-$n.yaml
@@ -55,16 +60,12 @@ for n in "$@"; do
         /usr/bin/time -f "%e %M" -o "$work/t" "$pipectl" plan "$f" >/dev/null 2>"$work/plan.err"
         prc=$?
         read -r psec prss <"$work/t"
-        /usr/bin/time -f "%e %M" -o "$work/t" timeout 600 "$pipectl" run --quiet --executor "$exe" \
-            "$f" >/dev/null 2>"$work/run.err"
+        /usr/bin/time -f "%e %M" -o "$work/t" timeout "${RUN_TIMEOUT:-600}" "$pipectl" run --quiet \
+            --executor "$exe" ${RUN_ARGS:-} "$f" >/dev/null 2>"$work/run.err"
         rrc=$?
         read -r rsec rrss <"$work/t"
         [ $prc = 0 ] || psec="plan exit $prc"
         [ $rrc = 0 ] || { rsec="exit $rrc"; tail -2 "$work/run.err"; }
-        rows+=("$(printf '%-8s %8s %12s %12s %14s' "$shape" "$n" "$psec" "$rsec" "$((rrss / 1024)) MiB")")
+        printf '%-8s %8s %12s %12s %14s\n' "$shape" "$n" "$psec" "$rsec" "$((rrss / 1024)) MiB"
     done
 done
-echo
-echo "pipectl plan and run --batches 1 of N-stage pipelines, executor $exe ($(nproc) cores)"
-printf '%-8s %8s %12s %12s %14s\n' shape stages "plan s" "run s" "run max RSS"
-printf '%s\n' "${rows[@]}"

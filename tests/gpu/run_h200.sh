@@ -11,11 +11,12 @@
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh memcheck   # compute-sanitizer on the loop,
 #                                                                   # stream, generation tests
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh generate   # loop and generation benchmarks
-#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh scale      # MPI, Python vs CLI, lua parallel
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh scale      # many stages, MPI, Python, lua
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh build check
 # Environment: BUILD (default build-rel), OUT (default out/h200), JOBS (default 16), DEADLINE
-# (seconds; default 540), MEMCHECK (the tests memcheck runs), TAR (when set: every log is also packed into this .tgz at the end, for
-# a caller that can take back only a few files).
+# (seconds; default 540), MEMCHECK (the tests memcheck runs), MPI_STEPS (run_mpi.sh's STEPS),
+# RERUN (generate: a ctest -R pattern run first), TAR (when set: every log is also packed into
+# this .tgz at the end, for a caller that can take back only a few files).
 set -u
 [ $# -ge 1 ] || { echo "usage: run_h200.sh build|check|generate|scale..." >&2; exit 2; }
 BUILD=${BUILD:-build-rel}
@@ -107,15 +108,22 @@ generate)
     done
     ;;
 scale)
-    step "run_mpi.sh" 300 mpi.log env BUILD="$BUILD" OUT="$OUT/mpi" bash tests/gpu/run_mpi.sh
+    # N-stage chains and fan-outs, one batch: the growth with N first (each run at most 60 s),
+    # with and without the timed graph and graphs, then 7,000 and 70,000 (the goal: under 10 s,
+    # memory linear)
+    for a in "" "--timing off" "--no-graph"; do
+        step "run_scale.sh gpu 1000-4000 $a" 150 scale.log env RUN_TIMEOUT=60 RUN_ARGS="$a" \
+            bash tests/bench/run_scale.sh "$P" gpu 1000 2000 4000
+    done
+    step "run_scale.sh gpu 7000 70000" 200 scale.log bash tests/bench/run_scale.sh "$P" gpu 7000 70000
+    step "run_mpi.sh" 300 mpi.log env BUILD="$BUILD" OUT="$OUT/mpi" STEPS="${MPI_STEPS:-same rag logits}" \
+        bash tests/gpu/run_mpi.sh
     # both default pipelines (quickstart, gpt2_greedy), side by side
     step "python_vs_cli.py" 150 python.log env PYTHONPATH=python \
         PIPECTL_LIBRARY="$BUILD/libpipectl.so" PIPECTL_CLI="$P" \
         python3 tests/bench/python_vs_cli.py --executor gpu
     # (parallel 1 alone takes about 23 s a repetition there: 256 batches of 88 ms)
     step "run_lua_parallel.sh 16" 200 lua.log bash tests/bench/run_lua_parallel.sh "$P" 16 2
-    # 70,000-stage chain and fan-out, one batch (the goal: under 10 s, memory linear)
-    step "run_scale.sh gpu" 200 scale.log bash tests/bench/run_scale.sh "$P" gpu 7000 70000
     ;;
 *)
     echo "run_h200.sh: unknown phase '$phase': build, check, generate or scale" >&2
