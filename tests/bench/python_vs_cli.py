@@ -13,6 +13,12 @@ batch" says), the median over the rounds. It prints a table and the ratios:
   python / cli        the Python-driven run over the CLI's (the goal: within 2%, <= 1.02)
   memory / file       in-memory inputs and outputs over the same data from and to files (<= 1)
 
+and, to say where a gap comes from, a second line per pipeline: the run from Python in a fresh
+process (one run, as the CLI's: a long-lived process against Python itself), and the median of
+each host stage's p50 (the stage's own time, without the waits between stages) from the CLI and
+from Python: a ratio near the per-batch one says the host stages themselves run slower (the
+CPU: its clock, a busy sibling thread, memory placement); near 1 says the time goes between them.
+
     PYTHONPATH=python python3 tests/bench/python_vs_cli.py --executor gpu            # H200
     PYTHONPATH=python python3 tests/bench/python_vs_cli.py --executor host --reps 3 \\
         --batches 8 pipelines/quickstart.yaml                                          # a laptop
@@ -46,7 +52,36 @@ def cli_run(cli, path, executor, batches, out_dir):
     proc = subprocess.run(args + [str(path)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"pipectl run {path} exited {proc.returncode}: {proc.stderr}")
-    return json.loads(proc.stdout)["per_batch_s"]
+    out = json.loads(proc.stdout)
+    return out["per_batch_s"], {st["name"]: st["p50_s"] for st in out["stages"]
+                                if st["engine"] == "host"}
+
+
+def host_p50(stats):
+    """Each host stage's p50 in a Result's stats."""
+    return {k: v["p50_s"] for k, v in stats["stages"].items() if v["engine"] == "host"}
+
+
+FRESH = """
+import json, sys
+import pipectl
+p = pipectl.load(sys.argv[1], out_dir=sys.argv[2])
+r = p.run(executor=sys.argv[3], batches=int(sys.argv[4]) or None)
+print(json.dumps(r.stats["per_batch_s"]))
+"""
+
+
+def fresh_run(path, executor, batches, out_dir):
+    """One Python-driven run in a new process (this interpreter, this package)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO / "python")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
+                                  else [])),
+        PIPECTL_LIBRARY=pipectl.library)
+    proc = subprocess.run([sys.executable, "-c", FRESH, str(path), str(out_dir), executor,
+                           str(batches or 0)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"python (fresh) {path} exited {proc.returncode}: {proc.stderr}")
+    return json.loads(proc.stdout)
 
 
 def source_stage(doc):
@@ -93,22 +128,31 @@ def bench(path, args, cli):
         variant, buf, data = file_variant(path, tmp, args.batches, args.executor)
         pf = pipectl.load(variant, out_dir=out) if variant else None
         outs = sink_buffers(p)
-        rows = {k: [] for k in ("cli", "python", "cli_file", "python_file", "python_memory")}
+        rows = {k: [] for k in ("cli", "python", "python_fresh", "cli_file", "python_file",
+                                "python_memory")}
+        p50 = {"cli": [], "python": []}
         # One warm-up of each (caches, the GPU's clocks, compiled kernels), not counted.
         p.run(executor=args.executor, batches=args.batches or None)
         for _ in range(args.reps):
-            rows["cli"].append(cli_run(cli, path, args.executor, args.batches, out))
+            t, st = cli_run(cli, path, args.executor, args.batches, out)
+            rows["cli"].append(t)
+            p50["cli"].append(st)
             r = p.run(executor=args.executor, batches=args.batches or None)
             rows["python"].append(r.stats["per_batch_s"])
+            p50["python"].append(host_p50(r.stats))
+            rows["python_fresh"].append(fresh_run(path, args.executor, args.batches, out))
             if pf is None:
                 continue
-            rows["cli_file"].append(cli_run(cli, variant, args.executor, args.batches, out))
+            rows["cli_file"].append(cli_run(cli, variant, args.executor, args.batches, out)[0])
             r = pf.run(executor=args.executor, batches=args.batches or None)
             rows["python_file"].append(r.stats["per_batch_s"])
             r = pf.run(inputs={buf: data}, outputs=outs, executor=args.executor,
                        batches=args.batches or None)
             rows["python_memory"].append(r.stats["per_batch_s"])
-        return {k: statistics.median(v) for k, v in rows.items() if v}, r.executor
+        m = {k: statistics.median(v) for k, v in rows.items() if v}
+        stages = {k: {n: statistics.median(x[n] for x in v) for n in v[0]}
+                  for k, v in p50.items()}
+        return m, stages, r.executor
 
 
 def main():
@@ -128,7 +172,7 @@ def main():
           f"{'file (py)':>11} {'memory (py)':>11} {'mem/file':>8}")
     missed = []
     for path in args.pipelines:
-        m, executor = bench(path, args, cli)
+        m, stages, executor = bench(path, args, cli)
         ratio = m["python"] / m["cli"]
         line = (f"{Path(path).stem:16} {m['cli'] * 1e6:9.1f}us {m['python'] * 1e6:9.1f}us "
                 f"{ratio:7.4f}")
@@ -142,6 +186,12 @@ def main():
                 missed.append(f"{Path(path).stem}: memory/file {mf:.4f} > 1")
         print(line + ("" if executor == args.executor or args.executor == "auto"
                       else f"  (ran on {executor})"))
+        where = "; ".join(f"{n} {stages['cli'][n] * 1e6:.1f}/{stages['python'][n] * 1e6:.1f}us "
+                          f"({stages['python'][n] / stages['cli'][n]:.3f})"
+                          for n in stages["cli"] if stages["cli"][n] and n in stages["python"])
+        print(f"{'':16} python (fresh process) {m['python_fresh'] * 1e6:9.1f}us "
+              f"{m['python_fresh'] / m['cli']:7.4f}   host stages p50 cli/python: "
+              f"{where or 'none'}")
     print("goals: python/cli <= 1.02, memory/file <= 1: " +
           ("met" if not missed else "missed: " + "; ".join(missed)))
     return 1 if args.check and missed else 0
