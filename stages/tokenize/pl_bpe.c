@@ -202,7 +202,7 @@ pl_status pl_bpe_utf8_replace(const char *text, size_t len, pl_bpe_text *out, pl
         out->n += (int64_t)ok;
         i += ok;
         if (i == len) break;
-        int sub;
+        int sub = 1; /* set by the call: the byte at i starts no valid sequence */
         pl__utf8_seq(s, i, len, &sub);
         memcpy(out->v + out->n, "\xEF\xBF\xBD", 3);
         out->n += 3;
