@@ -12,13 +12,19 @@
 #                                                                   # stream, generation tests
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh generate   # loop and generation benchmarks
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh scale      # many stages, MPI, Python, lua
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh sanitize   # memcheck, racecheck: GPU tests
+#   source .gpu/setup.sh && bash tests/gpu/run_h200.sh profile    # a decode step, kernel by kernel
 #   source .gpu/setup.sh && bash tests/gpu/run_h200.sh build check
 # Environment: BUILD (default build-rel), OUT (default out/h200), JOBS (default 16), DEADLINE
 # (seconds; default 540), MEMCHECK (the tests memcheck runs), MPI_STEPS (run_mpi.sh's STEPS),
-# RERUN (generate: a ctest -R pattern run first), TAR (when set: every log is also packed into
-# this .tgz at the end, for a caller that can take back only a few files).
+# RERUN (generate: a ctest -R pattern run first), TOOLS and SANITIZE (sanitize: the tools, the
+# tests), TAR (when set: every log is also packed into this .tgz at the end, for a caller that
+# can take back only a few files; large outputs, .npy and .bin, are left out).
 set -u
-[ $# -ge 1 ] || { echo "usage: run_h200.sh build|check|generate|scale..." >&2; exit 2; }
+[ $# -ge 1 ] || {
+    echo "usage: run_h200.sh PHASE... (build check memcheck generate scale sanitize profile)" >&2
+    exit 2
+}
 BUILD=${BUILD:-build-rel}
 OUT=${OUT:-out/h200}
 JOBS=${JOBS:-16}
@@ -68,6 +74,26 @@ check)
     ;;
 memcheck)
     memcheck_tests
+    ;;
+sanitize)
+    # compute-sanitizer on every GPU test ctest runs, one step per tool and test (it follows the
+    # processes a test starts). Left out by default: test_exec_gpu_fault plants the faults a
+    # memory checker reports, and the signal tests time their signals against a run's progress.
+    for tool in ${TOOLS:-memcheck racecheck}; do
+        for t in ${SANITIZE:-test_exec_gpu test_ops_gpu test_ukern_gpu test_drain_gpu \
+            test_bundle_gpu test_gpt2_gpu test_loop_gpu test_generate_gpu test_stream_gpu \
+            test_python_gpu}; do
+            step "$tool $t" 200 "$tool-$t.log" compute-sanitizer --tool "$tool" \
+                --target-processes all --error-exitcode 9 ctest --test-dir "$BUILD" -R "^$t\$" \
+                --output-on-failure --timeout 190
+        done
+    done
+    ;;
+profile)
+    # a decode step's device time kernel by kernel at batch 1 and 64 (Nsight Compute)
+    step "profile_decode.sh 1 64" 240 profile.log env OUT="$OUT/profile" \
+        bash tests/bench/profile_decode.sh "$P" 1 64
+    rows+=("  $(grep -c . "$OUT/profile.log") lines of kernel tables in profile.log")
     ;;
 generate)
     # RERUN: a ctest -R pattern of GPU tests to run first (after a fix, say)
@@ -126,13 +152,17 @@ scale)
     step "run_lua_parallel.sh 16" 200 lua.log bash tests/bench/run_lua_parallel.sh "$P" 16 2
     ;;
 *)
-    echo "run_h200.sh: unknown phase '$phase': build, check, generate or scale" >&2
+    echo "run_h200.sh: unknown phase '$phase': build, check, memcheck, generate, scale, sanitize" \
+        "or profile" >&2
     exit 2
     ;;
 esac
 done
 
-[ -n "${TAR:-}" ] && tar czf "$TAR" -C "$OUT" .
+if [ -n "${TAR:-}" ]; then # packed beside, then moved: $TAR may be inside $OUT
+    tgz=$(mktemp) && tar czf "$tgz" -C "$OUT" --exclude="$(basename "$TAR")" --exclude='*.npy' \
+        --exclude='*.bin' . && mv "$tgz" "$TAR"
+fi
 echo
 echo "run_h200.sh $* ($(git log --oneline -1 2>/dev/null | cut -c1-60)), logs in $OUT"
 printf '%s\n' "${rows[@]}"
