@@ -107,15 +107,18 @@ generate)
         "$OUT/genbench" --reps 2
     step "generate_torch.py --no-hf" 150 gen-torch.log python3 tests/bench/generate_torch.py \
         --no-hf --reps 2
-    # generate.yaml as written (its depth) against depth 1, and with the forwards of the batches in
-    # flight sharing the SMs (ordered: false) at depths 1 to 4, every run's tokens compared with
-    # the first's; agent_rag against its busiest engine
-    U="--set prefill.ordered=false --set decode.ordered=false"
-    for run in "generate.yaml:" "generate.yaml:--depth 1" "generate.yaml:$U --depth 1" \
-        "generate.yaml:$U --depth 2" "generate.yaml:$U --depth 3" "generate.yaml:$U --depth 4" \
-        "agent_rag.yaml:"; do
+    # generate.yaml as written (its depth, the forwards of the batches in flight sharing the SMs)
+    # against depth 1, 2 and 4, and with the gpt2 stages ordered (each batch's loop after the
+    # one before) at its depth and depth 1, every run's tokens compared with the first's;
+    # agent_rag against its busiest engine, and at depth 1 with every device stage timed (its
+    # device time per batch without overlap)
+    O="--set prefill.ordered=true --set decode.ordered=true"
+    for run in "generate.yaml:" "generate.yaml:--depth 1" "generate.yaml:--depth 2" \
+        "generate.yaml:--depth 4" "generate.yaml:$O" "generate.yaml:$O --depth 1" \
+        "agent_rag.yaml:" "agent_rag.yaml:--depth 1 --timing all"; do
         f=${run%%:*} a=${run#*:}
-        tag=${f%.yaml}$(echo "$a" | sed 's/--set [a-z]*\.ordered=false/u/g; s/--depth /d/; s/ //g')
+        tag=${f%.yaml}$(echo "$a" |
+            sed 's/--set [a-z]*\.ordered=true/o/g; s/--depth /d/; s/--timing all/t/; s/ //g')
         # shellcheck disable=SC2086
         step "$f $a" 120 "gen-$tag.log" bash -c '"$@" >"$0"' "$OUT/$tag.json" "$P" run \
             --executor gpu --json --out-dir "$OUT/o-$tag" $a "pipelines/$f" &&
