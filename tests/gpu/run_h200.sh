@@ -147,10 +147,13 @@ scale)
     step "run_scale.sh gpu 7000 70000" 200 scale.log bash tests/bench/run_scale.sh "$P" gpu 7000 70000
     step "run_mpi.sh" 300 mpi.log env BUILD="$BUILD" OUT="$OUT/mpi" STEPS="${MPI_STEPS:-same rag logits}" \
         bash tests/gpu/run_mpi.sh
-    # both default pipelines (quickstart, gpt2_greedy), side by side
-    step "python_vs_cli.py" 150 python.log env PYTHONPATH=python \
-        PIPECTL_LIBRARY="$BUILD/libpipectl.so" PIPECTL_CLI="$P" \
-        python3 tests/bench/python_vs_cli.py --executor gpu
+    # both default pipelines (quickstart, gpt2_greedy), side by side, at their own batch counts
+    # and at 256 batches: a cost paid once a run weighs 16 times less there than in quickstart's 16
+    for nb in 0 256; do
+        step "python_vs_cli.py --batches $nb" 150 python.log env PYTHONPATH=python \
+            PIPECTL_LIBRARY="$BUILD/libpipectl.so" PIPECTL_CLI="$P" \
+            python3 tests/bench/python_vs_cli.py --executor gpu --batches $nb
+    done
     # (parallel 1 alone takes about 23 s a repetition there: 256 batches of 88 ms)
     step "run_lua_parallel.sh 16" 200 lua.log bash tests/bench/run_lua_parallel.sh "$P" 16 2
     ;;
