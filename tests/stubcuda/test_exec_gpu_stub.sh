@@ -1,0 +1,124 @@
+# The GPU executor's host side without a GPU: pipectl run --executor gpu against the CUDA
+# stand-in (tests/stubcuda: libcudart, libcublas, libcublasLt whose calls succeed at once), on
+# CUDA Graphs per segment and per stage and on plain launches. Each run must exit as expected
+# within its time limit (a crash or a hang fails), and with PL_STUBCUDA_CHECK=1 the stand-in
+# checks at exit that every stream, event, graph, graph exec, allocation and cuBLAS handle made
+# was destroyed and that no destroyed or unknown handle was used (it exits 3 otherwise). The 2,000-
+# stage chain and fan-out of tests/bench/run_scale.sh catch setup that grows faster than the
+# stage count. Outputs are NOT checked: no kernel runs, so device buffers hold what copies and
+# memsets left. Loops are counted (count:) or end on a condition the stand-in leaves zeroed.
+#
+#   test_exec_gpu_stub.sh PIPECTL SRC BUILD STUBDIR   (CTest: test_exec_gpu_stub, label e2e)
+set -u
+pipectl=$1 src=$2 build=$3 stub=$4
+if [ ! -e "$stub/libcudart.so.13" ] && ! ls "$stub"/libcudart.so.* >/dev/null 2>&1; then
+    echo "SKIP: no CUDA stand-in in $stub (a build without the GPU executor)"
+    exit 77
+fi
+work=$build/exec_gpu_stub
+rm -rf "$work"
+mkdir -p "$work"
+export LD_LIBRARY_PATH=$stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PL_STUBCUDA_CHECK=1
+fail=0
+
+# run NAME WANT_RC LIMIT_S ARGS...: one run; its stderr must end with the stand-in's ok line.
+run() {
+    local name=$1 want=$2 limit=$3
+    shift 3
+    timeout -s KILL "$limit" "$pipectl" run --quiet --executor gpu --out-dir "$work/out" "$@" \
+        >"$work/run.out" 2>"$work/run.err"
+    check "$name" "$want" $?
+}
+check() {
+    local name=$1 want=$2 rc=$3
+    if [ "$rc" -eq "$want" ] && grep -q '^pl_stubcuda: ok:' "$work/run.err"; then
+        echo "ok: $name: exit $rc, $(grep -o '[0-9]* objects made' "$work/run.err"), all destroyed"
+    else
+        echo "FAIL: $name: exit $rc (want $want; 137: killed at its time limit, 3: the stand-in's check)"
+        tail -n 20 "$work/run.err"
+        fail=1
+    fi
+}
+
+# The build must reach the stand-in, not a real libcudart.
+if ! ldd "$pipectl" | grep -q "libcudart.*$stub"; then
+    echo "FAIL: $pipectl does not load libcudart from $stub:"
+    ldd "$pipectl" | grep -i cuda
+    exit 1
+fi
+
+# The check fires: a stream and an allocation left, a destroyed event recorded.
+"$stub/pl_stubcuda_selftest" 2>"$work/run.err"
+rc=$?
+if [ $rc -eq 3 ] && grep -q '1 stream left' "$work/run.err" &&
+    grep -q 'device allocation (cudaMalloc) left' "$work/run.err" &&
+    grep -q 'misuse: cudaEventRecord: event .* was destroyed already' "$work/run.err"; then
+    echo "ok: the stand-in's exit check reports a leak and a misuse (exit 3)"
+else
+    echo "FAIL: pl_stubcuda_selftest: exit $rc (want 3 and the leaks named)"
+    cat "$work/run.err"
+    fail=1
+fi
+
+modes=("--graphs segment" "--graphs stage" "--no-graph")
+for m in "${modes[@]}"; do
+    run "quickstart $m" 0 20 $m "$src/pipelines/quickstart.yaml"
+    run "overlap $m" 0 20 $m --batches 8 "$src/pipelines/overlap.yaml"
+    run "loop (device) $m" 0 20 $m "$src/pipelines/loop.yaml"
+    run "loop (host) $m" 0 20 $m --set run.loop=host "$src/pipelines/loop.yaml"
+    run "loop_count $m" 0 20 $m "$src/tests/e2e/data/loop_count.yaml"
+done
+run "quickstart --fault-marks" 0 20 --fault-marks "$src/pipelines/quickstart.yaml"
+run "quickstart --timing all --depth 1" 0 20 --timing all --depth 1 "$src/pipelines/quickstart.yaml"
+
+# run_scale.sh's shapes at 2,000 stages: the whole run (load, plan, setup, one batch, teardown).
+n=2000
+{
+    echo "pipeline: chain"
+    echo "run: {batches: 1, depth: 1}"
+    echo "buffers:"
+    awk -v n=$n 'BEGIN { for (i = 0; i <= n; i++) printf "  c%d: {where: device, dtype: f32, shape: [4]}\n", i }'
+    echo "  h: {dtype: f32, shape: [4]}"
+    echo "stages:"
+    echo "  - {name: first, kind: kernel, op: fill, value: 1, writes: [c0]}"
+    awk -v n=$n 'BEGIN { for (i = 1; i <= n; i++) printf "  - {name: k%d, kind: kernel, op: scale, alpha: 1, reads: [c%d], writes: [c%d]}\n", i, i - 1, i }'
+    echo "  - {name: down, kind: d2h, from: c$n, to: h}"
+    echo "  - {name: save, kind: sink, from: h, to: chain.npy}"
+} >"$work/chain.yaml"
+{
+    echo "pipeline: fanout"
+    echo "run: {batches: 1, depth: 1}"
+    echo "buffers:"
+    echo "  x: {dtype: f32, shape: [4]}"
+    echo "  x_dev: {where: device, dtype: f32, shape: [4]}"
+    awk -v n=$n 'BEGIN { for (i = 0; i < n; i++) printf "  y%d: {where: device, dtype: f32, shape: [1]}\n", i }'
+    echo "  s: {where: device, dtype: f64, shape: [1]}"
+    echo "  s_host: {dtype: f64, shape: [1]}"
+    echo "stages:"
+    echo "  - {name: gen, kind: source, to: x, generator: range}"
+    echo "  - {name: up, kind: h2d, from: x, to: x_dev}"
+    awk -v n=$n 'BEGIN { for (i = 0; i < n; i++) printf "  - {name: k%d, kind: kernel, op: fill, value: %d, writes: [y%d], after: [up]}\n", i, i % 7, i }'
+    echo "  - {name: total, kind: kernel, op: sum, reads: [x_dev], writes: [s]}"
+    echo "  - {name: down, kind: d2h, from: s, to: s_host}"
+    echo "  - {name: save, kind: sink, from: s_host, to: s.npy}"
+} >"$work/fanout.yaml"
+for shape in chain fanout; do
+    for m in "--graphs segment" "--no-graph"; do
+        t0=$(date +%s%N)
+        run "$shape of $n stages $m" 0 30 $m "$work/$shape.yaml"
+        echo "   $(((($(date +%s%N) - t0) / 1000000))) ms"
+    done
+done
+
+# SIGINT mid-run: the batches launched finish, the run says it was interrupted (exit 130), and
+# every CUDA object is still destroyed. A million batches do not end before the signal.
+timeout -s KILL 20 "$pipectl" run --quiet --executor gpu --out-dir "$work/out" --batches 1000000 \
+    "$src/pipelines/quickstart.yaml" >"$work/run.out" 2>"$work/run.err" &
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+check "quickstart, SIGINT after 1 s" 130 $?
+
+[ $fail -eq 0 ] && echo "all runs ok"
+exit $fail
