@@ -111,14 +111,33 @@ for shape in chain fanout; do
 done
 
 # SIGINT mid-run: the batches launched finish, the run says it was interrupted (exit 130), and
-# every CUDA object is still destroyed. A million batches do not end before the signal.
-timeout -s KILL 20 "$pipectl" run --quiet --executor gpu --out-dir "$work/out" --batches 1000000 \
-    "$src/pipelines/quickstart.yaml" >"$work/run.out" 2>"$work/run.err" &
+# every CUDA object is still destroyed. A million small batches do not end before the signal,
+# which is sent once the sink has written a batch (so the run's handler is in place).
+cat >"$work/small.yaml" <<'YAML'
+pipeline: small
+run: {batches: 1000000, depth: 3}
+buffers:
+  x: {dtype: f32, shape: [16]}
+  x_dev: {where: device, dtype: f32, shape: [16]}
+  y_dev: {where: device, dtype: f32, shape: [16]}
+  y: {dtype: f32, shape: [16]}
+stages:
+  - {name: gen, kind: source, to: x, generator: range}
+  - {name: up, kind: h2d, from: x, to: x_dev}
+  - {name: double, kind: kernel, op: scale, alpha: 2, reads: [x_dev], writes: [y_dev]}
+  - {name: down, kind: d2h, from: y_dev, to: y}
+  - {name: save, kind: sink, from: y, to: small.npy}
+YAML
+timeout -s KILL 20 "$pipectl" run --quiet --executor gpu --out-dir "$work/out" "$work/small.yaml" \
+    >"$work/run.out" 2>"$work/run.err" &
 pid=$!
-sleep 1
+for _ in $(seq 1 300); do
+    [ "$(stat -c %s "$work/out/small.npy.partial" 2>/dev/null || echo 0)" -gt 256 ] && break
+    sleep 0.05
+done
 kill -INT $pid
 wait $pid
-check "quickstart, SIGINT after 1 s" 130 $?
+check "SIGINT mid-run" 130 $?
 
 [ $fail -eq 0 ] && echo "all runs ok"
 exit $fail
