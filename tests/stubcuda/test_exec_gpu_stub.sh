@@ -73,35 +73,9 @@ run "quickstart --timing all --depth 1" 0 20 --timing all --depth 1 "$src/pipeli
 
 # run_scale.sh's shapes at 2,000 stages: the whole run (load, plan, setup, one batch, teardown).
 n=2000
-{
-    echo "pipeline: chain"
-    echo "run: {batches: 1, depth: 1}"
-    echo "buffers:"
-    awk -v n=$n 'BEGIN { for (i = 0; i <= n; i++) printf "  c%d: {where: device, dtype: f32, shape: [4]}\n", i }'
-    echo "  h: {dtype: f32, shape: [4]}"
-    echo "stages:"
-    echo "  - {name: first, kind: kernel, op: fill, value: 1, writes: [c0]}"
-    awk -v n=$n 'BEGIN { for (i = 1; i <= n; i++) printf "  - {name: k%d, kind: kernel, op: scale, alpha: 1, reads: [c%d], writes: [c%d]}\n", i, i - 1, i }'
-    echo "  - {name: down, kind: d2h, from: c$n, to: h}"
-    echo "  - {name: save, kind: sink, from: h, to: chain.npy}"
-} >"$work/chain.yaml"
-{
-    echo "pipeline: fanout"
-    echo "run: {batches: 1, depth: 1}"
-    echo "buffers:"
-    echo "  x: {dtype: f32, shape: [4]}"
-    echo "  x_dev: {where: device, dtype: f32, shape: [4]}"
-    awk -v n=$n 'BEGIN { for (i = 0; i < n; i++) printf "  y%d: {where: device, dtype: f32, shape: [1]}\n", i }'
-    echo "  s: {where: device, dtype: f64, shape: [1]}"
-    echo "  s_host: {dtype: f64, shape: [1]}"
-    echo "stages:"
-    echo "  - {name: gen, kind: source, to: x, generator: range}"
-    echo "  - {name: up, kind: h2d, from: x, to: x_dev}"
-    awk -v n=$n 'BEGIN { for (i = 0; i < n; i++) printf "  - {name: k%d, kind: kernel, op: fill, value: %d, writes: [y%d], after: [up]}\n", i, i % 7, i }'
-    echo "  - {name: total, kind: kernel, op: sum, reads: [x_dev], writes: [s]}"
-    echo "  - {name: down, kind: d2h, from: s, to: s_host}"
-    echo "  - {name: save, kind: sink, from: s_host, to: s.npy}"
-} >"$work/fanout.yaml"
+. "$src/tests/bench/scale_shapes.sh" # chain N, fanout N
+chain $n >"$work/chain.yaml"
+fanout $n >"$work/fanout.yaml"
 for shape in chain fanout; do
     for m in "--graphs segment" "--no-graph"; do
         t0=$(date +%s%N)
