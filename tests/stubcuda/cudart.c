@@ -62,6 +62,12 @@ static cudaError_t pl__fail(cudaError_t e)
     return e;
 }
 
+/* A call's result: success, or `e` recorded as the last error. */
+static cudaError_t pl__ok(bool ok, cudaError_t e)
+{
+    return ok ? cudaSuccess : pl__fail(e);
+}
+
 static bool pl__special_stream(cudaStream_t s)
 {
     return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
@@ -90,7 +96,7 @@ static cudaError_t pl__issue(cudaStream_t s, const char *fn, bool *now)
     bool ok = pl__stream(s, fn, &so);
     *now = ok && !pl__capturing(so);
     pl_stubcuda_unlock();
-    return ok ? cudaSuccess : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(ok, cudaErrorInvalidResourceHandle);
 }
 
 static bool pl__join(pl_stub_capture *c, pl_stub_obj *so)
@@ -124,7 +130,7 @@ cudaError_t cudaGetDevice(int *device)
 
 cudaError_t cudaSetDevice(int device)
 {
-    return device == 0 ? cudaSuccess : pl__fail(cudaErrorInvalidDevice);
+    return pl__ok(device == 0, cudaErrorInvalidDevice);
 }
 
 cudaError_t cudaDeviceSynchronize(void)
@@ -373,29 +379,27 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     *devPtr = pl_stubcuda_alloc(PL_STUB_DEVICE_MEM, size, "cudaMalloc");
-    return *devPtr ? cudaSuccess : pl__fail(cudaErrorMemoryAllocation);
+    return pl__ok(*devPtr, cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaFree(void *devPtr)
 {
     if (!devPtr) return cudaSuccess;
-    return pl_stubcuda_destroy(devPtr, PL_STUB_DEVICE_MEM, "cudaFree")
-               ? cudaSuccess
-               : pl__fail(cudaErrorInvalidValue);
+    return pl__ok(pl_stubcuda_destroy(devPtr, PL_STUB_DEVICE_MEM, "cudaFree"),
+                  cudaErrorInvalidValue);
 }
 
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
     *pHost = pl_stubcuda_alloc(PL_STUB_HOST_MEM, size, "cudaHostAlloc");
-    return *pHost ? cudaSuccess : pl__fail(cudaErrorMemoryAllocation);
+    return pl__ok(*pHost, cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaFreeHost(void *ptr)
 {
     if (!ptr) return cudaSuccess;
-    return pl_stubcuda_destroy(ptr, PL_STUB_HOST_MEM, "cudaFreeHost")
-               ? cudaSuccess
-               : pl__fail(cudaErrorInvalidValue);
+    return pl__ok(pl_stubcuda_destroy(ptr, PL_STUB_HOST_MEM, "cudaFreeHost"),
+                  cudaErrorInvalidValue);
 }
 
 /* Mapped pinned memory: the device address is the host address (unified addressing). */
@@ -410,16 +414,14 @@ cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int f
 cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
     if (!ptr || size == 0) return pl__fail(cudaErrorInvalidValue);
-    return pl_stubcuda_register(ptr, size, "cudaHostRegister")
-               ? cudaSuccess
-               : pl__fail(cudaErrorHostMemoryAlreadyRegistered);
+    return pl__ok(pl_stubcuda_register(ptr, size, "cudaHostRegister"),
+                  cudaErrorHostMemoryAlreadyRegistered);
 }
 
 cudaError_t cudaHostUnregister(void *ptr)
 {
-    return pl_stubcuda_destroy(ptr, PL_STUB_HOST_REG, "cudaHostUnregister")
-               ? cudaSuccess
-               : pl__fail(cudaErrorHostMemoryNotRegistered);
+    return pl__ok(pl_stubcuda_destroy(ptr, PL_STUB_HOST_REG, "cudaHostUnregister"),
+                  cudaErrorHostMemoryNotRegistered);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
@@ -470,7 +472,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
     pl_stub_obj *o = pl_stubcuda_new(PL_STUB_STREAM, "cudaStreamCreateWithFlags");
     *pStream = (cudaStream_t)o;
-    return o ? cudaSuccess : pl__fail(cudaErrorMemoryAllocation);
+    return pl__ok(o != NULL, cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
@@ -552,21 +554,20 @@ cudaError_t cudaEventCreate(cudaEvent_t *event)
 {
     pl_stub_obj *o = pl_stubcuda_new(PL_STUB_EVENT, "cudaEventCreate");
     *event = (cudaEvent_t)o;
-    return o ? cudaSuccess : pl__fail(cudaErrorMemoryAllocation);
+    return pl__ok(o != NULL, cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
     pl_stub_obj *o = pl_stubcuda_new(PL_STUB_EVENT, "cudaEventCreateWithFlags");
     *event = (cudaEvent_t)o;
-    return o ? cudaSuccess : pl__fail(cudaErrorMemoryAllocation);
+    return pl__ok(o != NULL, cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
-    return pl_stubcuda_destroy(event, PL_STUB_EVENT, "cudaEventDestroy")
-               ? cudaSuccess
-               : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(pl_stubcuda_destroy(event, PL_STUB_EVENT, "cudaEventDestroy"),
+                  cudaErrorInvalidResourceHandle);
 }
 
 static cudaError_t pl__record(cudaEvent_t event, cudaStream_t stream, const char *fn)
@@ -594,16 +595,14 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, uns
 
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-    return pl_stubcuda_find(event, PL_STUB_EVENT, "cudaEventQuery")
-               ? cudaSuccess
-               : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(pl_stubcuda_find(event, PL_STUB_EVENT, "cudaEventQuery"),
+                  cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    return pl_stubcuda_find(event, PL_STUB_EVENT, "cudaEventSynchronize")
-               ? cudaSuccess
-               : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(pl_stubcuda_find(event, PL_STUB_EVENT, "cudaEventSynchronize"),
+                  cudaErrorInvalidResourceHandle);
 }
 
 /* A microsecond: positive, so that rates computed from device times stay finite. */
@@ -717,7 +716,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
               : c->invalid ? cudaStreamCaptureStatusInvalidated
                            : cudaStreamCaptureStatusActive;
     pl_stubcuda_unlock();
-    return ok ? cudaSuccess : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(ok, cudaErrorInvalidResourceHandle);
 }
 
 /* The capture's dependency set is given as empty: a node added on it is a root, which is a valid
@@ -742,7 +741,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
     if (edgeData_out) *edgeData_out = NULL;
     if (numDependencies_out) *numDependencies_out = 0;
     pl_stubcuda_unlock();
-    return ok ? cudaSuccess : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(ok, cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies,
@@ -776,9 +775,8 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 {
-    return pl_stubcuda_destroy(graph, PL_STUB_GRAPH, "cudaGraphDestroy")
-               ? cudaSuccess
-               : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(pl_stubcuda_destroy(graph, PL_STUB_GRAPH, "cudaGraphDestroy"),
+                  cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
@@ -789,14 +787,13 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
         return pl__fail(cudaErrorInvalidResourceHandle);
     pl_stub_obj *o = pl_stubcuda_new(PL_STUB_GRAPH_EXEC, "cudaGraphInstantiate");
     *pGraphExec = (cudaGraphExec_t)o;
-    return o ? cudaSuccess : pl__fail(cudaErrorMemoryAllocation);
+    return pl__ok(o != NULL, cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 {
-    return pl_stubcuda_destroy(graphExec, PL_STUB_GRAPH_EXEC, "cudaGraphExecDestroy")
-               ? cudaSuccess
-               : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(pl_stubcuda_destroy(graphExec, PL_STUB_GRAPH_EXEC, "cudaGraphExecDestroy"),
+                  cudaErrorInvalidResourceHandle);
 }
 
 static cudaError_t pl__launch_exec(cudaGraphExec_t graphExec, cudaStream_t stream, const char *fn)
@@ -826,7 +823,7 @@ cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle
     bool ok = pl__graph(graph, "cudaGraphConditionalHandleCreate") != NULL;
     *pHandle_out = ++handles;
     pl_stubcuda_unlock();
-    return ok ? cudaSuccess : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(ok, cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
@@ -885,7 +882,7 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t 
     bool ok = pl__graph(graph, "cudaGraphGetNodes") != NULL;
     pl_stubcuda_unlock();
     *numNodes = 0;
-    return ok ? cudaSuccess : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(ok, cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to,
@@ -895,7 +892,7 @@ cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGrap
     bool ok = pl__graph(graph, "cudaGraphGetEdges") != NULL;
     pl_stubcuda_unlock();
     *numEdges = 0;
-    return ok ? cudaSuccess : pl__fail(cudaErrorInvalidResourceHandle);
+    return pl__ok(ok, cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *pType)
@@ -915,5 +912,5 @@ cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned
     FILE *f = fopen(path, "w");
     if (!f) return pl__fail(cudaErrorInvalidValue);
     fputs("digraph pl_stubcuda {\n}\n", f);
-    return fclose(f) == 0 ? cudaSuccess : pl__fail(cudaErrorInvalidValue);
+    return pl__ok(fclose(f) == 0, cudaErrorInvalidValue);
 }
