@@ -23,6 +23,10 @@
 #include "pl_gpu.h"
 #endif
 
+/* matvec: auto decodes this many sequences or fewer through the matrix-vector linears: at 2 and
+ * more cuBLASLt's GEMMs are faster (docs/perf.md: 0.578 against 0.472 ms a step at batch 2). */
+#define PL__GPT2_MATVEC_ROWS 1
+
 static const pl_key pl__gpt2_keys[] = {
     {"ids", PL_KEY_NAME, NULL, NULL,
      "device i32 buffer [B, T] (decode: [B], each sequence's latest token): the token ids "
@@ -71,6 +75,11 @@ static const pl_key pl__gpt2_keys[] = {
     {"tune", PL_KEY_BOOL, NULL, "true",
      "GPU: time cuBLASLt's candidate algorithms for each GEMM shape once, at open, and keep the "
      "fastest; false: its heuristic's first choice (a quicker open)"},
+    {"matvec", PL_KEY_ENUM, "auto|off", "auto",
+     "GPU, mode decode: auto: at batch 1 the four linear layers of each block run as "
+     "matrix-vector kernels with ln_1, ln_2, the bias, GELU and residual folded in (5 launches a "
+     "block instead of 7); off: cuBLASLt GEMMs and the kernels between them, as at larger "
+     "batches"},
     {"attention", PL_KEY_ENUM, "flash|naive", "flash",
      "GPU: the attention kernel: flash (fused, on tensor cores) or naive (a plain kernel, slow: to "
      "tell an attention bug from the rest)"},
@@ -97,6 +106,7 @@ typedef struct pl__gpt2_opts {
     bool all;
     bool tune;            /* tune: (GPU) time the GEMM candidates at open */
     bool naive_attention; /* attention: naive (GPU) */
+    bool matvec;          /* matvec: auto (GPU, decode) */
     int mode;             /* PL__GPT2_FORWARD, PREFILL, DECODE */
     int r_ids, r_targets, w_out;
     int r_lengths, r_step, r_cache, w_cache; /* prefill, decode: -1 when absent */
@@ -191,6 +201,9 @@ static pl_status pl__gpt2_bind(pl_spec *spec, pl_stage *st, pl_error *err)
     int attn;
     PL_CHECK(pl_opt_get_enum(st, "attention", 0, &attn, err));
     o->naive_attention = attn == 1;
+    int mv;
+    PL_CHECK(pl_opt_get_enum(st, "matvec", 0, &mv, err));
+    o->matvec = mv == 0;
     PL_CHECK(pl_opt_get_enum(st, "mode", PL__GPT2_FORWARD, &o->mode, err));
     PL_CHECK(pl_kind_bind_ref(spec, st, "ids", false, true,
                               o->mode == PL__GPT2_DECODE ? "each sequence's latest token, i32 [B]"
@@ -512,7 +525,7 @@ static size_t pl__al(size_t n)
 /* One scratch's sizes (bytes, each rounded up to 256): the activations of a forward of N positions
  * of Bc sequences, whose head writes `rows` rows. */
 typedef struct pl__scr_sz {
-    size_t x, h, qkv, u, hl, xl, lg, parts, all;
+    size_t x, h, qkv, u, hl, xl, lg, parts, count, all;
 } pl__scr_sz;
 
 /* The GPU forward's shapes and memory for a checked stage: its head (the padded columns, the f32
@@ -546,7 +559,10 @@ static void pl__scr_of(const pl__gpt2_opts *o, const pl__gpt2_mem *m, size_t N, 
     /* The cached attention's partial results (m, l and hd sums per split) where it splits. */
     size_t H = (size_t)o->cfg.n_head, hd = C / H;
     z->parts = m->splits > 1 ? pl__al(Bc * H * (size_t)m->splits * (hd + 2) * 4) : 0;
-    z->all = z->x + 2 * z->h + z->qkv + z->u + z->hl + z->xl + z->lg + z->parts + PL__WS_BYTES;
+    /* and a count a (sequence, head): the last split to finish merges them */
+    z->count = m->splits > 1 ? pl__al(Bc * H * 4) : 0;
+    z->all = z->x + 2 * z->h + z->qkv + z->u + z->hl + z->xl + z->lg + z->parts + z->count +
+             PL__WS_BYTES;
 }
 
 /* The cached attention (prefill's last layer, decode) runs a block per (sequence, head) and
@@ -657,6 +673,7 @@ typedef struct pl__dscr {
     float *xl;               /* [B, C]: the last layer's residual stream at the last positions */
     void *logits;            /* scratch logits (argmax/logprob, padded head) [rows, ldv] */
     float *parts;            /* prefill, decode: the cached attention's splits' partial results */
+    int *count;              /* and their counts (zero between launches) */
     void *ws;                /* cuBLASLt workspace */
 } pl__dscr;
 
@@ -694,6 +711,9 @@ typedef struct pl__gpt2_state {
     bool unpad;
     bool small_head;      /* last positions into f32: pl_gpt2_launch_head_f32 */
     bool naive_attention; /* attention: naive (from the options, in open) */
+    /* decode at a few sequences: the layers' linears are pl_gpt2_launch_linear_small (no
+     * cuBLASLt plans for them) */
+    bool matvec;
     int depth;
     pl__dslot *slots;
 #endif
@@ -724,7 +744,7 @@ static pl_status pl__mmset_new(const pl__gpt2_state *s, const pl__gpt2_opts *o, 
     int N = M->Bc * s->T, C = c->n_embd;
     M->l = M->trunk ? calloc((size_t)c->n_layer, sizeof *M->l) : NULL;
     if (M->trunk && !M->l) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
-    for (int l = 0; M->l && l < c->n_layer; l++) {
+    for (int l = 0; M->l && !s->matvec && l < c->n_layer; l++) {
         const pl_gpt2_dlayer *D = &s->layers[l];
         pl__lmm *X = &M->l[l];
         pl_gpu_mm_shape qkv = {3 * C, N, C, E, E, PL_GPU_EPI_BIAS, D->qkv_b, false, 0};
@@ -779,7 +799,7 @@ static pl_status pl__mmset_tune(const pl__gpt2_state *s, const pl__gpt2_opts *o,
     const pl_gpt2_cfg *c = &o->cfg;
     const pl__dscr *d0 = &s->slots[0].main;
     const pl_gpt2_dlayer *L0 = &s->layers[0];
-    pl__lmm *X0 = M->l;
+    pl__lmm *X0 = s->matvec ? NULL : M->l;
     if (X0) {
         PL_CHECK(pl_gpu_mm_tune(X0->qkv, L0->qkv_w, d0->h, d0->qkv, d0->ws, nm, NULL, err));
         PL_CHECK(pl_gpu_mm_tune(X0->proj, L0->proj_w, d0->att, d0->x, d0->ws, nm, NULL, err));
@@ -831,6 +851,8 @@ static void pl__carve(unsigned char **p, const pl__scr_sz *z, size_t hl_off, pl_
     q += z->lg;
     d->parts = z->parts ? (float *)q : NULL;
     q += z->parts;
+    d->count = z->count ? (int *)q : NULL;
+    q += z->count;
     d->ws = q;
     *p = q + PL__WS_BYTES;
 }
@@ -860,6 +882,14 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
     s->ldv = m.ldv;
     s->unpad = m.unpad;
     s->splits = m.splits;
+    {
+        int C = c->n_embd, B = s->B;
+        s->matvec = o->matvec && o->mode == PL__GPT2_DECODE && B <= PL__GPT2_MATVEC_ROWS &&
+                    pl_gpt2_linear_small_ok(PL_GPT2_LIN_LAYERNORM, PL_GPT2_LIN_BIAS, B, C, 3 * C) &&
+                    pl_gpt2_linear_small_ok(PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_RESIDUAL, B, C, C) &&
+                    pl_gpt2_linear_small_ok(PL_GPT2_LIN_LAYERNORM, PL_GPT2_LIN_GELU, B, C, 4 * C) &&
+                    pl_gpt2_linear_small_ok(PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_RESIDUAL, B, 4 * C, C);
+    }
     if ((s->small_head && !pl_gpt2_head_small_ok(m.rows, c->n_embd)) || s->ldv > s->m->wte_rows)
         return pl_error_set(err, PL_ERUNTIME,
                             "error: gpt2 stage '%s': internal error: the LM head's %d rows do not "
@@ -893,6 +923,15 @@ static pl_status pl__gpt2_gpu_open(const pl_run_env *env, const pl_stage *st,
         PL_CHECK(pl_gpu_alloc(m.per_slot, &d->mem, nm, err));
         unsigned char *p = d->mem;
         pl__carve(&p, &m.main, (size_t)s->Bc * (size_t)c->n_embd * pl_dtype_size(E), &d->main);
+        if (d->main.count) { /* the cached attention's counts start at zero (each launch leaves
+                              * them so) */
+            size_t nb = (size_t)s->Bc * (size_t)c->n_head * sizeof(int);
+            void *zero = calloc(1, nb);
+            if (!zero) return pl_error_set(err, PL_ENOMEM, "error: out of memory");
+            pl_status zs = pl_gpu_upload(d->main.count, zero, nb, nm, err);
+            free(zero);
+            PL_CHECK(zs);
+        }
     }
     /* Time the heuristic's candidates once on slot 0's scratch (tune: false keeps its first
      * choice), for each block size; every layer then runs the winner of its shape. */
@@ -1134,6 +1173,52 @@ static pl_status pl__gpt2_head(const pl_dev_ctx *ctx, const pl__mmset *M, const 
  * attention of that one query, then the projection, layernorm and MLP on B rows).
  * Decode: B positions, lengths[b] + step; each layer's cached attention appends the new keys and
  * values and attends over the cache. Then the head on the B rows. */
+/* Decode at a few sequences (s->matvec): per layer five launches, the linears as matrix-vector
+ * kernels that fold in what sits between them (gpt2_gpu.h): ln_1 + c_attn, the cached attention
+ * (its splits left unmerged), merge + c_proj + residual, ln_2 + c_fc + GELU, c_proj + residual.
+ * Then the head on the B rows. */
+static pl_status pl__gpt2_decode_matvec(const pl_dev_ctx *ctx, const int32_t *ids,
+                                        const int32_t *len, const int32_t *step, char *cache,
+                                        size_t layer_bytes, int KT, void *out, pl_error *err)
+{
+    const pl_stage *st = ctx->stage;
+    const pl__gpt2_opts *o = st->priv;
+    const pl__gpt2_state *s = ctx->state;
+    const pl__dscr *d = &s->slots[ctx->slot].main;
+    const pl_gpt2_cfg *c = &o->cfg;
+    void *sm = ctx->stream;
+    int B = s->B, C = c->n_embd, H = c->n_head, hd = C / H, E = (int)o->dtype, S = s->splits;
+    float eps = c->eps;
+    PL_CHECK(pl__launch(pl_gpt2_launch_embed_at(E, d->x, ids, s->m->wte, s->m->wpe, len, step, B, C,
+                                                c->vocab, s->P, sm),
+                        "gpt2 embedding (decode) kernel launch", ctx, err));
+    for (int l = 0; l < c->n_layer; l++) {
+        const pl_gpt2_dlayer *L = &s->layers[l];
+        void *kv = cache + (size_t)l * layer_bytes;
+        PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_LAYERNORM, PL_GPT2_LIN_BIAS,
+                                                        d->qkv, d->x, L->qkv_w, L->qkv_b, L->ln1_w,
+                                                        L->ln1_b, eps, B, C, 3 * C, sm),
+                            "gpt2 layernorm + QKV matrix-vector kernel launch", ctx, err));
+        PL_CHECK(
+            pl__launch(pl_gpt2_launch_attention_cached(E, KT, d->att, d->parts, d->count, d->qkv,
+                                                       kv, len, step, B, 1, H, hd, s->P, S, sm),
+                       "gpt2 cached attention kernel launch", ctx, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_RESIDUAL,
+                                                        d->x, d->att, L->proj_w, L->proj_b, NULL,
+                                                        NULL, eps, B, C, C, sm),
+                            "gpt2 attention projection matrix-vector kernel launch", ctx, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_LAYERNORM, PL_GPT2_LIN_GELU,
+                                                        d->u, d->x, L->fc_w, L->fc_b, L->ln2_w,
+                                                        L->ln2_b, eps, B, C, 4 * C, sm),
+                            "gpt2 layernorm + MLP matrix-vector kernel launch", ctx, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_RESIDUAL,
+                                                        d->x, d->u, L->out_w, L->out_b, NULL, NULL,
+                                                        eps, B, 4 * C, C, sm),
+                            "gpt2 MLP projection matrix-vector kernel launch", ctx, err));
+    }
+    return pl__gpt2_head(ctx, &s->mms[0], d, out, NULL, 0, err);
+}
+
 static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
@@ -1155,6 +1240,8 @@ static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
     size_t layer_bytes = (size_t)(kb->bytes / (uint64_t)c->n_layer);
     int KT = (int)kb->dtype;
     void *out = ctx->dev_bufs[st->writes[o->w_out].index];
+    if (s->matvec)
+        return pl__gpt2_decode_matvec(ctx, ids, len, step, cache, layer_bytes, KT, out, err);
     if (dec) /* the embeddings and the first layer's ln_1 in one kernel */
         PL_CHECK(pl__launch(pl_gpt2_launch_embed_ln(E, d->x, d->h, ids, s->m->wte, s->m->wpe, len,
                                                     step, s->layers[0].ln1_w, s->layers[0].ln1_b, B,
@@ -1179,10 +1266,10 @@ static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
                 pl_gpt2_launch_cache_write(E, KT, kv, d->qkv, len, B, T, H, hd, s->P, sm),
                 "gpt2 KV cache write kernel launch", ctx, err));
         if (dec || last)
-            PL_CHECK(
-                pl__launch(pl_gpt2_launch_attention_cached(E, KT, d->att, d->parts, d->qkv, kv, len,
-                                                           step, B, T, H, hd, s->P, s->splits, sm),
-                           "gpt2 cached attention kernel launch", ctx, err));
+            PL_CHECK(pl__launch(pl_gpt2_launch_attention_cached(E, KT, d->att, d->parts, d->count,
+                                                                d->qkv, kv, len, step, B, T, H, hd,
+                                                                s->P, s->splits, sm),
+                                "gpt2 cached attention kernel launch", ctx, err));
         if (last) {
             PL_CHECK(pl__launch(pl_gpt2_launch_gather_last(d->xl, d->x, len, B, T, C, sm),
                                 "gpt2 gather kernel launch", ctx, err));

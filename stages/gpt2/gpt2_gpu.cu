@@ -313,15 +313,16 @@ int cache_write_as(int kv_dtype, void *cache_l, const void *qkv, const int32_t *
 
 template <typename E, typename CT, int HD>
 int cached_launch(void *out, float *parts, const void *qkv, void *cache_l, const int32_t *lengths,
-                  const int32_t *step, int B, int T, int H, int P, int splits, cudaStream_t s)
+                  const int32_t *step, int B, int T, int H, int P, int splits, int *count,
+                  cudaStream_t s)
 {
     dim3 grid((unsigned)splits, (unsigned)H, (unsigned)B);
     float scale = 1.0f / sqrtf((float)HD);
     attention_cached_kernel<E, CT, HD><<<grid, kCachedThreads, 0, s>>>(
-        static_cast<E *>(out), parts, static_cast<const E *>(qkv), static_cast<CT *>(cache_l),
-        lengths, step, B, T, H, P, splits, scale);
+        static_cast<E *>(out), parts, count, static_cast<const E *>(qkv),
+        static_cast<CT *>(cache_l), lengths, step, B, T, H, P, splits, scale);
     int e = (int)cudaGetLastError();
-    if (e || splits == 1) return e;
+    if (e || splits == 1 || count) return e; /* count: the kernel merged its splits itself */
     attention_combine_kernel<E>
         <<<dim3((unsigned)H, (unsigned)B), HD, 0, s>>>(static_cast<E *>(out), parts, H, HD, splits);
     return (int)cudaGetLastError();
@@ -330,18 +331,18 @@ int cached_launch(void *out, float *parts, const void *qkv, void *cache_l, const
 template <typename E, typename CT>
 int cached_hd(int hd, void *out, float *parts, const void *qkv, void *cache_l,
               const int32_t *lengths, const int32_t *step, int B, int T, int H, int P, int splits,
-              cudaStream_t s)
+              int *count, cudaStream_t s)
 {
     switch (hd) {
     case 16:
         return cached_launch<E, CT, 16>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
-                                        s);
+                                        count, s);
     case 32:
         return cached_launch<E, CT, 32>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
-                                        s);
+                                        count, s);
     case 64:
         return cached_launch<E, CT, 64>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
-                                        s);
+                                        count, s);
     default:
         return (int)cudaErrorInvalidValue;
     }
@@ -363,7 +364,7 @@ extern "C" int pl_gpt2_launch_cache_write(int dtype, int kv_dtype, void *cache_l
 }
 
 extern "C" int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *out, float *parts,
-                                               const void *qkv, void *cache_l,
+                                               int *count, const void *qkv, void *cache_l,
                                                const int32_t *lengths, const int32_t *step, int B,
                                                int T, int H, int head_dim, int P, int splits,
                                                void *stream)
@@ -375,14 +376,15 @@ extern "C" int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *ou
     if (!f32 && kv_dtype != dtype) return (int)cudaErrorInvalidValue;
     if (dtype == PL_F16)
         return f32 ? cached_hd<__half, float>(head_dim, out, parts, qkv, cache_l, lengths, step, B,
-                                              T, H, P, splits, s)
+                                              T, H, P, splits, count, s)
                    : cached_hd<__half, __half>(head_dim, out, parts, qkv, cache_l, lengths, step, B,
-                                               T, H, P, splits, s);
+                                               T, H, P, splits, count, s);
     if (dtype == PL_BF16)
         return f32 ? cached_hd<__nv_bfloat16, float>(head_dim, out, parts, qkv, cache_l, lengths,
-                                                     step, B, T, H, P, splits, s)
+                                                     step, B, T, H, P, splits, count, s)
                    : cached_hd<__nv_bfloat16, __nv_bfloat16>(head_dim, out, parts, qkv, cache_l,
-                                                             lengths, step, B, T, H, P, splits, s);
+                                                             lengths, step, B, T, H, P, splits,
+                                                             count, s);
     return (int)cudaErrorInvalidValue;
 }
 
@@ -423,4 +425,117 @@ extern "C" int pl_gpt2_launch_embed_ln(int dtype, float *x, void *out, const int
         }
     });
     return e;
+}
+
+namespace
+{
+static_assert(kLinMaxRows == PL_GPT2_LIN_MAX_ROWS, "gpt2_gpu.h sizes the small linear's rows");
+
+/* K slices per output feature: the most (4, 2, 1) that leave each warp's slice at least 64
+ * 16-byte chunks (two a lane), so that a long row (c_proj after the MLP: K 3072) still has all
+ * of its chunks in flight at once while a short one (K 768) is not cut into idle lanes. */
+/* The current device has programmatic dependent launch (compute capability 9.0 and later). */
+bool pdl_ok()
+{
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return major >= 9;
+}
+
+int lin_slices(int K)
+{
+    const int K8 = K / 8;
+    for (int ks = 4; ks > 1; ks /= 2)
+        if (K8 % ks == 0 && K8 / ks >= 64) return ks;
+    return 1;
+}
+
+template <typename E, lin_in IN, lin_out OUT, int KS, int NV>
+int lin_launch(void *Y, const void *X, const void *W, const void *bias, const float *lnw,
+               const float *lnb, float eps, int rows, int K, int N, cudaStream_t s)
+{
+    constexpr int JB = kLinWarps / KS;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((N + JB - 1) / JB));
+    cfg.blockDim = dim3(kLinWarps * 32);
+    cfg.dynamicSmemBytes = IN == lin_in::layernorm ? (size_t)rows * K * sizeof(E) : 0;
+    cfg.stream = s;
+    /* Programmatic dependent launch where the device has it (sm_90 on): the kernel starts while
+     * the one before it runs and loads its weights meanwhile (pdl_wait, gpt2_kernels.cuh). */
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    if (pdl_ok()) {
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+    }
+    const E *w = static_cast<const E *>(W);
+    return (int)cudaLaunchKernelEx(&cfg, linear_small_kernel<E, IN, OUT, KS, NV>, Y, X, w, bias,
+                                   lnw, lnb, eps, rows, K, N);
+}
+
+template <typename E>
+int lin_residual(void *Y, const void *X, const void *W, const void *bias, int rows, int K, int N,
+                 cudaStream_t s)
+{
+    switch (lin_slices(K)) {
+    case 4:
+        return lin_launch<E, lin_in::plain, lin_out::residual, 4, 1>(Y, X, W, bias, NULL, NULL, 0,
+                                                                     rows, K, N, s);
+    case 2:
+        return lin_launch<E, lin_in::plain, lin_out::residual, 2, 1>(Y, X, W, bias, NULL, NULL, 0,
+                                                                     rows, K, N, s);
+    default:
+        return lin_launch<E, lin_in::plain, lin_out::residual, 1, 1>(Y, X, W, bias, NULL, NULL, 0,
+                                                                     rows, K, N, s);
+    }
+}
+
+template <typename E>
+int lin_as(int in, int out, void *Y, const void *X, const void *W, const void *bias,
+           const float *lnw, const float *lnb, float eps, int rows, int K, int N, cudaStream_t s)
+{
+    if (in == PL_GPT2_LIN_LAYERNORM) {
+        int e = (int)cudaErrorInvalidValue;
+        ln_with_width(K, [&](auto nv) {
+            constexpr int NV = decltype(nv)::value;
+            if constexpr (NV > 0) {
+                if (out == PL_GPT2_LIN_BIAS)
+                    e = lin_launch<E, lin_in::layernorm, lin_out::bias, 1, NV>(
+                        Y, X, W, bias, lnw, lnb, eps, rows, K, N, s);
+                else if (out == PL_GPT2_LIN_GELU)
+                    e = lin_launch<E, lin_in::layernorm, lin_out::gelu, 1, NV>(
+                        Y, X, W, bias, lnw, lnb, eps, rows, K, N, s);
+            }
+        });
+        return e;
+    }
+    return lin_residual<E>(Y, X, W, bias, rows, K, N, s);
+}
+} // namespace
+
+extern "C" int pl_gpt2_linear_small_ok(int in, int out, int rows, int K, int N)
+{
+    if (rows < 1 || rows > kLinMaxRows || K < 8 || K % 8 || N < 1) return 0;
+    if (in == PL_GPT2_LIN_LAYERNORM)
+        return K <= kLnMax && (out == PL_GPT2_LIN_BIAS || out == PL_GPT2_LIN_GELU);
+    return in == PL_GPT2_LIN_PLAIN && out == PL_GPT2_LIN_RESIDUAL;
+}
+
+extern "C" int pl_gpt2_launch_linear_small(int dtype, int in, int out, void *Y, const void *X,
+                                           const void *W, const void *bias, const float *lnw,
+                                           const float *lnb, float eps, int rows, int K, int N,
+                                           void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (!pl_gpt2_linear_small_ok(in, out, rows, K, N)) return (int)cudaErrorInvalidValue;
+    if (dtype == PL_F16)
+        return lin_as<__half>(in, out, Y, X, W, bias, lnw, lnb, eps, rows, K, N, s);
+    if (dtype == PL_BF16)
+        return lin_as<__nv_bfloat16>(in, out, Y, X, W, bias, lnw, lnb, eps, rows, K, N, s);
+    return (int)cudaErrorInvalidValue;
 }

@@ -87,12 +87,32 @@ int pl_gpt2_launch_cache_write(int dtype, int kv_dtype, void *cache_l, const voi
  * it (cache_write put them there); decode: the query is qkv [B, 3C]'s row b at position p =
  * lengths[b] + step[0], whose key and value are appended to the cache at p, and attends over
  * [0, p]. A block per (split, head, sequence); splits > 1 cut each sequence's keys in that many
- * ranges, parts (B x H x splits x (head_dim + 2) floats) holds their partial results and a
- * second kernel merges them. f32 arithmetic; head_dim 16, 32 or 64. */
-int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *out, float *parts,
+ * ranges, parts (B x H x splits x (head_dim + 2) floats) holds their partial results, and
+ * they are merged into out: by the last block of each (sequence, head) to finish when count (B x
+ * H ints, zero before the first launch; each launch leaves them zero) is given, else by a second
+ * kernel. f32 arithmetic; head_dim 16, 32 or 64. */
+int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *out, float *parts, int *count,
                                     const void *qkv, void *cache_l, const int32_t *lengths,
                                     const int32_t *step, int B, int T, int H, int head_dim, int P,
                                     int splits, void *stream);
+/* ---- linear layers at a few rows: decode at a small batch ----
+ * Y = X W^T + bias for rows <= PL_GPT2_LIN_MAX_ROWS, W [N, K] of dtype (cuBLASLt's layout in
+ * pl_gpu_lt.c), f32 arithmetic, with what decode would otherwise launch around it folded in:
+ *   in  PL_GPT2_LIN_PLAIN:     X [rows, K] of dtype;
+ *       PL_GPT2_LIN_LAYERNORM: X the f32 residual stream [rows, K], normalised first with (lnw,
+ *                              lnb, eps) (pl_gpt2_launch_layernorm's bits);
+ *   out PL_GPT2_LIN_BIAS:      Y [rows, N] of dtype = . + bias (bias dtype);
+ *       PL_GPT2_LIN_GELU:      Y of dtype = gelu_tanh(. + bias) (bias dtype);
+ *       PL_GPT2_LIN_RESIDUAL:  Y f32 += . + bias (bias f32).
+ * Built for LAYERNORM into BIAS or GELU and PLAIN into RESIDUAL (GPT-2's four per layer);
+ * pl_gpt2_linear_small_ok says whether a shape is. */
+#define PL_GPT2_LIN_MAX_ROWS 8
+enum { PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_LAYERNORM };
+enum { PL_GPT2_LIN_BIAS, PL_GPT2_LIN_GELU, PL_GPT2_LIN_RESIDUAL };
+int pl_gpt2_linear_small_ok(int in, int out, int rows, int K, int N);
+int pl_gpt2_launch_linear_small(int dtype, int in, int out, void *Y, const void *X, const void *W,
+                                const void *bias, const float *lnw, const float *lnb, float eps,
+                                int rows, int K, int N, void *stream);
 /* dst[b, :] = x[b T + lengths[b] - 1, :] (lengths NULL: T): each sequence's last real position,
  * f32 rows of C. */
 int pl_gpt2_launch_gather_last(float *dst, const float *x, const int32_t *lengths, int B, int T,

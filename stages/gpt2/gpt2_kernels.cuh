@@ -141,6 +141,15 @@ __device__ inline void ln_row4(const float4 (&v)[NV], E *orow, E *lrow, const fl
                                const float *b, int C, float eps, int lane)
 {
     const int C4 = C / 4;
+    /* The scale and shift depend on nothing computed here: their loads go out before the two
+     * reductions, not after (a round trip less on a row's latency, which decode waits for). */
+    float4 wv[NV], bv[NV];
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + 32 * j;
+        wv[j] = c < C4 ? reinterpret_cast<const float4 *>(w)[c] : make_float4(0, 0, 0, 0);
+        bv[j] = c < C4 ? reinterpret_cast<const float4 *>(b)[c] : make_float4(0, 0, 0, 0);
+    }
     float s = 0;
 #pragma unroll
     for (int j = 0; j < NV; j++)
@@ -161,11 +170,10 @@ __device__ inline void ln_row4(const float4 (&v)[NV], E *orow, E *lrow, const fl
     for (int j = 0; j < NV; j++) {
         int c = lane + 32 * j;
         if (c >= C4) continue;
-        float4 wv = reinterpret_cast<const float4 *>(w)[c];
-        float4 bv = reinterpret_cast<const float4 *>(b)[c];
-        ln_store4(orow, lrow, c, (v[j].x - mean) * rstd * wv.x + bv.x,
-                  (v[j].y - mean) * rstd * wv.y + bv.y, (v[j].z - mean) * rstd * wv.z + bv.z,
-                  (v[j].w - mean) * rstd * wv.w + bv.w);
+        ln_store4(orow, lrow, c, (v[j].x - mean) * rstd * wv[j].x + bv[j].x,
+                  (v[j].y - mean) * rstd * wv[j].y + bv[j].y,
+                  (v[j].z - mean) * rstd * wv[j].z + bv[j].z,
+                  (v[j].w - mean) * rstd * wv[j].w + bv[j].w);
     }
 }
 
@@ -571,6 +579,15 @@ __global__ void __launch_bounds__(NW * 32, MT == 1 ? 4 : 2)
  * 32 partial results then merge by log-sum-exp through shuffles. K and V rows are read as 16-byte
  * vectors. out is [B, C]: row b is sequence b's last position. */
 /* Eight E (one 16-byte load) as f32. */
+template <typename E> __device__ inline void unpack8v(int4 raw, float (&f)[8])
+{
+    E e[8];
+    memcpy(e, &raw, sizeof raw);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        f[i] = to_f(e[i]);
+}
+
 template <typename E> __device__ inline void unpack8(const int4 *p, float (&f)[8])
 {
     int4 raw = *p;
@@ -953,30 +970,86 @@ template <typename T> __device__ inline void load8(const T *p, float (&f)[8])
     }
 }
 
+/* ---- programmatic dependent launch (Hopper) ----
+ * A kernel launched with the programmatic-serialization attribute (gpt2_gpu.cu's launchers, where
+ * the device has it) may start while the kernel before it in the stream still runs: it first reads
+ * what does not depend on that kernel (the weights), then pdl_wait() holds it until the kernel
+ * before has finished and its writes are visible. pdl_trigger() lets the kernel after this one
+ * start early. Both are no-ops in a kernel launched without the attribute, and before sm_90. */
+__device__ inline void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ inline void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* ---- the cached attention: one query per sequence over its cache (prefill's last layer, decode)
  * A block of kCachedThreads per (split, head, sequence): the split's keys (a contiguous range of
- * the sequence's n keys, n / splits each) go to its threads in turn, each thread keeps a whole
- * dot product, an online softmax and its own output in f32 (as attention_last_kernel's lanes);
- * the warps' results merge by log-sum-exp through shuffles, then across warps in shared memory.
+ * the sequence's n keys, n / splits each) go to groups of G = HD / 8 lanes, a key a group at a
+ * time; each lane of a group holds 8 of the HD dimensions (one 16-byte load of the key's row, and
+ * of the value's), the group's lanes sum the dot product in log2 G shuffles, and each group keeps
+ * an online softmax (max, sum) and its 8 dimensions of the output in f32. The groups of a warp
+ * then merge by log-sum-exp through shuffles (8 values a lane), and the warps in shared memory.
  * With one split the block writes out[b, h]; with several it writes its partial (the output
- * unnormalised, the maximum and the sum) and attention_combine_kernel merges the splits. The key
- * at the query's own position (n - 1) is read from the query's QKV row; decode (step given) also
- * appends that row's key and value to the cache at position n - 1 (split 0 does), so no block
- * reads a cache entry another writes in the same launch.
+ * unnormalised, the maximum and the sum) and attention_combine_kernel (or the projection,
+ * linear_small_kernel) merges the splits. The key at the query's own position (n - 1) is read
+ * from the query's QKV row; decode (step given) also appends that row's key and value to the cache
+ * at position n - 1 (split 0 does), so no block reads a cache entry another writes in the same
+ * launch.
  * Prefill (step NULL): the query is row b T + n - 1 of qkv [B, T, 3C], n = len_b (lengths, or T).
  * Decode: the query is row b of qkv [B, 3C], at position n - 1 = decode_pos. */
 constexpr int kCachedThreads = 128;
 
+
+__device__ inline float ld_cg(const float *p)
+{
+#ifdef PL_CUDA_EMU
+    return *p;
+#else
+    return __ldcg(p);
+#endif
+}
+
+/* Dimension i of (sequence b, head h)'s attention output from its S splits' partials, read from L2
+ * (ld.cg: other blocks wrote them, and L1 is not coherent). */
+__device__ inline float combine_splits(const float *parts, int b, int h, int i, int H, int HD,
+                                       int S)
+{
+    const float *pp = parts + ((int64_t)b * H + h) * S * (HD + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < S; s++)
+        mx = fmaxf(mx, ld_cg(pp + s * (HD + 2) + HD));
+    float sl = 0, so = 0;
+    for (int s = 0; s < S; s++) {
+        const float ms = ld_cg(pp + s * (HD + 2) + HD);
+        if (ms == -INFINITY) continue;
+        const float e = expf(ms - mx);
+        sl += ld_cg(pp + s * (HD + 2) + HD + 1) * e;
+        so += ld_cg(pp + s * (HD + 2) + i) * e;
+    }
+    return sl > 0 ? so / sl : 0.0f;
+}
+
 template <typename E, typename CT, int HD>
 __global__ void __launch_bounds__(kCachedThreads)
-    attention_cached_kernel(E *out, float *parts, const E *qkv, CT *cache_l, const int32_t *lengths,
-                            const int32_t *step, int B, int T, int H, int P, int S, float scale)
+    attention_cached_kernel(E *out, float *parts, int *count, const E *qkv, CT *cache_l,
+                            const int32_t *lengths, const int32_t *step, int B, int T, int H, int P,
+                            int S, float scale)
 {
-    static_assert(HD % 8 == 0 && HD <= 128, "head size: a multiple of 8, at most 128");
-    constexpr int NW = kCachedThreads / 32;
+    static_assert(HD % 8 == 0 && HD <= 256 && 32 % (HD / 8) == 0, "head size: 8 lanes' worth");
+    constexpr int NW = kCachedThreads / 32, G = HD / 8, KPW = 32 / G; /* keys a warp at once */
     __shared__ float sm_m[NW], sm_l[NW], sm_o[NW][HD];
+    __shared__ bool sm_last;
+    pdl_trigger(); /* the projection after this may load its weights meanwhile */
     const int sp = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane % G, slot = lane / G; /* the lane's dimensions 8 g.., its key slot */
     const int C = H * HD;
     int n;
     int64_t qrow;
@@ -996,52 +1069,67 @@ __global__ void __launch_bounds__(kCachedThreads)
             vc[(int64_t)(n - 1) * HD + i] = from_f<CT>(to_f(qr[2 * C + i]));
         }
     const int chunk = (n + S - 1) / S, k0 = sp * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
-    float q[HD], o[HD];
+    float q[8], o[8];
+    load8(qr + 8 * g, q);
 #pragma unroll
-    for (int i = 0; i < HD; i++) {
-        q[i] = to_f(qr[i]) * scale;
+    for (int i = 0; i < 8; i++) {
+        q[i] *= scale;
         o[i] = 0;
     }
     float m = -INFINITY, l = 0;
-    for (int j = k0 + tid; j < k1; j += kCachedThreads) {
-        const bool own = j == n - 1; /* the query's own key and value: from its QKV row */
+    /* The loop runs alike in every lane of a warp (the shuffles need all 32); a slot past the
+     * split's last key computes nothing. */
+    for (int j0 = k0 + warp * KPW; j0 < k1; j0 += NW * KPW) {
+        const int j = j0 + slot;
+        const bool valid = j < k1, own = j == n - 1; /* own: the key and value of its QKV row */
+        float kv[8] = {0, 0, 0, 0, 0, 0, 0, 0}, vv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (own) {
+            load8(qr + C + 8 * g, kv);
+            load8(qr + 2 * C + 8 * g, vv);
+        } else if (valid) {
+            load8(kc + (int64_t)j * HD + 8 * g, kv);
+            load8(vc + (int64_t)j * HD + 8 * g, vv);
+        }
         float d = 0;
 #pragma unroll
-        for (int c = 0; c < HD / 8; c++) {
-            float kv[8];
-            if (own)
-                load8(qr + C + 8 * c, kv);
-            else
-                load8(kc + (int64_t)j * HD + 8 * c, kv);
+        for (int i = 0; i < 8; i++)
+            d += q[i] * kv[i];
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                d += q[8 * c + i] * kv[i];
-        }
+        for (int off = 1; off < G; off <<= 1) /* the group's lanes: adjacent, G a power of 2 */
+            d += __shfl_xor_sync(0xffffffffu, d, off);
+        if (!valid) continue;
         const float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn); /* exp(-inf) = 0 */
 #pragma unroll
-        for (int c = 0; c < HD / 8; c++) {
-            float vv[8];
-            if (own)
-                load8(qr + 2 * C + 8 * c, vv);
-            else
-                load8(vc + (int64_t)j * HD + 8 * c, vv);
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                o[8 * c + i] = o[8 * c + i] * a + p * vv[i];
-        }
+        for (int i = 0; i < 8; i++)
+            o[i] = o[i] * a + p * vv[i];
         l = l * a + p;
         m = mn;
     }
-    /* The warp's lanes merge (every lane ends with the warp's result; a lane that saw no key has
-     * m = -inf and weight 0). */
-    warp_merge_softmax<HD>(m, l, o);
+    /* The warp's groups merge (a group that saw no key has m = -inf and weight 0); lanes of
+     * slot 0 end with the warp's result for their 8 dimensions. */
+#pragma unroll
+    for (int off = G; off < 32; off <<= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+        const float mn = fmaxf(m, m2);
+        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
+        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
+            o[i] = o[i] * a + o2 * a2;
+        }
+        l = l * a + l2 * a2;
+        m = mn;
+    }
     if (lane == 0) {
         sm_m[warp] = m;
         sm_l[warp] = l;
     }
+    if (slot == 0)
 #pragma unroll
-    for (int i = 0; i < HD; i++)
-        if (i % 32 == lane) sm_o[warp][i] = o[i];
+        for (int i = 0; i < 8; i++)
+            sm_o[warp][8 * g + i] = o[i];
     __syncthreads();
     for (int i = tid; i < HD; i += kCachedThreads) {
         float mx = -INFINITY;
@@ -1065,28 +1153,29 @@ __global__ void __launch_bounds__(kCachedThreads)
             }
         }
     }
+    if (S == 1 || !count) return;
+    /* count given: the last of the S blocks of (b, h) to finish merges their partials into out
+     * (no second launch), and sets the count back to 0 for the next launch. Each block's partial
+     * is written and made visible (the fence) before it counts itself. */
+    __threadfence();
+    __syncthreads();
+    int *cnt = count + (int64_t)b * H + h;
+    if (tid == 0) sm_last = atomicAdd(cnt, 1) == S - 1;
+    __syncthreads();
+    if (!sm_last) return;
+    __threadfence();
+    for (int i = tid; i < HD; i += kCachedThreads)
+        out[(int64_t)b * C + (int64_t)h * HD + i] = from_f<E>(combine_splits(parts, b, h, i, H, HD, S));
+    if (tid == 0) *cnt = 0;
 }
 
-/* out[b, h] = the merge of the splits' partials (attention_cached_kernel with S > 1): a block per
- * (head, sequence), a thread per dimension. A split that saw no key has maximum -inf. */
 template <typename E>
 __global__ void attention_combine_kernel(E *out, const float *parts, int H, int HD, int S)
 {
     const int h = blockIdx.x, b = blockIdx.y, i = threadIdx.x;
     if (i >= HD) return;
-    const float *pp = parts + ((int64_t)b * H + h) * S * (HD + 2);
-    float mx = -INFINITY;
-    for (int s = 0; s < S; s++)
-        mx = fmaxf(mx, pp[s * (HD + 2) + HD]);
-    float sl = 0, so = 0;
-    for (int s = 0; s < S; s++) {
-        const float ms = pp[s * (HD + 2) + HD];
-        if (ms == -INFINITY) continue;
-        const float e = expf(ms - mx);
-        sl += pp[s * (HD + 2) + HD + 1] * e;
-        so += pp[s * (HD + 2) + i] * e;
-    }
-    out[(int64_t)b * H * HD + (int64_t)h * HD + i] = from_f<E>(sl > 0 ? so / sl : 0.0f);
+    out[(int64_t)b * H * HD + (int64_t)h * HD + i] =
+        from_f<E>(combine_splits(parts, b, h, i, H, HD, S));
 }
 
 /* dst[b, :] = x[b T + len_b - 1, :]: each sequence's last real position (f32 rows of C). */
@@ -1098,6 +1187,148 @@ __global__ void gather_last_kernel(float *dst, const float *x, const int32_t *le
          i += (int64_t)gridDim.x * blockDim.x) {
         int b = (int)(i / C), c = (int)(i - (int64_t)b * C);
         dst[i] = x[((int64_t)b * T + seq_len(lengths, b, T, T) - 1) * C + c];
+    }
+}
+
+/* ---- linear layers at a few rows: decode at a small batch ----
+ * Y[r, j] = X[r, :] . W[j, :] + bias[j] for r < rows <= kLinMaxRows, W [N, K] row-major (each
+ * output feature's K weights adjacent, cuBLASLt's A in pl_gpu_lt.c), f32 arithmetic. At a few
+ * rows this is a matrix-vector product bound by reading W once (GPT-2 124M: 1.2 to 4.7 MB a
+ * matrix, 3-5 us of the ~600 us a decode step took through cuBLASLt), so the kernel is built to
+ * keep that read in flight: a warp per (output feature, K slice), each lane 16-byte chunks of the
+ * row, kLinU of them loaded before the first multiply; a row of K > 1024 is cut into KS slices
+ * whose warps meet in shared memory (in slice order: the result's bits do not depend on timing).
+ * The prologue and epilogue take the neighbours a decode layer would otherwise launch apart:
+ *   IN  plain:     X is [rows, K] of E (read through L1 by every warp);
+ *       layernorm: X is the f32 residual stream [rows, K]; each block normalises it (ln_row4,
+ *                  layernorm_kernel's bits) into shared memory first: ln_1 before c_attn, ln_2
+ *                  before c_fc;
+ *   OUT bias:      Y (E) = acc + bias (bias E);
+ *       gelu:      Y (E) = gelu_tanh(acc + bias) (bias E), c_fc's activation;
+ *       residual:  Y (f32) += acc + bias (bias f32): the residual add after c_proj. */
+constexpr int kLinMaxRows = 8, kLinWarps = 4, kLinU = 4;
+enum class lin_in { plain, layernorm };
+enum class lin_out { bias, gelu, residual };
+
+__device__ inline float gelu_tanh(float x)
+{
+    const float s = 0.7978845608028654f; /* sqrt(2 / pi), as gpt2_ref.c */
+    return 0.5f * x * (1.0f + tanhf(s * (x + 0.044715f * x * x * x)));
+}
+
+template <typename E> __device__ inline int4 ld_stream16(const E *p)
+{
+#ifdef PL_CUDA_EMU
+    return *reinterpret_cast<const int4 *>(p);
+#else
+    return __ldg(reinterpret_cast<const int4 *>(p)); /* read-only: weights never change in a run */
+#endif
+}
+
+template <typename E, lin_in IN, lin_out OUT, int KS, int NV>
+__global__ void __launch_bounds__(kLinWarps * 32)
+    linear_small_kernel(void *Y, const void *X, const E *W, const void *bias, const float *lnw,
+                        const float *lnb, float eps, int rows, int K, int N)
+{
+    static_assert(kLinWarps % KS == 0, "the block's warps split into KS slices per feature");
+    constexpr int JB = kLinWarps / KS; /* output features per block */
+    PL_DYNAMIC_SMEM(lin_smem);         /* layernorm: the block's X, [rows, K] of E */
+    __shared__ float red[kLinWarps][kLinMaxRows];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int j = blockIdx.x * JB + warp / KS, ks = warp % KS;
+    const int per = K / 8 / KS, c_lo = ks * per; /* the warp's slice: 16-byte chunks of the row */
+    const E *wr = W + (int64_t)(j < N ? j : 0) * K + 8 * c_lo;
+    /* The weights depend on no kernel before: their first kLinU chunks a lane are on the way
+     * before the wait for the kernel that writes X (and, launched early, while it runs). */
+    int4 raw[kLinU];
+#pragma unroll
+    for (int u = 0; u < kLinU; u++) {
+        const int c = lane + 32 * u;
+        raw[u] = j < N && c < per ? ld_stream16(wr + 8 * c) : make_int4(0, 0, 0, 0);
+    }
+    pdl_trigger();
+    pdl_wait();
+    const E *xs = static_cast<const E *>(X);
+    if constexpr (IN == lin_in::layernorm) {
+        E *xw = reinterpret_cast<E *>(lin_smem);
+        const int C4 = K / 4; /* the launcher checked K % 4 == 0 and K <= 128 NV */
+        for (int r = warp; r < rows; r += kLinWarps) {
+            const float4 *x4 =
+                reinterpret_cast<const float4 *>(static_cast<const float *>(X) + (int64_t)r * K);
+            float4 v[NV];
+#pragma unroll
+            for (int q = 0; q < NV; q++) {
+                int c = lane + 32 * q;
+                v[q] = c < C4 ? x4[c] : make_float4(0, 0, 0, 0);
+            }
+            ln_row4<E, NV>(v, xw + (int64_t)r * K, nullptr, lnw, lnb, K, eps, lane);
+        }
+        __syncthreads();
+        xs = xw;
+    }
+    /* The residual this adds to: loaded now (the kernel before may have written it), used last. */
+    float resid = 0;
+    if constexpr (OUT == lin_out::residual)
+        if (ks == 0 && j < N && lane < rows)
+            resid = static_cast<const float *>(Y)[(int64_t)lane * N + j];
+    float acc[kLinMaxRows];
+#pragma unroll
+    for (int r = 0; r < kLinMaxRows; r++)
+        acc[r] = 0;
+    if (j < N) {
+        for (int c0 = lane; c0 < per; c0 += 32 * kLinU) {
+            if (c0 != lane) /* a row longer than kLinU chunks a lane: the next ones */
+#pragma unroll
+                for (int u = 0; u < kLinU; u++) {
+                    const int c = c0 + 32 * u;
+                    raw[u] = c < per ? ld_stream16(wr + 8 * c) : make_int4(0, 0, 0, 0);
+                }
+#pragma unroll
+            for (int u = 0; u < kLinU; u++) {
+                const int c = c0 + 32 * u;
+                if (c >= per) break;
+                float w8[8];
+                unpack8v<E>(raw[u], w8);
+#pragma unroll
+                for (int r = 0; r < kLinMaxRows; r++) {
+                    if (r >= rows) break;
+                    float x8[8];
+                    load8(xs + (int64_t)r * K + 8 * (c_lo + c), x8);
+                    float d = 0;
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        d += w8[i] * x8[i];
+                    acc[r] += d;
+                }
+            }
+        }
+    }
+    float v = 0; /* lane r: row r's sum over the warp's slice */
+#pragma unroll
+    for (int r = 0; r < kLinMaxRows; r++) {
+        if (r >= rows) break;
+        float a = acc[r];
+        for (int o = 16; o > 0; o >>= 1)
+            a += __shfl_xor_sync(0xffffffffu, a, o);
+        if (lane == r) v = a;
+    }
+    if constexpr (KS > 1) {
+        if (lane < rows) red[warp][lane] = v;
+        __syncthreads();
+        if (ks != 0) return;
+        v = 0;
+#pragma unroll
+        for (int q = 0; q < KS; q++)
+            v += lane < rows ? red[warp + q][lane] : 0.0f;
+    }
+    if (j >= N || lane >= rows) return;
+    const int64_t at = (int64_t)lane * N + j;
+    if constexpr (OUT == lin_out::residual) {
+        static_cast<float *>(Y)[at] = resid + (v + static_cast<const float *>(bias)[j]);
+    } else {
+        float y = v + to_f(static_cast<const E *>(bias)[j]);
+        if constexpr (OUT == lin_out::gelu) y = gelu_tanh(y);
+        static_cast<E *>(Y)[at] = from_f<E>(y);
     }
 }
 

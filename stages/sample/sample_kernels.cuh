@@ -76,9 +76,58 @@ __device__ inline void row_argmax(const L *row, int V, float *rv, int *ri, float
 {
     float bv = -INFINITY;
     int bi = V; /* none yet: larger than any index */
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        float x = unnan(lf(row[v]));
-        if (x > bv || (x == bv && v < bi)) bv = x, bi = v;
+    /* kArgU loads a thread in flight per round (one block scans the row: at batch 1 a serial
+     * load a round made this the slowest kernel of a decode step); the rule (largest, then
+     * lowest index) does not depend on the order the values are seen in. */
+    constexpr int kArgU = 16;
+    const int nt = (int)blockDim.x;
+    int from = 0; /* f32: the 16-byte aligned middle of the row as float4 first */
+    if constexpr (sizeof(L) == 4) {
+        const int head = (int)((16 - (uintptr_t)row % 16) % 16 / 4);
+        const int n4 = head < V ? (V - head) / 4 : 0;
+        const float4 *r4 = reinterpret_cast<const float4 *>(row + head);
+        for (int q0 = (int)threadIdx.x; q0 < n4; q0 += kArgU * nt) {
+            float4 x[kArgU];
+#pragma unroll
+            for (int u = 0; u < kArgU; u++) {
+                const int q = q0 + u * nt;
+                x[u] = q < n4 ? r4[q] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+            }
+#pragma unroll
+            for (int u = 0; u < kArgU; u++) {
+                const int q = q0 + u * nt;
+                if (q >= n4) break;
+                const float e[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float y = unnan(e[k]);
+                    const int v = head + 4 * q + k;
+                    if (y > bv || (y == bv && v < bi)) bv = y, bi = v;
+                }
+            }
+        }
+        /* the unaligned head (up to 3 values) and the tail (up to 3) */
+        const int tail = head + 4 * n4;
+        for (int k = (int)threadIdx.x; k < head + (V - tail); k += nt) {
+            const int v = k < head ? k : tail + (k - head);
+            if (v >= V) break;
+            const float y = unnan(lf(row[v]));
+            if (y > bv || (y == bv && v < bi)) bv = y, bi = v;
+        }
+        from = V; /* done */
+    }
+    for (int v0 = from + (int)threadIdx.x; v0 < V; v0 += kArgU * nt) {
+        float x[kArgU];
+#pragma unroll
+        for (int u = 0; u < kArgU; u++) {
+            const int v = v0 + u * nt;
+            x[u] = v < V ? unnan(lf(row[v])) : -INFINITY;
+        }
+#pragma unroll
+        for (int u = 0; u < kArgU; u++) {
+            const int v = v0 + u * nt;
+            if (v < V && (x[u] > bv || (x[u] == bv && v < bi))) bv = x[u], bi = v;
+        }
     }
     for (int o = 16; o > 0; o >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, bv, o);

@@ -3,8 +3,9 @@
 # (tests/e2e/generate_yaml.py): right-padded prompts of different lengths, 12 greedy steps, in
 # f16 and bf16 (the bf16 run reads a bf16 snapshot, as the host reference does), with an f32
 # cache and one of the model's dtype, a cache of just enough positions (one split of the cached
-# attention) and one of 256 (four splits and their merge), B = 4 (the f32 LM head kernel) and
-# B = 20 (the head through cuBLASLt). For each: every sequence's tokens equal the host's up to its
+# attention) and one of 256 (four splits and their merge), B = 4 (the f32 LM head kernel, the
+# matrix-vector linears, and once with `matvec: off`) and B = 20 (the head and the linears
+# through cuBLASLt). For each: every sequence's tokens equal the host's up to its
 # first column whose host top-2 logit margin is below 0.05, the logits within 2e-2 (relative L2)
 # of the host's while the tokens before them agree, and at least half the sequences equal in all
 # columns (tests/gpu/generate_compare.py); the same bytes at depth 1 and 3, with graphs and with
@@ -78,6 +79,20 @@ for b in 4 20; do
             done
         done
     done
+done
+
+# B = 4 decodes through the matrix-vector linears (matvec: auto); the same with cuBLASLt's GEMMs
+# (matvec: off) against the host too, in both dtypes, four splits of the cached attention.
+for dt in f16 bf16; do
+    snap=snap_4
+    [ $dt = bf16 ] && snap=snap_bf16_4
+    name=B4_${dt}_matvec_off
+    args="--B 4 --weights ../../$snap --prompts ../../$snap/prompts.npy --lengths ../../$snap/lengths.npy --dtype $dt --cache $dt --max-pos 256"
+    run "$work/$name/host" host "--depth 2" $args || continue
+    run "$work/$name/gpu" gpu "--depth 2" $args --gpt2 "matvec: off" || continue
+    echo "== $name"
+    $PY "$cmpy" "$work/$name/gpu/out" "$work/$name/host/out" --steps $S --margin 0.05 --tol-rel 2e-2 --min-equal 0.5 ||
+        err "$name: GPU (cuBLASLt) against the host reference"
 done
 
 # Sampling on the GPU: reproducible bytes; its draws against the host's (same uniforms).

@@ -358,6 +358,14 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
     return pl__issue(stream, "kernel launch", &now);
 }
 
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+    (void)args;
+    if (!config || !func) return pl__fail(cudaErrorInvalidValue);
+    return __cudaLaunchKernel((cudaKernel_t)(uintptr_t)func, config->gridDim, config->blockDim,
+                              NULL, config->dynamicSmemBytes, config->stream);
+}
+
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
 {
     memset(attr, 0, sizeof *attr);

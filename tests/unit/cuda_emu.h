@@ -10,11 +10,13 @@
 #ifndef PL_CUDA_EMU_H
 #define PL_CUDA_EMU_H
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -143,6 +145,19 @@ inline unsigned flat()
 #define blockDim (emu::block_dim)
 #define gridDim (emu::grid_dim)
 
+/* Blocks run one after another, a block's threads at once: a lock is enough. */
+inline int atomicAdd(int *p, int v)
+{
+    static std::mutex mu;
+    std::lock_guard<std::mutex> g(mu);
+    int old = *p;
+    *p = old + v;
+    return old;
+}
+inline void __threadfence()
+{
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 inline void __syncthreads()
 {
     emu::cur->all->arrive_and_wait();

@@ -5,7 +5,8 @@
  * attention; layernorm (all rows and last positions); embedding; log-softmax; the row gather and
  * the padded logits' packing; the KV cache's writes, append and cached attention (one split and
  * several, then the merge), decode's embeddings (alone and fused with the first layernorm) and
- * the gather of each prompt's last position. It checks the kernels' indexing, causal masking,
+ * the gather of each prompt's last position; the matrix-vector linears of decode at a few rows
+ * with their layernorm prologue and epilogues. It checks the kernels' indexing, causal masking,
  * online softmax and synchronisation without a GPU; the GPU tests (tests/gpu/test_gpt2_gpu.sh,
  * test_generate_gpu.sh) check them on the device. */
 #include "cuda_emu.h"
@@ -343,8 +344,8 @@ static void check_cached(int B, int T, int H, int P, int S, const char *name)
                         }
         EXPECT(bad == 0, "cache write %s: %d wrong values", name, bad);
         emu::launch(dim3(S, H, B), dim3(kCachedThreads), 0, [&] {
-            attention_cached_kernel<E, CT, HD>(out.data(), parts.data(), qkv.data(), cache.data(),
-                                               len.data(), nullptr, B, T, H, P, S,
+            attention_cached_kernel<E, CT, HD>(out.data(), parts.data(), nullptr, qkv.data(),
+                                               cache.data(), len.data(), nullptr, B, T, H, P, S,
                                                1.0f / std::sqrt((float)HD));
         });
         if (S > 1)
@@ -383,14 +384,17 @@ static void check_cached(int B, int T, int H, int P, int S, const char *name)
         for (auto &v : qkv)
             v = to_e<E>(nd(rng));
         std::vector<CT> before = cache;
+        /* decode merges its splits in the kernel: the last block of each (sequence, head) */
+        std::vector<int> count((size_t)B * H, 0);
         emu::launch(dim3(S, H, B), dim3(kCachedThreads), 0, [&] {
-            attention_cached_kernel<E, CT, HD>(out.data(), parts.data(), qkv.data(), cache.data(),
-                                               len.data(), &step, B, T, H, P, S,
+            attention_cached_kernel<E, CT, HD>(out.data(), parts.data(), count.data(), qkv.data(),
+                                               cache.data(), len.data(), &step, B, T, H, P, S,
                                                1.0f / std::sqrt((float)HD));
         });
-        if (S > 1)
-            emu::launch(dim3(H, B), dim3(HD), 0,
-                        [&] { attention_combine_kernel<E>(out.data(), parts.data(), H, HD, S); });
+        int left = 0;
+        for (int c : count)
+            left += c != 0;
+        EXPECT(left == 0, "cached attention (decode) %s: %d counts not back at zero", name, left);
         double e = 0, n = 0, o[HD];
         int bad = 0;
         for (int b = 0; b < B; b++) {
@@ -526,6 +530,109 @@ template <typename E> static void check_head(int rows, int C, int V)
     EXPECT(worst < 1e-4, "head f32 rows %d C %d: max error %g", rows, C, worst);
 }
 
+/* The matrix-vector linear (decode at a few rows) against double: each prologue (plain,
+ * layernorm) into each epilogue it is built for, with K cut into 1, 2 and 4 slices, N not a
+ * multiple of the block's features, and 1 to kLinMaxRows rows. */
+template <typename E, lin_in IN, lin_out OUT>
+static void check_linear_small(int rows, int K, int N, const char *name)
+{
+    std::mt19937 rng(11 + rows + K + N);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<E> W((size_t)N * K), Xe((size_t)rows * K), be(N);
+    std::vector<float> Xf((size_t)rows * K), bf(N), lnw(K), lnb(K), Y0((size_t)rows * N);
+    for (auto &v : W)
+        v = to_e<E>(nd(rng) * 0.05f);
+    for (auto &v : Xe)
+        v = to_e<E>(nd(rng));
+    for (auto &v : Xf)
+        v = nd(rng) * 2 + 0.5f;
+    for (int j = 0; j < N; j++)
+        be[j] = to_e<E>(nd(rng) * 0.1f), bf[j] = nd(rng) * 0.1f;
+    for (int i = 0; i < K; i++)
+        lnw[i] = 1 + nd(rng) * 0.1f, lnb[i] = nd(rng) * 0.1f;
+    for (auto &v : Y0)
+        v = nd(rng);
+    /* the reference's X in double (layernorm: rounded to E, as the kernel's shared copy is) */
+    std::vector<double> xr((size_t)rows * K);
+    for (int r = 0; r < rows; r++) {
+        if (IN == lin_in::plain) {
+            for (int i = 0; i < K; i++)
+                xr[(size_t)r * K + i] = fe(Xe[(size_t)r * K + i]);
+        } else {
+            const float *x = &Xf[(size_t)r * K];
+            double m = 0, v = 0;
+            for (int i = 0; i < K; i++)
+                m += x[i];
+            m /= K;
+            for (int i = 0; i < K; i++)
+                v += (x[i] - m) * (x[i] - m);
+            v /= K;
+            for (int i = 0; i < K; i++)
+                xr[(size_t)r * K + i] =
+                    fe(to_e<E>((float)((x[i] - m) / std::sqrt(v + 1e-5) * lnw[i] + lnb[i])));
+        }
+    }
+    std::vector<E> Ye((size_t)rows * N);
+    std::vector<float> Yf = Y0;
+    void *Y = OUT == lin_out::residual ? (void *)Yf.data() : (void *)Ye.data();
+    const void *X = IN == lin_in::plain ? (const void *)Xe.data() : (const void *)Xf.data();
+    const void *bias = OUT == lin_out::residual ? (const void *)bf.data() : (const void *)be.data();
+    const int K8 = K / 8;
+    int KS = 1; /* the launcher's rule (gpt2_gpu.cu lin_slices); layernorm: one slice */
+    for (int ks = 4; ks > 1 && IN == lin_in::plain; ks /= 2)
+        if (K8 % ks == 0 && K8 / ks >= 64) {
+            KS = ks;
+            break;
+        }
+    const int JB = kLinWarps / KS;
+    const size_t smem = IN == lin_in::plain ? 0 : (size_t)rows * K * sizeof(E);
+    emu::launch(dim3((N + JB - 1) / JB), dim3(kLinWarps * 32), smem, [&] {
+        auto run = [&](auto ks, auto nv) {
+            linear_small_kernel<E, IN, OUT, decltype(ks)::value, decltype(nv)::value>(
+                Y, X, W.data(), bias, lnw.data(), lnb.data(), 1e-5f, rows, K, N);
+        };
+        if constexpr (IN == lin_in::layernorm)
+            ln_with_width(K, [&](auto nv) {
+                if constexpr (decltype(nv)::value > 0) run(std::integral_constant<int, 1>(), nv);
+            });
+        else if (KS == 4)
+            run(std::integral_constant<int, 4>(), std::integral_constant<int, 1>());
+        else if (KS == 2)
+            run(std::integral_constant<int, 2>(), std::integral_constant<int, 1>());
+        else
+            run(std::integral_constant<int, 1>(), std::integral_constant<int, 1>());
+    });
+    double worst = 0, scale = 0;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int i = 0; i < K; i++)
+                acc += fe(W[(size_t)j * K + i]) * xr[(size_t)r * K + i];
+            double want, got;
+            if (OUT == lin_out::residual) {
+                want = Y0[(size_t)r * N + j] + acc + bf[j];
+                got = Yf[(size_t)r * N + j];
+            } else {
+                want = acc + fe(be[j]);
+                if (OUT == lin_out::gelu)
+                    want = 0.5 * want *
+                           (1 + std::tanh(0.7978845608028654 * (want + 0.044715 * want * want * want)));
+                got = fe(Ye[(size_t)r * N + j]);
+            }
+            worst = std::max(worst, std::fabs(got - want));
+            scale = std::max(scale, std::fabs(want));
+        }
+    /* E's rounding of the output (f16 ~5e-4, bf16 ~4e-3 of the value), f32 sums otherwise */
+    const double rel = OUT == lin_out::residual                ? 1e-5
+                       : std::is_same_v<E, __nv_bfloat16> ? 8e-3
+                                                          : 1e-3;
+    const double tol = rel * std::max(1.0, scale) + 1e-5;
+    std::printf("linear (%s, rows %d, K %d in %d slice(s), N %d): max error %.2e\n", name, rows, K,
+                KS, N, worst);
+    EXPECT(worst < tol, "linear %s rows %d K %d N %d: max error %g (tolerance %g)", name, rows, K,
+           N, worst, tol);
+}
+
 int main()
 {
     check_attention<__half, 16>(2, 100, 1, "f16", false);
@@ -548,6 +655,13 @@ int main()
     check_cached<__nv_bfloat16, __nv_bfloat16, 32>(2, 33, 1, 64, 3, "bf16");
     check_cached<__nv_bfloat16, float, 64>(1, 5, 2, 8, 4,
                                            "bf16 with an f32 cache"); /* empty splits */
+    check_linear_small<__half, lin_in::layernorm, lin_out::bias>(1, 64, 13, "f16 ln+bias");
+    check_linear_small<__nv_bfloat16, lin_in::layernorm, lin_out::gelu>(3, 768, 9, "bf16 ln+gelu");
+    check_linear_small<__half, lin_in::layernorm, lin_out::gelu>(kLinMaxRows, 96, 6, "f16 ln+gelu");
+    check_linear_small<__half, lin_in::plain, lin_out::residual>(2, 2048, 5, "f16 plain+residual");
+    check_linear_small<__nv_bfloat16, lin_in::plain, lin_out::residual>(kLinMaxRows, 1024, 3,
+                                                                        "bf16 plain+residual");
+    check_linear_small<__half, lin_in::plain, lin_out::residual>(1, 64, 4, "f16 plain+residual");
     check_embed_ln<__half>(3, 64, 7, 10);
     check_embed_ln<__nv_bfloat16>(9, 768, 5, 6); /* two blocks; six float4 a lane */
     check_layernorm_embed_logprob(48);           /* float4 path, one float4 a lane */
