@@ -7,6 +7,7 @@ the prefill's device time, the decode's ms per step (the mean device time of a d
 sample stage, and the steady batch time over 256 tokens) and tokens a second, and RESULT JSON lines.
 
   python3 tests/bench/generate_pipectl.py PIPECTL SRC WORKDIR [--batches 1,8,64] [--reps 4]
+      [--gpt2 'matvec: off'] (more keys for the gpt2 stages; the method column says which)
 """
 import argparse
 import json
@@ -24,7 +25,9 @@ def main():
     a.add_argument("--reps", type=int, default=4)
     a.add_argument("--prompt", type=int, default=128)
     a.add_argument("--new", type=int, default=256)
+    a.add_argument("--gpt2", default="", help="more keys for the gpt2 stages, as 'matvec: off'")
     o = a.parse_args()
+    method = "pipectl" + (" " + o.gpt2 if o.gpt2 else "")
     os.makedirs(o.work, exist_ok=True)
     print("%-20s %5s %12s %12s %14s %12s" % ("method", "B", "prefill ms", "ms/step", "batch ms/tok",
                                              "tok/s"))
@@ -33,7 +36,8 @@ def main():
                             "--weights", "random", "--config", "gpt2", "--B", str(B), "--T",
                             str(o.prompt), "--steps", str(o.new - 1), "--batches", str(o.reps),
                             "--depth", "1", "--dtype", "f16", "--cache", "f16", "--layers", "12",
-                            "--heads", "12", "--embd", "768", "--vocab", "50257"],
+                            "--heads", "12", "--embd", "768", "--vocab", "50257"] +
+                           (["--gpt2", o.gpt2] if o.gpt2 else []),
                            capture_output=True, text=True, check=True)
         p = os.path.join(o.work, "generate_b%d.yaml" % B)
         with open(p, "w") as f:
@@ -50,9 +54,9 @@ def main():
         step = sum(steps) / len(steps)
         per_batch = d.get("steady_per_batch_s") or d["per_batch_s"]
         tps = B * o.new / per_batch
-        print("%-20s %5d %12.3f %12.4f %14.4f %12.0f" % ("pipectl", B, pre * 1e3, step * 1e3,
+        print("%-20s %5d %12.3f %12.4f %14.4f %12.0f" % (method, B, pre * 1e3, step * 1e3,
                                                          per_batch * 1e3 / o.new, tps))
-        print("RESULT " + json.dumps({"bench": "generate_pipectl", "batch": B, "prompt": o.prompt,
+        print("RESULT " + json.dumps({"bench": "generate_pipectl", "gpt2": o.gpt2, "batch": B, "prompt": o.prompt,
                                       "new": o.new, "prefill_ms": pre * 1e3,
                                       "decode_ms_per_step": step * 1e3,
                                       "batch_ms": per_batch * 1e3, "tok_per_s": tps}))
