@@ -3,8 +3,8 @@
 # (tests/e2e/generate_yaml.py): right-padded prompts of different lengths, 12 greedy steps, in
 # f16 and bf16 (the bf16 run reads a bf16 snapshot, as the host reference does), with an f32
 # cache and one of the model's dtype, a cache of just enough positions (one split of the cached
-# attention) and one of 256 (four splits and their merge), B = 4 (the f32 LM head kernel, the
-# matrix-vector linears, and once with `matvec: off`) and B = 20 (the head and the linears
+# attention) and one of 256 (four splits and their merge), B = 1 (the matrix-vector linears, and
+# `matvec: off` beside them), B = 4 (the f32 LM head kernel) and B = 20 (the head and the linears
 # through cuBLASLt). For each: every sequence's tokens equal the host's up to its
 # first column whose host top-2 logit margin is below 0.05, the logits within 2e-2 (relative L2)
 # of the host's while the tokens before them agree, and at least half the sequences equal in all
@@ -28,7 +28,7 @@ mkdir -p "$work"
 fail=0
 err() { echo "FAIL: $*"; fail=1; }
 T=24 S=12 V=500
-for b in 4 20; do
+for b in 1 4 20; do
     for d in snap_$b snap_bf16_$b; do
         mkdir -p "$work/$d"
         dt=F32
@@ -81,18 +81,28 @@ for b in 4 20; do
     done
 done
 
-# B = 4 decodes through the matrix-vector linears (matvec: auto); the same with cuBLASLt's GEMMs
-# (matvec: off) against the host too, in both dtypes, four splits of the cached attention.
+# B = 1 decodes through the matrix-vector linears (matvec: auto), and with cuBLASLt's GEMMs
+# (matvec: off), each against the host, in both dtypes, four splits of the cached attention;
+# graphs and --no-graph give the same bytes.
 for dt in f16 bf16; do
-    snap=snap_4
-    [ $dt = bf16 ] && snap=snap_bf16_4
-    name=B4_${dt}_matvec_off
-    args="--B 4 --weights ../../$snap --prompts ../../$snap/prompts.npy --lengths ../../$snap/lengths.npy --dtype $dt --cache $dt --max-pos 256"
-    run "$work/$name/host" host "--depth 2" $args || continue
-    run "$work/$name/gpu" gpu "--depth 2" $args --gpt2 "matvec: off" || continue
-    echo "== $name"
-    $PY "$cmpy" "$work/$name/gpu/out" "$work/$name/host/out" --steps $S --margin 0.05 --tol-rel 2e-2 --min-equal 0.5 ||
-        err "$name: GPU (cuBLASLt) against the host reference"
+    snap=snap_1
+    [ $dt = bf16 ] && snap=snap_bf16_1
+    args="--B 1 --weights ../../$snap --prompts ../../$snap/prompts.npy --lengths ../../$snap/lengths.npy --dtype $dt --cache $dt --max-pos 256"
+    run "$work/B1_$dt/host" host "--depth 2" $args || continue
+    for mv in auto off; do
+        name=B1_${dt}_matvec_$mv
+        run "$work/$name/gpu" gpu "--depth 2" $args --gpt2 "matvec: $mv" || continue
+        echo "== $name"
+        $PY "$cmpy" "$work/$name/gpu/out" "$work/B1_$dt/host/out" --steps $S --margin 0.05 --tol-rel 2e-2 --min-equal 0.5 ||
+            err "$name: GPU against the host reference"
+    done
+    run "$work/B1_${dt}_matvec_auto/gpu" gpu "--depth 1 --no-graph" $args || continue
+    mv "$work/B1_${dt}_matvec_auto/gpu/out" "$work/B1_${dt}_matvec_auto/gpu/out_ng"
+    run "$work/B1_${dt}_matvec_auto/gpu" gpu "--depth 3" $args || continue
+    for f in $(files); do
+        cmp -s "$work/B1_${dt}_matvec_auto/gpu/out/$f.npy" "$work/B1_${dt}_matvec_auto/gpu/out_ng/$f.npy" ||
+            err "B1_$dt: $f.npy differs between --depth 3 and --depth 1 --no-graph"
+    done
 done
 
 # Sampling on the GPU: reproducible bytes; its draws against the host's (same uniforms).
