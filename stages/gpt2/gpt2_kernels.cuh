@@ -600,10 +600,12 @@ template <typename E> __device__ inline void unpack8(const int4 *p, float (&f)[8
 
 /* The 32 lanes' online-softmax states (max m, sum l, output o) merged by log-sum-exp through
  * shuffles: every lane ends with the warp's result. A lane that saw no key has m = -inf and
- * weight 0. */
-template <int HD> __device__ inline void warp_merge_softmax(float &m, float &l, float (&o)[HD])
+ * weight 0. With `from` > 1 (a power of 2) only lanes `from` apart merge: each lane ends with the
+ * result of the lanes equal to it modulo `from` (groups of `from` lanes holding parts of o). */
+template <int HD>
+__device__ inline void warp_merge_softmax(float &m, float &l, float (&o)[HD], int from = 1)
 {
-    for (int off = 16; off > 0; off >>= 1) {
+    for (int off = 16; off >= from; off >>= 1) {
         const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
         const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
         const float mn = fmaxf(m, m2);
@@ -1107,21 +1109,7 @@ __global__ void __launch_bounds__(kCachedThreads)
     }
     /* The warp's groups merge (a group that saw no key has m = -inf and weight 0); lanes of
      * slot 0 end with the warp's result for their 8 dimensions. */
-#pragma unroll
-    for (int off = G; off < 32; off <<= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
-        const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
-        const float mn = fmaxf(m, m2);
-        const float a = m == -INFINITY ? 0.0f : expf(m - mn);
-        const float a2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const float o2 = __shfl_xor_sync(0xffffffffu, o[i], off);
-            o[i] = o[i] * a + o2 * a2;
-        }
-        l = l * a + l2 * a2;
-        m = mn;
-    }
+    warp_merge_softmax<8>(m, l, o, G);
     if (lane == 0) {
         sm_m[warp] = m;
         sm_l[warp] = l;
