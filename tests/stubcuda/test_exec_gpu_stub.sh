@@ -61,7 +61,17 @@ else
 fi
 
 modes=("--graphs segment" "--graphs stage" "--no-graph")
+# Generation written out (tests/e2e/generate_yaml.py, the tiny model): batch 1 decodes through
+# the matrix-vector linears (launched with programmatic dependent launch), batch 4 through
+# cuBLASLt, the cached attention's split counts zeroed at open.
+PY=$(command -v python3 || echo /usr/bin/python3)
+for b in 1 4; do
+    "$PY" "$src/tests/e2e/generate_yaml.py" --weights random --B $b --T 8 --steps 3 --batches 2 \
+        --max-pos 128 >"$work/generate_b$b.yaml" || { echo "FAIL: generate_yaml.py"; fail=1; }
+done
 for m in "${modes[@]}"; do
+    run "generate B 1 $m" 0 30 $m "$work/generate_b1.yaml"
+    run "generate B 4 $m" 0 30 $m "$work/generate_b4.yaml"
     run "quickstart $m" 0 20 $m "$src/pipelines/quickstart.yaml"
     run "overlap $m" 0 20 $m --batches 8 "$src/pipelines/overlap.yaml"
     run "loop (device) $m" 0 20 $m "$src/pipelines/loop.yaml"
