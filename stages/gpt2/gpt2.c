@@ -1189,6 +1189,10 @@ static pl_status pl__gpt2_decode_matvec(const pl_dev_ctx *ctx, const int32_t *id
     void *sm = ctx->stream;
     int B = s->B, C = c->n_embd, H = c->n_head, hd = C / H, E = (int)o->dtype, S = s->splits;
     float eps = c->eps;
+    /* Programmatic dependent launch for the linears, except in a loop's body: a WHILE node's body
+     * graph with programmatic edges has not been run on a device yet, so there they launch plainly
+     * (docs/perf.md measures the written-out steps). */
+    const int early = st->parent < 0;
     PL_CHECK(pl__launch(pl_gpt2_launch_embed_at(E, d->x, ids, s->m->wte, s->m->wpe, len, step, B, C,
                                                 c->vocab, s->P, sm),
                         "gpt2 embedding (decode) kernel launch", ctx, err));
@@ -1197,7 +1201,7 @@ static pl_status pl__gpt2_decode_matvec(const pl_dev_ctx *ctx, const int32_t *id
         void *kv = cache + (size_t)l * layer_bytes;
         PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_LAYERNORM, PL_GPT2_LIN_BIAS,
                                                         d->qkv, d->x, L->qkv_w, L->qkv_b, L->ln1_w,
-                                                        L->ln1_b, eps, B, C, 3 * C, sm),
+                                                        L->ln1_b, eps, B, C, 3 * C, early, sm),
                             "gpt2 layernorm + QKV matrix-vector kernel launch", ctx, err));
         PL_CHECK(
             pl__launch(pl_gpt2_launch_attention_cached(E, KT, d->att, d->parts, d->count, d->qkv,
@@ -1205,15 +1209,15 @@ static pl_status pl__gpt2_decode_matvec(const pl_dev_ctx *ctx, const int32_t *id
                        "gpt2 cached attention kernel launch", ctx, err));
         PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_RESIDUAL,
                                                         d->x, d->att, L->proj_w, L->proj_b, NULL,
-                                                        NULL, eps, B, C, C, sm),
+                                                        NULL, eps, B, C, C, early, sm),
                             "gpt2 attention projection matrix-vector kernel launch", ctx, err));
         PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_LAYERNORM, PL_GPT2_LIN_GELU,
                                                         d->u, d->x, L->fc_w, L->fc_b, L->ln2_w,
-                                                        L->ln2_b, eps, B, C, 4 * C, sm),
+                                                        L->ln2_b, eps, B, C, 4 * C, early, sm),
                             "gpt2 layernorm + MLP matrix-vector kernel launch", ctx, err));
         PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_RESIDUAL,
                                                         d->x, d->u, L->out_w, L->out_b, NULL, NULL,
-                                                        eps, B, 4 * C, C, sm),
+                                                        eps, B, 4 * C, C, early, sm),
                             "gpt2 MLP projection matrix-vector kernel launch", ctx, err));
     }
     return pl__gpt2_head(ctx, &s->mms[0], d, out, NULL, 0, err);

@@ -456,7 +456,7 @@ int lin_slices(int K)
 
 template <typename E, lin_in IN, lin_out OUT, int KS, int NV>
 int lin_launch(void *Y, const void *X, const void *W, const void *bias, const float *lnw,
-               const float *lnb, float eps, int rows, int K, int N, cudaStream_t s)
+               const float *lnb, float eps, int rows, int K, int N, bool early, cudaStream_t s)
 {
     constexpr int JB = kLinWarps / KS;
     cudaLaunchConfig_t cfg = {};
@@ -469,7 +469,7 @@ int lin_launch(void *Y, const void *X, const void *W, const void *bias, const fl
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
-    if (pdl_ok()) {
+    if (early && pdl_ok()) {
         cfg.attrs = &attr;
         cfg.numAttrs = 1;
     }
@@ -480,24 +480,25 @@ int lin_launch(void *Y, const void *X, const void *W, const void *bias, const fl
 
 template <typename E>
 int lin_residual(void *Y, const void *X, const void *W, const void *bias, int rows, int K, int N,
-                 cudaStream_t s)
+                 bool early, cudaStream_t s)
 {
     switch (lin_slices(K)) {
     case 4:
         return lin_launch<E, lin_in::plain, lin_out::residual, 4, 1>(Y, X, W, bias, NULL, NULL, 0,
-                                                                     rows, K, N, s);
+                                                                     rows, K, N, early, s);
     case 2:
         return lin_launch<E, lin_in::plain, lin_out::residual, 2, 1>(Y, X, W, bias, NULL, NULL, 0,
-                                                                     rows, K, N, s);
+                                                                     rows, K, N, early, s);
     default:
         return lin_launch<E, lin_in::plain, lin_out::residual, 1, 1>(Y, X, W, bias, NULL, NULL, 0,
-                                                                     rows, K, N, s);
+                                                                     rows, K, N, early, s);
     }
 }
 
 template <typename E>
 int lin_as(int in, int out, void *Y, const void *X, const void *W, const void *bias,
-           const float *lnw, const float *lnb, float eps, int rows, int K, int N, cudaStream_t s)
+           const float *lnw, const float *lnb, float eps, int rows, int K, int N, bool early,
+           cudaStream_t s)
 {
     if (in == PL_GPT2_LIN_LAYERNORM) {
         int e = (int)cudaErrorInvalidValue;
@@ -506,15 +507,15 @@ int lin_as(int in, int out, void *Y, const void *X, const void *W, const void *b
             if constexpr (NV > 0) {
                 if (out == PL_GPT2_LIN_BIAS)
                     e = lin_launch<E, lin_in::layernorm, lin_out::bias, 1, NV>(
-                        Y, X, W, bias, lnw, lnb, eps, rows, K, N, s);
+                        Y, X, W, bias, lnw, lnb, eps, rows, K, N, early, s);
                 else if (out == PL_GPT2_LIN_GELU)
                     e = lin_launch<E, lin_in::layernorm, lin_out::gelu, 1, NV>(
-                        Y, X, W, bias, lnw, lnb, eps, rows, K, N, s);
+                        Y, X, W, bias, lnw, lnb, eps, rows, K, N, early, s);
             }
         });
         return e;
     }
-    return lin_residual<E>(Y, X, W, bias, rows, K, N, s);
+    return lin_residual<E>(Y, X, W, bias, rows, K, N, early, s);
 }
 } // namespace
 
@@ -529,13 +530,13 @@ extern "C" int pl_gpt2_linear_small_ok(int in, int out, int rows, int K, int N)
 extern "C" int pl_gpt2_launch_linear_small(int dtype, int in, int out, void *Y, const void *X,
                                            const void *W, const void *bias, const float *lnw,
                                            const float *lnb, float eps, int rows, int K, int N,
-                                           void *stream)
+                                           int early, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     if (!pl_gpt2_linear_small_ok(in, out, rows, K, N)) return (int)cudaErrorInvalidValue;
     if (dtype == PL_F16)
-        return lin_as<__half>(in, out, Y, X, W, bias, lnw, lnb, eps, rows, K, N, s);
+        return lin_as<__half>(in, out, Y, X, W, bias, lnw, lnb, eps, rows, K, N, early, s);
     if (dtype == PL_BF16)
-        return lin_as<__nv_bfloat16>(in, out, Y, X, W, bias, lnw, lnb, eps, rows, K, N, s);
+        return lin_as<__nv_bfloat16>(in, out, Y, X, W, bias, lnw, lnb, eps, rows, K, N, early, s);
     return (int)cudaErrorInvalidValue;
 }

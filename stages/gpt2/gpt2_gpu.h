@@ -105,14 +105,16 @@ int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *out, float *p
  *       PL_GPT2_LIN_GELU:      Y of dtype = gelu_tanh(. + bias) (bias dtype);
  *       PL_GPT2_LIN_RESIDUAL:  Y f32 += . + bias (bias f32).
  * Built for LAYERNORM into BIAS or GELU and PLAIN into RESIDUAL (GPT-2's four per layer);
- * pl_gpt2_linear_small_ok says whether a shape is. */
+ * pl_gpt2_linear_small_ok says whether a shape is. early: launched with programmatic dependent
+ * launch where the device has it (sm_90 on), so it loads its weights while the kernel before it
+ * in the stream runs; 0 for plain launches. */
 #define PL_GPT2_LIN_MAX_ROWS 8
 enum { PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_LAYERNORM };
 enum { PL_GPT2_LIN_BIAS, PL_GPT2_LIN_GELU, PL_GPT2_LIN_RESIDUAL };
 int pl_gpt2_linear_small_ok(int in, int out, int rows, int K, int N);
 int pl_gpt2_launch_linear_small(int dtype, int in, int out, void *Y, const void *X, const void *W,
                                 const void *bias, const float *lnw, const float *lnb, float eps,
-                                int rows, int K, int N, void *stream);
+                                int rows, int K, int N, int early, void *stream);
 /* dst[b, :] = x[b T + lengths[b] - 1, :] (lengths NULL: T): each sequence's last real position,
  * f32 rows of C. */
 int pl_gpt2_launch_gather_last(float *dst, const float *x, const int32_t *lengths, int B, int T,
