@@ -2,13 +2,15 @@
 """python_vs_cli: the Python-driven run against `pipectl run` on the same pipelines, side by side in
 one call, and in-memory inputs against the same data from a file.
 
-For each pipeline, --reps rounds, each round in this order (so drifts of the machine hit all
-alike): `pipectl run --json` (a fresh process, as a user runs it); the same from Python
-(pipectl.load(...).run(): the same library, the same files written); and, with its source's data
+For each pipeline, --reps rounds, each round: `pipectl run --json` (a fresh process, as a user
+runs it) and the same from Python (pipectl.load(...).run(): the same library, the same files
+written), in turn first (so drifts of the machine hit both alike); and, with its source's data
 saved to a .npy first, the pipeline reading that file from the CLI and from Python, then the same
 bytes given from numpy (inputs=) with the outputs taken back in memory (outputs=). The figure is
 the run's own per-batch time (per_batch_s: wall after setup / batches, what the summary's "per
-batch" says), the median over the rounds. It prints a table and the ratios:
+batch" says), the median over the rounds; every timed run starts after os.sync(), so none shares
+the machine with the writeback of the files the run before it wrote. It prints a table and the
+ratios:
 
   python / cli        the Python-driven run over the CLI's (the goal: within 2%, <= 1.02)
   memory / file       in-memory inputs and outputs over the same data from and to files (<= 1)
@@ -133,19 +135,35 @@ def bench(path, args, cli):
         p50 = {"cli": [], "python": []}
         # One warm-up of each (caches, the GPU's clocks, compiled kernels), not counted.
         p.run(executor=args.executor, batches=args.batches or None)
-        for _ in range(args.reps):
+
+        def cli_timed():
             t, st = cli_run(cli, path, args.executor, args.batches, out)
             rows["cli"].append(t)
             p50["cli"].append(st)
+
+        def python_timed():
             r = p.run(executor=args.executor, batches=args.batches or None)
             rows["python"].append(r.stats["per_batch_s"])
             p50["python"].append(host_p50(r.stats))
+
+        for i in range(args.reps):
+            # Each timed run starts with the page cache written back (os.sync, not timed): the
+            # sinks write the same files, and a run right after another would otherwise share
+            # the disk and the CPU with the kernel's writeback of the one before. The CLI and
+            # the Python run swap places every round, so neither always comes first.
+            for run in (cli_timed, python_timed) if i % 2 == 0 else (python_timed, cli_timed):
+                os.sync()
+                run()
+            os.sync()
             rows["python_fresh"].append(fresh_run(path, args.executor, args.batches, out))
             if pf is None:
                 continue
+            os.sync()
             rows["cli_file"].append(cli_run(cli, variant, args.executor, args.batches, out)[0])
+            os.sync()
             r = pf.run(executor=args.executor, batches=args.batches or None)
             rows["python_file"].append(r.stats["per_batch_s"])
+            os.sync()
             r = pf.run(inputs={buf: data}, outputs=outs, executor=args.executor,
                        batches=args.batches or None)
             rows["python_memory"].append(r.stats["per_batch_s"])
