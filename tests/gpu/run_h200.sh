@@ -102,9 +102,13 @@ generate)
             --output-on-failure --timeout 140
         ctest_rows ctest-rerun.log
     fi
-    # greedy generation at B 1, 8, 64 (prompt 128, 256 new): pipectl, then the torch loops
+    # greedy generation at B 1, 8, 64 (prompt 128, 256 new): pipectl, batch 1 with cuBLASLt's
+    # GEMMs instead of the matrix-vector kernels, then the torch loops
     step "generate_pipectl.py" 180 gen-pipectl.log python3 tests/bench/generate_pipectl.py "$P" . \
         "$OUT/genbench" --reps 2
+    step "generate_pipectl.py matvec: off" 60 gen-pipectl-off.log python3 \
+        tests/bench/generate_pipectl.py "$P" . "$OUT/genbench" --reps 2 --batches 1 \
+        --gpt2 'matvec: off'
     step "generate_torch.py --no-hf" 150 gen-torch.log python3 tests/bench/generate_torch.py \
         --no-hf --reps 2
     # generate.yaml as written (its depth, the forwards of the batches in flight sharing the SMs)
