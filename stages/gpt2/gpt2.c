@@ -711,7 +711,7 @@ typedef struct pl__gpt2_state {
     bool unpad;
     bool small_head;      /* last positions into f32: pl_gpt2_launch_head_f32 */
     bool naive_attention; /* attention: naive (from the options, in open) */
-    /* decode at a few sequences: the layers' linears are pl_gpt2_launch_linear_small (no
+    /* decode at batch 1 (matvec: auto): the layers' linears are pl_gpt2_launch_linear_small (no
      * cuBLASLt plans for them) */
     bool matvec;
     int depth;
@@ -1162,21 +1162,10 @@ static pl_status pl__gpt2_head(const pl_dev_ctx *ctx, const pl__mmset *M, const 
     return PL_OK;
 }
 
-/* `chunks:`: the forward runs one block at a time (pl__gpt2_blk) on the same scratch (one stream,
- * in order), and each block's output is marked done for a consumer chunked alike: the first
- * block's logits can go down while the next block computes. */
-/* Prefill and decode: the forward of B sequences against the KV cache (cache [n_layer, 2, B,
- * n_head, P, hd]; layer l's part, cache_l, is [2, B, n_head, P, hd]).
- * Prefill: every layer runs on the B x T padded positions (flash attention: a position never sees
- * the padding after it) and writes its keys and values at positions < lengths[b] into the cache;
- * the last layer, after its QKV GEMM, runs on each sequence's last real position only (the cached
- * attention of that one query, then the projection, layernorm and MLP on B rows).
- * Decode: B positions, lengths[b] + step; each layer's cached attention appends the new keys and
- * values and attends over the cache. Then the head on the B rows. */
-/* Decode at a few sequences (s->matvec): per layer five launches, the linears as matrix-vector
- * kernels that fold in what sits between them (gpt2_gpu.h): ln_1 + c_attn, the cached attention
- * (its splits left unmerged), merge + c_proj + residual, ln_2 + c_fc + GELU, c_proj + residual.
- * Then the head on the B rows. */
+/* Decode at batch 1 (s->matvec): per layer five launches, the linears as matrix-vector kernels
+ * that fold in what sits between them (gpt2_gpu.h): ln_1 + c_attn, the cached attention (which
+ * merges its own splits), c_proj + residual, ln_2 + c_fc + GELU, c_proj + residual. Then the head
+ * on the B rows. */
 static pl_status pl__gpt2_decode_matvec(const pl_dev_ctx *ctx, const int32_t *ids,
                                         const int32_t *len, const int32_t *step, char *cache,
                                         size_t layer_bytes, int KT, void *out, pl_error *err)
@@ -1223,6 +1212,14 @@ static pl_status pl__gpt2_decode_matvec(const pl_dev_ctx *ctx, const int32_t *id
     return pl__gpt2_head(ctx, &s->mms[0], d, out, NULL, 0, err);
 }
 
+/* Prefill and decode: the forward of B sequences against the KV cache (cache [n_layer, 2, B,
+ * n_head, P, hd]; layer l's part, cache_l, is [2, B, n_head, P, hd]).
+ * Prefill: every layer runs on the B x T padded positions (flash attention: a position never sees
+ * the padding after it) and writes its keys and values at positions < lengths[b] into the cache;
+ * the last layer, after its QKV GEMM, runs on each sequence's last real position only (the cached
+ * attention of that one query, then the projection, layernorm and MLP on B rows).
+ * Decode: B positions, lengths[b] + step; each layer's cached attention appends the new keys and
+ * values and attends over the cache. Then the head on the B rows. */
 static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
@@ -1301,6 +1298,9 @@ static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
     return pl__gpt2_head(ctx, M, d, out, NULL, 0, err);
 }
 
+/* `chunks:`: the forward runs one block at a time (pl__gpt2_blk) on the same scratch (one stream,
+ * in order), and each block's output is marked done for a consumer chunked alike: the first
+ * block's logits can go down while the next block computes. */
 static pl_status pl__gpt2_record(const pl_dev_ctx *ctx, pl_error *err)
 {
     const pl_stage *st = ctx->stage;
