@@ -10,7 +10,8 @@
 # of the host's while the tokens before them agree, and at least half the sequences equal in all
 # columns (tests/gpu/generate_compare.py); the same bytes at depth 1 and 3, with graphs and with
 # --no-graph. Sampled tokens (temperature, top-k, top-p) are the same bytes run after run and at
-# any depth; their agreement with the host's draws is printed. Skips (77) without a GPU or numpy.
+# any depth; their agreement with the host's draws is printed. pipelines/generate.yaml's WHILE loop
+# at batch 1 gives the same tokens in every graph mode. Skips (77) without a GPU or numpy.
 set -u
 pipectl=$1 src=$2 build=$3
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU"; exit 77; }
@@ -104,6 +105,43 @@ for dt in f16 bf16; do
             err "B1_$dt: $f.npy differs between --depth 3 and --depth 1 --no-graph"
     done
 done
+
+# pipelines/generate.yaml at batch 1 on the tiny model (the --set of tests/e2e/
+# test_generate_pipelines.sh): its decode loop, a WHILE node, with the matrix-vector linears in
+# its body; the same tokens with graphs, --no-graph and run.loop=host, the loop's 7 steps run, and
+# their agreement with the host executor printed.
+K=2 N=8
+G=(--set run.batches=$K --set prefill.config=tiny --set decode.config=tiny
+    --set "generate.loop={max: $((N - 1)), while: going, index: step}")
+for b in prompts prompts_dev; do G+=(--set "buffers.$b.shape=[1, $T]"); done
+for b in lengths lengths_dev next done; do G+=(--set "buffers.$b.shape=[1]"); done
+for b in tokens tokens_dev; do G+=(--set "buffers.$b.shape=[1, $N]"); done
+G+=(--set "buffers.kv.shape=[2, 2, 1, 4, $((T + N - 1)), 16]" --set "buffers.logits.shape=[1, $V]"
+    --set prefill.vocab=$V --set decode.vocab=$V
+    --set prefill.weights="$work/snap_1" --set decode.weights="$work/snap_1"
+    --set "stages.read={name: read, kind: source, to: prompts, file: $work/snap_1/prompts.npy}"
+    --set "stages.read_len={name: read_len, kind: source, to: lengths, file: $work/snap_1/lengths.npy}")
+loop_run() { # NAME EXECUTOR ARGS...
+    local name=$1 ex=$2
+    shift 2
+    "$pipectl" run --quiet --executor "$ex" --out-dir "$work/loop_$name" "${G[@]}" "$@" \
+        "$src/pipelines/generate.yaml" >"$work/loop_$name.log" 2>&1 ||
+        { err "generate.yaml B 1 ($name): $(tail -3 "$work/loop_$name.log")"; return 1; }
+}
+if loop_run host host && loop_run graph gpu && loop_run nograph gpu --no-graph &&
+    loop_run hostloop gpu --set run.loop=host; then
+    for m in nograph hostloop; do
+        cmp -s "$work/loop_graph/out/generate_tokens.npy" "$work/loop_$m/out/generate_tokens.npy" ||
+            err "generate.yaml B 1: tokens differ between graphs and $m"
+    done
+    $PY -c "
+import numpy as n
+s = n.load('$work/loop_graph/out/generate_steps.npy')
+assert (s == $((N - 1))).all(), s
+g, h = n.load('$work/loop_graph/out/generate_tokens.npy'), n.load('$work/loop_host/out/generate_tokens.npy')
+print('generate.yaml B 1 (WHILE loop, matrix-vector linears): %d of %d sequences equal the host executor\'s tokens' % ((g == h).all(axis=-1).sum(), g.shape[0] * g.shape[1]))" ||
+        err "generate.yaml B 1: the loop did not run $((N - 1)) steps"
+fi
 
 # Sampling on the GPU: reproducible bytes; its draws against the host's (same uniforms).
 smp="method: sample, temperature: 0.9, top_k: 40, top_p: 0.9, seed: 5"
