@@ -431,9 +431,6 @@ namespace
 {
 static_assert(kLinMaxRows == PL_GPT2_LIN_MAX_ROWS, "gpt2_gpu.h sizes the small linear's rows");
 
-/* K slices per output feature: the most (4, 2, 1) that leave each warp's slice at least 64
- * 16-byte chunks (two a lane), so that a long row (c_proj after the MLP: K 3072) still has all
- * of its chunks in flight at once while a short one (K 768) is not cut into idle lanes. */
 /* The current device has programmatic dependent launch (compute capability 9.0 and later). */
 bool pdl_ok()
 {
@@ -444,14 +441,6 @@ bool pdl_ok()
         return false;
     }
     return major >= 9;
-}
-
-int lin_slices(int K)
-{
-    const int K8 = K / 8;
-    for (int ks = 4; ks > 1; ks /= 2)
-        if (K8 % ks == 0 && K8 / ks >= 64) return ks;
-    return 1;
 }
 
 template <typename E, lin_in IN, lin_out OUT, int KS, int NV>

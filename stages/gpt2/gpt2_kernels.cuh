@@ -590,12 +590,7 @@ template <typename E> __device__ inline void unpack8v(int4 raw, float (&f)[8])
 
 template <typename E> __device__ inline void unpack8(const int4 *p, float (&f)[8])
 {
-    int4 raw = *p;
-    E e[8];
-    memcpy(e, &raw, sizeof raw);
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        f[i] = to_f(e[i]);
+    unpack8v<E>(*p, f);
 }
 
 /* The 32 lanes' online-softmax states (max m, sum l, output o) merged by log-sum-exp through
@@ -999,15 +994,14 @@ __device__ inline void pdl_trigger()
  * an online softmax (max, sum) and its 8 dimensions of the output in f32. The groups of a warp
  * then merge by log-sum-exp through shuffles (8 values a lane), and the warps in shared memory.
  * With one split the block writes out[b, h]; with several it writes its partial (the output
- * unnormalised, the maximum and the sum) and attention_combine_kernel (or the projection,
- * linear_small_kernel) merges the splits. The key at the query's own position (n - 1) is read
- * from the query's QKV row; decode (step given) also appends that row's key and value to the cache
+ * unnormalised, the maximum and the sum), and the last of the splits' blocks to finish merges
+ * them (count given) or attention_combine_kernel does. The key at the query's own position
+ * (n - 1) is read from the query's QKV row; decode (step given) also appends that row's key and value to the cache
  * at position n - 1 (split 0 does), so no block reads a cache entry another writes in the same
  * launch.
  * Prefill (step NULL): the query is row b T + n - 1 of qkv [B, T, 3C], n = len_b (lengths, or T).
  * Decode: the query is row b of qkv [B, 3C], at position n - 1 = decode_pos. */
 constexpr int kCachedThreads = 128;
-
 
 __device__ inline float ld_cg(const float *p)
 {
@@ -1153,10 +1147,13 @@ __global__ void __launch_bounds__(kCachedThreads)
     if (!sm_last) return;
     __threadfence();
     for (int i = tid; i < HD; i += kCachedThreads)
-        out[(int64_t)b * C + (int64_t)h * HD + i] = from_f<E>(combine_splits(parts, b, h, i, H, HD, S));
+        out[(int64_t)b * C + (int64_t)h * HD + i] =
+            from_f<E>(combine_splits(parts, b, h, i, H, HD, S));
     if (tid == 0) *cnt = 0;
 }
 
+/* out[b, h] = the merge of the splits' partials (attention_cached_kernel with S > 1 and no
+ * count): a block per (head, sequence), a thread per dimension. */
 template <typename E>
 __global__ void attention_combine_kernel(E *out, const float *parts, int H, int HD, int S)
 {
@@ -1184,8 +1181,9 @@ __global__ void gather_last_kernel(float *dst, const float *x, const int32_t *le
  * rows this is a matrix-vector product bound by reading W once (GPT-2 124M: 1.2 to 4.7 MB a
  * matrix, 3-5 us of the ~600 us a decode step took through cuBLASLt), so the kernel is built to
  * keep that read in flight: a warp per (output feature, K slice), each lane 16-byte chunks of the
- * row, kLinU of them loaded before the first multiply; a row of K > 1024 is cut into KS slices
- * whose warps meet in shared memory (in slice order: the result's bits do not depend on timing).
+ * row, kLinU of them loaded before the first multiply; a long row is cut into KS slices
+ * (lin_slices) whose warps meet in shared memory (in slice order: the result's bits do not depend
+ * on timing).
  * The prologue and epilogue take the neighbours a decode layer would otherwise launch apart:
  *   IN  plain:     X is [rows, K] of E (read through L1 by every warp);
  *       layernorm: X is the f32 residual stream [rows, K]; each block normalises it (ln_row4,
@@ -1197,6 +1195,18 @@ __global__ void gather_last_kernel(float *dst, const float *x, const int32_t *le
 constexpr int kLinMaxRows = 8, kLinWarps = 4, kLinU = 4;
 enum class lin_in { plain, layernorm };
 enum class lin_out { bias, gelu, residual };
+
+/* The launchers' choice of K slices, shared with the CPU emulation test: the most (4, 2, 1) that
+ * leave each warp's slice at least 64 16-byte chunks (two a lane), so that a long row (c_proj
+ * after the MLP: K 3072) still has all of its chunks in flight at once while a short one (K 768)
+ * is not cut into idle lanes. Host code. */
+inline int lin_slices(int K)
+{
+    const int K8 = K / 8;
+    for (int ks = 4; ks > 1; ks /= 2)
+        if (K8 % ks == 0 && K8 / ks >= 64) return ks;
+    return 1;
+}
 
 __device__ inline float gelu_tanh(float x)
 {

@@ -115,6 +115,18 @@ static void check_attention(int B, int T, int H, const char *name, bool plain)
            tol);
 }
 
+/* A row's mean and (biased) variance in double: the layernorm references'. */
+static void row_stats(const float *x, int C, double &m, double &v)
+{
+    m = 0, v = 0;
+    for (int i = 0; i < C; i++)
+        m += x[i];
+    m /= C;
+    for (int i = 0; i < C; i++)
+        v += (x[i] - m) * (x[i] - m);
+    v /= C;
+}
+
 static void check_layernorm_embed_logprob(int C)
 {
     int B = 3, T = 5, V = 40, N = B * T;
@@ -139,13 +151,8 @@ static void check_layernorm_embed_logprob(int C)
     double worst = 0, worst_split = 0;
     for (int r = 0; r < B; r++) {
         const float *xr = &x[((size_t)r * T + T - 1) * C];
-        double m = 0, v = 0;
-        for (int i = 0; i < C; i++)
-            m += xr[i];
-        m /= C;
-        for (int i = 0; i < C; i++)
-            v += (xr[i] - m) * (xr[i] - m);
-        v /= C;
+        double m, v;
+        row_stats(xr, C, m, v);
         for (int i = 0; i < C; i++) {
             double want = (xr[i] - m) / std::sqrt(v + 1e-5) * w[i] + b[i];
             worst = std::max(worst, std::fabs(fe(out[(size_t)r * C + i]) - want));
@@ -560,13 +567,8 @@ static void check_linear_small(int rows, int K, int N, const char *name)
                 xr[(size_t)r * K + i] = fe(Xe[(size_t)r * K + i]);
         } else {
             const float *x = &Xf[(size_t)r * K];
-            double m = 0, v = 0;
-            for (int i = 0; i < K; i++)
-                m += x[i];
-            m /= K;
-            for (int i = 0; i < K; i++)
-                v += (x[i] - m) * (x[i] - m);
-            v /= K;
+            double m, v;
+            row_stats(x, K, m, v);
             for (int i = 0; i < K; i++)
                 xr[(size_t)r * K + i] =
                     fe(to_e<E>((float)((x[i] - m) / std::sqrt(v + 1e-5) * lnw[i] + lnb[i])));
@@ -577,13 +579,7 @@ static void check_linear_small(int rows, int K, int N, const char *name)
     void *Y = OUT == lin_out::residual ? (void *)Yf.data() : (void *)Ye.data();
     const void *X = IN == lin_in::plain ? (const void *)Xe.data() : (const void *)Xf.data();
     const void *bias = OUT == lin_out::residual ? (const void *)bf.data() : (const void *)be.data();
-    const int K8 = K / 8;
-    int KS = 1; /* the launcher's rule (gpt2_gpu.cu lin_slices); layernorm: one slice */
-    for (int ks = 4; ks > 1 && IN == lin_in::plain; ks /= 2)
-        if (K8 % ks == 0 && K8 / ks >= 64) {
-            KS = ks;
-            break;
-        }
+    const int KS = IN == lin_in::plain ? lin_slices(K) : 1; /* the launchers' choice */
     const int JB = kLinWarps / KS;
     const size_t smem = IN == lin_in::plain ? 0 : (size_t)rows * K * sizeof(E);
     emu::launch(dim3((N + JB - 1) / JB), dim3(kLinWarps * 32), smem, [&] {
