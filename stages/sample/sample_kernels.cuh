@@ -81,8 +81,10 @@ __device__ inline void row_argmax(const L *row, int V, float *rv, int *ri, float
      * lowest index) does not depend on the order the values are seen in. */
     constexpr int kArgU = 16;
     const int nt = (int)blockDim.x;
-    int from = 0; /* f32: the 16-byte aligned middle of the row as float4 first */
-    if constexpr (sizeof(L) == 4) {
+    auto see = [&](float y, int v) {
+        if (y > bv || (y == bv && v < bi)) bv = y, bi = v;
+    };
+    if constexpr (sizeof(L) == 4) { /* f32: the 16-byte aligned middle of the row as float4 */
         const int head = (int)((16 - (uintptr_t)row % 16) % 16 / 4);
         const int n4 = head < V ? (V - head) / 4 : 0;
         const float4 *r4 = reinterpret_cast<const float4 *>(row + head);
@@ -95,15 +97,12 @@ __device__ inline void row_argmax(const L *row, int V, float *rv, int *ri, float
             }
 #pragma unroll
             for (int u = 0; u < kArgU; u++) {
-                const int q = q0 + u * nt;
+                const int q = q0 + u * nt, v = head + 4 * q;
                 if (q >= n4) break;
-                const float e[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const float y = unnan(e[k]);
-                    const int v = head + 4 * q + k;
-                    if (y > bv || (y == bv && v < bi)) bv = y, bi = v;
-                }
+                see(unnan(x[u].x), v);
+                see(unnan(x[u].y), v + 1);
+                see(unnan(x[u].z), v + 2);
+                see(unnan(x[u].w), v + 3);
             }
         }
         /* the unaligned head (up to 3 values) and the tail (up to 3) */
@@ -111,22 +110,19 @@ __device__ inline void row_argmax(const L *row, int V, float *rv, int *ri, float
         for (int k = (int)threadIdx.x; k < head + (V - tail); k += nt) {
             const int v = k < head ? k : tail + (k - head);
             if (v >= V) break;
-            const float y = unnan(lf(row[v]));
-            if (y > bv || (y == bv && v < bi)) bv = y, bi = v;
+            see(unnan(lf(row[v])), v);
         }
-        from = V; /* done */
-    }
-    for (int v0 = from + (int)threadIdx.x; v0 < V; v0 += kArgU * nt) {
-        float x[kArgU];
+    } else {
+        for (int v0 = (int)threadIdx.x; v0 < V; v0 += kArgU * nt) {
+            float x[kArgU];
 #pragma unroll
-        for (int u = 0; u < kArgU; u++) {
-            const int v = v0 + u * nt;
-            x[u] = v < V ? unnan(lf(row[v])) : -INFINITY;
-        }
+            for (int u = 0; u < kArgU; u++) {
+                const int v = v0 + u * nt;
+                x[u] = v < V ? unnan(lf(row[v])) : -INFINITY;
+            }
 #pragma unroll
-        for (int u = 0; u < kArgU; u++) {
-            const int v = v0 + u * nt;
-            if (v < V && (x[u] > bv || (x[u] == bv && v < bi))) bv = x[u], bi = v;
+            for (int u = 0; u < kArgU; u++)
+                if (v0 + u * nt < V) see(x[u], v0 + u * nt);
         }
     }
     for (int o = 16; o > 0; o >>= 1) {

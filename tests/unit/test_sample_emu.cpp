@@ -98,6 +98,13 @@ int main()
         lg[2][2 * V + v] = -INFINITY;
     EXPECT(run<float>(g, lg, B, V, N, 64, nullptr, "greedy f32") == 0, "greedy f32 differs");
     EXPECT(run<__half>(g, lg, B, V, N, 96, nullptr, "greedy f16") == 0, "greedy f16 differs");
+    /* f32 rows of 301: rows start off 16 bytes, so the argmax's unaligned head and its tail hold
+     * values; a tie between the head and the float4 middle, the largest value in the tail */
+    auto lu = logits(N, B, 301, 4, 2.0f);
+    lu[0][301 + 1] = lu[0][301 + 200] = 60;
+    lu[0][2 * 301 + 300] = 70;
+    EXPECT(run<float>(g, lu, B, 301, N, 64, nullptr, "greedy f32, unaligned rows") == 0,
+           "greedy f32, unaligned rows differs");
     /* eos, per-sequence limits, pad after the end, a column past the last */
     pl_sample_params ge = g;
     ge.eos = 3;
