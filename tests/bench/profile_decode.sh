@@ -35,7 +35,6 @@ for B in "$@"; do
         python3 "$SRC/tests/e2e/generate_yaml.py" --weights random --config gpt2 --B "$B" --T 128 \
             --steps "$S" --batches 1 --depth 1 --dtype f16 --cache f16 --layers 12 --heads 12 \
             --embd 768 --vocab 50257 >"$y" || exit 1
-        # the stages' setup (cuBLASLt's candidates timed at open, one set a stage) left out
         (cd "$OUT" && "$NCU" --clock-control none --cache-control none --csv --nvtx \
             --nvtx-exclude "pipectl@setup/" --metrics gpu__time_duration.sum "$P" run --quiet \
             --executor gpu --no-graph "$y") \

@@ -51,12 +51,9 @@ same() {
 npy() { $PY -c "import numpy as n, sys; a = n.load(sys.argv[1]); $2" "$1"; }
 
 # generate.yaml / .lua / generate_sample.yaml on the tiny model (2 layers, 4 heads of 16, vocab 512).
-S=(--set run.batches=$K --set prefill.config=tiny --set decode.config=tiny
-    --set "generate.loop={max: $((N - 1)), while: going, index: step}")
-for b in prompts prompts_dev; do S+=(--set "buffers.$b.shape=[$B, $T]"); done
-for b in lengths lengths_dev next done; do S+=(--set "buffers.$b.shape=[$B]"); done
-for b in tokens tokens_dev; do S+=(--set "buffers.$b.shape=[$B, $N]"); done
-S+=(--set "buffers.kv.shape=[2, 2, $B, 4, $((T + N - 1)), 16]" --set "buffers.logits.shape=[$B, 512]")
+. "$src/tests/e2e/generate_tiny_sets.sh" # tiny_sets
+tiny_sets $K $B $T $N 512
+S=("${TINY_SETS[@]}")
 # The checkpoint the numpy reference reads, the prompts of different lengths, an f32 cache.
 SNAP=(--set prefill.weights="$work/snap" --set decode.weights="$work/snap" --set buffers.kv.dtype=f32
     --set "stages.read={name: read, kind: source, to: prompts, file: $work/snap/prompts.npy}"

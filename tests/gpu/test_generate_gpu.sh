@@ -106,19 +106,14 @@ for dt in f16 bf16; do
     done
 done
 
-# pipelines/generate.yaml at batch 1 on the tiny model (the --set of tests/e2e/
-# test_generate_pipelines.sh): its decode loop, a WHILE node, with the matrix-vector linears in
+# pipelines/generate.yaml at batch 1 on the tiny model (tests/e2e/generate_tiny_sets.sh): its
+# decode loop, a WHILE node, with the matrix-vector linears in
 # its body; the same tokens with graphs, --no-graph and run.loop=host, the loop's 7 steps run, and
 # their agreement with the host executor printed.
+. "$src/tests/e2e/generate_tiny_sets.sh" # tiny_sets
 K=2 N=8
-G=(--set run.batches=$K --set prefill.config=tiny --set decode.config=tiny
-    --set "generate.loop={max: $((N - 1)), while: going, index: step}")
-for b in prompts prompts_dev; do G+=(--set "buffers.$b.shape=[1, $T]"); done
-for b in lengths lengths_dev next done; do G+=(--set "buffers.$b.shape=[1]"); done
-for b in tokens tokens_dev; do G+=(--set "buffers.$b.shape=[1, $N]"); done
-G+=(--set "buffers.kv.shape=[2, 2, 1, 4, $((T + N - 1)), 16]" --set "buffers.logits.shape=[1, $V]"
-    --set prefill.vocab=$V --set decode.vocab=$V
-    --set prefill.weights="$work/snap_1" --set decode.weights="$work/snap_1"
+tiny_sets $K 1 $T $N $V
+G=("${TINY_SETS[@]}" --set prefill.weights="$work/snap_1" --set decode.weights="$work/snap_1"
     --set "stages.read={name: read, kind: source, to: prompts, file: $work/snap_1/prompts.npy}"
     --set "stages.read_len={name: read_len, kind: source, to: lengths, file: $work/snap_1/lengths.npy}")
 loop_run() { # NAME EXECUTOR ARGS...
