@@ -567,11 +567,13 @@ static void pl__scr_of(const pl__gpt2_opts *o, const pl__gpt2_mem *m, size_t N, 
 
 /* The cached attention (prefill's last layer, decode) runs a block per (sequence, head) and
  * split of the keys: splits so that B x n_head x splits blocks fill 264 = 2 x 132 (the H200's
- * SMs), at most 32 and at least 64 keys a split at max_pos. A function of the shapes only, not
- * of the device, so the results' bits do not depend on the GPU's size. */
+ * SMs), at most 32 (the kernel's merge, kCachedMaxSplits) and at least 16 keys a split at
+ * max_pos (a block's round of keys: at batch 1 a block waits on one or two rows a lane, not a
+ * chain of them). A function of the shapes only, not of the device, so the results' bits do not
+ * depend on the GPU's size. */
 static int pl__gpt2_splits(int B, int H, int P)
 {
-    int want = (264 + B * H - 1) / (B * H), most = (P + 63) / 64;
+    int want = (264 + B * H - 1) / (B * H), most = (P + 15) / 16;
     if (want > most) want = most;
     if (want > 32) want = 32;
     return want < 1 ? 1 : want;
@@ -1178,10 +1180,10 @@ static pl_status pl__gpt2_decode_matvec(const pl_dev_ctx *ctx, const int32_t *id
     void *sm = ctx->stream;
     int B = s->B, C = c->n_embd, H = c->n_head, hd = C / H, E = (int)o->dtype, S = s->splits;
     float eps = c->eps;
-    /* Programmatic dependent launch for the linears, except in a loop's body: a WHILE node's body
-     * graph with programmatic edges has not been run on a device yet, so there they launch plainly
-     * (docs/perf.md measures the written-out steps). */
-    const int early = st->parent < 0;
+    /* Programmatic dependent launch for the linears and the attention, inside a loop's body too
+     * (a WHILE node's body graph keeps the programmatic edges); the embedding kernel launches
+     * plainly, so a step's kernels start after everything before it has finished. */
+    const int early = 1;
     PL_CHECK(pl__launch(pl_gpt2_launch_embed_at(E, d->x, ids, s->m->wte, s->m->wpe, len, step, B, C,
                                                 c->vocab, s->P, sm),
                         "gpt2 embedding (decode) kernel launch", ctx, err));
@@ -1192,10 +1194,10 @@ static pl_status pl__gpt2_decode_matvec(const pl_dev_ctx *ctx, const int32_t *id
                                                         d->qkv, d->x, L->qkv_w, L->qkv_b, L->ln1_w,
                                                         L->ln1_b, eps, B, C, 3 * C, early, sm),
                             "gpt2 layernorm + QKV matrix-vector kernel launch", ctx, err));
-        PL_CHECK(
-            pl__launch(pl_gpt2_launch_attention_cached(E, KT, d->att, d->parts, d->count, d->qkv,
-                                                       kv, len, step, B, 1, H, hd, s->P, S, sm),
-                       "gpt2 cached attention kernel launch", ctx, err));
+        PL_CHECK(pl__launch(pl_gpt2_launch_attention_cached(E, KT, d->att, d->parts, d->count,
+                                                            d->qkv, kv, len, step, B, 1, H, hd,
+                                                            s->P, S, early, sm),
+                            "gpt2 cached attention kernel launch", ctx, err));
         PL_CHECK(pl__launch(pl_gpt2_launch_linear_small(E, PL_GPT2_LIN_PLAIN, PL_GPT2_LIN_RESIDUAL,
                                                         d->x, d->att, L->proj_w, L->proj_b, NULL,
                                                         NULL, eps, B, C, C, early, sm),
@@ -1269,7 +1271,7 @@ static pl_status pl__gpt2_record_gen(const pl_dev_ctx *ctx, pl_error *err)
         if (dec || last)
             PL_CHECK(pl__launch(pl_gpt2_launch_attention_cached(E, KT, d->att, d->parts, d->count,
                                                                 d->qkv, kv, len, step, B, T, H, hd,
-                                                                s->P, s->splits, sm),
+                                                                s->P, s->splits, 0, sm),
                                 "gpt2 cached attention kernel launch", ctx, err));
         if (last) {
             PL_CHECK(pl__launch(pl_gpt2_launch_gather_last(d->xl, d->x, len, B, T, C, sm),

@@ -296,6 +296,18 @@ extern "C" int pl_gpt2_launch_embed_at(int dtype, float *x, const int32_t *ids, 
 
 namespace
 {
+/* The current device has programmatic dependent launch (compute capability 9.0 and later). */
+bool pdl_ok()
+{
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return major >= 9;
+}
+
 template <typename E>
 int cache_write_as(int kv_dtype, void *cache_l, const void *qkv, const int32_t *lengths, int B,
                    int T, int H, int hd, int P, cudaStream_t s)
@@ -314,14 +326,26 @@ int cache_write_as(int kv_dtype, void *cache_l, const void *qkv, const int32_t *
 template <typename E, typename CT, int HD>
 int cached_launch(void *out, float *parts, const void *qkv, void *cache_l, const int32_t *lengths,
                   const int32_t *step, int B, int T, int H, int P, int splits, int *count,
-                  cudaStream_t s)
+                  bool early, cudaStream_t s)
 {
-    dim3 grid((unsigned)splits, (unsigned)H, (unsigned)B);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)splits, (unsigned)H, (unsigned)B);
+    cfg.blockDim = dim3(kCachedThreads);
+    cfg.stream = s;
+    /* early: programmatic dependent launch (its blocks load the cached keys and values while the
+     * QKV kernel before it runs; attention_cached_kernel says why that is safe) */
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    if (early && pdl_ok()) {
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+    }
     float scale = 1.0f / sqrtf((float)HD);
-    attention_cached_kernel<E, CT, HD><<<grid, kCachedThreads, 0, s>>>(
-        static_cast<E *>(out), parts, count, static_cast<const E *>(qkv),
-        static_cast<CT *>(cache_l), lengths, step, B, T, H, P, splits, scale);
-    int e = (int)cudaGetLastError();
+    int e = (int)cudaLaunchKernelEx(&cfg, attention_cached_kernel<E, CT, HD>, static_cast<E *>(out),
+                                    parts, count, static_cast<const E *>(qkv),
+                                    static_cast<CT *>(cache_l), lengths, step, B, T, H, P, splits,
+                                    scale);
     if (e || splits == 1 || count) return e; /* count: the kernel merged its splits itself */
     attention_combine_kernel<E>
         <<<dim3((unsigned)H, (unsigned)B), HD, 0, s>>>(static_cast<E *>(out), parts, H, HD, splits);
@@ -331,18 +355,18 @@ int cached_launch(void *out, float *parts, const void *qkv, void *cache_l, const
 template <typename E, typename CT>
 int cached_hd(int hd, void *out, float *parts, const void *qkv, void *cache_l,
               const int32_t *lengths, const int32_t *step, int B, int T, int H, int P, int splits,
-              int *count, cudaStream_t s)
+              int *count, bool early, cudaStream_t s)
 {
     switch (hd) {
     case 16:
         return cached_launch<E, CT, 16>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
-                                        count, s);
+                                        count, early, s);
     case 32:
         return cached_launch<E, CT, 32>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
-                                        count, s);
+                                        count, early, s);
     case 64:
         return cached_launch<E, CT, 64>(out, parts, qkv, cache_l, lengths, step, B, T, H, P, splits,
-                                        count, s);
+                                        count, early, s);
     default:
         return (int)cudaErrorInvalidValue;
     }
@@ -367,24 +391,25 @@ extern "C" int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *ou
                                                int *count, const void *qkv, void *cache_l,
                                                const int32_t *lengths, const int32_t *step, int B,
                                                int T, int H, int head_dim, int P, int splits,
-                                               void *stream)
+                                               int early, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (splits < 1 || splits > 65535 || (splits > 1 && !parts) || B > 65535 || H > 65535)
+    if (splits < 1 || splits > 65535 || (splits > 1 && !parts) || B > 65535 || H > 65535 ||
+        (count && splits > kCachedMaxSplits) || (early && !step))
         return (int)cudaErrorInvalidValue;
-    bool f32 = kv_dtype == PL_F32;
+    bool f32 = kv_dtype == PL_F32, e = early != 0;
     if (!f32 && kv_dtype != dtype) return (int)cudaErrorInvalidValue;
     if (dtype == PL_F16)
         return f32 ? cached_hd<__half, float>(head_dim, out, parts, qkv, cache_l, lengths, step, B,
-                                              T, H, P, splits, count, s)
+                                              T, H, P, splits, count, e, s)
                    : cached_hd<__half, __half>(head_dim, out, parts, qkv, cache_l, lengths, step, B,
-                                               T, H, P, splits, count, s);
+                                               T, H, P, splits, count, e, s);
     if (dtype == PL_BF16)
         return f32 ? cached_hd<__nv_bfloat16, float>(head_dim, out, parts, qkv, cache_l, lengths,
-                                                     step, B, T, H, P, splits, count, s)
+                                                     step, B, T, H, P, splits, count, e, s)
                    : cached_hd<__nv_bfloat16, __nv_bfloat16>(head_dim, out, parts, qkv, cache_l,
                                                              lengths, step, B, T, H, P, splits,
-                                                             count, s);
+                                                             count, e, s);
     return (int)cudaErrorInvalidValue;
 }
 
@@ -430,18 +455,6 @@ extern "C" int pl_gpt2_launch_embed_ln(int dtype, float *x, void *out, const int
 namespace
 {
 static_assert(kLinMaxRows == PL_GPT2_LIN_MAX_ROWS, "gpt2_gpu.h sizes the small linear's rows");
-
-/* The current device has programmatic dependent launch (compute capability 9.0 and later). */
-bool pdl_ok()
-{
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return major >= 9;
-}
 
 template <typename E, lin_in IN, lin_out OUT, int KS, int NV>
 int lin_launch(void *Y, const void *X, const void *W, const void *bias, const float *lnw,

@@ -90,11 +90,15 @@ int pl_gpt2_launch_cache_write(int dtype, int kv_dtype, void *cache_l, const voi
  * ranges, parts (B x H x splits x (head_dim + 2) floats) holds their partial results, and
  * they are merged into out: by the last block of each (sequence, head) to finish when count (B x
  * H ints, zero before the first launch; each launch leaves them zero) is given, else by a second
- * kernel. f32 arithmetic; head_dim 16, 32 or 64. */
+ * kernel (count given: splits <= 32). f32 arithmetic; head_dim 16, 32 or 64. early (decode only):
+ * programmatic dependent launch where the device has it, for a stream whose kernels launch with
+ * it: the blocks read the cache before the kernel before this one has finished, so every cache
+ * row before the appended one, lengths and step must have been written before the last kernel in
+ * the stream launched without it (the decode's embedding kernel). */
 int pl_gpt2_launch_attention_cached(int dtype, int kv_dtype, void *out, float *parts, int *count,
                                     const void *qkv, void *cache_l, const int32_t *lengths,
                                     const int32_t *step, int B, int T, int H, int head_dim, int P,
-                                    int splits, void *stream);
+                                    int splits, int early, void *stream);
 /* ---- linear layers at a few rows: decode at a small batch ----
  * Y = X W^T + bias for rows <= PL_GPT2_LIN_MAX_ROWS, W [N, K] of dtype (cuBLASLt's layout in
  * pl_gpu_lt.c), f32 arithmetic, with what decode would otherwise launch around it folded in:

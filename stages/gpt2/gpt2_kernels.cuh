@@ -133,23 +133,29 @@ __device__ inline void ln_store4(E *out, E *lo, int64_t c4, float a, float b, fl
     }
 }
 
-/* One row's layernorm from its values in registers, NV float4 a lane (the row's C4 = C / 4 float4
- * lane-strided: lane l holds float4 l, l + 32, ...; the ones past C4 zero), into orow (and lrow).
- */
-template <typename E, int NV>
-__device__ inline void ln_row4(const float4 (&v)[NV], E *orow, E *lrow, const float *w,
-                               const float *b, int C, float eps, int lane)
+/* The layernorm's scale and shift, lane-strided as ln_row4's rows (the ones past C / 4 zero). */
+template <int NV>
+__device__ inline void ln_wb4(const float *w, const float *b, int C, int lane, float4 (&wv)[NV],
+                              float4 (&bv)[NV])
 {
     const int C4 = C / 4;
-    /* The scale and shift depend on nothing computed here: their loads go out before the two
-     * reductions, not after (a round trip less on a row's latency, which decode waits for). */
-    float4 wv[NV], bv[NV];
 #pragma unroll
     for (int j = 0; j < NV; j++) {
         int c = lane + 32 * j;
         wv[j] = c < C4 ? reinterpret_cast<const float4 *>(w)[c] : make_float4(0, 0, 0, 0);
         bv[j] = c < C4 ? reinterpret_cast<const float4 *>(b)[c] : make_float4(0, 0, 0, 0);
     }
+}
+
+/* One row's layernorm from its values in registers, NV float4 a lane (the row's C4 = C / 4 float4
+ * lane-strided: lane l holds float4 l, l + 32, ...; the ones past C4 zero), into orow (and lrow),
+ * with the scale and shift already loaded (ln_wb4). */
+template <typename E, int NV>
+__device__ inline void ln_row4_wb(const float4 (&v)[NV], const float4 (&wv)[NV],
+                                  const float4 (&bv)[NV], E *orow, E *lrow, int C, float eps,
+                                  int lane)
+{
+    const int C4 = C / 4;
     float s = 0;
 #pragma unroll
     for (int j = 0; j < NV; j++)
@@ -175,6 +181,17 @@ __device__ inline void ln_row4(const float4 (&v)[NV], E *orow, E *lrow, const fl
                   (v[j].z - mean) * rstd * wv[j].z + bv[j].z,
                   (v[j].w - mean) * rstd * wv[j].w + bv[j].w);
     }
+}
+
+/* ln_row4_wb with the scale and shift loaded here: their loads go out before the two reductions,
+ * not after (a round trip less on a row's latency, which decode waits for). */
+template <typename E, int NV>
+__device__ inline void ln_row4(const float4 (&v)[NV], E *orow, E *lrow, const float *w,
+                               const float *b, int C, float eps, int lane)
+{
+    float4 wv[NV], bv[NV];
+    ln_wb4<NV>(w, b, C, lane, wv, bv);
+    ln_row4_wb<E, NV>(v, wv, bv, orow, lrow, C, eps, lane);
 }
 
 template <typename E, int NV>
@@ -995,13 +1012,17 @@ __device__ inline void pdl_trigger()
  * then merge by log-sum-exp through shuffles (8 values a lane), and the warps in shared memory.
  * With one split the block writes out[b, h]; with several it writes its partial (the output
  * unnormalised, the maximum and the sum), and the last of the splits' blocks to finish merges
- * them (count given) or attention_combine_kernel does. The key at the query's own position
- * (n - 1) is read from the query's QKV row; decode (step given) also appends that row's key and value to the cache
- * at position n - 1 (split 0 does), so no block reads a cache entry another writes in the same
- * launch.
+ * them (count given, S <= kCachedMaxSplits) or attention_combine_kernel does. The key at the
+ * query's own position (n - 1) is read from the query's QKV row; decode (step given) also appends
+ * that row's key and value to the cache at position n - 1 (split 0 does), so no block reads a
+ * cache entry another writes in the same launch.
  * Prefill (step NULL): the query is row b T + n - 1 of qkv [B, T, 3C], n = len_b (lengths, or T).
- * Decode: the query is row b of qkv [B, 3C], at position n - 1 = decode_pos. */
-constexpr int kCachedThreads = 128;
+ * Decode: the query is row b of qkv [B, 3C], at position n - 1 = decode_pos.
+ * Launched early (programmatic dependent launch, decode at batch 1), the block loads the keys and
+ * values of its first kCachedPre rounds before pdl_wait(): the cache rows before n - 1, lengths
+ * and step were all written before the decode's embedding kernel, which launches plainly and so
+ * starts only once everything before it has finished; only the QKV row is the kernel before's. */
+constexpr int kCachedThreads = 128, kCachedMaxSplits = 32, kCachedPre = 2;
 
 __device__ inline float ld_cg(const float *p)
 {
@@ -1012,22 +1033,22 @@ __device__ inline float ld_cg(const float *p)
 #endif
 }
 
-/* Dimension i of (sequence b, head h)'s attention output from its S splits' partials, read from L2
- * (ld.cg: other blocks wrote them, and L1 is not coherent). */
-__device__ inline float combine_splits(const float *parts, int b, int h, int i, int H, int HD,
-                                       int S)
+/* Dimension i of (sequence b, head h)'s attention output from its S splits' partials pp (S rows of
+ * HD + 2: the output, the maximum, the sum). CG: pp is global memory other blocks wrote, read from
+ * L2 (ld.cg: L1 is not coherent); else shared memory. */
+template <bool CG> __device__ inline float merge_splits(const float *pp, int i, int HD, int S)
 {
-    const float *pp = parts + ((int64_t)b * H + h) * S * (HD + 2);
+    auto ld = [&](int k) { return CG ? ld_cg(pp + k) : pp[k]; };
     float mx = -INFINITY;
     for (int s = 0; s < S; s++)
-        mx = fmaxf(mx, ld_cg(pp + s * (HD + 2) + HD));
+        mx = fmaxf(mx, ld(s * (HD + 2) + HD));
     float sl = 0, so = 0;
     for (int s = 0; s < S; s++) {
-        const float ms = ld_cg(pp + s * (HD + 2) + HD);
+        const float ms = ld(s * (HD + 2) + HD);
         if (ms == -INFINITY) continue;
         const float e = expf(ms - mx);
-        sl += ld_cg(pp + s * (HD + 2) + HD + 1) * e;
-        so += ld_cg(pp + s * (HD + 2) + i) * e;
+        sl += ld(s * (HD + 2) + HD + 1) * e;
+        so += ld(s * (HD + 2) + i) * e;
     }
     return sl > 0 ? so / sl : 0.0f;
 }
@@ -1041,6 +1062,7 @@ __global__ void __launch_bounds__(kCachedThreads)
     static_assert(HD % 8 == 0 && HD <= 256 && 32 % (HD / 8) == 0, "head size: 8 lanes' worth");
     constexpr int NW = kCachedThreads / 32, G = HD / 8, KPW = 32 / G; /* keys a warp at once */
     __shared__ float sm_m[NW], sm_l[NW], sm_o[NW][HD];
+    __shared__ float sm_p[kCachedMaxSplits * (HD + 2)]; /* the last block: every split's partial */
     __shared__ bool sm_last;
     pdl_trigger(); /* the projection after this may load its weights meanwhile */
     const int sp = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -1059,12 +1081,27 @@ __global__ void __launch_bounds__(kCachedThreads)
     const E *qr = qkv + qrow * 3 * C + (int64_t)h * HD;
     CT *kc = cache_l + ((int64_t)b * H + h) * P * HD;
     CT *vc = kc + (int64_t)B * H * P * HD;
+    const int chunk = (n + S - 1) / S, k0 = sp * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
+    /* The cached keys and values of the first kCachedPre rounds (a round: NW KPW keys), before
+     * the wait; the query's own (n - 1) comes from its QKV row after it. */
+    float pk[kCachedPre][8], pv[kCachedPre][8];
+#pragma unroll
+    for (int r = 0; r < kCachedPre; r++) {
+        const int j = k0 + warp * KPW + r * NW * KPW + slot;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            pk[r][i] = pv[r][i] = 0;
+        if (j < k1 && j != n - 1) {
+            load8(kc + (int64_t)j * HD + 8 * g, pk[r]);
+            load8(vc + (int64_t)j * HD + 8 * g, pv[r]);
+        }
+    }
+    pdl_wait();
     if (step && sp == 0)
         for (int i = tid; i < HD; i += kCachedThreads) {
             kc[(int64_t)(n - 1) * HD + i] = from_f<CT>(to_f(qr[C + i]));
             vc[(int64_t)(n - 1) * HD + i] = from_f<CT>(to_f(qr[2 * C + i]));
         }
-    const int chunk = (n + S - 1) / S, k0 = sp * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
     float q[8], o[8];
     load8(qr + 8 * g, q);
 #pragma unroll
@@ -1073,18 +1110,13 @@ __global__ void __launch_bounds__(kCachedThreads)
         o[i] = 0;
     }
     float m = -INFINITY, l = 0;
-    /* The loop runs alike in every lane of a warp (the shuffles need all 32); a slot past the
-     * split's last key computes nothing. */
-    for (int j0 = k0 + warp * KPW; j0 < k1; j0 += NW * KPW) {
-        const int j = j0 + slot;
-        const bool valid = j < k1, own = j == n - 1; /* own: the key and value of its QKV row */
-        float kv[8] = {0, 0, 0, 0, 0, 0, 0, 0}, vv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (own) {
+    /* One key a group: every lane of a warp calls it alike (the shuffles need all 32); a slot
+     * past the split's last key computes nothing. */
+    auto attend = [&](int j, float(&kv)[8], float(&vv)[8]) {
+        const bool valid = j < k1;
+        if (j == n - 1) { /* its key and value: the QKV row */
             load8(qr + C + 8 * g, kv);
             load8(qr + 2 * C + 8 * g, vv);
-        } else if (valid) {
-            load8(kc + (int64_t)j * HD + 8 * g, kv);
-            load8(vc + (int64_t)j * HD + 8 * g, vv);
         }
         float d = 0;
 #pragma unroll
@@ -1093,13 +1125,26 @@ __global__ void __launch_bounds__(kCachedThreads)
 #pragma unroll
         for (int off = 1; off < G; off <<= 1) /* the group's lanes: adjacent, G a power of 2 */
             d += __shfl_xor_sync(0xffffffffu, d, off);
-        if (!valid) continue;
+        if (!valid) return;
         const float mn = fmaxf(m, d), a = expf(m - mn), p = expf(d - mn); /* exp(-inf) = 0 */
 #pragma unroll
         for (int i = 0; i < 8; i++)
             o[i] = o[i] * a + p * vv[i];
         l = l * a + p;
         m = mn;
+    };
+    int j0 = k0 + warp * KPW;
+#pragma unroll
+    for (int r = 0; r < kCachedPre; r++, j0 += NW * KPW)
+        if (j0 < k1) attend(j0 + slot, pk[r], pv[r]);
+    for (; j0 < k1; j0 += NW * KPW) {
+        const int j = j0 + slot;
+        float kv[8] = {0, 0, 0, 0, 0, 0, 0, 0}, vv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (j < k1 && j != n - 1) {
+            load8(kc + (int64_t)j * HD + 8 * g, kv);
+            load8(vc + (int64_t)j * HD + 8 * g, vv);
+        }
+        attend(j, kv, vv);
     }
     /* The warp's groups merge (a group that saw no key has m = -inf and weight 0); lanes of
      * slot 0 end with the warp's result for their 8 dimensions. */
@@ -1146,9 +1191,14 @@ __global__ void __launch_bounds__(kCachedThreads)
     __syncthreads();
     if (!sm_last) return;
     __threadfence();
+    /* The S partials into shared memory in one pass (every load in flight at once), then the
+     * merge of each dimension from there. */
+    const float *pp = parts + ((int64_t)b * H + h) * S * (HD + 2);
+    for (int i = tid; i < S * (HD + 2); i += kCachedThreads)
+        sm_p[i] = ld_cg(pp + i);
+    __syncthreads();
     for (int i = tid; i < HD; i += kCachedThreads)
-        out[(int64_t)b * C + (int64_t)h * HD + i] =
-            from_f<E>(combine_splits(parts, b, h, i, H, HD, S));
+        out[(int64_t)b * C + (int64_t)h * HD + i] = from_f<E>(merge_splits<false>(sm_p, i, HD, S));
     if (tid == 0) *cnt = 0;
 }
 
@@ -1160,7 +1210,7 @@ __global__ void attention_combine_kernel(E *out, const float *parts, int H, int 
     const int h = blockIdx.x, b = blockIdx.y, i = threadIdx.x;
     if (i >= HD) return;
     out[(int64_t)b * H * HD + (int64_t)h * HD + i] =
-        from_f<E>(combine_splits(parts, b, h, i, H, HD, S));
+        from_f<E>(merge_splits<true>(parts + ((int64_t)b * H + h) * S * (HD + 2), i, HD, S));
 }
 
 /* dst[b, :] = x[b T + len_b - 1, :]: each sequence's last real position (f32 rows of C). */
@@ -1244,6 +1294,10 @@ __global__ void __launch_bounds__(kLinWarps * 32)
         const int c = lane + 32 * u;
         raw[u] = j < N && c < per ? ld_stream16(wr + 8 * c) : make_int4(0, 0, 0, 0);
     }
+    /* and so do the layernorm's scale and shift, in the warps that normalise a row */
+    float4 lw[IN == lin_in::layernorm ? NV : 1], lb[IN == lin_in::layernorm ? NV : 1];
+    if constexpr (IN == lin_in::layernorm)
+        if (warp < rows) ln_wb4<NV>(lnw, lnb, K, lane, lw, lb);
     pdl_trigger();
     pdl_wait();
     const E *xs = static_cast<const E *>(X);
@@ -1259,7 +1313,7 @@ __global__ void __launch_bounds__(kLinWarps * 32)
                 int c = lane + 32 * q;
                 v[q] = c < C4 ? x4[c] : make_float4(0, 0, 0, 0);
             }
-            ln_row4<E, NV>(v, xw + (int64_t)r * K, nullptr, lnw, lnb, K, eps, lane);
+            ln_row4_wb<E, NV>(v, lw, lb, xw + (int64_t)r * K, nullptr, K, eps, lane);
         }
         __syncthreads();
         xs = xw;

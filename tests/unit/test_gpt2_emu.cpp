@@ -612,14 +612,15 @@ static void check_linear_small(int rows, int K, int N, const char *name)
                 want = acc + fe(be[j]);
                 if (OUT == lin_out::gelu)
                     want = 0.5 * want *
-                           (1 + std::tanh(0.7978845608028654 * (want + 0.044715 * want * want * want)));
+                           (1 +
+                            std::tanh(0.7978845608028654 * (want + 0.044715 * want * want * want)));
                 got = fe(Ye[(size_t)r * N + j]);
             }
             worst = std::max(worst, std::fabs(got - want));
             scale = std::max(scale, std::fabs(want));
         }
     /* E's rounding of the output (f16 ~5e-4, bf16 ~4e-3 of the value), f32 sums otherwise */
-    const double rel = OUT == lin_out::residual                ? 1e-5
+    const double rel = OUT == lin_out::residual           ? 1e-5
                        : std::is_same_v<E, __nv_bfloat16> ? 8e-3
                                                           : 1e-3;
     const double tol = rel * std::max(1.0, scale) + 1e-5;
@@ -651,6 +652,9 @@ int main()
     check_cached<__nv_bfloat16, __nv_bfloat16, 32>(2, 33, 1, 64, 3, "bf16");
     check_cached<__nv_bfloat16, float, 64>(1, 5, 2, 8, 4,
                                            "bf16 with an f32 cache"); /* empty splits */
+    /* batch 1's shape (pl__gpt2_splits: 22 splits at 384 positions): splits of one and two
+     * rounds of keys, both prefetched */
+    check_cached<__half, __half, 64>(1, 200, 2, 384, 22, "f16, batch 1's splits");
     check_linear_small<__half, lin_in::layernorm, lin_out::bias>(1, 64, 13, "f16 ln+bias");
     check_linear_small<__nv_bfloat16, lin_in::layernorm, lin_out::gelu>(3, 768, 9, "bf16 ln+gelu");
     check_linear_small<__half, lin_in::layernorm, lin_out::gelu>(kLinMaxRows, 96, 6, "f16 ln+gelu");
